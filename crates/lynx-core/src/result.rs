@@ -1,0 +1,306 @@
+//! The result of one run on one device: the predicate of the signed statement (DESIGN.md
+//! section 5). It is written after every measured cell, so a run that stops early keeps what it
+//! measured, with a status that says so.
+
+use crate::config::{ModelShape, Precision, Suite, WarmupConfig};
+use crate::device::DeviceName;
+use crate::equilibrium::WindowStats;
+use crate::stats::StepTimeSummary;
+use crate::value::{Finite, Reported};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The schema a result follows; also the in-toto predicate type it is published under.
+pub const RESULT_SCHEMA: &str = "https://lynxbench.dev/result/v1";
+
+/// One run on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Always [`RESULT_SCHEMA`].
+    pub schema: String,
+    /// Unique id of the run: start time and a random suffix.
+    pub run_id: String,
+    pub status: RunStatus,
+    /// When the run started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When the last cell was written (RFC 3339, UTC).
+    pub updated_at: String,
+    pub harness: Harness,
+    pub device: DeviceRecord,
+    pub host: HostRecord,
+    pub config: ConfigRecord,
+    /// `None` until warm-up has ended.
+    pub warmup: Option<WarmupRecord>,
+    /// Measured cells, in the order they ran.
+    pub cells: Vec<CellRecord>,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// The run was still going when this was written: if it is the last word, the run stopped
+    /// early, and only the cells listed were measured.
+    Incomplete,
+    /// Every cell of the suite ran (each cell's own status says whether it succeeded).
+    Complete,
+}
+
+/// The software that measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Harness {
+    /// Version of lynx.
+    pub lynx_version: String,
+    /// Git commit lynx was built from.
+    pub git_commit: Reported<String>,
+    /// sha256 of the running `lynx` executable.
+    pub binary_sha256: Reported<String>,
+    /// Version of the `tch` crate linked in.
+    pub tch_version: String,
+    /// libtorch version built against.
+    pub libtorch_build_version: Reported<String>,
+    /// libtorch version loaded at run time, read beside the library the process mapped.
+    pub libtorch_runtime_version: Reported<String>,
+    /// Folder of the libtorch libraries loaded at run time.
+    pub libtorch_path: Reported<String>,
+    /// The GPU backend libraries libtorch loaded (libtorch_cuda, libtorch_hip), or why not.
+    pub gpu_backends: Vec<BackendLoad>,
+    /// Intra-op threads libtorch uses.
+    pub torch_threads: i32,
+    /// Compiler that built lynx.
+    pub rustc: String,
+    /// Cargo profile of the build (release, debug).
+    pub build_profile: String,
+}
+
+/// Whether one optional libtorch backend library was loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendLoad {
+    /// The library's file name, e.g. `libtorch_cuda.so`.
+    pub library: String,
+    /// Loaded, or why not.
+    pub loaded: Reported<bool>,
+}
+
+/// The device measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    /// `cpu`, `cuda:N` or `rocm:N`.
+    pub device: DeviceName,
+    /// Marketing name (`NVIDIA H200`, the CPU's model name).
+    pub name: Reported<String>,
+    /// Memory the device can use, in bytes.
+    pub memory_bytes: Reported<u64>,
+    /// Stable identity of the board (GPU UUID), where the device has one.
+    pub uuid: Reported<String>,
+    /// CUDA compute capability (`9.0`), for NVIDIA devices.
+    pub compute_capability: Reported<String>,
+}
+
+/// The host the device sits in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostRecord {
+    pub cpu_model: Reported<String>,
+    pub physical_cores: Reported<u64>,
+    pub logical_cpus: u64,
+    pub memory_bytes: u64,
+    pub os: Reported<String>,
+    pub kernel: Reported<String>,
+}
+
+/// The whole configuration as run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    pub suite: Suite,
+    pub model: ModelShape,
+    /// sha256 of the JSON of `suite` and `model` (see [`config_sha256`]).
+    pub sha256: String,
+    /// Parameters of the model at this shape.
+    pub model_parameters: u64,
+    /// Bytes of weights at the suite's precision.
+    pub weight_bytes: u64,
+    /// KV-cache bytes per token at the suite's precision.
+    pub kv_bytes_per_token: u64,
+}
+
+impl ConfigRecord {
+    pub fn new(suite: Suite, model: ModelShape) -> ConfigRecord {
+        let precision: Precision = suite.precision;
+        ConfigRecord {
+            sha256: config_sha256(&suite, &model),
+            model_parameters: model.parameter_count(),
+            weight_bytes: model.parameter_count() * precision.bytes(),
+            kv_bytes_per_token: model.kv_bytes_per_token(precision),
+            suite,
+            model,
+        }
+    }
+}
+
+/// sha256 (hex) of the JSON `{"suite": …, "model": …}`. Field order is the structs' declaration
+/// order, so equal configurations hash equally whatever their TOML looked like.
+pub fn config_sha256(suite: &Suite, model: &ModelShape) -> String {
+    #[derive(Serialize)]
+    struct Config<'a> {
+        suite: &'a Suite,
+        model: &'a ModelShape,
+    }
+    let json = serde_json::to_vec(&Config { suite, model }).expect("configuration serialises");
+    hex(&Sha256::digest(json))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How warm-up went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmupRecord {
+    /// How long warm-up ran.
+    pub duration_s: Finite,
+    /// Decode steps it ran.
+    pub steps: u64,
+    /// The decode batch warm-up ran at.
+    pub batch: u32,
+    /// The context the warm-up decode steps ran at.
+    pub ctx: u32,
+    /// Whether equilibrium was reached before `criteria.max_s`.
+    pub equilibrium_reached: bool,
+    /// The thresholds judged against.
+    pub criteria: WarmupConfig,
+    /// The criteria values over the last window; `None` if warm-up ran too few steps to judge.
+    pub last_window: Option<WindowStats>,
+}
+
+/// What a cell measured: a prefill or a decode step at one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "lowercase")]
+pub enum CellShape {
+    /// A forward pass over `batch` prompts of `prompt_len` tokens into an empty KV cache.
+    Prefill { batch: u32, prompt_len: u32 },
+    /// One token for each of `batch` sequences whose KV cache holds `ctx` tokens at the first
+    /// measured step and one more at each following step.
+    Decode { batch: u32, ctx: u32 },
+}
+
+impl CellShape {
+    pub fn batch(&self) -> u32 {
+        match *self {
+            CellShape::Prefill { batch, .. } | CellShape::Decode { batch, .. } => batch,
+        }
+    }
+}
+
+impl std::fmt::Display for CellShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CellShape::Prefill { batch, prompt_len } => write!(f, "prefill batch {batch} prompt {prompt_len}"),
+            CellShape::Decode { batch, ctx } => write!(f, "decode batch {batch} ctx {ctx}"),
+        }
+    }
+}
+
+/// Whether a cell was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum CellStatus {
+    Ok,
+    /// A step failed; the message says how. A failed step fails its cell.
+    Error { message: String },
+}
+
+/// One measured cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRecord {
+    #[serde(flatten)]
+    pub shape: CellShape,
+    #[serde(flatten)]
+    pub status: CellStatus,
+    /// Step-time distribution; `None` when the cell failed.
+    pub step_time: Option<StepTimeSummary>,
+    /// Wall time spent on timed steps.
+    pub measured_s: Option<Finite>,
+    /// Decode only: KV-cache length at the last measured step.
+    pub ctx_end: Option<u32>,
+    /// Decode: 1 / median step time. Prefill: undefined (`None`).
+    pub tok_per_s_per_user: Option<Finite>,
+    /// Decode: batch / median step time. Prefill: batch × prompt length / median step time.
+    pub tok_per_s_per_device: Option<Finite>,
+}
+
+impl CellRecord {
+    /// A measured cell with its figures derived from the step times (DESIGN.md vocabulary).
+    pub fn measured(
+        shape: CellShape,
+        step_time: StepTimeSummary,
+        measured_s: Finite,
+        ctx_end: Option<u32>,
+    ) -> Result<CellRecord, crate::value::NotFinite> {
+        let median_s = step_time.median_s.get();
+        let (per_user, tokens_per_step) = match shape {
+            CellShape::Decode { batch, .. } => {
+                (Some(Finite::new(1.0 / median_s, "tok/s/user")?), f64::from(batch))
+            }
+            CellShape::Prefill { batch, prompt_len } => (None, f64::from(batch) * f64::from(prompt_len)),
+        };
+        Ok(CellRecord {
+            shape,
+            status: CellStatus::Ok,
+            tok_per_s_per_user: per_user,
+            tok_per_s_per_device: Some(Finite::new(tokens_per_step / median_s, "tok/s/device")?),
+            step_time: Some(step_time),
+            measured_s: Some(measured_s),
+            ctx_end,
+        })
+    }
+
+    /// A cell whose measurement failed.
+    pub fn failed(shape: CellShape, message: String) -> CellRecord {
+        CellRecord {
+            shape,
+            status: CellStatus::Error { message },
+            step_time: None,
+            measured_s: None,
+            ctx_end: None,
+            tok_per_s_per_user: None,
+            tok_per_s_per_device: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(median_s: f64) -> StepTimeSummary {
+        StepTimeSummary::from_samples(&[median_s; 3]).unwrap()
+    }
+
+    #[test]
+    fn decode_figures_follow_the_vocabulary() {
+        let shape = CellShape::Decode { batch: 8, ctx: 128 };
+        let cell = CellRecord::measured(shape, summary(0.02), Finite::new(1.0, "t").unwrap(), Some(140)).unwrap();
+        assert!((cell.tok_per_s_per_user.unwrap().get() - 50.0).abs() < 1e-9);
+        assert!((cell.tok_per_s_per_device.unwrap().get() - 400.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn prefill_throughput_counts_every_prompt_token() {
+        let shape = CellShape::Prefill { batch: 2, prompt_len: 512 };
+        let cell = CellRecord::measured(shape, summary(0.5), Finite::new(1.0, "t").unwrap(), None).unwrap();
+        assert_eq!(cell.tok_per_s_per_user, None);
+        assert!((cell.tok_per_s_per_device.unwrap().get() - 2048.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cells_serialise_flat_with_step_and_status() {
+        let cell = CellRecord::failed(CellShape::Prefill { batch: 1, prompt_len: 4 }, "oom".into());
+        let json = serde_json::to_value(&cell).unwrap();
+        assert_eq!(json["step"], "prefill");
+        assert_eq!(json["status"], "error");
+        assert_eq!(json["message"], "oom");
+        let back: CellRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, cell);
+    }
+}

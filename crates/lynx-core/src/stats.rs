@@ -1,0 +1,146 @@
+//! Summary statistics of step times.
+//!
+//! Percentiles use linear interpolation between closest ranks (Hyndman & Fan 1996, definition 7;
+//! numpy's and R's default), so p50 of an even-sized sample is the mean of the middle two. The
+//! coefficient of variation is the sample standard deviation (n − 1) over the mean, and is
+//! undefined for fewer than two samples.
+
+use crate::value::{Finite, NotFinite};
+use serde::{Deserialize, Serialize};
+
+/// The distribution of one cell's step times, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepTimeSummary {
+    /// Number of timed steps.
+    pub n: usize,
+    /// Median step time.
+    pub median_s: Finite,
+    /// 90th percentile step time.
+    pub p90_s: Finite,
+    /// 99th percentile step time.
+    pub p99_s: Finite,
+    /// Fastest step.
+    pub min_s: Finite,
+    /// Slowest step.
+    pub max_s: Finite,
+    /// Coefficient of variation (sample standard deviation / mean); `None` for one step.
+    pub cv: Option<Finite>,
+}
+
+/// Why a set of samples has no summary.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StatsError {
+    #[error("no samples to summarise")]
+    Empty,
+    #[error(transparent)]
+    NotFinite(#[from] NotFinite),
+}
+
+/// The `q`-quantile (0 ≤ q ≤ 1) of `sorted`, which must be sorted ascending and non-empty.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    debug_assert!(!sorted.is_empty() && (0.0..=1.0).contains(&q));
+    let rank = q * (sorted.len() - 1) as f64;
+    let below = rank.floor() as usize;
+    let above = rank.ceil() as usize;
+    sorted[below] + (sorted[above] - sorted[below]) * (rank - below as f64)
+}
+
+/// Sorted copy of `samples`, refusing non-finite values.
+pub fn sorted_finite(samples: &[f64]) -> Result<Vec<f64>, StatsError> {
+    if samples.is_empty() {
+        return Err(StatsError::Empty);
+    }
+    for &sample in samples {
+        Finite::new(sample, "a sample")?;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Ok(sorted)
+}
+
+/// Median of `samples`.
+pub fn median(samples: &[f64]) -> Result<f64, StatsError> {
+    Ok(quantile_sorted(&sorted_finite(samples)?, 0.5))
+}
+
+/// Coefficient of variation with the sample (n − 1) standard deviation; `None` below two samples.
+pub fn coefficient_of_variation(samples: &[f64]) -> Option<f64> {
+    if samples.len() < 2 {
+        return None;
+    }
+    let n = samples.len() as f64;
+    let mean = samples.iter().sum::<f64>() / n;
+    let variance = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some(variance.sqrt() / mean)
+}
+
+impl StepTimeSummary {
+    /// Summarise step times in seconds.
+    pub fn from_samples(step_s: &[f64]) -> Result<StepTimeSummary, StatsError> {
+        let sorted = sorted_finite(step_s)?;
+        let at = |q: f64, what: &str| Finite::new(quantile_sorted(&sorted, q), what);
+        Ok(StepTimeSummary {
+            n: sorted.len(),
+            median_s: at(0.5, "median step time")?,
+            p90_s: at(0.9, "p90 step time")?,
+            p99_s: at(0.99, "p99 step time")?,
+            min_s: at(0.0, "min step time")?,
+            max_s: at(1.0, "max step time")?,
+            cv: coefficient_of_variation(&sorted)
+                .map(|cv| Finite::new(cv, "step time CV"))
+                .transpose()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn percentiles_match_hand_computed_values() {
+        // 1..=10: rank for p90 is 0.9 * 9 = 8.1 → 9 + 0.1 * (10 - 9) = 9.1;
+        // p99: rank 8.91 → 9.91; median: rank 4.5 → 5.5.
+        let samples: Vec<f64> = (1..=10).rev().map(f64::from).collect();
+        let s = StepTimeSummary::from_samples(&samples).unwrap();
+        assert_eq!(s.n, 10);
+        assert!(close(s.median_s.get(), 5.5));
+        assert!(close(s.p90_s.get(), 9.1));
+        assert!(close(s.p99_s.get(), 9.91));
+        assert!(close(s.min_s.get(), 1.0));
+        assert!(close(s.max_s.get(), 10.0));
+    }
+
+    #[test]
+    fn cv_matches_hand_computed_value() {
+        // mean 5, squared deviations 9+1+1+9 = 20, sample variance 20/3, sd 2.5819889, cv 0.5163978.
+        let cv = coefficient_of_variation(&[2.0, 4.0, 6.0, 8.0]).unwrap();
+        assert!((cv - 0.516_397_779_494_322).abs() < 1e-12);
+        assert_eq!(coefficient_of_variation(&[3.0]), None);
+    }
+
+    #[test]
+    fn odd_median_is_the_middle_sample() {
+        assert!(close(median(&[3.0, 1.0, 2.0]).unwrap(), 2.0));
+    }
+
+    #[test]
+    fn one_sample_has_no_spread() {
+        let s = StepTimeSummary::from_samples(&[0.25]).unwrap();
+        assert_eq!(s.cv, None);
+        assert!(close(s.p99_s.get(), 0.25));
+    }
+
+    #[test]
+    fn empty_and_non_finite_samples_are_errors() {
+        assert_eq!(StepTimeSummary::from_samples(&[]), Err(StatsError::Empty));
+        assert!(matches!(
+            StepTimeSummary::from_samples(&[1.0, f64::NAN]),
+            Err(StatsError::NotFinite(_))
+        ));
+    }
+}

@@ -1,0 +1,116 @@
+//! The two kinds of value a result may hold besides plain data: a number that is guaranteed
+//! finite, and a fact that could not be had, with the reason.
+
+use serde::{Deserialize, Serialize};
+
+/// A finite `f64`. A result holds no NaN or infinity (DESIGN.md section 5): they are errors to
+/// report where they arise, never data. Deserialising a non-finite number fails too.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Finite(f64);
+
+/// A value that should have been finite was not.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{what} is {value}, not a finite number")]
+pub struct NotFinite {
+    /// What the value was meant to be, for the message.
+    pub what: String,
+    /// The offending value.
+    pub value: f64,
+}
+
+impl Finite {
+    /// `value` if it is finite; `what` names it in the error otherwise.
+    pub fn new(value: f64, what: &str) -> Result<Finite, NotFinite> {
+        if value.is_finite() {
+            Ok(Finite(value))
+        } else {
+            Err(NotFinite { what: what.to_owned(), value })
+        }
+    }
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for Finite {
+    type Error = NotFinite;
+    fn try_from(value: f64) -> Result<Self, Self::Error> {
+        Finite::new(value, "number")
+    }
+}
+
+impl From<Finite> for f64 {
+    fn from(value: Finite) -> f64 {
+        value.0
+    }
+}
+
+/// A fact about the device, host or software that is either known or explicitly unavailable.
+/// Serialised as the bare value, or as `{"unavailable": "<reason>"}`: never an empty string or a
+/// zero standing in for "unknown".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Reported<T> {
+    Known(T),
+    Unavailable {
+        /// Why the value could not be had, for the reader of the result.
+        unavailable: String,
+    },
+}
+
+impl<T> Reported<T> {
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Reported::Unavailable { unavailable: reason.into() }
+    }
+
+    pub fn known(&self) -> Option<&T> {
+        match self {
+            Reported::Known(value) => Some(value),
+            Reported::Unavailable { .. } => None,
+        }
+    }
+}
+
+impl<T, E: std::fmt::Display> From<Result<T, E>> for Reported<T> {
+    fn from(result: Result<T, E>) -> Self {
+        match result {
+            Ok(value) => Reported::Known(value),
+            Err(error) => Reported::unavailable(error.to_string()),
+        }
+    }
+}
+
+impl<T: std::fmt::Display> std::fmt::Display for Reported<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reported::Known(value) => value.fmt(f),
+            Reported::Unavailable { unavailable } => write!(f, "unavailable ({unavailable})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finite_refuses_nan_and_infinity() {
+        assert!(Finite::new(f64::NAN, "x").is_err());
+        assert!(Finite::new(f64::INFINITY, "x").is_err());
+        assert_eq!(Finite::new(1.5, "x").unwrap().get(), 1.5);
+    }
+
+    #[test]
+    fn reported_serialises_value_or_reason() {
+        let known: Reported<u64> = Reported::Known(7);
+        let unknown: Reported<u64> = Reported::unavailable("no NVML");
+        assert_eq!(serde_json::to_string(&known).unwrap(), "7");
+        assert_eq!(serde_json::to_string(&unknown).unwrap(), r#"{"unavailable":"no NVML"}"#);
+        let back: Reported<String> = serde_json::from_str(r#"{"unavailable":"x"}"#).unwrap();
+        assert_eq!(back, Reported::unavailable("x"));
+        let back: Reported<String> = serde_json::from_str(r#""H200""#).unwrap();
+        assert_eq!(back, Reported::Known("H200".to_owned()));
+    }
+}

@@ -1,0 +1,4 @@
+fn main() {
+    lynx_build::link_libtorch();
+    lynx_build::harness_metadata();
+}
