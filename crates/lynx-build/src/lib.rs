@@ -43,8 +43,8 @@ pub fn libtorch_version(lib: &Path) -> Option<String> {
 pub fn harness_metadata() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let commit = git(&manifest_dir, &["rev-parse", "HEAD"]).unwrap_or_default();
-    let dirty = git(&manifest_dir, &["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|status| !status.is_empty());
+    let dirty =
+        git(&manifest_dir, &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|status| !status.is_empty());
     let commit = if dirty && !commit.is_empty() { format!("{commit}-dirty") } else { commit };
     println!("cargo:rustc-env=LYNX_GIT_COMMIT={commit}");
 
@@ -78,11 +78,7 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 }
 
 fn workspace_root(manifest_dir: &Path) -> PathBuf {
-    manifest_dir
-        .ancestors()
-        .find(|dir| dir.join("Cargo.lock").exists())
-        .unwrap_or(manifest_dir)
-        .to_path_buf()
+    manifest_dir.ancestors().find(|dir| dir.join("Cargo.lock").exists()).unwrap_or(manifest_dir).to_path_buf()
 }
 
 /// The version of package `name` in a Cargo.lock's text.

@@ -1,1 +1,100 @@
-fn main() {}
+//! `lynx`: benchmark how a device runs the public PyTorch stack.
+//!
+//! The only crate that prints. Exit codes: 0 success, 1 a run that failed, 2 bad input (unknown
+//! device, missing or malformed suite or model file, bad arguments).
+
+mod output;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use lynx_core::device::DeviceName;
+use lynx_runner::{devices, libtorch, suite, Plan, RunError};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "lynx", version, about = "Benchmark how a device runs the public PyTorch stack")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the devices libtorch can use, with name, memory and the libtorch that runs them.
+    Devices {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Warm the device up to equilibrium, measure the suite's cells, write the result.
+    Run {
+        /// Suite name (models/suites/NAME.toml) or path to a suite file.
+        #[arg(long, default_value = "default")]
+        suite: String,
+        /// cpu, cuda:N or rocm:N; the first GPU if there is one, else the CPU.
+        #[arg(long)]
+        device: Option<String>,
+        /// Folder of model shape files and of suites/.
+        #[arg(long, env = "LYNX_MODELS_DIR", default_value = "models")]
+        models: PathBuf,
+        /// Results go to OUT/<device>/<run id>.json.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
+}
+
+/// An error in what the user gave: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadInput(String);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Before any device query, so libtorch sees the GPUs its backends drive.
+    libtorch::load_gpu_backends();
+    match dispatch(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("lynx: error: {error:#}");
+            let bad_input = error.downcast_ref::<BadInput>().is_some()
+                || error.downcast_ref::<RunError>().is_some_and(RunError::is_bad_input);
+            ExitCode::from(if bad_input { 2 } else { 1 })
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Devices { json } => {
+            let host = lynx_runner::host_record();
+            let list = devices::list(&host);
+            let runtime = libtorch::load_gpu_backends();
+            if json {
+                let records: Vec<_> = list.iter().map(|d| &d.record).collect();
+                println!("{}", serde_json::to_string_pretty(&records)?);
+            } else {
+                print!("{}", output::devices_table(&list, runtime));
+            }
+            Ok(())
+        }
+        Command::Run { suite, device, models, out } => {
+            let device_name: Option<DeviceName> =
+                device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
+            let (suite, model) = suite::load(&suite, &models)?;
+            let host = lynx_runner::host_record();
+            let device = match device_name {
+                Some(name) => devices::find(name, &host)?,
+                None => devices::best(&host),
+            };
+            let mut progress = output::Progress::new();
+            let outcome = lynx_runner::run(Plan { suite, model, device, host, results_dir: out }, &mut progress)
+                .with_context(|| match &progress.result_path {
+                    Some(path) => format!("run failed; what it measured is in {}", path.display()),
+                    None => "run failed before writing a result".to_owned(),
+                })?;
+            print!("{}", output::run_summary(&outcome));
+            Ok(())
+        }
+    }
+}

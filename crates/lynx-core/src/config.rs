@@ -112,10 +112,7 @@ impl ModelShape {
 
     /// KV-cache bytes one token occupies across all layers at `precision`.
     pub fn kv_bytes_per_token(&self, precision: Precision) -> u64 {
-        2 * u64::from(self.num_layers)
-            * u64::from(self.num_kv_heads)
-            * u64::from(self.head_dim())
-            * precision.bytes()
+        2 * u64::from(self.num_layers) * u64::from(self.num_kv_heads) * u64::from(self.head_dim()) * precision.bytes()
     }
 
     fn validate(&self, origin: &str) -> Result<(), ConfigError> {
@@ -132,13 +129,13 @@ impl ModelShape {
         ] {
             check.positive(key, value)?;
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(check.invalid(
                 "num_heads",
                 format!("({}) must be a multiple of num_kv_heads ({})", self.num_heads, self.num_kv_heads),
             ));
         }
-        if self.head_dim.is_none() && self.hidden_size % self.num_heads != 0 {
+        if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(check.invalid(
                 "head_dim",
                 format!(
@@ -147,7 +144,7 @@ impl ModelShape {
                 ),
             ));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return Err(check.invalid("head_dim", format!("({}) must be even for RoPE", self.head_dim())));
         }
         check.positive_real("rope_theta", self.rope_theta)?;
@@ -248,7 +245,8 @@ impl Suite {
         check.positive_real("warmup.window_s", warmup.window_s)?;
         check.positive_real("warmup.max_drift", warmup.max_drift)?;
         check.positive_real("warmup.max_spread", warmup.max_spread)?;
-        if !(warmup.max_s >= warmup.min_s) {
+        check.non_negative("warmup.max_s", warmup.max_s)?;
+        if warmup.max_s < warmup.min_s {
             return Err(check.invalid(
                 "warmup.max_s",
                 format!("({}) must be at least warmup.min_s ({})", warmup.max_s, warmup.min_s),
@@ -259,10 +257,7 @@ impl Suite {
         if self.measure.max_steps < self.measure.min_steps {
             return Err(check.invalid(
                 "measure.max_steps",
-                format!(
-                    "({}) must be at least measure.min_steps ({})",
-                    self.measure.max_steps, self.measure.min_steps
-                ),
+                format!("({}) must be at least measure.min_steps ({})", self.measure.max_steps, self.measure.min_steps),
             ));
         }
         check.sizes("prefill.batches", &self.prefill.batches)?;
@@ -272,10 +267,21 @@ impl Suite {
     }
 }
 
+/// Parse TOML, reporting an error on one line as `origin:line:column: message (in `source
+/// line`)`, so that the key at fault is named whatever the message says.
 fn parse<T: serde::de::DeserializeOwned>(text: &str, origin: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|error| ConfigError::Syntax {
-        origin: origin.to_owned(),
-        message: error.to_string().trim_end().to_owned(),
+    toml::from_str(text).map_err(|error| {
+        let message = error.message().replace('\n', " ");
+        let Some(span) = error.span() else {
+            return ConfigError::Syntax { origin: origin.to_owned(), message };
+        };
+        let before = &text[..span.start.min(text.len())];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[line_start..].find('\n').map_or(text.len(), |i| line_start + i);
+        ConfigError::Syntax {
+            origin: format!("{origin}:{}:{}", before.matches('\n').count() + 1, before.len() - line_start + 1),
+            message: format!("{message} (in `{}`)", text[line_start..line_end].trim()),
+        }
     })
 }
 
@@ -404,8 +410,9 @@ mod tests {
     fn unknown_keys_are_refused_with_their_name() {
         let text = SUITE.replace("seed = 1", "seed = 1\nsede = 2");
         let error = Suite::from_toml(&text, "t.toml").unwrap_err().to_string();
-        assert!(error.starts_with("t.toml: "), "{error}");
-        assert!(error.contains("sede"), "{error}");
+        assert!(error.starts_with("t.toml:6:1: unknown field `sede`"), "{error}");
+        assert!(error.ends_with("(in `sede = 2`)"), "{error}");
+        assert_eq!(error.lines().count(), 1, "{error}");
     }
 
     #[test]

@@ -207,7 +207,9 @@ impl std::fmt::Display for CellShape {
 pub enum CellStatus {
     Ok,
     /// A step failed; the message says how. A failed step fails its cell.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// One measured cell.
@@ -239,9 +241,7 @@ impl CellRecord {
     ) -> Result<CellRecord, crate::value::NotFinite> {
         let median_s = step_time.median_s.get();
         let (per_user, tokens_per_step) = match shape {
-            CellShape::Decode { batch, .. } => {
-                (Some(Finite::new(1.0 / median_s, "tok/s/user")?), f64::from(batch))
-            }
+            CellShape::Decode { batch, .. } => (Some(Finite::new(1.0 / median_s, "tok/s/user")?), f64::from(batch)),
             CellShape::Prefill { batch, prompt_len } => (None, f64::from(batch) * f64::from(prompt_len)),
         };
         Ok(CellRecord {

@@ -86,9 +86,7 @@ impl StepTimeSummary {
             p99_s: at(0.99, "p99 step time")?,
             min_s: at(0.0, "min step time")?,
             max_s: at(1.0, "max step time")?,
-            cv: coefficient_of_variation(&sorted)
-                .map(|cv| Finite::new(cv, "step time CV"))
-                .transpose()?,
+            cv: coefficient_of_variation(&sorted).map(|cv| Finite::new(cv, "step time CV")).transpose()?,
         })
     }
 }
@@ -138,9 +136,6 @@ mod tests {
     #[test]
     fn empty_and_non_finite_samples_are_errors() {
         assert_eq!(StepTimeSummary::from_samples(&[]), Err(StatsError::Empty));
-        assert!(matches!(
-            StepTimeSummary::from_samples(&[1.0, f64::NAN]),
-            Err(StatsError::NotFinite(_))
-        ));
+        assert!(matches!(StepTimeSummary::from_samples(&[1.0, f64::NAN]), Err(StatsError::NotFinite(_))));
     }
 }

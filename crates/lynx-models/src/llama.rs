@@ -64,6 +64,20 @@ impl KvCache {
         self.len = 0;
     }
 
+    /// Hold `len` tokens per sequence whose keys and values are drawn from Normal(0, 1): a
+    /// context for decode steps without running a prefill first. A decode step's work depends on
+    /// how many tokens the cache holds, not on where their values came from.
+    pub fn fill_random(&mut self, len: i64) -> Result<(), ModelError> {
+        if len > self.capacity {
+            return Err(ModelError::CacheFull { capacity: self.capacity, needed: len });
+        }
+        for layer in self.keys.iter().chain(&self.values) {
+            let _ = layer.f_narrow(2, 0, len)?.f_normal_(0.0, 1.0)?;
+        }
+        self.len = len;
+        Ok(())
+    }
+
     /// Forget the tokens after the first `len`.
     pub fn truncate(&mut self, len: i64) {
         self.len = self.len.min(len.max(0));
@@ -177,8 +191,8 @@ impl LlamaModel {
         let norm = source.norm(hidden, shape.rms_norm_eps)?;
         let lm_head = if shape.tie_word_embeddings { None } else { Some(source.normal(&[vocab, hidden])?) };
         // inv_freq[i] = theta^(-2i / head_dim) (RoPE paper, eq. 15).
-        let exponents = Tensor::f_arange_start_step(0, head_dim, 2, (Kind::Float, device))?
-            .f_div_scalar(head_dim as f64)?;
+        let exponents =
+            Tensor::f_arange_start_step(0, head_dim, 2, (Kind::Float, device))?.f_div_scalar(head_dim as f64)?;
         let inv_freq = Tensor::f_full([head_dim / 2], shape.rope_theta, (Kind::Float, device))?
             .f_pow(&exponents)?
             .f_reciprocal()?;

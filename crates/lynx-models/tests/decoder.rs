@@ -143,3 +143,22 @@ fn half_precisions_run_on_cpu() {
         assert_eq!(next.size(), [2, 1], "{precision}");
     }
 }
+
+#[test]
+fn a_randomly_filled_cache_is_a_context_to_decode_after() {
+    let model = model();
+    let mut cache = KvCache::new(&model, 2, 10).unwrap();
+    cache.fill_random(6).unwrap();
+    assert_eq!(cache.len(), 6);
+    let logits = model.forward(&model.random_tokens(2, 1).unwrap(), &mut cache, Logits::Last).unwrap();
+    assert_eq!(cache.len(), 7);
+    // The context is attended to: a different random context gives different logits.
+    let tokens = Tensor::from_slice(&[3i64, 4]).view([2, 1]);
+    let again = |c: &mut KvCache| {
+        c.fill_random(6).unwrap();
+        model.forward(&tokens, c, Logits::Last).unwrap()
+    };
+    assert!(max_abs_diff(&again(&mut cache), &again(&mut cache)) > 1e-4);
+    assert!(logits.isfinite().all().int64_value(&[]) == 1);
+    assert!(cache.fill_random(11).is_err());
+}

@@ -1,0 +1,47 @@
+//! A lynx run: load the suite, warm the device up to equilibrium, measure every cell, and keep
+//! the result file current after each one.
+//!
+//! The runner owns the timing discipline: every timed step ends when its generated tokens are on
+//! the host (a device-to-host copy, which waits for the device), so asynchronous GPU work is never
+//! under-counted; each cell runs one untimed step first, so one-time work for a new shape
+//! (allocation, kernel selection) is not charged to it. It reports progress through [`Observer`]
+//! and never prints.
+
+pub mod devices;
+mod harness;
+pub mod libtorch;
+mod run;
+mod store;
+pub mod suite;
+
+pub use devices::Device;
+pub use lynx_telemetry::host_record;
+pub use run::{run, Observer, Outcome, Plan};
+pub use store::write_json_atomic;
+
+use std::path::PathBuf;
+
+/// Why a run could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A suite or model file that is missing or invalid.
+    #[error("{0}")]
+    Config(String),
+    /// A device that is not there.
+    #[error("{0}")]
+    UnknownDevice(String),
+    /// The model could not be built or warmed up on the device.
+    #[error("{context}: {source}")]
+    Model { context: String, source: lynx_models::ModelError },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("warm-up: {0}")]
+    Warmup(#[from] lynx_core::stats::StatsError),
+}
+
+impl RunError {
+    /// Whether the error is in what the user gave (exit code 2), not in the run itself.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, RunError::Config(_) | RunError::UnknownDevice(_))
+    }
+}

@@ -1,0 +1,45 @@
+//! Telemetry of the devices and the host a run measures on.
+//!
+//! Now: the host's identity for the result (CPU model, cores, memory, OS, kernel), read through
+//! sysinfo. The `Sampler` trait, its sampling thread and the host sampling backend come with the
+//! telemetry issue; NVML and ROCm SMI implement that trait in their own crates.
+
+use lynx_core::result::HostRecord;
+use lynx_core::value::Reported;
+use sysinfo::System;
+
+/// The host's identity. Values the OS does not expose are `Unavailable` with the reason.
+pub fn host_record() -> HostRecord {
+    let mut system = System::new();
+    system.refresh_cpu_all();
+    system.refresh_memory();
+    let cpu_model = system.cpus().first().map(|cpu| cpu.brand().trim().to_owned()).filter(|brand| !brand.is_empty());
+    HostRecord {
+        cpu_model: known(cpu_model, "the OS reports no CPU model name"),
+        physical_cores: known(System::physical_core_count().map(|n| n as u64), "the OS reports no physical core count"),
+        logical_cpus: system.cpus().len() as u64,
+        memory_bytes: system.total_memory(),
+        os: known(System::long_os_version(), "the OS reports no name or version"),
+        kernel: known(System::kernel_version(), "the OS reports no kernel version"),
+    }
+}
+
+fn known<T>(value: Option<T>, reason: &str) -> Reported<T> {
+    value.map_or_else(|| Reported::unavailable(reason), Reported::Known)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_has_cpus_and_memory() {
+        let host = host_record();
+        assert!(host.logical_cpus >= 1);
+        assert!(host.memory_bytes > 0);
+        if cfg!(target_os = "linux") {
+            // Linux always exposes its kernel release.
+            assert!(host.kernel.known().is_some_and(|k| !k.is_empty()), "{:?}", host.kernel);
+        }
+    }
+}

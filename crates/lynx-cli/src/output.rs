@@ -1,0 +1,183 @@
+//! What lynx prints: tables on stdout, progress on stderr.
+
+use lynx_core::equilibrium::WindowStats;
+use lynx_core::result::{CellRecord, CellShape, CellStatus, RunResult, WarmupRecord};
+use lynx_core::value::Reported;
+use lynx_runner::libtorch::Runtime;
+use lynx_runner::{Device, Observer, Outcome};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+const GIB: f64 = (1u64 << 30) as f64;
+/// Seconds between warm-up progress lines.
+const WARMUP_REPORT_S: f64 = 5.0;
+
+/// `lynx devices` as a table.
+pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
+    let libtorch = format!("libtorch {} ({})", runtime.version, display_path(&runtime.lib_dir));
+    let mut rows = vec![["DEVICE".to_owned(), "NAME".to_owned(), "MEMORY".to_owned(), "RUNS ON".to_owned()]];
+    for device in devices {
+        let memory = match &device.record.memory_bytes {
+            Reported::Known(bytes) => format!("{:.1} GiB", *bytes as f64 / GIB),
+            Reported::Unavailable { .. } => "unavailable".to_owned(),
+        };
+        let name = match &device.record.name {
+            Reported::Known(name) => name.clone(),
+            Reported::Unavailable { unavailable } => format!("unavailable ({unavailable})"),
+        };
+        rows.push([device.record.device.to_string(), name, memory, libtorch.clone()]);
+    }
+    let mut out = table(&rows);
+    for backend in &runtime.gpu_backends {
+        if let Reported::Unavailable { unavailable } = &backend.loaded {
+            let _ = writeln!(out, "note: {} not loaded: {unavailable}", backend.library);
+        }
+    }
+    out
+}
+
+fn display_path(path: &Reported<PathBuf>) -> String {
+    match path {
+        Reported::Known(path) => path.display().to_string(),
+        Reported::Unavailable { unavailable } => format!("path unavailable: {unavailable}"),
+    }
+}
+
+/// Progress of a run, on stderr.
+pub struct Progress {
+    /// Where the result is kept, once the run has written it.
+    pub result_path: Option<PathBuf>,
+    next_warmup_report_s: f64,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        Progress { result_path: None, next_warmup_report_s: WARMUP_REPORT_S }
+    }
+}
+
+impl Observer for Progress {
+    fn started(&mut self, result_path: &Path, result: &RunResult) {
+        self.result_path = Some(result_path.to_path_buf());
+        let config = &result.config;
+        eprintln!(
+            "lynx: {} on {} ({}): model {} ({:.1} M parameters, {}), {} cells",
+            config.suite.name,
+            result.device.device,
+            result.device.name,
+            config.model.name,
+            config.model_parameters as f64 / 1e6,
+            config.suite.precision,
+            config.suite.prefill.batches.len() * config.suite.prefill.prompt_lens.len()
+                + config.suite.decode.batches.len() * config.suite.decode.ctxs.len(),
+        );
+        eprintln!("lynx: result file {}", result_path.display());
+    }
+
+    fn warming(&mut self, elapsed_s: f64, max_s: f64, window: Option<&WindowStats>) {
+        if elapsed_s < self.next_warmup_report_s {
+            return;
+        }
+        self.next_warmup_report_s = elapsed_s + WARMUP_REPORT_S;
+        match window {
+            Some(w) => eprintln!(
+                "lynx: warm-up {elapsed_s:.0}/{max_s:.0} s: step {}, drift {:+.1}%, spread {:.1}%",
+                ms(w.median_step_s),
+                w.drift * 100.0,
+                w.spread * 100.0
+            ),
+            None => eprintln!("lynx: warm-up {elapsed_s:.0}/{max_s:.0} s"),
+        }
+    }
+
+    fn warmed(&mut self, warmup: &WarmupRecord) {
+        eprintln!("lynx: {}", warmup_line(warmup));
+    }
+
+    fn cell_started(&mut self, shape: &CellShape) {
+        eprintln!("lynx: measuring {shape}");
+    }
+
+    fn cell_done(&mut self, cell: &CellRecord) {
+        if let CellStatus::Error { message } = &cell.status {
+            eprintln!("lynx: {} failed: {message}", cell.shape);
+        }
+    }
+}
+
+fn warmup_line(warmup: &WarmupRecord) -> String {
+    let state = if warmup.equilibrium_reached { "equilibrium reached" } else { "equilibrium NOT reached" };
+    let window = warmup.last_window.as_ref().map_or(String::new(), |w| {
+        format!(" (last {:.0} s: drift {:+.1}%, spread {:.1}%)", w.span_s, w.drift * 100.0, w.spread * 100.0)
+    });
+    format!(
+        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}",
+        warmup.duration_s.get(),
+        warmup.steps,
+        warmup.batch,
+        warmup.ctx
+    )
+}
+
+/// The table printed at the end of a run.
+pub fn run_summary(outcome: &Outcome) -> String {
+    let result = &outcome.result;
+    let mut out = String::new();
+    let _ = writeln!(out, "result: {}", outcome.path.display());
+    if let Some(warmup) = &result.warmup {
+        let _ = writeln!(out, "{}", warmup_line(warmup));
+    }
+    let mut rows = vec![
+        ["CELL", "N", "MEDIAN", "P90", "P99", "MIN", "MAX", "CV", "TOK/S/USER", "TOK/S/DEVICE"].map(str::to_owned)
+    ];
+    for cell in &result.cells {
+        let mut row: [String; 10] = Default::default();
+        row[0] = cell.shape.to_string();
+        match (&cell.status, &cell.step_time) {
+            (CellStatus::Ok, Some(t)) => {
+                row[1] = t.n.to_string();
+                row[2] = ms(t.median_s.get());
+                row[3] = ms(t.p90_s.get());
+                row[4] = ms(t.p99_s.get());
+                row[5] = ms(t.min_s.get());
+                row[6] = ms(t.max_s.get());
+                row[7] = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
+                row[8] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+                row[9] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+            }
+            (CellStatus::Error { message }, _) => row[1] = format!("failed: {message}"),
+            (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
+        }
+        rows.push(row);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+/// Milliseconds with three significant figures' worth of precision for typical step times.
+fn ms(seconds: f64) -> String {
+    let ms = seconds * 1e3;
+    if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else if ms >= 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.2} ms")
+    }
+}
+
+/// Left-aligned columns separated by two spaces.
+fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row.iter().zip(widths).map(|(cell, width)| format!("{cell:width$}")).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}

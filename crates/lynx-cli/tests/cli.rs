@@ -1,0 +1,279 @@
+//! `lynx` end to end through the binary, on CPU with real libtorch: a run and its result file,
+//! an interrupted run, and every kind of bad input.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const MODEL: &str = r#"
+name = "test-small"
+family = "dense"
+vocab_size = 4096
+hidden_size = 256
+intermediate_size = 704
+num_layers = 2
+num_heads = 8
+num_kv_heads = 2
+rope_theta = 10000.0
+rms_norm_eps = 1e-5
+"#;
+
+const SUITE: &str = r#"
+name = "test"
+model = "test-small"
+precision = "fp32"
+seed = 11
+
+[warmup]
+min_s = 1.0
+max_s = 3.0
+window_s = 1.0
+
+[measure]
+min_steps = 8
+min_s = 0.3
+max_steps = 200
+
+[prefill]
+batches = [1]
+prompt_lens = [16, 256]
+
+[decode]
+batches = [1, 8]
+ctxs = [512]
+"#;
+
+/// A models folder holding the test model and `suites/test.toml` (with `edit` applied).
+fn models(edit: impl Fn(&str) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("suites")).unwrap();
+    std::fs::write(dir.path().join("test-small.toml"), MODEL).unwrap();
+    std::fs::write(dir.path().join("suites/test.toml"), edit(SUITE)).unwrap();
+    dir
+}
+
+fn lynx(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lynx")).args(args).output().unwrap()
+}
+
+fn run_args<'a>(models: &'a Path, out: &'a Path) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--suite",
+        "test",
+        "--device",
+        "cpu",
+        "--models",
+        models.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]
+}
+
+/// The one result file under `out` (a `.json.tmp` beside it is a write in progress).
+fn result_file(out: &Path) -> PathBuf {
+    let mut files = Vec::new();
+    for device in std::fs::read_dir(out).unwrap() {
+        for file in std::fs::read_dir(device.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                files.push(path);
+            }
+        }
+    }
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.pop().unwrap()
+}
+
+fn seconds(value: &Value) -> f64 {
+    let x = value.as_f64().unwrap_or_else(|| panic!("{value} is not a number"));
+    assert!(x.is_finite() && x > 0.0, "{x}");
+    x
+}
+
+#[test]
+fn a_run_writes_every_cell_with_sane_figures() {
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("decode batch 8 ctx 512"), "{stdout}");
+
+    let path = result_file(out.path());
+    assert!(path.to_str().unwrap().ends_with(".json"));
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    assert_eq!(result["schema"], "https://lynxbench.dev/result/v1");
+    assert_eq!(result["device"]["device"], "cpu");
+
+    let harness = &result["harness"];
+    assert_eq!(harness["tch_version"], "0.24.0");
+    assert!(harness["libtorch_runtime_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
+    assert!(harness["libtorch_build_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
+    assert_eq!(harness["binary_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(result["config"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(result["config"]["model"]["name"], "test-small");
+
+    let warmup = &result["warmup"];
+    assert!(seconds(&warmup["duration_s"]) >= 1.0, "warm-up shorter than min_s: {warmup}");
+    assert!(warmup["steps"].as_u64().unwrap() > 0);
+
+    let cells = result["cells"].as_array().unwrap();
+    let names: Vec<String> = cells
+        .iter()
+        .map(|c| format!("{} {} {}", c["step"], c["batch"], c["prompt_len"].as_u64().or(c["ctx"].as_u64()).unwrap()))
+        .collect();
+    assert_eq!(names, ["\"prefill\" 1 16", "\"prefill\" 1 256", "\"decode\" 1 512", "\"decode\" 8 512"]);
+    for cell in cells {
+        assert_eq!(cell["status"], "ok", "{cell}");
+        let t = &cell["step_time"];
+        assert!(t["n"].as_u64().unwrap() >= 8, "{cell}");
+        let (min, median, p90, p99, max) = (
+            seconds(&t["min_s"]),
+            seconds(&t["median_s"]),
+            seconds(&t["p90_s"]),
+            seconds(&t["p99_s"]),
+            seconds(&t["max_s"]),
+        );
+        assert!(min <= median && median <= p90 && p90 <= p99 && p99 <= max, "{t}");
+        assert!(t["cv"].as_f64().unwrap() >= 0.0);
+        assert!(seconds(&cell["measured_s"]) >= 0.3, "{cell}");
+        let per_device = seconds(&cell["tok_per_s_per_device"]);
+        let batch = cell["batch"].as_f64().unwrap();
+        if cell["step"] == "decode" {
+            assert!((per_device - batch / median).abs() <= 1e-9 * per_device, "{cell}");
+            assert!((seconds(&cell["tok_per_s_per_user"]) - 1.0 / median).abs() <= 1e-9 / median);
+            let steps = t["n"].as_u64().unwrap();
+            assert_eq!(cell["ctx_end"].as_u64().unwrap(), 512 + steps - 1, "{cell}");
+        } else {
+            let tokens = batch * cell["prompt_len"].as_f64().unwrap();
+            assert!((per_device - tokens / median).abs() <= 1e-9 * per_device, "{cell}");
+            assert!(cell["tok_per_s_per_user"].is_null());
+        }
+    }
+    let median = |i: usize| cells[i]["step_time"]["median_s"].as_f64().unwrap();
+    assert!(median(3) > median(2), "decode at batch 8 ({}) not slower than at batch 1 ({})", median(3), median(2));
+    assert!(median(1) > median(0), "prefill of 256 tokens not slower than of 16");
+}
+
+#[test]
+fn an_interrupted_run_keeps_the_cells_it_measured() {
+    // Many slow cells, so the run is still going when it is killed after the first.
+    let models = models(|suite| {
+        suite.replace("min_s = 0.3", "min_s = 1.0").replace("ctxs = [512]", "ctxs = [64, 128, 256, 512, 1024, 2048]")
+    });
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lynx"))
+        .args(run_args(models.path(), out.path()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let cells_in = |path: &Path| -> usize {
+        std::fs::read(path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .map_or(0, |r| r["cells"].as_array().map_or(0, Vec::len))
+    };
+    loop {
+        assert!(Instant::now() < deadline, "no cell written within 120 s");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
+        let written = std::fs::read_dir(out.path()).map(|mut d| d.next().is_some()).unwrap_or(false);
+        if written && cells_in(&result_file(out.path())) >= 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "incomplete");
+    let cells = result["cells"].as_array().unwrap();
+    assert!(!cells.is_empty() && cells.len() < 10, "{} cells", cells.len());
+    for cell in cells {
+        assert_eq!(cell["status"], "ok");
+        seconds(&cell["step_time"]["median_s"]);
+    }
+}
+
+/// Runs lynx expecting exit code 2 and one line on stderr; returns that line.
+fn bad_input(args: &[&str]) -> String {
+    let output = lynx(args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?}: printed {}", String::from_utf8_lossy(&output.stdout));
+    stderr
+}
+
+/// Bad input in the test suite's text (`edit` applied): exit 2 with a line containing `names`.
+fn bad_suite(edit: impl Fn(&str) -> String, names: &[&str]) {
+    let models = models(edit);
+    let out = tempfile::tempdir().unwrap();
+    let line = bad_input(&run_args(models.path(), out.path()));
+    for name in names {
+        assert!(line.contains(name), "{line} does not name {name}");
+    }
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a result was written for bad input");
+}
+
+#[test]
+fn unknown_devices_are_bad_input() {
+    let models = models(str::to_owned);
+    let models = models.path().to_str().unwrap();
+    for device in ["gpu", "cuda:", "cuda:x", "tpu:0"] {
+        let line = bad_input(&["run", "--suite", "test", "--models", models, "--device", device]);
+        assert!(line.contains(&format!("'{device}'")), "{line}");
+    }
+    let line = bad_input(&["run", "--suite", "test", "--models", models, "--device", "cuda:99"]);
+    assert!(line.contains("cuda:99 is not a device here"), "{line}");
+}
+
+#[test]
+fn malformed_toml_is_bad_input() {
+    bad_suite(|s| s.replace("seed = 11", "seed = = 11"), &["suites/test.toml"]);
+}
+
+#[test]
+fn unknown_keys_are_bad_input() {
+    bad_suite(|s| s.replace("seed = 11", "seed = 11\nbatchez = [2]"), &["suites/test.toml", "batchez"]);
+}
+
+#[test]
+fn zero_and_negative_sizes_are_bad_input() {
+    bad_suite(|s| s.replace("batches = [1, 8]", "batches = [0, 8]"), &["decode.batches"]);
+    bad_suite(|s| s.replace("prompt_lens = [16, 256]", "prompt_lens = [-16]"), &["prompt_lens", "-16"]);
+    bad_suite(|s| s.replace("min_steps = 8", "min_steps = 0"), &["measure.min_steps"]);
+    bad_suite(|s| s.replace("min_s = 1.0", "min_s = -1.0"), &["warmup.min_s"]);
+}
+
+#[test]
+fn missing_files_are_bad_input() {
+    bad_suite(
+        |s| s.replace("model = \"test-small\"", "model = \"no-such-model\""),
+        &["no-such-model.toml", "does not exist"],
+    );
+    let models = models(str::to_owned);
+    let line = bad_input(&["run", "--suite", "nonexistent", "--models", models.path().to_str().unwrap()]);
+    assert!(line.contains("suites/nonexistent.toml") && line.contains("does not exist"), "{line}");
+    let line = bad_input(&["run", "--suite", "/no/such/suite.toml"]);
+    assert!(line.contains("/no/such/suite.toml"), "{line}");
+}
+
+#[test]
+fn devices_lists_the_cpu_with_its_libtorch() {
+    let output = lynx(&["devices"]);
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let cpu = stdout.lines().find(|l| l.starts_with("cpu ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(cpu.contains("GiB") && cpu.contains("libtorch 2.11.0"), "{cpu}");
+
+    let output = lynx(&["devices", "--json"]);
+    let devices: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(devices[0]["device"], "cpu");
+    assert!(devices[0]["memory_bytes"].as_u64().unwrap() > 0);
+}

@@ -1,0 +1,128 @@
+//! The devices libtorch can run on, named as users name them, with their identity.
+
+use crate::libtorch::load_gpu_backends;
+use crate::RunError;
+use lynx_core::device::{slug, DeviceName};
+use lynx_core::result::{DeviceRecord, HostRecord};
+use lynx_core::value::Reported;
+
+/// A device lynx can run on.
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub record: DeviceRecord,
+    /// The libtorch device it maps to.
+    pub torch: tch::Device,
+}
+
+impl Device {
+    /// Folder name of this device's results: the device's name in kebab case, and for a GPU the
+    /// first block of its UUID (or its index), so the GPUs of one node stay apart.
+    pub fn slug(&self) -> String {
+        let name = self.record.name.known().map(|n| slug(n)).filter(|s| !s.is_empty());
+        match self.record.device {
+            DeviceName::Cpu => name.unwrap_or_else(|| "cpu".to_owned()),
+            DeviceName::Cuda(index) | DeviceName::Rocm(index) => {
+                let id = self
+                    .record
+                    .uuid
+                    .known()
+                    .and_then(|uuid| uuid.trim_start_matches("GPU-").split('-').next().map(str::to_owned));
+                let kind = if matches!(self.record.device, DeviceName::Cuda(_)) { "cuda" } else { "rocm" };
+                format!("{}-{}", name.unwrap_or_else(|| kind.to_owned()), id.unwrap_or_else(|| index.to_string()))
+            }
+        }
+    }
+}
+
+/// Whether libtorch's CUDA device type drives AMD GPUs (a ROCm build).
+fn gpus_are_rocm() -> bool {
+    tch::utils::has_hip()
+}
+
+/// Every device libtorch can use: the CPU, then each GPU.
+pub fn list(host: &HostRecord) -> Vec<Device> {
+    load_gpu_backends();
+    let count = u32::try_from(tch::Cuda::device_count()).unwrap_or(0);
+    let gpu = |index| if gpus_are_rocm() { DeviceName::Rocm(index) } else { DeviceName::Cuda(index) };
+    std::iter::once(cpu(host)).chain((0..count).map(|index| gpu_device(gpu(index), index))).collect()
+}
+
+/// The device `name`, if libtorch can use it.
+pub fn find(name: DeviceName, host: &HostRecord) -> Result<Device, RunError> {
+    let devices = list(host);
+    if let Some(device) = devices.iter().find(|d| d.record.device == name) {
+        return Ok(device.clone());
+    }
+    let available: Vec<String> = devices.iter().map(|d| d.record.device.to_string()).collect();
+    let hint = match name {
+        DeviceName::Cuda(_) if gpus_are_rocm() => " (this libtorch drives AMD GPUs: name them rocm:N)".to_owned(),
+        DeviceName::Rocm(_) if !gpus_are_rocm() && devices.len() > 1 => {
+            " (this libtorch drives NVIDIA GPUs: name them cuda:N)".to_owned()
+        }
+        DeviceName::Cuda(_) | DeviceName::Rocm(_) if devices.len() == 1 => {
+            let reasons: Vec<String> = load_gpu_backends()
+                .gpu_backends
+                .iter()
+                .map(|backend| format!("{}: {}", backend.library, backend.loaded))
+                .collect();
+            format!(" (libtorch sees no GPU; {})", reasons.join("; "))
+        }
+        _ => String::new(),
+    };
+    Err(RunError::UnknownDevice(format!("{name} is not a device here{hint}; available: {}", available.join(", "))))
+}
+
+/// The first GPU if there is one, else the CPU.
+pub fn best(host: &HostRecord) -> Device {
+    let mut devices = list(host);
+    if devices.len() > 1 {
+        devices.swap_remove(1)
+    } else {
+        devices.swap_remove(0)
+    }
+}
+
+fn cpu(host: &HostRecord) -> Device {
+    Device {
+        record: DeviceRecord {
+            device: DeviceName::Cpu,
+            name: host.cpu_model.clone(),
+            memory_bytes: Reported::Known(host.memory_bytes),
+            uuid: Reported::unavailable("CPUs have no board UUID"),
+            compute_capability: Reported::unavailable("not a CUDA device"),
+        },
+        torch: tch::Device::Cpu,
+    }
+}
+
+fn gpu_device(name: DeviceName, index: u32) -> Device {
+    let record = match name {
+        DeviceName::Rocm(_) => {
+            let reason = "ROCm device identity comes from ROCm SMI, not yet wired in (telemetry issue)";
+            DeviceRecord {
+                device: name,
+                name: Reported::unavailable(reason),
+                memory_bytes: Reported::unavailable(reason),
+                uuid: Reported::unavailable(reason),
+                compute_capability: Reported::unavailable("not a CUDA device"),
+            }
+        }
+        _ => match lynx_kernels::cuda_device(index) {
+            Ok(cuda) => DeviceRecord {
+                device: name,
+                name: Reported::Known(cuda.name),
+                memory_bytes: Reported::Known(cuda.memory_bytes),
+                uuid: Reported::Known(cuda.uuid),
+                compute_capability: Reported::Known(cuda.compute_capability),
+            },
+            Err(error) => DeviceRecord {
+                device: name,
+                name: Reported::unavailable(error.to_string()),
+                memory_bytes: Reported::unavailable(error.to_string()),
+                uuid: Reported::unavailable(error.to_string()),
+                compute_capability: Reported::unavailable(error.to_string()),
+            },
+        },
+    };
+    Device { record, torch: tch::Device::Cuda(index as usize) }
+}

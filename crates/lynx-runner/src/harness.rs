@@ -1,0 +1,42 @@
+//! What a result records about the software that measured.
+
+use crate::libtorch::Runtime;
+use lynx_core::result::{hex, Harness};
+use lynx_core::value::Reported;
+use sha2::{Digest, Sha256};
+
+/// The harness section of a result for this process.
+pub fn describe(runtime: &Runtime) -> Harness {
+    Harness {
+        lynx_version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_commit: non_empty(env!("LYNX_GIT_COMMIT"), "lynx was built outside a git checkout"),
+        binary_sha256: binary_sha256(),
+        tch_version: env!("LYNX_TCH_VERSION").to_owned(),
+        libtorch_build_version: non_empty(
+            env!("LYNX_LIBTORCH_BUILD_VERSION"),
+            "the libtorch built against declares no version",
+        ),
+        libtorch_runtime_version: runtime.version.clone(),
+        libtorch_path: match &runtime.lib_dir {
+            Reported::Known(dir) => Reported::Known(dir.display().to_string()),
+            Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
+        },
+        gpu_backends: runtime.gpu_backends.clone(),
+        torch_threads: tch::get_num_threads(),
+        rustc: env!("LYNX_RUSTC").to_owned(),
+        build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
+    }
+}
+
+fn non_empty(value: &str, reason: &str) -> Reported<String> {
+    if value.is_empty() {
+        Reported::unavailable(reason)
+    } else {
+        Reported::Known(value.to_owned())
+    }
+}
+
+/// sha256 of the running executable's file.
+fn binary_sha256() -> Reported<String> {
+    std::env::current_exe().and_then(std::fs::read).map(|bytes| hex(&Sha256::digest(bytes))).into()
+}

@@ -1,0 +1,125 @@
+//! The libtorch this process runs against, and its optional GPU backends.
+//!
+//! The linker drops `libtorch_cuda`/`libtorch_hip` from the binary when linking as-needed (no
+//! symbol of theirs is referenced), so libtorch would never see a GPU. [`load_gpu_backends`]
+//! loads them by hand, from the folder of the `libtorch_cpu` the process actually mapped, before
+//! any device is queried. Where the library is absent (a CPU-only libtorch) or cannot load (no
+//! CUDA libraries on this host), the reason is recorded and the run goes on on CPU.
+//!
+//! This is the only module with `unsafe` code.
+
+use lynx_core::result::BackendLoad;
+use lynx_core::value::Reported;
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The GPU backend libraries a libtorch distribution may carry, in the order they are tried.
+const GPU_BACKENDS: [&str; 2] = ["libtorch_cuda.so", "libtorch_hip.so"];
+
+/// The libtorch the process runs against.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// Folder of the loaded `libtorch_cpu.so`.
+    pub lib_dir: Reported<PathBuf>,
+    /// The version its distribution declares.
+    pub version: Reported<String>,
+    /// What [`load_gpu_backends`] did.
+    pub gpu_backends: Vec<BackendLoad>,
+}
+
+/// Load the GPU backends once (later calls return the first outcome) and describe the runtime.
+/// Call before any tch device query.
+pub fn load_gpu_backends() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let lib_dir = loaded_libtorch_dir();
+        let gpu_backends = GPU_BACKENDS
+            .iter()
+            .map(|library| BackendLoad {
+                library: (*library).to_owned(),
+                loaded: match &lib_dir {
+                    Reported::Known(dir) => load(&dir.join(library)),
+                    Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
+                },
+            })
+            .collect();
+        let version = match &lib_dir {
+            Reported::Known(dir) => lynx_build::libtorch_version(dir).map_or_else(
+                || Reported::unavailable(format!("no version.py or build-version beside {}", dir.display())),
+                Reported::Known,
+            ),
+            Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
+        };
+        Runtime { lib_dir, version, gpu_backends }
+    })
+}
+
+/// The folder of the `libtorch_cpu.so` mapped into this process, from `/proc/self/maps`.
+fn loaded_libtorch_dir() -> Reported<PathBuf> {
+    let maps = match std::fs::read_to_string("/proc/self/maps") {
+        Ok(maps) => maps,
+        Err(error) => return Reported::unavailable(format!("cannot read /proc/self/maps: {error}")),
+    };
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .map(Path::new)
+        .find(|path| path.file_name().is_some_and(|name| name == "libtorch_cpu.so"))
+        .and_then(Path::parent)
+        .map_or_else(
+            || Reported::unavailable("libtorch_cpu.so is not mapped into this process"),
+            |dir| Reported::Known(dir.to_path_buf()),
+        )
+}
+
+/// dlopen `path` for good, with its symbols global so libtorch's registries see them.
+fn load(path: &Path) -> Reported<bool> {
+    if !path.exists() {
+        return Reported::unavailable(format!(
+            "{} does not exist (a libtorch built without this backend)",
+            path.display()
+        ));
+    }
+    let Ok(c_path) = CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return Reported::unavailable(format!("{} has a NUL byte", path.display()));
+    };
+    // SAFETY: `c_path` is a valid NUL-terminated string. The handle is never closed: the library
+    // registers libtorch hooks that must outlive every tensor.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if !handle.is_null() {
+        return Reported::Known(true);
+    }
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl* call on
+    // this thread; it is copied at once.
+    let error = unsafe {
+        let message = libc::dlerror();
+        if message.is_null() {
+            "dlopen failed without a message".to_owned()
+        } else {
+            CStr::from_ptr(message).to_string_lossy().into_owned()
+        }
+    };
+    Reported::unavailable(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_libtorch_this_test_runs_against() {
+        let _ = tch::Tensor::from(1.0f64); // make sure libtorch is in use
+        let runtime = load_gpu_backends();
+        let dir = runtime.lib_dir.known().expect("libtorch_cpu.so is mapped");
+        assert!(dir.join("libtorch_cpu.so").exists());
+        let version = runtime.version.known().expect("the wheel declares its version");
+        assert!(version.starts_with("2.11.0"), "{version}");
+        assert_eq!(runtime.gpu_backends.len(), 2);
+    }
+
+    #[test]
+    fn a_missing_backend_is_a_reason_not_a_crash() {
+        let outcome = load(Path::new("/nonexistent/libtorch_cuda.so"));
+        assert!(matches!(outcome, Reported::Unavailable { unavailable } if unavailable.contains("does not exist")));
+    }
+}

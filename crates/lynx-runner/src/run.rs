@@ -1,0 +1,250 @@
+//! One run: warm-up, then every cell, with the result rewritten after each cell.
+
+use crate::devices::Device;
+use crate::libtorch::load_gpu_backends;
+use crate::store::write_json_atomic;
+use crate::RunError;
+use lynx_core::config::{MeasureConfig, ModelShape, Suite};
+use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
+use lynx_core::result::{
+    CellRecord, CellShape, ConfigRecord, HostRecord, RunResult, RunStatus, WarmupRecord, RESULT_SCHEMA,
+};
+use lynx_core::stats::{StatsError, StepTimeSummary};
+use lynx_core::time::{compact_utc, rfc3339_utc};
+use lynx_core::value::Finite;
+use lynx_models::{KvCache, LlamaModel, ModelError};
+use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Decode steps the warm-up runs before returning its KV cache to the starting context.
+const WARMUP_CACHE_ROOM: i64 = 64;
+/// How often warm-up consults the equilibrium detector and reports progress.
+const WARMUP_CHECK_S: f64 = 0.5;
+
+/// What to run.
+pub struct Plan {
+    pub suite: Suite,
+    pub model: ModelShape,
+    pub device: Device,
+    pub host: HostRecord,
+    /// Results go to `<results_dir>/<device slug>/<run id>.json`.
+    pub results_dir: PathBuf,
+}
+
+/// Hears how a run goes; the CLI prints from it.
+pub trait Observer {
+    /// The result file exists and will be kept current.
+    fn started(&mut self, _result_path: &std::path::Path, _result: &RunResult) {}
+    /// Warm-up is `elapsed_s` seconds in; the detector's last window so far.
+    fn warming(&mut self, _elapsed_s: f64, _max_s: f64, _window: Option<&WindowStats>) {}
+    fn warmed(&mut self, _warmup: &WarmupRecord) {}
+    fn cell_started(&mut self, _shape: &CellShape) {}
+    fn cell_done(&mut self, _cell: &CellRecord) {}
+}
+
+/// A finished run.
+pub struct Outcome {
+    pub result: RunResult,
+    pub path: PathBuf,
+}
+
+/// Run `plan`, writing the result after warm-up and after every cell.
+pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError> {
+    let runtime = load_gpu_backends();
+    let started_s = unix_now_s();
+    let run_id = format!("{}-{:08x}", compact_utc(started_s), random_u32());
+    let path = plan.results_dir.join(plan.device.slug()).join(format!("{run_id}.json"));
+    let Plan { suite, model, device, host, .. } = plan;
+    let mut result = RunResult {
+        schema: RESULT_SCHEMA.to_owned(),
+        run_id,
+        status: RunStatus::Incomplete,
+        started_at: rfc3339_utc(started_s),
+        updated_at: rfc3339_utc(started_s),
+        harness: crate::harness::describe(runtime),
+        device: device.record.clone(),
+        host,
+        config: ConfigRecord::new(suite, model),
+        warmup: None,
+        cells: Vec::new(),
+    };
+    let save = |result: &mut RunResult| {
+        result.updated_at = rfc3339_utc(unix_now_s());
+        write_json_atomic(&path, result)
+    };
+    save(&mut result)?;
+    observer.started(&path, &result);
+
+    let suite = &result.config.suite;
+    let model = LlamaModel::new(&result.config.model, suite.precision, device.torch, suite.seed).map_err(|source| {
+        RunError::Model { context: format!("building {} on {}", suite.model, device.record.device), source }
+    })?;
+    let warmup = warm_up(&model, suite, observer)?;
+    observer.warmed(&warmup);
+    result.warmup = Some(warmup);
+    save(&mut result)?;
+
+    for shape in cells(&result.config.suite) {
+        observer.cell_started(&shape);
+        let cell = measure_cell(&model, shape, &result.config.suite.measure);
+        observer.cell_done(&cell);
+        result.cells.push(cell);
+        save(&mut result)?;
+    }
+    result.status = RunStatus::Complete;
+    save(&mut result)?;
+    Ok(Outcome { result, path })
+}
+
+/// The suite's cells in the order they run: prefill, then decode, each by batch then length.
+fn cells(suite: &Suite) -> Vec<CellShape> {
+    let mut cells = Vec::new();
+    for &batch in &suite.prefill.batches {
+        for &prompt_len in &suite.prefill.prompt_lens {
+            cells.push(CellShape::Prefill { batch, prompt_len });
+        }
+    }
+    for &batch in &suite.decode.batches {
+        for &ctx in &suite.decode.ctxs {
+            cells.push(CellShape::Decode { batch, ctx });
+        }
+    }
+    cells
+}
+
+/// Loop the decode step at the suite's largest batch and context (the heaviest decode step)
+/// until the detector sees equilibrium or gives up.
+fn warm_up(model: &LlamaModel, suite: &Suite, observer: &mut dyn Observer) -> Result<WarmupRecord, RunError> {
+    let batch = suite.decode.batches.iter().copied().max().unwrap_or(1);
+    let ctx = suite.decode.ctxs.iter().copied().max().unwrap_or(1);
+    let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
+    let mut cache = KvCache::new(model, i64::from(batch), i64::from(ctx) + WARMUP_CACHE_ROOM).map_err(model_error)?;
+    cache.fill_random(i64::from(ctx)).map_err(model_error)?;
+    let mut tokens = model.random_tokens(i64::from(batch), 1).map_err(model_error)?;
+    let config = &suite.warmup;
+    let mut detector = Detector::new(config.clone());
+    let start = Instant::now();
+    let mut steps = 0u64;
+    let mut next_check_s = 0.0;
+    loop {
+        if cache.len() == cache.capacity() {
+            cache.truncate(i64::from(ctx));
+        }
+        let step_start = Instant::now();
+        tokens = decode_step(model, &tokens, &mut cache).map_err(model_error)?;
+        let step_s = step_start.elapsed().as_secs_f64();
+        steps += 1;
+        let elapsed_s = start.elapsed().as_secs_f64();
+        detector.push(elapsed_s, step_s);
+        if elapsed_s < next_check_s && elapsed_s < config.max_s {
+            continue;
+        }
+        next_check_s = elapsed_s + WARMUP_CHECK_S;
+        let (reached, window) = match detector.verdict(elapsed_s)? {
+            Verdict::Warming(window) => {
+                observer.warming(elapsed_s, config.max_s, window.as_ref());
+                continue;
+            }
+            Verdict::Reached(window) => (true, Some(window)),
+            Verdict::GaveUp(window) => (false, window),
+        };
+        return Ok(WarmupRecord {
+            duration_s: Finite::new(elapsed_s, "warm-up duration").map_err(StatsError::from)?,
+            steps,
+            batch,
+            ctx,
+            equilibrium_reached: reached,
+            criteria: config.clone(),
+            last_window: window,
+        });
+    }
+}
+
+/// One decode step; done when the new tokens are on the host.
+fn decode_step(model: &LlamaModel, tokens: &tch::Tensor, cache: &mut KvCache) -> Result<tch::Tensor, ModelError> {
+    let next = model.decode(tokens, cache)?;
+    to_host(&next)?;
+    Ok(next)
+}
+
+/// Copy generated tokens to the host, as a serving engine does each step. The copy waits for the
+/// device to finish the step, so it is where a timed step ends.
+fn to_host(tokens: &tch::Tensor) -> Result<(), ModelError> {
+    let _on_host = tokens.f_to_device(tch::Device::Cpu)?;
+    Ok(())
+}
+
+/// Measure one cell; a failure of any step fails the cell with its message.
+fn measure_cell(model: &LlamaModel, shape: CellShape, limits: &MeasureConfig) -> CellRecord {
+    let measured = match shape {
+        CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits),
+        CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits),
+    };
+    let summarised = measured.map_err(|e| e.to_string()).and_then(|(step_s, measured_s, ctx_end)| {
+        let summary = StepTimeSummary::from_samples(&step_s).map_err(|e| e.to_string())?;
+        let measured_s = Finite::new(measured_s, "measured time").map_err(|e| e.to_string())?;
+        CellRecord::measured(shape, summary, measured_s, ctx_end).map_err(|e| e.to_string())
+    });
+    summarised.unwrap_or_else(|message| CellRecord::failed(shape, message))
+}
+
+/// Step times, total timed seconds, and (decode) the context at the last step.
+type Measured = (Vec<f64>, f64, Option<u32>);
+
+fn measure_prefill(
+    model: &LlamaModel,
+    batch: u32,
+    prompt_len: u32,
+    limits: &MeasureConfig,
+) -> Result<Measured, ModelError> {
+    let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
+    let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
+    let mut step = || -> Result<(), ModelError> { to_host(&model.prefill(&prompts, &mut cache)?) };
+    step()?;
+    let (step_s, measured_s) = timed_steps(limits, step)?;
+    Ok((step_s, measured_s, None))
+}
+
+fn measure_decode(model: &LlamaModel, batch: u32, ctx: u32, limits: &MeasureConfig) -> Result<Measured, ModelError> {
+    let ctx = i64::from(ctx);
+    let mut cache = KvCache::new(model, i64::from(batch), ctx + i64::from(limits.max_steps))?;
+    cache.fill_random(ctx)?;
+    let mut tokens = model.random_tokens(i64::from(batch), 1)?;
+    tokens = decode_step(model, &tokens, &mut cache)?;
+    cache.truncate(ctx);
+    let (step_s, measured_s) = timed_steps(limits, || {
+        tokens = decode_step(model, &tokens, &mut cache)?;
+        Ok(())
+    })?;
+    let ctx_end = u32::try_from(cache.len() - 1).unwrap_or(u32::MAX);
+    Ok((step_s, measured_s, Some(ctx_end)))
+}
+
+/// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times.
+fn timed_steps(
+    limits: &MeasureConfig,
+    mut step: impl FnMut() -> Result<(), ModelError>,
+) -> Result<(Vec<f64>, f64), ModelError> {
+    let mut step_s = Vec::new();
+    let start = Instant::now();
+    while step_s.len() < limits.max_steps as usize
+        && (step_s.len() < limits.min_steps as usize || start.elapsed().as_secs_f64() < limits.min_s)
+    {
+        let step_start = Instant::now();
+        step()?;
+        step_s.push(step_start.elapsed().as_secs_f64());
+    }
+    Ok((step_s, start.elapsed().as_secs_f64()))
+}
+
+fn unix_now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A random suffix for run ids, from the OS-seeded hasher keys std already draws.
+fn random_u32() -> u32 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    hasher.finish() as u32
+}

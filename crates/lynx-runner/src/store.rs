@@ -1,0 +1,41 @@
+//! Durable result files: a reader never sees a half-written file under its final name.
+
+use crate::RunError;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+/// Write `value` as pretty JSON to `path`: to a temporary file beside it, fsynced, renamed over
+/// `path`, and the folder fsynced so the rename itself survives a crash.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+    let io = |source| RunError::Io { path: path.to_path_buf(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io)?;
+    let mut json = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
+    json.push(b'\n');
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = Path::new(&temporary);
+    let mut file = File::create(temporary).map_err(io)?;
+    file.write_all(&json).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    fs::rename(temporary, path).map_err(io)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_file_whole_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/result.json");
+        write_json_atomic(&path, &vec![1, 2]).unwrap();
+        write_json_atomic(&path, &vec![3]).unwrap();
+        let back: Vec<i32> = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(back, [3]);
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["result.json"]);
+    }
+}
