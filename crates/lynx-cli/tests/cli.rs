@@ -4,7 +4,12 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Held by every test that runs a model: two runs sharing this machine's cores would distort
+/// each other's timings (libtorch's threads spin while they wait).
+static DEVICE: Mutex<()> = Mutex::new(());
 
 const MODEL: &str = r#"
 name = "test-small"
@@ -94,6 +99,7 @@ fn seconds(value: &Value) -> f64 {
 
 #[test]
 fn a_run_writes_every_cell_with_sane_figures() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(str::to_owned);
     let out = tempfile::tempdir().unwrap();
     let output = lynx(&run_args(models.path(), out.path()));
@@ -160,6 +166,7 @@ fn a_run_writes_every_cell_with_sane_figures() {
 
 #[test]
 fn an_interrupted_run_keeps_the_cells_it_measured() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // Many slow cells, so the run is still going when it is killed after the first.
     let models = models(|suite| {
         suite.replace("min_s = 0.3", "min_s = 1.0").replace("ctxs = [512]", "ctxs = [64, 128, 256, 512, 1024, 2048]")
