@@ -66,7 +66,7 @@ if [ -n "${LIBTORCH:-}" ]; then
 fi
 
 if [ -n "${LYNX_TORCH_PYTHON:-}" ]; then
-  dir=$("$LYNX_TORCH_PYTHON" -c 'import os, torch; print(os.path.dirname(torch.__file__))') \
+  dir=$("$LYNX_TORCH_PYTHON" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null) \
     || die "LYNX_TORCH_PYTHON=$LYNX_TORCH_PYTHON cannot import torch"
   check "$dir" "the torch of LYNX_TORCH_PYTHON"
   say "using the torch of $LYNX_TORCH_PYTHON: $dir"

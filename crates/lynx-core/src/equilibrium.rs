@@ -113,7 +113,7 @@ mod tests {
     }
 
     /// Feed back-to-back steps taking `step_s(t)` seconds from `from_s` up to `until_s`.
-    fn feed(detector: &mut Detector, from_s: f64, until_s: f64, step_s: impl Fn(f64) -> f64) {
+    fn feed(detector: &mut Detector, from_s: f64, until_s: f64, mut step_s: impl FnMut(f64) -> f64) {
         let mut t = from_s;
         while t < until_s {
             let step = step_s(t);
@@ -152,13 +152,14 @@ mod tests {
     fn noisy_steps_are_not_equilibrium_and_max_s_gives_up() {
         let mut d = Detector::new(config());
         let mut n = 0;
-        let mut t = 0.0;
-        while t < 20.0 {
+        feed(&mut d, 0.0, 20.0, |_| {
             n += 1;
-            let step = if n % 2 == 0 { 0.01 } else { 0.02 };
-            t += step;
-            d.push(t, step);
-        }
+            if n % 2 == 0 {
+                0.01
+            } else {
+                0.02
+            }
+        });
         match d.verdict(20.0).unwrap() {
             Verdict::GaveUp(Some(w)) => assert!(w.spread > 0.10, "{w:?}"),
             other => panic!("{other:?}"),
