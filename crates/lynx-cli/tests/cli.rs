@@ -13,15 +13,17 @@ static DEVICE: Mutex<()> = Mutex::new(());
 
 const MODEL: &str = r#"
 name = "test-small"
-family = "dense"
 vocab_size = 4096
 hidden_size = 256
-intermediate_size = 704
 num_layers = 2
+rms_norm_eps = 1e-5
+[attention]
+kind = "gqa"
 num_heads = 8
 num_kv_heads = 2
 rope_theta = 10000.0
-rms_norm_eps = 1e-5
+[mlp]
+intermediate_size = 704
 "#;
 
 const SUITE: &str = r#"

@@ -117,19 +117,23 @@ pub struct ConfigRecord {
     pub sha256: String,
     /// Parameters of the model at this shape.
     pub model_parameters: u64,
+    /// Parameters one token's forward pass uses (all but idle experts; embedding included).
+    pub model_active_parameters: u64,
     /// Bytes of weights at the suite's precision.
     pub weight_bytes: u64,
-    /// KV-cache bytes per token at the suite's precision.
+    /// KV-cache bytes one more token of context adds, at the suite's precision.
     pub kv_bytes_per_token: u64,
 }
 
 impl ConfigRecord {
     pub fn new(suite: Suite, model: ModelShape) -> ConfigRecord {
         let precision: Precision = suite.precision;
+        let parameters = model.parameters();
         ConfigRecord {
             sha256: config_sha256(&suite, &model),
-            model_parameters: model.parameter_count(),
-            weight_bytes: model.parameter_count() * precision.bytes(),
+            model_parameters: parameters.total,
+            model_active_parameters: parameters.active,
+            weight_bytes: model.weight_bytes(precision),
             kv_bytes_per_token: model.kv_bytes_per_token(precision),
             suite,
             model,

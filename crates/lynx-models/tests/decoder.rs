@@ -1,124 +1,281 @@
-//! The decoder's behaviour on CPU with real libtorch: shapes, KV-cache decoding against a full
-//! forward pass, and causal masking.
+//! The decoder's behaviour on CPU with real libtorch, for a tiny model of every architecture in
+//! the catalogue: shapes, KV-cached decoding against a full forward pass, causal masking.
 
 use lynx_core::config::{ModelShape, Precision};
-use lynx_models::{KvCache, LlamaModel, Logits};
+use lynx_models::{KvCache, Logits, Model};
 use tch::{Device, Kind, Tensor};
 
-fn shape() -> ModelShape {
-    ModelShape::from_toml(
-        r#"
-        name = "test-tiny"
-        family = "dense"
-        vocab_size = 97
-        hidden_size = 64
-        intermediate_size = 160
-        num_layers = 2
-        num_heads = 8
-        num_kv_heads = 2
-        rope_theta = 10000.0
-        rms_norm_eps = 1e-5
-        init_std = 0.1
-        "#,
-        "test-tiny",
-    )
-    .unwrap()
+const DENSE: &str = r#"
+name = "tiny-dense"
+vocab_size = 97
+hidden_size = 64
+num_layers = 2
+rms_norm_eps = 1e-5
+init_std = 0.1
+[attention]
+kind = "gqa"
+num_heads = 8
+num_kv_heads = 2
+rope_theta = 10000.0
+[mlp]
+intermediate_size = 160
+"#;
+
+/// Llama 3.1's RoPE scaling at a short original context, so every branch of it is used.
+const LLAMA3: &str = r#"
+name = "tiny-llama3"
+vocab_size = 97
+hidden_size = 64
+num_layers = 2
+rms_norm_eps = 1e-5
+init_std = 0.1
+[attention]
+kind = "gqa"
+num_heads = 4
+num_kv_heads = 2
+rope_theta = 500000.0
+rope_scaling = { type = "llama3", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 64 }
+[mlp]
+intermediate_size = 160
+"#;
+
+const QWEN3: &str = r#"
+name = "tiny-qwen3"
+vocab_size = 97
+hidden_size = 64
+num_layers = 2
+rms_norm_eps = 1e-6
+init_std = 0.1
+[attention]
+kind = "gqa"
+num_heads = 4
+num_kv_heads = 2
+head_dim = 32
+rope_theta = 1000000.0
+qk_norm = true
+bias = "qkv"
+[mlp]
+intermediate_size = 160
+"#;
+
+const MIXTRAL: &str = r#"
+name = "tiny-mixtral"
+vocab_size = 97
+hidden_size = 64
+num_layers = 2
+rms_norm_eps = 1e-5
+init_std = 0.1
+[attention]
+kind = "gqa"
+num_heads = 4
+num_kv_heads = 2
+rope_theta = 1000000.0
+[moe]
+num_experts = 8
+experts_per_token = 2
+intermediate_size = 48
+router = { kind = "softmax" }
+"#;
+
+/// gpt-oss: biases, sinks, a sliding window shorter than the test sequences on even layers,
+/// YaRN without truncation, expert biases, a biased router and the clamped SwiGLU.
+const GPT_OSS: &str = r#"
+name = "tiny-gpt-oss"
+vocab_size = 97
+hidden_size = 64
+num_layers = 4
+rms_norm_eps = 1e-5
+init_std = 0.1
+[attention]
+kind = "gqa"
+num_heads = 8
+num_kv_heads = 2
+head_dim = 16
+rope_theta = 150000.0
+rope_scaling = { type = "yarn", factor = 32.0, original_max_position = 64, beta_fast = 32.0, beta_slow = 1.0, truncate = false }
+bias = "all"
+sinks = true
+sliding_window = { size = 4, layers = "even" }
+[moe]
+num_experts = 8
+experts_per_token = 2
+intermediate_size = 48
+expert_bias = true
+router = { kind = "softmax", bias = true }
+[activation]
+kind = "swiglu-clamped"
+alpha = 1.702
+limit = 7.0
+"#;
+
+/// DeepSeek-V3: MLA with a low-rank query, YaRN with mscale, one dense layer first, then experts
+/// with group-limited sigmoid routing and a shared expert.
+const DEEPSEEK: &str = r#"
+name = "tiny-deepseek"
+vocab_size = 97
+hidden_size = 64
+num_layers = 3
+rms_norm_eps = 1e-6
+init_std = 0.1
+[attention]
+kind = "mla"
+num_heads = 4
+q_lora_rank = 24
+kv_lora_rank = 16
+qk_nope_head_dim = 8
+qk_rope_head_dim = 4
+v_head_dim = 8
+rope_theta = 10000.0
+rope_scaling = { type = "yarn", factor = 40.0, original_max_position = 64, beta_fast = 32.0, beta_slow = 1.0, mscale = 1.0, mscale_all_dim = 1.0 }
+[mlp]
+intermediate_size = 128
+[moe]
+num_experts = 16
+experts_per_token = 4
+intermediate_size = 24
+shared_experts = 1
+first_dense_layers = 1
+router = { kind = "sigmoid-grouped", groups = 4, topk_groups = 2, scaling = 2.5 }
+"#;
+
+const ALL: [&str; 6] = [DENSE, LLAMA3, QWEN3, MIXTRAL, GPT_OSS, DEEPSEEK];
+
+fn shape(text: &str) -> ModelShape {
+    ModelShape::from_toml(text, "test shape").unwrap()
 }
 
-fn model() -> LlamaModel {
-    LlamaModel::new(&shape(), Precision::Fp32, Device::Cpu, 7).unwrap()
+fn model(text: &str) -> Model {
+    Model::new(&shape(text), Precision::Fp32, Device::Cpu, 7).unwrap()
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().double_value(&[])
 }
 
+fn name(text: &str) -> String {
+    shape(text).name
+}
+
 #[test]
 fn logits_have_batch_tokens_vocab_shape() {
-    let model = model();
-    let tokens = model.random_tokens(3, 5).unwrap();
-    let mut cache = KvCache::new(&model, 3, 16).unwrap();
-    let all = model.forward(&tokens, &mut cache, Logits::All).unwrap();
-    assert_eq!(all.size(), [3, 5, 97]);
-    assert_eq!(all.kind(), Kind::Float);
-    assert_eq!(cache.len(), 5);
-    let mut cache = KvCache::new(&model, 3, 16).unwrap();
-    let last = model.forward(&tokens, &mut cache, Logits::Last).unwrap();
-    assert_eq!(last.size(), [3, 1, 97]);
-    assert!(max_abs_diff(&last, &all.narrow(1, 4, 1)) < 1e-5);
-    let next = model.decode(&model.random_tokens(3, 1).unwrap(), &mut cache).unwrap();
-    assert_eq!(next.size(), [3, 1]);
-    assert_eq!(cache.len(), 6);
+    for text in ALL {
+        let model = model(text);
+        let tokens = model.random_tokens(3, 5).unwrap();
+        let mut cache = KvCache::new(&model, 3, 16).unwrap();
+        let all = model.forward(&tokens, &mut cache, Logits::All).unwrap();
+        assert_eq!(all.size(), [3, 5, 97], "{}", name(text));
+        assert_eq!(all.kind(), Kind::Float);
+        assert_eq!(cache.len(), 5);
+        let mut cache = KvCache::new(&model, 3, 16).unwrap();
+        let last = model.forward(&tokens, &mut cache, Logits::Last).unwrap();
+        assert_eq!(last.size(), [3, 1, 97]);
+        assert!(max_abs_diff(&last, &all.narrow(1, 4, 1)) < 1e-5, "{}", name(text));
+        let next = model.decode(&model.random_tokens(3, 1).unwrap(), &mut cache).unwrap();
+        assert_eq!(next.size(), [3, 1]);
+        assert_eq!(cache.len(), 6);
+    }
 }
 
 #[test]
 fn cached_token_by_token_decoding_matches_a_full_forward() {
-    let model = model();
-    let tokens = model.random_tokens(2, 12).unwrap();
-    let mut full_cache = KvCache::new(&model, 2, 12).unwrap();
-    let full = model.forward(&tokens, &mut full_cache, Logits::All).unwrap();
-    // Logits must carry signal, or matching them would prove nothing.
-    assert!(full.std(false).double_value(&[]) > 1e-3);
+    for text in ALL {
+        let model = model(text);
+        let tokens = model.random_tokens(2, 12).unwrap();
+        let mut full_cache = KvCache::new(&model, 2, 12).unwrap();
+        let full = model.forward(&tokens, &mut full_cache, Logits::All).unwrap();
+        // Logits must carry signal, or matching them would prove nothing.
+        assert!(full.std(false).double_value(&[]) > 1e-3, "{}", name(text));
 
-    let mut cache = KvCache::new(&model, 2, 12).unwrap();
-    for position in 0..12 {
-        let step = model.forward(&tokens.narrow(1, position, 1), &mut cache, Logits::All).unwrap();
-        let diff = max_abs_diff(&step, &full.narrow(1, position, 1));
-        assert!(diff < 1e-4, "position {position}: max |Δ| = {diff}");
+        let mut cache = KvCache::new(&model, 2, 12).unwrap();
+        for position in 0..12 {
+            let step = model.forward(&tokens.narrow(1, position, 1), &mut cache, Logits::All).unwrap();
+            let diff = max_abs_diff(&step, &full.narrow(1, position, 1));
+            assert!(diff < 1e-4, "{}: position {position}: max |Δ| = {diff}", name(text));
+        }
     }
 }
 
 #[test]
 fn a_chunk_after_cached_tokens_matches_a_full_forward() {
-    // Exercises the explicit mask path: several new tokens after a non-empty cache.
-    let model = model();
-    let tokens = model.random_tokens(2, 9).unwrap();
-    let mut full_cache = KvCache::new(&model, 2, 9).unwrap();
-    let full = model.forward(&tokens, &mut full_cache, Logits::All).unwrap();
-    let mut cache = KvCache::new(&model, 2, 9).unwrap();
-    let _ = model.forward(&tokens.narrow(1, 0, 5), &mut cache, Logits::All).unwrap();
-    let chunk = model.forward(&tokens.narrow(1, 5, 4), &mut cache, Logits::All).unwrap();
-    let diff = max_abs_diff(&chunk, &full.narrow(1, 5, 4));
-    assert!(diff < 1e-4, "max |Δ| = {diff}");
+    // Exercises the explicit mask path (several new tokens after a non-empty cache), and for the
+    // sliding window a chunk whose first queries see keys the last ones must not.
+    for text in ALL {
+        let model = model(text);
+        let tokens = model.random_tokens(2, 11).unwrap();
+        let mut full_cache = KvCache::new(&model, 2, 11).unwrap();
+        let full = model.forward(&tokens, &mut full_cache, Logits::All).unwrap();
+        let mut cache = KvCache::new(&model, 2, 11).unwrap();
+        let _ = model.forward(&tokens.narrow(1, 0, 5), &mut cache, Logits::All).unwrap();
+        let chunk = model.forward(&tokens.narrow(1, 5, 6), &mut cache, Logits::All).unwrap();
+        let diff = max_abs_diff(&chunk, &full.narrow(1, 5, 6));
+        assert!(diff < 1e-4, "{}: max |Δ| = {diff}", name(text));
+    }
 }
 
 #[test]
 fn a_position_sees_no_later_token() {
-    let model = model();
-    let tokens = model.random_tokens(1, 8).unwrap();
+    for text in ALL {
+        let model = model(text);
+        let tokens = model.random_tokens(1, 8).unwrap();
+        let changed = tokens.copy();
+        let _ = changed.narrow(1, 5, 1).fill_((tokens.int64_value(&[0, 5]) + 1) % 97);
+        let run = |t: &Tensor| {
+            let mut cache = KvCache::new(&model, 1, 8).unwrap();
+            model.forward(t, &mut cache, Logits::All).unwrap()
+        };
+        let (before, after) = (run(&tokens), run(&changed));
+        let earlier = max_abs_diff(&before.narrow(1, 0, 5), &after.narrow(1, 0, 5));
+        let later = max_abs_diff(&before.narrow(1, 5, 3), &after.narrow(1, 5, 3));
+        // Not bit-exact for MoE models: the later token changes how tokens group per expert, so
+        // the expert matmuls run over other row counts. A leak would move them by orders more.
+        assert!(earlier < 1e-5, "{}: positions before the change moved by {earlier}", name(text));
+        assert!(later > 1e-4, "{}: positions from the change on did not move ({later})", name(text));
+    }
+}
+
+#[test]
+fn a_sliding_window_layer_forgets_tokens_beyond_its_window() {
+    // With every layer sliding over 4 tokens and one layer, position 9 cannot see position 2.
+    let text = GPT_OSS.replace("layers = \"even\"", "layers = \"all\"").replace("num_layers = 4", "num_layers = 1");
+    let model = model(&text);
+    let tokens = model.random_tokens(1, 10).unwrap();
     let changed = tokens.copy();
-    let _ = changed.narrow(1, 5, 1).fill_((tokens.int64_value(&[0, 5]) + 1) % 97);
-    let run = |t: &Tensor| {
-        let mut cache = KvCache::new(&model, 1, 8).unwrap();
-        model.forward(t, &mut cache, Logits::All).unwrap()
+    let _ = changed.narrow(1, 2, 1).fill_((tokens.int64_value(&[0, 2]) + 1) % 97);
+    let last = |t: &Tensor| {
+        let mut cache = KvCache::new(&model, 1, 10).unwrap();
+        model.forward(t, &mut cache, Logits::Last).unwrap()
     };
-    let (before, after) = (run(&tokens), run(&changed));
-    let earlier = max_abs_diff(&before.narrow(1, 0, 5), &after.narrow(1, 0, 5));
-    let later = max_abs_diff(&before.narrow(1, 5, 3), &after.narrow(1, 5, 3));
-    assert!(earlier < 1e-6, "positions before the change moved by {earlier}");
-    assert!(later > 1e-3, "positions from the change on did not move ({later})");
+    assert!(max_abs_diff(&last(&tokens), &last(&changed)) < 1e-6);
+    // …but position 5 can (window 4: positions 2..=5).
+    let upto = |t: &Tensor| {
+        let mut cache = KvCache::new(&model, 1, 6).unwrap();
+        model.forward(&t.narrow(1, 0, 6), &mut cache, Logits::Last).unwrap()
+    };
+    assert!(max_abs_diff(&upto(&tokens), &upto(&changed)) > 1e-4);
 }
 
 #[test]
 fn the_order_of_earlier_tokens_matters() {
     // One layer, so that only rotary embeddings (not causal masking over several layers) can
     // tell the orders apart: without them on the keys, attention would be blind to order.
-    let mut one_layer = shape();
-    one_layer.num_layers = 1;
-    let model = LlamaModel::new(&one_layer, Precision::Fp32, Device::Cpu, 7).unwrap();
-    let last = |order: [i64; 4]| {
-        let tokens = Tensor::from_slice(&order).view([1, 4]);
-        let mut cache = KvCache::new(&model, 1, 4).unwrap();
-        model.forward(&tokens, &mut cache, Logits::Last).unwrap()
-    };
-    assert!(max_abs_diff(&last([10, 20, 30, 40]), &last([20, 10, 30, 40])) > 1e-4);
+    for text in [DENSE, DEEPSEEK] {
+        let mut one_layer = shape(text);
+        one_layer.num_layers = 1;
+        let model = Model::new(&one_layer, Precision::Fp32, Device::Cpu, 7).unwrap();
+        let last = |order: [i64; 4]| {
+            let tokens = Tensor::from_slice(&order).view([1, 4]);
+            let mut cache = KvCache::new(&model, 1, 4).unwrap();
+            model.forward(&tokens, &mut cache, Logits::Last).unwrap()
+        };
+        assert!(max_abs_diff(&last([10, 20, 30, 40]), &last([20, 10, 30, 40])) > 1e-4, "{}", name(text));
+    }
 }
 
 #[test]
 fn the_same_seed_draws_the_same_weights() {
     let tokens = Tensor::from_slice(&[1i64, 2, 3, 4]).view([1, 4]);
     let run = |seed| {
-        let model = LlamaModel::new(&shape(), Precision::Fp32, Device::Cpu, seed).unwrap();
+        let model = Model::new(&shape(DENSE), Precision::Fp32, Device::Cpu, seed).unwrap();
         let mut cache = KvCache::new(&model, 1, 4).unwrap();
         model.forward(&tokens, &mut cache, Logits::All).unwrap()
     };
@@ -128,7 +285,7 @@ fn the_same_seed_draws_the_same_weights() {
 
 #[test]
 fn a_full_cache_is_an_error_not_a_panic() {
-    let model = model();
+    let model = model(DENSE);
     let mut cache = KvCache::new(&model, 1, 4).unwrap();
     let error = model.forward(&model.random_tokens(1, 5).unwrap(), &mut cache, Logits::Last).err().unwrap();
     assert_eq!(error.to_string(), "KV cache holds 4 tokens per sequence; 5 are needed");
@@ -136,29 +293,39 @@ fn a_full_cache_is_an_error_not_a_panic() {
 
 #[test]
 fn half_precisions_run_on_cpu() {
-    for precision in [Precision::Bf16, Precision::Fp16] {
-        let model = LlamaModel::new(&shape(), precision, Device::Cpu, 7).unwrap();
-        let mut cache = KvCache::new(&model, 2, 8).unwrap();
-        let next = model.prefill(&model.random_tokens(2, 8).unwrap(), &mut cache).unwrap();
-        assert_eq!(next.size(), [2, 1], "{precision}");
+    for text in ALL {
+        for precision in [Precision::Bf16, Precision::Fp16] {
+            let model = Model::new(&shape(text), precision, Device::Cpu, 7).unwrap();
+            let mut cache = KvCache::new(&model, 2, 8).unwrap();
+            let next = model.prefill(&model.random_tokens(2, 8).unwrap(), &mut cache).unwrap();
+            assert_eq!(next.size(), [2, 1], "{} {precision}", name(text));
+        }
     }
 }
 
 #[test]
+fn fp8_is_reported_as_unsupported() {
+    let error = Model::new(&shape(DENSE), Precision::Fp8, Device::Cpu, 7).err().unwrap();
+    assert!(error.to_string().contains("fp8"), "{error}");
+}
+
+#[test]
 fn a_randomly_filled_cache_is_a_context_to_decode_after() {
-    let model = model();
-    let mut cache = KvCache::new(&model, 2, 10).unwrap();
-    cache.fill_random(6).unwrap();
-    assert_eq!(cache.len(), 6);
-    let logits = model.forward(&model.random_tokens(2, 1).unwrap(), &mut cache, Logits::Last).unwrap();
-    assert_eq!(cache.len(), 7);
-    // The context is attended to: a different random context gives different logits.
-    let tokens = Tensor::from_slice(&[3i64, 4]).view([2, 1]);
-    let again = |c: &mut KvCache| {
-        c.fill_random(6).unwrap();
-        model.forward(&tokens, c, Logits::Last).unwrap()
-    };
-    assert!(max_abs_diff(&again(&mut cache), &again(&mut cache)) > 1e-4);
-    assert!(logits.isfinite().all().int64_value(&[]) == 1);
-    assert!(cache.fill_random(11).is_err());
+    for text in [DENSE, DEEPSEEK] {
+        let model = model(text);
+        let mut cache = KvCache::new(&model, 2, 10).unwrap();
+        cache.fill_random(6).unwrap();
+        assert_eq!(cache.len(), 6);
+        let logits = model.forward(&model.random_tokens(2, 1).unwrap(), &mut cache, Logits::Last).unwrap();
+        assert_eq!(cache.len(), 7);
+        assert!(logits.isfinite().all().int64_value(&[]) == 1);
+        // The context is attended to: a different random context gives different logits.
+        let tokens = Tensor::from_slice(&[3i64, 4]).view([2, 1]);
+        let again = |c: &mut KvCache| {
+            c.fill_random(6).unwrap();
+            model.forward(&tokens, c, Logits::Last).unwrap()
+        };
+        assert!(max_abs_diff(&again(&mut cache), &again(&mut cache)) > 1e-4, "{}", name(text));
+        assert!(cache.fill_random(11).is_err());
+    }
 }

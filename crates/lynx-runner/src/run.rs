@@ -12,7 +12,7 @@ use lynx_core::result::{
 use lynx_core::stats::{StatsError, StepTimeSummary};
 use lynx_core::time::{compact_utc, rfc3339_utc};
 use lynx_core::value::Finite;
-use lynx_models::{KvCache, LlamaModel, ModelError};
+use lynx_models::{KvCache, Model, ModelError};
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -77,7 +77,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     observer.started(&path, &result);
 
     let suite = &result.config.suite;
-    let model = LlamaModel::new(&result.config.model, suite.precision, device.torch, suite.seed).map_err(|source| {
+    let model = Model::new(&result.config.model, suite.precision, device.torch, suite.seed).map_err(|source| {
         RunError::Model { context: format!("building {} on {}", suite.model, device.record.device), source }
     })?;
     let warmup = warm_up(&model, suite, observer)?;
@@ -115,7 +115,7 @@ fn cells(suite: &Suite) -> Vec<CellShape> {
 
 /// Loop the decode step at the suite's largest batch and context (the heaviest decode step)
 /// until the detector sees equilibrium or gives up.
-fn warm_up(model: &LlamaModel, suite: &Suite, observer: &mut dyn Observer) -> Result<WarmupRecord, RunError> {
+fn warm_up(model: &Model, suite: &Suite, observer: &mut dyn Observer) -> Result<WarmupRecord, RunError> {
     let batch = suite.decode.batches.iter().copied().max().unwrap_or(1);
     let ctx = suite.decode.ctxs.iter().copied().max().unwrap_or(1);
     let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
@@ -162,7 +162,7 @@ fn warm_up(model: &LlamaModel, suite: &Suite, observer: &mut dyn Observer) -> Re
 }
 
 /// One decode step; done when the new tokens are on the host.
-fn decode_step(model: &LlamaModel, tokens: &tch::Tensor, cache: &mut KvCache) -> Result<tch::Tensor, ModelError> {
+fn decode_step(model: &Model, tokens: &tch::Tensor, cache: &mut KvCache) -> Result<tch::Tensor, ModelError> {
     let next = model.decode(tokens, cache)?;
     to_host(&next)?;
     Ok(next)
@@ -176,7 +176,7 @@ fn to_host(tokens: &tch::Tensor) -> Result<(), ModelError> {
 }
 
 /// Measure one cell; a failure of any step fails the cell with its message.
-fn measure_cell(model: &LlamaModel, shape: CellShape, limits: &MeasureConfig) -> CellRecord {
+fn measure_cell(model: &Model, shape: CellShape, limits: &MeasureConfig) -> CellRecord {
     let measured = match shape {
         CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits),
         CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits),
@@ -192,12 +192,7 @@ fn measure_cell(model: &LlamaModel, shape: CellShape, limits: &MeasureConfig) ->
 /// Step times, total timed seconds, and (decode) the context at the last step.
 type Measured = (Vec<f64>, f64, Option<u32>);
 
-fn measure_prefill(
-    model: &LlamaModel,
-    batch: u32,
-    prompt_len: u32,
-    limits: &MeasureConfig,
-) -> Result<Measured, ModelError> {
+fn measure_prefill(model: &Model, batch: u32, prompt_len: u32, limits: &MeasureConfig) -> Result<Measured, ModelError> {
     let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
     let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
     let mut step = || -> Result<(), ModelError> { to_host(&model.prefill(&prompts, &mut cache)?) };
@@ -206,7 +201,7 @@ fn measure_prefill(
     Ok((step_s, measured_s, None))
 }
 
-fn measure_decode(model: &LlamaModel, batch: u32, ctx: u32, limits: &MeasureConfig) -> Result<Measured, ModelError> {
+fn measure_decode(model: &Model, batch: u32, ctx: u32, limits: &MeasureConfig) -> Result<Measured, ModelError> {
     let ctx = i64::from(ctx);
     let mut cache = KvCache::new(model, i64::from(batch), ctx + i64::from(limits.max_steps))?;
     cache.fill_random(ctx)?;

@@ -1,0 +1,267 @@
+//! Suites and model shapes, as written in `models/suites/*.toml` and `models/*.toml`.
+//!
+//! Parsing refuses unknown keys (a misspelt key would otherwise silently fall back to a default)
+//! and validates every size and threshold, naming the file and the key that is wrong.
+
+mod model;
+mod suite;
+
+pub use model::{
+    Activation, Attention, AttentionBias, DenseMlp, Gqa, Mla, ModelShape, Moe, ParameterCount, RopeScaling, Router,
+    SlidingLayers, SlidingWindow,
+};
+pub use suite::{DecodeGrid, MeasureConfig, PrefillGrid, Suite, WarmupConfig};
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A configuration file that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{origin}: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("{origin}: {key} {message}")]
+    Invalid { origin: String, key: String, message: String },
+}
+
+/// Numeric precision of a model's weights (and, but for fp8, of its activations and KV cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    Bf16,
+    Fp16,
+    /// e4m3 weights of the linear layers with bf16 activations, KV cache and other weights.
+    Fp8,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 4] = [Precision::Fp32, Precision::Bf16, Precision::Fp16, Precision::Fp8];
+
+    /// Bytes one weight element of a linear layer occupies.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Bf16 | Precision::Fp16 => 2,
+            Precision::Fp8 => 1,
+        }
+    }
+
+    /// Bytes of one activation or KV-cache element.
+    pub fn activation_bytes(self) -> u64 {
+        match self {
+            Precision::Fp8 => 2,
+            other => other.bytes(),
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+            Precision::Fp8 => "fp8",
+        })
+    }
+}
+
+/// Parse TOML, reporting an error on one line as `origin:line:column: message (in `source
+/// line`)`, so that the key at fault is named whatever the message says.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, origin: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|error| {
+        let message = error.message().replace('\n', " ");
+        let Some(span) = error.span() else {
+            return ConfigError::Syntax { origin: origin.to_owned(), message };
+        };
+        let before = &text[..span.start.min(text.len())];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[line_start..].find('\n').map_or(text.len(), |i| line_start + i);
+        ConfigError::Syntax {
+            origin: format!("{origin}:{}:{}", before.matches('\n').count() + 1, before.len() - line_start + 1),
+            message: format!("{message} (in `{}`)", text[line_start..line_end].trim()),
+        }
+    })
+}
+
+pub(crate) struct Checker<'a> {
+    pub(crate) origin: &'a str,
+}
+
+impl Checker<'_> {
+    pub(crate) fn invalid(&self, key: &str, message: String) -> ConfigError {
+        ConfigError::Invalid { origin: self.origin.to_owned(), key: key.to_owned(), message }
+    }
+
+    pub(crate) fn name(&self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let ok = !value.is_empty()
+            && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if ok {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("'{value}' must be a non-empty name of letters, digits, '-', '_' or '.'")))
+        }
+    }
+
+    pub(crate) fn positive(&self, key: &str, value: u32) -> Result<(), ConfigError> {
+        if value > 0 {
+            Ok(())
+        } else {
+            Err(self.invalid(key, "must be greater than 0, got 0".to_owned()))
+        }
+    }
+
+    pub(crate) fn positive_real(&self, key: &str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() && value > 0.0 {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("must be a finite number greater than 0, got {value}")))
+        }
+    }
+
+    pub(crate) fn non_negative(&self, key: &str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() && value >= 0.0 {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("must be a finite number of at least 0, got {value}")))
+        }
+    }
+
+    pub(crate) fn sizes(&self, key: &str, values: &[u32]) -> Result<(), ConfigError> {
+        if values.is_empty() {
+            return Err(self.invalid(key, "must list at least one size".to_owned()));
+        }
+        match values.iter().find(|&&v| v == 0) {
+            Some(_) => Err(self.invalid(key, format!("must hold sizes greater than 0, got {values:?}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODEL: &str = r#"
+        name = "tiny"
+        vocab_size = 256
+        hidden_size = 64
+        num_layers = 2
+        rms_norm_eps = 1e-5
+        [attention]
+        kind = "gqa"
+        num_heads = 4
+        num_kv_heads = 2
+        rope_theta = 10000.0
+        [mlp]
+        intermediate_size = 172
+    "#;
+
+    const SUITE: &str = r#"
+        name = "t"
+        model = "tiny"
+        precision = "fp32"
+        seed = 1
+        [prefill]
+        batches = [1]
+        prompt_lens = [16, 32]
+        [decode]
+        batches = [1, 4]
+        ctxs = [32]
+    "#;
+
+    #[test]
+    fn parses_a_model_and_counts_its_parameters() {
+        let m = ModelShape::from_toml(MODEL, "tiny.toml").unwrap();
+        assert_eq!(m.head_dim(), 16);
+        // embed 256*64 + lm head 256*64 + 2 layers * (q,o 64*64*2 + k,v 64*32*2 + mlp 3*64*172
+        // + norms 128) + final norm 64
+        let per_layer = 64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 172 + 128;
+        let count = m.parameters();
+        assert_eq!(count.total, 2 * 256 * 64 + 2 * per_layer + 64);
+        assert_eq!(count.active, count.total);
+        assert_eq!(count.embedding, 256 * 64);
+        assert_eq!(count.linear, 2 * (64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 172));
+        assert_eq!(m.kv_bytes_per_token(Precision::Bf16), 2 * 2 * 2 * 16 * 2);
+        assert_eq!(m.kv_bytes_per_token(Precision::Fp8), m.kv_bytes_per_token(Precision::Bf16));
+        assert_eq!(m.weight_bytes(Precision::Fp8), count.linear + 2 * (count.total - count.linear));
+        assert_eq!(m.kv_bytes(Precision::Fp32, 10), 10 * m.kv_bytes_per_token(Precision::Fp32));
+    }
+
+    #[test]
+    fn moe_counts_idle_experts_as_inactive() {
+        let text = MODEL.replace(
+            "[mlp]\n        intermediate_size = 172",
+            "[moe]\nnum_experts = 8\nexperts_per_token = 2\nintermediate_size = 32\nshared_experts = 1\n\
+             [moe.router]\nkind = \"softmax\"",
+        );
+        let m = ModelShape::from_toml(&text, "moe.toml").unwrap();
+        let expert = 3 * 64 * 32;
+        let count = m.parameters();
+        let attention = 64 * 64 * 2 + 64 * 32 * 2;
+        let router = 64 * 8;
+        assert_eq!(count.total, 2 * 256 * 64 + 2 * (attention + 9 * expert + router + 128) + 64);
+        assert_eq!(count.total - count.active, 2 * 6 * expert);
+    }
+
+    #[test]
+    fn sliding_window_layers_stop_growing_at_their_window() {
+        let text = MODEL
+            .replace("rope_theta = 10000.0", "rope_theta = 10000.0\nsliding_window = { size = 4, layers = \"even\" }");
+        let m = ModelShape::from_toml(&text, "sw.toml").unwrap();
+        let per_layer_token = 2 * 2 * 16 * 4;
+        assert_eq!(m.kv_bytes_per_token(Precision::Fp32), per_layer_token);
+        assert_eq!(m.kv_bytes(Precision::Fp32, 100), (100 + 4) * per_layer_token);
+    }
+
+    #[test]
+    fn a_moe_model_without_dense_layers_needs_no_mlp() {
+        let text = MODEL.replace("[mlp]\n        intermediate_size = 172", "");
+        let error = ModelShape::from_toml(&text, "m.toml").unwrap_err().to_string();
+        assert!(error.contains("mlp is needed"), "{error}");
+    }
+
+    #[test]
+    fn suite_defaults_fill_warmup_and_measure() {
+        let s = Suite::from_toml(SUITE, "t.toml").unwrap();
+        assert_eq!(s.warmup, WarmupConfig::default());
+        assert_eq!(s.warmup.min_s, 60.0);
+        assert_eq!(s.measure, MeasureConfig::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let text = SUITE.replace("seed = 1", "seed = 1\nsede = 2");
+        let error = Suite::from_toml(&text, "t.toml").unwrap_err().to_string();
+        assert!(error.starts_with("t.toml:6:1: unknown field `sede`"), "{error}");
+        assert!(error.ends_with("(in `sede = 2`)"), "{error}");
+        assert_eq!(error.lines().count(), 1, "{error}");
+
+        let text = MODEL.replace("num_kv_heads = 2", "num_kv_heads = 2\nnum_kv_head = 2");
+        let error = ModelShape::from_toml(&text, "m.toml").unwrap_err().to_string();
+        assert!(error.contains("num_kv_head"), "{error}");
+    }
+
+    #[test]
+    fn zero_and_negative_sizes_are_refused() {
+        let zero = SUITE.replace("batches = [1, 4]", "batches = [1, 0]");
+        let error = Suite::from_toml(&zero, "t.toml").unwrap_err();
+        assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "decode.batches"), "{error}");
+
+        let negative = SUITE.replace("prompt_lens = [16, 32]", "prompt_lens = [-16]");
+        let error = Suite::from_toml(&negative, "t.toml").unwrap_err().to_string();
+        assert!(error.contains("prompt_lens") && error.contains("-16"), "{error}");
+
+        let heads = MODEL.replace("num_kv_heads = 2", "num_kv_heads = 3");
+        let error = ModelShape::from_toml(&heads, "tiny.toml").unwrap_err().to_string();
+        assert!(error.contains("attention.num_heads"), "{error}");
+    }
+
+    #[test]
+    fn warmup_bounds_must_be_ordered() {
+        let text = format!("{SUITE}\n[warmup]\nmin_s = 10.0\nmax_s = 5.0\n");
+        let error = Suite::from_toml(&text, "t.toml").unwrap_err();
+        assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "warmup.max_s"), "{error}");
+    }
+}

@@ -1,0 +1,192 @@
+//! Grouped-query attention (Ainslie et al. 2023, arXiv:2305.13245) as the dense models of the
+//! catalogue use it: Llama 3 (RoPE scaling), Mistral/Mixtral, Qwen2 (QKV bias), Qwen3 (RMSNorm on
+//! query and key heads), gpt-oss (biases everywhere, attention sinks, a sliding window on every
+//! other layer). Reference: Hugging Face `transformers`, `models/{llama,qwen3,gpt_oss}/modeling_*.py`.
+//!
+//! The fused path is libtorch's `scaled_dot_product_attention` with `enable_gqa`, so key and value
+//! heads are shared by their query groups without being copied. Sinks have no fused form in
+//! libtorch, so models with sinks take the explicit path (scores, softmax with the sink logit,
+//! weighted sum), as the reference implementation does.
+
+use crate::rope::{self, Rope, RopeTable};
+use crate::weights::{RmsNorm, WeightSource};
+use crate::ModelError;
+use lynx_core::config::{AttentionBias, Gqa};
+use tch::{Device, Kind, Tensor};
+
+/// The cache of one GQA layer: `[batch, kv_heads, capacity, head_dim]` keys and values.
+pub struct GqaCache {
+    pub(crate) keys: Tensor,
+    pub(crate) values: Tensor,
+}
+
+pub struct GqaAttention {
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    /// Biases of q, k, v and (with `AttentionBias::All`) o.
+    bias: [Option<Tensor>; 4],
+    /// Per-head RMSNorm of queries and keys (Qwen3).
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
+    /// Per-head sink logits, fp32 (gpt-oss).
+    sinks: Option<Tensor>,
+    /// The window this layer attends within, if it slides.
+    window: Option<i64>,
+    pub(crate) rope: Rope,
+    num_heads: i64,
+    num_kv_heads: i64,
+    head_dim: i64,
+}
+
+impl GqaAttention {
+    /// Layer `layer` of a model with `config`, hidden width `hidden`, `heads`/`kv_heads` the
+    /// heads this device holds (fewer than the model's under tensor parallelism).
+    pub fn new(
+        source: &WeightSource,
+        config: &Gqa,
+        hidden: i64,
+        head_dim: i64,
+        (heads, kv_heads): (i64, i64),
+        layer: u32,
+        eps: f64,
+    ) -> Result<GqaAttention, ModelError> {
+        let (q_width, kv_width) = (heads * head_dim, kv_heads * head_dim);
+        let biased = |on: bool, width: i64| -> Result<Option<Tensor>, ModelError> {
+            on.then(|| source.normal(&[width])).transpose()
+        };
+        let qkv_bias = config.bias != AttentionBias::None;
+        let window = config.sliding_window.as_ref().and_then(|w| match w.layers {
+            lynx_core::config::SlidingLayers::All => Some(i64::from(w.size)),
+            lynx_core::config::SlidingLayers::Even => layer.is_multiple_of(2).then_some(i64::from(w.size)),
+        });
+        Ok(GqaAttention {
+            wq: source.normal(&[q_width, hidden])?,
+            wk: source.normal(&[kv_width, hidden])?,
+            wv: source.normal(&[kv_width, hidden])?,
+            wo: source.normal(&[hidden, q_width])?,
+            bias: [
+                biased(qkv_bias, q_width)?,
+                biased(qkv_bias, kv_width)?,
+                biased(qkv_bias, kv_width)?,
+                biased(config.bias == AttentionBias::All, hidden)?,
+            ],
+            qk_norm: if config.qk_norm {
+                Some((RmsNorm::new(source, head_dim, eps)?, RmsNorm::new(source, head_dim, eps)?))
+            } else {
+                None
+            },
+            sinks: if config.sinks { Some(source.normal(&[heads])?.f_to_kind(Kind::Float)?) } else { None },
+            window,
+            rope: Rope::new(head_dim as u32, config.rope_theta, config.rope_scaling.as_ref(), source.device)?,
+            num_heads: heads,
+            num_kv_heads: kv_heads,
+            head_dim,
+        })
+    }
+
+    pub fn new_cache(&self, batch: i64, capacity: i64, kind: Kind, device: Device) -> Result<GqaCache, ModelError> {
+        let shape = [batch, self.num_kv_heads, capacity, self.head_dim];
+        Ok(GqaCache { keys: Tensor::f_zeros(shape, (kind, device))?, values: Tensor::f_zeros(shape, (kind, device))? })
+    }
+
+    /// Attend `x` (`[batch, n, hidden]`, positions `start..start + n`) over the cache's first
+    /// `start` tokens and itself, appending its keys and values to the cache.
+    pub fn forward(&self, x: &Tensor, cache: &GqaCache, rope: &RopeTable, start: i64) -> Result<Tensor, ModelError> {
+        let size = x.size();
+        let (batch, n) = (size[0], size[1]);
+        let heads = |w: &Tensor, bias: &Option<Tensor>, count: i64| -> Result<Tensor, ModelError> {
+            Ok(x.f_linear(w, bias.as_ref())?.f_view([batch, n, count, self.head_dim])?.f_transpose(1, 2)?)
+        };
+        let mut q = heads(&self.wq, &self.bias[0], self.num_heads)?;
+        let mut k = heads(&self.wk, &self.bias[1], self.num_kv_heads)?;
+        let v = heads(&self.wv, &self.bias[2], self.num_kv_heads)?;
+        if let Some((q_norm, k_norm)) = &self.qk_norm {
+            q = q_norm.forward(&q)?;
+            k = k_norm.forward(&k)?;
+        }
+        let q = rope::apply(&q, rope)?;
+        let k = rope::apply(&k, rope)?;
+        cache.keys.f_narrow(2, start, n)?.f_copy_(&k)?;
+        cache.values.f_narrow(2, start, n)?.f_copy_(&v)?;
+
+        // Keys this chunk can see: everything cached, or only the window for a sliding layer.
+        let end = start + n;
+        let first = self.window.map_or(0, |w| (start + 1 - w).max(0));
+        let keys = cache.keys.f_narrow(2, first, end - first)?;
+        let values = cache.values.f_narrow(2, first, end - first)?;
+        let attended = match &self.sinks {
+            None => {
+                let mask = attention_mask(start, n, first, self.window, x.device())?;
+                let is_causal = mask.is_none() && n > 1;
+                Tensor::f_scaled_dot_product_attention(&q, &keys, &values, mask.as_ref(), 0.0, is_causal, None, true)?
+            }
+            Some(sinks) => {
+                // The explicit path has no `is_causal`: every chunk of several queries is masked.
+                let mask = (n > 1).then(|| explicit_mask(start, n, first, self.window, x.device())).transpose()?;
+                attend_with_sinks(&q, &keys, &values, mask.as_ref(), sinks, self.num_kv_heads)?
+            }
+        };
+        let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.num_heads * self.head_dim])?;
+        Ok(merged.f_linear(&self.wo, self.bias[3].as_ref())?)
+    }
+}
+
+/// The mask for queries at `start..start + n` over keys at `first..start + n`, true where
+/// attending is allowed: causal, and within `window` positions when the layer slides. `None`
+/// where SDPA needs none: a single query sees every key it is given, and a prompt into an empty
+/// cache with every key in the window is what `is_causal` does.
+pub fn attention_mask(
+    start: i64,
+    n: i64,
+    first: i64,
+    window: Option<i64>,
+    device: Device,
+) -> Result<Option<Tensor>, ModelError> {
+    let windowed = window.is_some_and(|w| n > 1 && start + n - first > w);
+    if n == 1 || (start == 0 && first == 0 && !windowed) {
+        return Ok(None);
+    }
+    explicit_mask(start, n, first, window, device).map(Some)
+}
+
+/// The mask of [`attention_mask`], always as a tensor `[n, start + n - first]`.
+fn explicit_mask(start: i64, n: i64, first: i64, window: Option<i64>, device: Device) -> Result<Tensor, ModelError> {
+    let end = start + n;
+    let queries = Tensor::f_arange_start(start, end, (Kind::Int64, device))?.f_unsqueeze(1)?;
+    let keys = Tensor::f_arange_start(first, end, (Kind::Int64, device))?.f_unsqueeze(0)?;
+    let mut allowed = keys.f_le_tensor(&queries)?;
+    if let Some(w) = window {
+        // Hugging Face's sliding mask: query − key < window.
+        allowed = allowed.f_logical_and(&queries.f_sub(&keys)?.f_lt(w)?)?;
+    }
+    Ok(allowed)
+}
+
+/// softmax([q·kᵀ · scale, sink]) without the sink's column, times v: attention in which a learned
+/// per-head logit takes a share of the weight (gpt-oss). Queries `[b, h, n, d]`, keys and values
+/// `[b, kv_heads, s, d]`; query heads are grouped over key heads without copying them.
+fn attend_with_sinks(
+    q: &Tensor,
+    keys: &Tensor,
+    values: &Tensor,
+    mask: Option<&Tensor>,
+    sinks: &Tensor,
+    kv_heads: i64,
+) -> Result<Tensor, ModelError> {
+    let [b, h, n, d] = q.size()[..] else { unreachable!("queries are 4-d") };
+    let s = keys.size()[2];
+    let group = h / kv_heads;
+    let q = q.f_reshape([b, kv_heads, group, n, d])?;
+    let keys = keys.f_unsqueeze(2)?;
+    let values = values.f_unsqueeze(2)?;
+    let mut scores =
+        q.f_matmul(&keys.f_transpose(-1, -2)?)?.f_to_kind(Kind::Float)?.f_mul_scalar(1.0 / (d as f64).sqrt())?;
+    if let Some(mask) = mask {
+        scores = scores.f_masked_fill(&mask.f_logical_not()?, f64::NEG_INFINITY)?;
+    }
+    let sink = sinks.f_reshape([1, kv_heads, group, 1, 1])?.f_expand([b, kv_heads, group, n, 1], false)?;
+    let weights = Tensor::f_cat(&[&scores, &sink], -1)?.f_softmax(-1, Kind::Float)?.f_narrow(-1, 0, s)?;
+    let attended = weights.f_to_kind(values.kind())?.f_matmul(&values)?;
+    Ok(attended.f_reshape([b, h, n, d])?)
+}

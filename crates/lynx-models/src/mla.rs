@@ -1,0 +1,223 @@
+//! Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434; DeepSeek-V3, arXiv:2412.19437).
+//! Reference: deepseek-ai/DeepSeek-V3 `inference/model.py`, class `MLA`, in its "absorb" mode,
+//! which is how DeepSeek decodes.
+//!
+//! The cache holds, per token, the normalised `kv_lora_rank` latent and the `qk_rope_head_dim`
+//! RoPE key shared by all heads (576 values for DeepSeek-V3, against 2 × 128 × 128 for plain
+//! multi-head attention). Keys and values are never expanded: the key up-projection is absorbed
+//! into the queries and the value up-projection applied after attention, so attention itself is
+//! multi-query attention over the cache (one key/value head of width latent + rope), run through
+//! libtorch's `scaled_dot_product_attention`.
+
+use crate::gqa::attention_mask;
+use crate::rope::{self, yarn_mscale, Rope, RopeTable};
+use crate::weights::{RmsNorm, WeightSource};
+use crate::ModelError;
+use lynx_core::config::{Mla, RopeScaling};
+use tch::{Device, Kind, Tensor};
+
+/// The cache of one MLA layer: `[batch, capacity, kv_lora_rank + qk_rope_head_dim]`.
+pub struct MlaCache {
+    pub(crate) latent_and_rope: Tensor,
+}
+
+enum QueryProjection {
+    /// Hidden → rank → norm → heads (DeepSeek-V3).
+    LowRank {
+        down: Tensor,
+        norm: RmsNorm,
+        up: Tensor,
+    },
+    Direct(Tensor),
+}
+
+pub struct MlaAttention {
+    query: QueryProjection,
+    /// Hidden → latent + rope key, `[kv_lora_rank + rope, hidden]`.
+    kv_down: Tensor,
+    kv_norm: RmsNorm,
+    /// Latent → per-head key (nope part) and value, `[heads · (nope + v), kv_lora_rank]`.
+    kv_up: Tensor,
+    wo: Tensor,
+    pub(crate) rope: Rope,
+    heads: i64,
+    rank: i64,
+    nope: i64,
+    rope_dim: i64,
+    v_dim: i64,
+    softmax_scale: f64,
+}
+
+impl MlaAttention {
+    /// `heads` is the number of heads this device holds.
+    pub fn new(
+        source: &WeightSource,
+        config: &Mla,
+        hidden: i64,
+        heads: i64,
+        eps: f64,
+    ) -> Result<MlaAttention, ModelError> {
+        let nope = i64::from(config.qk_nope_head_dim);
+        let rope_dim = i64::from(config.qk_rope_head_dim);
+        let v_dim = i64::from(config.v_head_dim);
+        let rank = i64::from(config.kv_lora_rank);
+        let q_out = heads * (nope + rope_dim);
+        let query = match config.q_lora_rank {
+            Some(q_rank) => {
+                let q_rank = i64::from(q_rank);
+                QueryProjection::LowRank {
+                    down: source.normal(&[q_rank, hidden])?,
+                    norm: RmsNorm::new(source, q_rank, eps)?,
+                    up: source.normal(&[q_out, q_rank])?,
+                }
+            }
+            None => QueryProjection::Direct(source.normal(&[q_out, hidden])?),
+        };
+        // softmax scale = (nope + rope)^-1/2, times mscale² under YaRN (HF DeepseekV3Attention).
+        let mut softmax_scale = 1.0 / ((nope + rope_dim) as f64).sqrt();
+        if let Some(RopeScaling::Yarn { factor, mscale_all_dim: Some(m), .. }) = &config.rope_scaling {
+            if *m != 0.0 {
+                softmax_scale *= yarn_mscale(*factor, *m).powi(2);
+            }
+        }
+        Ok(MlaAttention {
+            query,
+            kv_down: source.normal(&[rank + rope_dim, hidden])?,
+            kv_norm: RmsNorm::new(source, rank, eps)?,
+            kv_up: source.normal(&[heads * (nope + v_dim), rank])?,
+            wo: source.normal(&[hidden, heads * v_dim])?,
+            rope: Rope::new(config.qk_rope_head_dim, config.rope_theta, config.rope_scaling.as_ref(), source.device)?,
+            heads,
+            rank,
+            nope,
+            rope_dim,
+            v_dim,
+            softmax_scale,
+        })
+    }
+
+    pub fn new_cache(&self, batch: i64, capacity: i64, kind: Kind, device: Device) -> Result<MlaCache, ModelError> {
+        Ok(MlaCache { latent_and_rope: Tensor::f_zeros([batch, capacity, self.rank + self.rope_dim], (kind, device))? })
+    }
+
+    /// Queries `[batch, heads, n, nope]` and RoPE'd `[batch, heads, n, rope]`.
+    fn queries(&self, x: &Tensor, table: &RopeTable) -> Result<(Tensor, Tensor), ModelError> {
+        let size = x.size();
+        let q = match &self.query {
+            QueryProjection::LowRank { down, norm, up } => {
+                norm.forward(&x.f_linear::<Tensor>(down, None)?)?.f_linear::<Tensor>(up, None)?
+            }
+            QueryProjection::Direct(w) => x.f_linear::<Tensor>(w, None)?,
+        };
+        let q = q.f_view([size[0], size[1], self.heads, self.nope + self.rope_dim])?.f_transpose(1, 2)?;
+        let q_pe = rope::apply(&q.f_narrow(-1, self.nope, self.rope_dim)?, table)?;
+        Ok((q.f_narrow(-1, 0, self.nope)?, q_pe))
+    }
+
+    /// Normalised latents `[batch, n, rank]` and RoPE'd shared keys `[batch, n, rope]`.
+    fn latents(&self, x: &Tensor, table: &RopeTable) -> Result<(Tensor, Tensor), ModelError> {
+        let kv = x.f_linear::<Tensor>(&self.kv_down, None)?;
+        let latent = self.kv_norm.forward(&kv.f_narrow(-1, 0, self.rank)?)?;
+        let k_pe = rope::apply(&kv.f_narrow(-1, self.rank, self.rope_dim)?.f_unsqueeze(1)?, table)?.f_squeeze_dim(1)?;
+        Ok((latent, k_pe))
+    }
+
+    /// The up-projection split per head: key part `[heads, nope, rank]`, value part `[heads, v, rank]`.
+    fn up_projections(&self) -> Result<(Tensor, Tensor), ModelError> {
+        let w = self.kv_up.f_view([self.heads, self.nope + self.v_dim, self.rank])?;
+        Ok((w.f_narrow(1, 0, self.nope)?, w.f_narrow(1, self.nope, self.v_dim)?))
+    }
+
+    /// Attend `x` (`[batch, n, hidden]`, positions `start..start + n`) through the compressed
+    /// cache, appending its latents to it.
+    pub fn forward(&self, x: &Tensor, cache: &MlaCache, table: &RopeTable, start: i64) -> Result<Tensor, ModelError> {
+        let size = x.size();
+        let (batch, n) = (size[0], size[1]);
+        let (q_nope, q_pe) = self.queries(x, table)?;
+        let (latent, k_pe) = self.latents(x, table)?;
+        let slot = cache.latent_and_rope.f_narrow(1, start, n)?;
+        slot.f_narrow(-1, 0, self.rank)?.f_copy_(&latent)?;
+        slot.f_narrow(-1, self.rank, self.rope_dim)?.f_copy_(&k_pe)?;
+
+        let (w_uk, w_uv) = self.up_projections()?;
+        // Absorb the key up-projection into the queries: q_nope · W_ukᵀ lives in latent space.
+        let q = Tensor::f_cat(&[&q_nope.f_matmul(&w_uk)?, &q_pe], -1)?;
+        let keys = cache.latent_and_rope.f_narrow(1, 0, start + n)?.f_unsqueeze(1)?;
+        let values = keys.f_narrow(-1, 0, self.rank)?;
+        let mask = attention_mask(start, n, 0, None, x.device())?;
+        let is_causal = mask.is_none() && n > 1;
+        let attended = Tensor::f_scaled_dot_product_attention(
+            &q,
+            &keys,
+            &values,
+            mask.as_ref(),
+            0.0,
+            is_causal,
+            self.softmax_scale,
+            true,
+        )?;
+        // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
+        let out = attended.f_matmul(&w_uv.f_transpose(1, 2)?)?;
+        let merged = out.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
+        Ok(merged.f_linear::<Tensor>(&self.wo, None)?)
+    }
+
+    /// The same attention with keys and values expanded per head and no cache, over a whole
+    /// sequence from position 0: the form MLA is defined in, to check the compressed path against.
+    #[cfg(test)]
+    fn forward_uncompressed(&self, x: &Tensor, table: &RopeTable) -> Result<Tensor, ModelError> {
+        let size = x.size();
+        let (batch, n) = (size[0], size[1]);
+        let (q_nope, q_pe) = self.queries(x, table)?;
+        let (latent, k_pe) = self.latents(x, table)?;
+        let kv =
+            latent.f_linear::<Tensor>(&self.kv_up, None)?.f_view([batch, n, self.heads, self.nope + self.v_dim])?;
+        let kv = kv.f_transpose(1, 2)?;
+        let k_nope = kv.f_narrow(-1, 0, self.nope)?;
+        let v = kv.f_narrow(-1, self.nope, self.v_dim)?;
+        let k_pe = k_pe.f_unsqueeze(1)?.f_expand([batch, self.heads, n, self.rope_dim], false)?;
+        let q = Tensor::f_cat(&[&q_nope, &q_pe], -1)?;
+        let k = Tensor::f_cat(&[&k_nope, &k_pe], -1)?;
+        let attended =
+            Tensor::f_scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, n > 1, self.softmax_scale, false)?;
+        let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
+        Ok(merged.f_linear::<Tensor>(&self.wo, None)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compressed_cache_decoding_matches_the_uncompressed_forward() {
+        let config = Mla {
+            num_heads: 4,
+            q_lora_rank: Some(24),
+            kv_lora_rank: 16,
+            qk_nope_head_dim: 8,
+            qk_rope_head_dim: 4,
+            v_head_dim: 6,
+            rope_theta: 10000.0,
+            rope_scaling: None,
+        };
+        tch::manual_seed(5);
+        let source = WeightSource { std: 0.2, kind: Kind::Float, device: Device::Cpu };
+        let mla = MlaAttention::new(&source, &config, 32, 4, 1e-6).unwrap();
+        let x = Tensor::randn([2, 7, 32], (Kind::Float, Device::Cpu));
+        let full = mla.forward_uncompressed(&x, &mla.rope.table(0, 7, Kind::Float).unwrap()).unwrap();
+        assert!(full.std(false).double_value(&[]) > 1e-3);
+
+        // A 3-token prompt, then token by token through the compressed cache.
+        let cache = mla.new_cache(2, 7, Kind::Float, Device::Cpu).unwrap();
+        let prompt = mla.forward(&x.narrow(1, 0, 3), &cache, &mla.rope.table(0, 3, Kind::Float).unwrap(), 0).unwrap();
+        let mut pieces = vec![prompt];
+        for position in 3..7 {
+            let table = mla.rope.table(position, 1, Kind::Float).unwrap();
+            pieces.push(mla.forward(&x.narrow(1, position, 1), &cache, &table, position).unwrap());
+        }
+        let cached = Tensor::cat(&pieces, 1);
+        let diff = (cached - &full).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "max |Δ| = {diff}");
+    }
+}

@@ -1,0 +1,54 @@
+//! The gated MLP of dense layers and of each expert: down(act(gate(x), up(x))), with the
+//! activation the model uses (SwiGLU, Shazeer 2020, arXiv:2002.05202; or gpt-oss's clamped form).
+
+use crate::weights::WeightSource;
+use crate::ModelError;
+use lynx_core::config::Activation;
+use tch::Tensor;
+
+/// One gated MLP. Weights are `[out, in]` as `linear` takes them.
+pub struct Mlp {
+    pub(crate) gate: Tensor,
+    pub(crate) up: Tensor,
+    pub(crate) down: Tensor,
+    /// Biases of gate, up and down (gpt-oss experts).
+    pub(crate) bias: Option<[Tensor; 3]>,
+}
+
+impl Mlp {
+    pub fn new(source: &WeightSource, hidden: i64, intermediate: i64, bias: bool) -> Result<Mlp, ModelError> {
+        Ok(Mlp {
+            gate: source.normal(&[intermediate, hidden])?,
+            up: source.normal(&[intermediate, hidden])?,
+            down: source.normal(&[hidden, intermediate])?,
+            bias: if bias {
+                Some([source.normal(&[intermediate])?, source.normal(&[intermediate])?, source.normal(&[hidden])?])
+            } else {
+                None
+            },
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor, activation: &Activation) -> Result<Tensor, ModelError> {
+        let bias = |i: usize| self.bias.as_ref().map(|b| &b[i]);
+        let gate = x.f_linear(&self.gate, bias(0))?;
+        let up = x.f_linear(&self.up, bias(1))?;
+        let hidden = activate(&gate, &up, activation)?;
+        Ok(hidden.f_linear(&self.down, bias(2))?)
+    }
+}
+
+/// The gated activation of `gate` and `up`.
+pub fn activate(gate: &Tensor, up: &Tensor, activation: &Activation) -> Result<Tensor, ModelError> {
+    match *activation {
+        Activation::Swiglu => Ok(gate.f_silu()?.f_mul(up)?),
+        Activation::SwigluClamped { alpha, limit } => {
+            // gpt-oss (openai/gpt-oss, torch/model.py `swiglu`): gate clamped from above, up on
+            // both sides; gate · sigmoid(alpha · gate) · (up + 1).
+            let gate = gate.f_clamp_max(limit)?;
+            let up = up.f_clamp(-limit, limit)?;
+            let glu = gate.f_mul(&gate.f_mul_scalar(alpha)?.f_sigmoid()?)?;
+            Ok(glu.f_mul(&up.f_add_scalar(1.0)?)?)
+        }
+    }
+}

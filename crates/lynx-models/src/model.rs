@@ -1,0 +1,258 @@
+//! The decoder every catalogue model shares: token embedding, `num_layers` pre-norm blocks of
+//! attention (GQA or MLA) and an MLP (dense or mixture of experts), a final RMSNorm and the lm
+//! head (Llama: Touvron et al. 2023, arXiv:2302.13971; the per-family parts cite their own
+//! papers). Reference implementation: Hugging Face `transformers`, `modeling_{llama,mixtral,
+//! qwen3,qwen3_moe,gpt_oss,deepseek_v3}.py`.
+
+use crate::gqa::{GqaAttention, GqaCache};
+use crate::mla::{MlaAttention, MlaCache};
+use crate::mlp::Mlp;
+use crate::moe::MoeLayer;
+use crate::weights::{RmsNorm, WeightSource};
+use crate::{kind_of, ModelError};
+use lynx_core::config::{Activation, Attention, ModelShape, Precision};
+use tch::{Device, Kind, Tensor};
+
+/// Which positions the lm head is applied to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// Every position: `[batch, tokens, vocab]` (for checking the model).
+    All,
+    /// Only the last position: `[batch, 1, vocab]`, as a serving engine computes them.
+    Last,
+}
+
+enum AttentionLayer {
+    Gqa(GqaAttention),
+    Mla(MlaAttention),
+}
+
+enum MlpLayer {
+    Dense(Mlp),
+    Moe(MoeLayer),
+}
+
+struct Block {
+    attention_norm: RmsNorm,
+    attention: AttentionLayer,
+    mlp_norm: RmsNorm,
+    mlp: MlpLayer,
+}
+
+enum LayerCache {
+    Gqa(GqaCache),
+    Mla(MlaCache),
+}
+
+/// Preallocated KV cache of every layer, for `batch` sequences of up to `capacity` tokens.
+pub struct KvCache {
+    layers: Vec<LayerCache>,
+    len: i64,
+    capacity: i64,
+    batch: i64,
+}
+
+impl KvCache {
+    /// A cache of `capacity` tokens for each of `batch` sequences of `model`.
+    pub fn new(model: &Model, batch: i64, capacity: i64) -> Result<KvCache, ModelError> {
+        let layers = model
+            .blocks
+            .iter()
+            .map(|block| match &block.attention {
+                AttentionLayer::Gqa(a) => a.new_cache(batch, capacity, model.kind, model.device).map(LayerCache::Gqa),
+                AttentionLayer::Mla(a) => a.new_cache(batch, capacity, model.kind, model.device).map(LayerCache::Mla),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(KvCache { layers, len: 0, capacity, batch })
+    }
+
+    /// Tokens each sequence holds.
+    pub fn len(&self) -> i64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> i64 {
+        self.capacity
+    }
+
+    /// Forget every token; the memory stays allocated.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Hold `len` tokens per sequence whose cached values are drawn from Normal(0, 1): a context
+    /// for decode steps without running a prefill first. A decode step's work depends on how many
+    /// tokens the cache holds, not on where their values came from.
+    pub fn fill_random(&mut self, len: i64) -> Result<(), ModelError> {
+        if len > self.capacity {
+            return Err(ModelError::CacheFull { capacity: self.capacity, needed: len });
+        }
+        for layer in &self.layers {
+            match layer {
+                LayerCache::Gqa(c) => {
+                    let _ = c.keys.f_narrow(2, 0, len)?.f_normal_(0.0, 1.0)?;
+                    let _ = c.values.f_narrow(2, 0, len)?.f_normal_(0.0, 1.0)?;
+                }
+                LayerCache::Mla(c) => {
+                    let _ = c.latent_and_rope.f_narrow(1, 0, len)?.f_normal_(0.0, 1.0)?;
+                }
+            }
+        }
+        self.len = len;
+        Ok(())
+    }
+
+    /// Forget the tokens after the first `len`.
+    pub fn truncate(&mut self, len: i64) {
+        self.len = self.len.min(len.max(0));
+    }
+}
+
+/// A model: weights on one device at one precision.
+pub struct Model {
+    embedding: Tensor,
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    /// `None` when tied to the embedding.
+    lm_head: Option<Tensor>,
+    activation: Activation,
+    vocab_size: i64,
+    kind: Kind,
+    device: Device,
+}
+
+impl Model {
+    /// Build `shape` on `device` at `precision` with weights drawn from `seed`.
+    pub fn new(shape: &ModelShape, precision: Precision, device: Device, seed: u64) -> Result<Model, ModelError> {
+        let kind = kind_of(precision)?;
+        // libtorch seeds with an i64; the bit pattern is what matters.
+        tch::manual_seed(seed as i64);
+        let source = WeightSource { std: shape.init_std, kind, device };
+        let hidden = i64::from(shape.hidden_size);
+        let vocab = i64::from(shape.vocab_size);
+        let eps = shape.rms_norm_eps;
+        let embedding = source.normal(&[vocab, hidden])?;
+        let mut blocks = Vec::with_capacity(shape.num_layers as usize);
+        for layer in 0..shape.num_layers {
+            let attention = match &shape.attention {
+                Attention::Gqa(gqa) => AttentionLayer::Gqa(GqaAttention::new(
+                    &source,
+                    gqa,
+                    hidden,
+                    i64::from(shape.head_dim()),
+                    (i64::from(gqa.num_heads), i64::from(gqa.num_kv_heads)),
+                    layer,
+                    eps,
+                )?),
+                Attention::Mla(mla) => {
+                    AttentionLayer::Mla(MlaAttention::new(&source, mla, hidden, i64::from(mla.num_heads), eps)?)
+                }
+            };
+            let mlp = match &shape.moe {
+                Some(moe) if layer >= moe.first_dense_layers => {
+                    MlpLayer::Moe(MoeLayer::new(&source, moe, hidden, i64::from(moe.intermediate_size))?)
+                }
+                _ => {
+                    let width = shape.mlp.as_ref().map(|m| m.intermediate_size).ok_or_else(|| {
+                        ModelError::Shape(format!("layer {layer} has a dense MLP but the model has no [mlp]"))
+                    })?;
+                    MlpLayer::Dense(Mlp::new(&source, hidden, i64::from(width), false)?)
+                }
+            };
+            blocks.push(Block {
+                attention_norm: RmsNorm::new(&source, hidden, eps)?,
+                attention,
+                mlp_norm: RmsNorm::new(&source, hidden, eps)?,
+                mlp,
+            });
+        }
+        let norm = RmsNorm::new(&source, hidden, eps)?;
+        let lm_head = if shape.tie_word_embeddings { None } else { Some(source.normal(&[vocab, hidden])?) };
+        Ok(Model {
+            embedding,
+            blocks,
+            norm,
+            lm_head,
+            activation: shape.activation.clone(),
+            vocab_size: vocab,
+            kind,
+            device,
+        })
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn vocab_size(&self) -> i64 {
+        self.vocab_size
+    }
+
+    /// Run `tokens` (`[batch, n]`, int64) through the model after the tokens already in `cache`,
+    /// appending their keys and values to it; returns fp32 logits for the positions `logits` asks.
+    pub fn forward(&self, tokens: &Tensor, cache: &mut KvCache, logits: Logits) -> Result<Tensor, ModelError> {
+        let size = tokens.size();
+        let [batch, n] = size[..] else {
+            return Err(ModelError::Shape(format!("tokens must be [batch, n], got {size:?}")));
+        };
+        if batch != cache.batch {
+            return Err(ModelError::Shape(format!("tokens batch {batch} ≠ KV cache batch {}", cache.batch)));
+        }
+        let start = cache.len;
+        if start + n > cache.capacity {
+            return Err(ModelError::CacheFull { capacity: cache.capacity, needed: start + n });
+        }
+        let mut x = Tensor::f_embedding(&self.embedding, tokens, -1, false, false)?;
+        // Every layer of a model shares its RoPE configuration: one table per forward.
+        let table = match self.blocks.first().map(|b| &b.attention) {
+            Some(AttentionLayer::Gqa(a)) => Some(a.rope.table(start, n, self.kind)?),
+            Some(AttentionLayer::Mla(a)) => Some(a.rope.table(start, n, self.kind)?),
+            None => None,
+        };
+        for (block, layer_cache) in self.blocks.iter().zip(&cache.layers) {
+            let table = table.as_ref().expect("a model with blocks has a RoPE table");
+            let normed = block.attention_norm.forward(&x)?;
+            let attended = match (&block.attention, layer_cache) {
+                (AttentionLayer::Gqa(a), LayerCache::Gqa(c)) => a.forward(&normed, c, table, start)?,
+                (AttentionLayer::Mla(a), LayerCache::Mla(c)) => a.forward(&normed, c, table, start)?,
+                _ => return Err(ModelError::Shape("KV cache built for another model".to_owned())),
+            };
+            x = x.f_add(&attended)?;
+            let normed = block.mlp_norm.forward(&x)?;
+            let mlp = match &block.mlp {
+                MlpLayer::Dense(mlp) => mlp.forward(&normed, &self.activation)?,
+                MlpLayer::Moe(moe) => moe.forward(&normed, &self.activation)?,
+            };
+            x = x.f_add(&mlp)?;
+        }
+        cache.len = start + n;
+        let x = match logits {
+            Logits::All => x,
+            Logits::Last => x.f_narrow(1, n - 1, 1)?,
+        };
+        let head = self.lm_head.as_ref().unwrap_or(&self.embedding);
+        Ok(self.norm.forward(&x)?.f_linear::<Tensor>(head, None)?.f_to_kind(Kind::Float)?)
+    }
+
+    /// The prefill step: `prompts` (`[batch, prompt_len]`) into an empty `cache`; returns each
+    /// sequence's first generated token (greedy), `[batch, 1]`.
+    pub fn prefill(&self, prompts: &Tensor, cache: &mut KvCache) -> Result<Tensor, ModelError> {
+        cache.clear();
+        Ok(self.forward(prompts, cache, Logits::Last)?.f_argmax(-1, false)?)
+    }
+
+    /// The decode step: one token per sequence (`[batch, 1]`) after the `cache`'s context;
+    /// returns the next token of each (greedy), `[batch, 1]`.
+    pub fn decode(&self, tokens: &Tensor, cache: &mut KvCache) -> Result<Tensor, ModelError> {
+        Ok(self.forward(tokens, cache, Logits::Last)?.f_argmax(-1, false)?)
+    }
+
+    /// Uniformly random token ids, `[batch, len]`, from the global generator.
+    pub fn random_tokens(&self, batch: i64, len: i64) -> Result<Tensor, ModelError> {
+        Ok(Tensor::f_randint(self.vocab_size, [batch, len], (Kind::Int64, self.device))?)
+    }
+}

@@ -1,0 +1,115 @@
+//! Mixture-of-experts routing and batched expert execution against a naive per-token reference.
+
+use lynx_core::config::{Activation, Moe, Router};
+use lynx_models::moe::MoeLayer;
+use lynx_models::weights::WeightSource;
+use tch::{Device, Kind, Tensor};
+
+fn layer(router: Router, experts: u32, k: u32, shared: u32) -> MoeLayer {
+    let config = Moe {
+        num_experts: experts,
+        experts_per_token: k,
+        intermediate_size: 24,
+        shared_experts: shared,
+        first_dense_layers: 0,
+        expert_bias: true,
+        router,
+    };
+    tch::manual_seed(11);
+    let source = WeightSource { std: 0.2, kind: Kind::Float, device: Device::Cpu };
+    MoeLayer::new(&source, &config, 32, 24).unwrap()
+}
+
+fn tokens(n: i64) -> Tensor {
+    tch::manual_seed(12);
+    Tensor::randn([n, 32], (Kind::Float, Device::Cpu))
+}
+
+fn routers() -> [(Router, u32, u32); 3] {
+    [
+        (Router::Softmax { bias: false }, 8, 2),
+        (Router::Softmax { bias: true }, 16, 4),
+        (Router::SigmoidGrouped { groups: 4, topk_groups: 2, scaling: 2.5 }, 16, 4),
+    ]
+}
+
+#[test]
+fn each_token_goes_to_exactly_k_distinct_experts() {
+    for (router, experts, k) in routers() {
+        let moe = layer(router.clone(), experts, k, 0);
+        let routing = moe.route(&tokens(64)).unwrap();
+        assert_eq!(routing.experts.size(), [64, i64::from(k)], "{router:?}");
+        let ids = Vec::<i64>::try_from(routing.experts.reshape([-1])).unwrap();
+        for token in ids.chunks(k as usize) {
+            let mut distinct = token.to_vec();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), k as usize, "{router:?}: {token:?}");
+            assert!(token.iter().all(|&e| (0..i64::from(experts)).contains(&e)));
+        }
+        let weights = Vec::<f32>::try_from(routing.weights.reshape([-1])).unwrap();
+        assert!(weights.iter().all(|&w| w > 0.0), "{router:?}");
+        let scale = match router {
+            Router::SigmoidGrouped { scaling, .. } => scaling as f32,
+            Router::Softmax { .. } => 1.0,
+        };
+        for token in weights.chunks(k as usize) {
+            let sum: f32 = token.iter().sum();
+            assert!((sum - scale).abs() < 1e-5, "{router:?}: weights sum to {sum}");
+        }
+    }
+}
+
+#[test]
+fn grouped_routing_chooses_within_the_best_groups_only() {
+    let moe = layer(Router::SigmoidGrouped { groups: 4, topk_groups: 2, scaling: 1.0 }, 16, 4, 0);
+    let routing = moe.route(&tokens(64)).unwrap();
+    let ids = Vec::<i64>::try_from(routing.experts.reshape([-1])).unwrap();
+    for token in ids.chunks(4) {
+        let mut groups: Vec<i64> = token.iter().map(|e| e / 4).collect();
+        groups.sort();
+        groups.dedup();
+        assert!(groups.len() <= 2, "experts {token:?} span groups {groups:?}");
+    }
+}
+
+#[test]
+fn batched_experts_match_a_naive_per_token_reference() {
+    for (router, experts, k) in routers() {
+        let activation = Activation::SwigluClamped { alpha: 1.702, limit: 7.0 };
+        let moe = layer(router.clone(), experts, k, 0);
+        let x = tokens(40);
+        let routing = moe.route(&x).unwrap();
+        let batched = moe.run_experts(&x, &routing, &activation).unwrap();
+
+        let ids = Vec::<i64>::try_from(routing.experts.reshape([-1])).unwrap();
+        let weights = Vec::<f32>::try_from(routing.weights.reshape([-1])).unwrap();
+        let mut rows = Vec::new();
+        for token in 0..40 {
+            let row = x.narrow(0, token, 1);
+            let mut sum = row.zeros_like();
+            for slot in 0..k as usize {
+                let i = token as usize * k as usize + slot;
+                let out = moe.experts()[ids[i] as usize].forward(&row, &activation).unwrap();
+                sum += out * f64::from(weights[i]);
+            }
+            rows.push(sum);
+        }
+        let naive = Tensor::cat(&rows, 0);
+        let diff = (&batched - &naive).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "{router:?}: max |Δ| = {diff}");
+        assert!(naive.abs().max().double_value(&[]) > 1e-3, "the reference must carry signal");
+    }
+}
+
+#[test]
+fn shared_experts_add_to_every_token() {
+    let activation = Activation::Swiglu;
+    let with_shared = layer(Router::Softmax { bias: false }, 8, 2, 1);
+    let x = tokens(10).view([2, 5, 32]);
+    let full = with_shared.forward(&x, &activation).unwrap();
+    let flat = x.reshape([10, 32]);
+    let routed = with_shared.run_experts(&flat, &with_shared.route(&flat).unwrap(), &activation).unwrap();
+    let shared_part = (full.reshape([10, 32]) - routed).abs().max().double_value(&[]);
+    assert!(shared_part > 1e-3, "the shared expert contributed nothing");
+}
