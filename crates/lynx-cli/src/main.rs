@@ -27,6 +27,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the model catalogue (total and active parameters, weight and KV-cache bytes per
+    /// precision), or import a Hugging Face config.json into it.
+    Models {
+        #[command(subcommand)]
+        action: Option<ModelsAction>,
+        /// Folder of model shape files.
+        #[arg(long, env = "LYNX_MODELS_DIR", default_value = "models", global = true)]
+        models: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Warm the device up to equilibrium, measure the suite's cells, write the result.
     Run {
         /// Suite name (models/suites/NAME.toml) or path to a suite file.
@@ -41,6 +53,25 @@ enum Command {
         /// Results go to OUT/<device>/<run id>.json.
         #[arg(long, default_value = "results")]
         out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelsAction {
+    /// Write the shape a Hugging Face config.json describes (model types llama, mistral,
+    /// mixtral, qwen2, qwen3, qwen3_moe, gpt_oss, deepseek_v3) as models/NAME.toml.
+    Import {
+        /// The config.json.
+        file: PathBuf,
+        /// The model's name; by default the config's folder (or file) name in lower case.
+        #[arg(long)]
+        name: Option<String>,
+        /// Where to write; by default models/NAME.toml under the current folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -76,6 +107,24 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             } else {
                 print!("{}", output::devices_table(&list, runtime));
             }
+            Ok(())
+        }
+        Command::Models { action: None, models, json } => {
+            let shapes = suite::list_models(&models)?;
+            let summaries: Vec<_> = shapes.iter().map(lynx_core::catalogue::ModelSummary::of).collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summaries)?);
+            } else {
+                print!("{}", output::models_table(&summaries));
+            }
+            Ok(())
+        }
+        Command::Models { action: Some(ModelsAction::Import { file, name, out, force }), .. } => {
+            let name = name.unwrap_or_else(|| suite::model_name_for(&file));
+            let out = out.unwrap_or_else(|| PathBuf::from("models").join(format!("{name}.toml")));
+            let shape = suite::import_model(&file, &name, &out, force)?;
+            let summary = lynx_core::catalogue::ModelSummary::of(&shape);
+            println!("wrote {} ({})", out.display(), output::parameters_line(&summary));
             Ok(())
         }
         Command::Run { suite, device, models, out } => {

@@ -1,5 +1,7 @@
 //! What lynx prints: tables on stdout, progress on stderr.
 
+use lynx_core::catalogue::ModelSummary;
+use lynx_core::config::Precision;
 use lynx_core::equilibrium::WindowStats;
 use lynx_core::result::{CellRecord, CellShape, CellStatus, RunResult, WarmupRecord};
 use lynx_core::value::Reported;
@@ -40,6 +42,60 @@ fn display_path(path: &Reported<PathBuf>) -> String {
     match path {
         Reported::Known(path) => path.display().to_string(),
         Reported::Unavailable { unavailable } => format!("path unavailable: {unavailable}"),
+    }
+}
+
+/// `lynx models` as a table.
+pub fn models_table(models: &[ModelSummary]) -> String {
+    let mut rows = vec![[
+        "MODEL",
+        "ATTN",
+        "LAYERS",
+        "EXPERTS",
+        "PARAMS",
+        "ACTIVE",
+        "WEIGHTS fp32/bf16/fp16/fp8",
+        "KV/TOKEN fp32/bf16/fp16/fp8",
+    ]
+    .map(str::to_owned)];
+    for model in models {
+        let by_precision = |bytes: &std::collections::BTreeMap<String, u64>, unit: f64, suffix: &str| {
+            let values: Vec<String> = Precision::ALL
+                .iter()
+                .map(|p| bytes.get(&p.to_string()).map_or("-".to_owned(), |&b| format!("{:.1}", b as f64 / unit)))
+                .collect();
+            format!("{} {suffix}", values.join("/"))
+        };
+        rows.push([
+            model.name.clone(),
+            model.attention.to_owned(),
+            model.layers.to_string(),
+            model.experts.map_or("-".to_owned(), |e| {
+                let shared = if e.shared > 0 { format!(" +{}", e.shared) } else { String::new() };
+                format!("{} of {}{shared}", e.per_token, e.routed)
+            }),
+            count(model.parameters),
+            count(model.active_parameters),
+            by_precision(&model.weight_bytes, GIB, "GiB"),
+            by_precision(&model.kv_bytes_per_token, 1024.0, "KiB"),
+        ]);
+    }
+    let mut out = table(&rows);
+    out.push_str("ACTIVE counts every parameter a token uses, the embedding table included.\n");
+    out
+}
+
+/// "8.03 B parameters, 8.03 B active" for one model.
+pub fn parameters_line(model: &ModelSummary) -> String {
+    format!("{} parameters, {} active", count(model.parameters), count(model.active_parameters))
+}
+
+/// A parameter count in B or M.
+fn count(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.2} B", n as f64 / 1e9)
+    } else {
+        format!("{:.1} M", n as f64 / 1e6)
     }
 }
 

@@ -292,3 +292,84 @@ fn devices_lists_the_cpu_with_its_libtorch() {
     assert_eq!(devices[0]["device"], "cpu");
     assert!(devices[0]["memory_bytes"].as_u64().unwrap() > 0);
 }
+
+fn repo_path(relative: &str) -> String {
+    format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn models_lists_the_catalogue() {
+    let output = lynx(&["models", "--models", &repo_path("models")]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for name in ["llama-3.1-8b", "llama-3.3-70b", "llama-3.1-405b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1"] {
+        assert!(stdout.lines().any(|l| l.starts_with(name)), "{name} missing:\n{stdout}");
+    }
+    let deepseek = stdout.lines().find(|l| l.starts_with("deepseek-r1")).unwrap();
+    assert!(deepseek.contains("671.03 B") && deepseek.contains("8 of 256 +1"), "{deepseek}");
+
+    let output = lynx(&["models", "--json", "--models", &repo_path("models")]);
+    let models: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let llama = models.as_array().unwrap().iter().find(|m| m["name"] == "llama-3.1-8b").unwrap();
+    assert_eq!(llama["parameters"], 8_030_261_248u64);
+    assert_eq!(llama["kv_bytes_per_token"]["bf16"], 131_072);
+    assert_eq!(llama["weight_bytes"]["fp32"], 4 * 8_030_261_248u64);
+}
+
+#[test]
+fn models_import_writes_a_catalogue_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Hugging Face snapshot folder: the model is named after it.
+    let snapshot = dir.path().join("Qwen3-32B");
+    std::fs::create_dir(&snapshot).unwrap();
+    std::fs::copy(repo_path("crates/lynx-core/tests/data/hf/Qwen3-32B.json"), snapshot.join("config.json")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lynx"))
+        .args(["models", "import", "Qwen3-32B/config.json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("32.76 B parameters"));
+    let written = std::fs::read_to_string(dir.path().join("models/qwen3-32b.toml")).unwrap();
+    let catalogue = std::fs::read_to_string(repo_path("models/qwen3-32b.toml")).unwrap();
+    let parse = |text: &str| lynx_core::config::ModelShape::from_toml(text, "x").unwrap();
+    assert_eq!(parse(&written), parse(&catalogue));
+
+    // The file now exists: importing again is refused without --force.
+    let again = |extra: &[&str]| {
+        let mut args = vec!["models", "import", "Qwen3-32B/config.json"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_lynx")).args(&args).current_dir(dir.path()).output().unwrap()
+    };
+    let refused = again(&[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --force"));
+    assert!(again(&["--force"]).status.success());
+
+    // --out and --name.
+    let out = dir.path().join("elsewhere/ds.toml");
+    let output = lynx(&[
+        "models",
+        "import",
+        &repo_path("crates/lynx-core/tests/data/hf/DeepSeek-R1.json"),
+        "--name",
+        "my-r1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(parse(&std::fs::read_to_string(&out).unwrap()).name, "my-r1");
+}
+
+#[test]
+fn importing_what_lynx_cannot_model_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"model_type": "gemma2", "hidden_size": 8}"#).unwrap();
+    let out = dir.path().join("m.toml");
+    let line = bad_input(&["models", "import", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(line.contains("model_type 'gemma2' is not supported"), "{line}");
+    assert!(!out.exists());
+    let line = bad_input(&["models", "import", "/no/such/config.json"]);
+    assert!(line.contains("/no/such/config.json") && line.contains("does not exist"), "{line}");
+}

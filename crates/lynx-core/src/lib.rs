@@ -5,6 +5,7 @@
 //! serialises is defined here, once. This crate knows nothing of libtorch or devices and does no
 //! I/O beyond parsing the text it is handed.
 
+pub mod catalogue;
 pub mod config;
 pub mod device;
 pub mod equilibrium;

@@ -3,6 +3,7 @@
 //! Parsing refuses unknown keys (a misspelt key would otherwise silently fall back to a default)
 //! and validates every size and threshold, naming the file and the key that is wrong.
 
+pub mod hf;
 mod model;
 mod suite;
 

@@ -251,6 +251,11 @@ impl ModelShape {
         Ok(shape)
     }
 
+    /// The shape as catalogue TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a model shape serialises to TOML")
+    }
+
     /// Layers whose MLP is the mixture of experts.
     pub fn moe_layers(&self) -> u32 {
         self.moe.as_ref().map_or(0, |moe| self.num_layers.saturating_sub(moe.first_dense_layers))
