@@ -143,7 +143,17 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     None => "run failed before writing a result".to_owned(),
                 })?;
             print!("{}", output::run_summary(&outcome));
-            Ok(())
+            let failed: Vec<&str> =
+                outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!(
+                    "the run failed its {} check; its figures are in {}",
+                    failed.join(", "),
+                    outcome.path.display()
+                ))
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 use lynx_core::catalogue::ModelSummary;
 use lynx_core::config::Precision;
 use lynx_core::equilibrium::WindowStats;
-use lynx_core::result::{CellRecord, CellShape, CellStatus, RunResult, WarmupRecord};
+use lynx_core::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
 use lynx_core::value::Reported;
 use lynx_runner::libtorch::Runtime;
 use lynx_runner::{Device, Observer, Outcome};
@@ -150,6 +150,10 @@ impl Observer for Progress {
         eprintln!("lynx: {}", warmup_line(warmup));
     }
 
+    fn checked(&mut self, check: &Check) {
+        eprintln!("lynx: {}", check_line(check));
+    }
+
     fn cell_started(&mut self, shape: &CellShape) {
         eprintln!("lynx: measuring {shape}");
     }
@@ -159,6 +163,11 @@ impl Observer for Progress {
             eprintln!("lynx: {} failed: {message}", cell.shape);
         }
     }
+}
+
+fn check_line(check: &Check) -> String {
+    let verdict = if check.passed { "passed" } else { "FAILED" };
+    format!("check {} {verdict}: {}", check.name, check.detail)
 }
 
 fn warmup_line(warmup: &WarmupRecord) -> String {
@@ -207,6 +216,12 @@ pub fn run_summary(outcome: &Outcome) -> String {
         rows.push(row);
     }
     out.push_str(&table(&rows));
+    for check in &result.checks {
+        let _ = writeln!(out, "{}", check_line(check));
+    }
+    if result.checks.iter().any(|c| !c.passed) {
+        let _ = writeln!(out, "these figures come from a run that FAILED a check: do not publish them as the device's");
+    }
     out
 }
 

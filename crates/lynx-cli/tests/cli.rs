@@ -130,6 +130,12 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert_eq!(result["config"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(result["config"]["model"]["name"], "test-small");
 
+    let checks = result["checks"].as_array().unwrap();
+    let parity = checks.iter().find(|c| c["name"] == "parity").expect("every run checks parity");
+    assert_eq!(parity["passed"], true, "{parity}");
+    assert!(seconds(&parity["measured"]) < parity["limit"].as_f64().unwrap(), "{parity}");
+    assert!(stdout.contains("check parity passed"), "{stdout}");
+
     let warmup = &result["warmup"];
     assert!(seconds(&warmup["duration_s"]) >= 1.0, "warm-up shorter than min_s: {warmup}");
     assert!(warmup["steps"].as_u64().unwrap() > 0);

@@ -33,6 +33,22 @@ pub struct RunResult {
     pub warmup: Option<WarmupRecord>,
     /// Measured cells, in the order they ran.
     pub cells: Vec<CellRecord>,
+    /// The named checks the run made; a failed one leaves every figure in place, marked by it.
+    pub checks: Vec<Check>,
+}
+
+/// A named check of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// `parity`, …
+    pub name: String,
+    pub passed: bool,
+    /// What was measured and against what, for a reader.
+    pub detail: String,
+    /// The measured value, where the check measures one.
+    pub measured: Option<Finite>,
+    /// The bound it was held to.
+    pub limit: Option<Finite>,
 }
 
 /// Where a run stands.

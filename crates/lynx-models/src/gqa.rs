@@ -10,7 +10,7 @@
 
 use crate::rope::{self, Rope, RopeTable};
 use crate::weights::{RmsNorm, WeightSource};
-use crate::ModelError;
+use crate::{accumulation_kind, Convert, ModelError};
 use lynx_core::config::{AttentionBias, Gqa};
 use tch::{Device, Kind, Tensor};
 
@@ -29,7 +29,7 @@ pub struct GqaAttention {
     bias: [Option<Tensor>; 4],
     /// Per-head RMSNorm of queries and keys (Qwen3).
     qk_norm: Option<(RmsNorm, RmsNorm)>,
-    /// Per-head sink logits, fp32 (gpt-oss).
+    /// Per-head sink logits, at accumulation precision (gpt-oss).
     sinks: Option<Tensor>,
     /// The window this layer attends within, if it slides.
     window: Option<i64>,
@@ -76,12 +76,37 @@ impl GqaAttention {
             } else {
                 None
             },
-            sinks: if config.sinks { Some(source.normal(&[heads])?.f_to_kind(Kind::Float)?) } else { None },
+            sinks: if config.sinks { Some(source.normal_accumulator(&[heads])?) } else { None },
             window,
             rope: Rope::new(head_dim as u32, config.rope_theta, config.rope_scaling.as_ref(), source.device)?,
             num_heads: heads,
             num_kv_heads: kv_heads,
             head_dim,
+        })
+    }
+
+    pub fn to(&self, convert: &Convert) -> Result<GqaAttention, ModelError> {
+        Ok(GqaAttention {
+            wq: convert.weight(&self.wq)?,
+            wk: convert.weight(&self.wk)?,
+            wv: convert.weight(&self.wv)?,
+            wo: convert.weight(&self.wo)?,
+            bias: [
+                convert.optional(&self.bias[0])?,
+                convert.optional(&self.bias[1])?,
+                convert.optional(&self.bias[2])?,
+                convert.optional(&self.bias[3])?,
+            ],
+            qk_norm: match &self.qk_norm {
+                Some((q, k)) => Some((q.to(convert)?, k.to(convert)?)),
+                None => None,
+            },
+            sinks: self.sinks.as_ref().map(|s| convert.accumulator(s)).transpose()?,
+            window: self.window,
+            rope: self.rope.to(convert)?,
+            num_heads: self.num_heads,
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
         })
     }
 
@@ -180,13 +205,13 @@ fn attend_with_sinks(
     let q = q.f_reshape([b, kv_heads, group, n, d])?;
     let keys = keys.f_unsqueeze(2)?;
     let values = values.f_unsqueeze(2)?;
-    let mut scores =
-        q.f_matmul(&keys.f_transpose(-1, -2)?)?.f_to_kind(Kind::Float)?.f_mul_scalar(1.0 / (d as f64).sqrt())?;
+    let acc = accumulation_kind(q.kind());
+    let mut scores = q.f_matmul(&keys.f_transpose(-1, -2)?)?.f_to_kind(acc)?.f_mul_scalar(1.0 / (d as f64).sqrt())?;
     if let Some(mask) = mask {
         scores = scores.f_masked_fill(&mask.f_logical_not()?, f64::NEG_INFINITY)?;
     }
     let sink = sinks.f_reshape([1, kv_heads, group, 1, 1])?.f_expand([b, kv_heads, group, n, 1], false)?;
-    let weights = Tensor::f_cat(&[&scores, &sink], -1)?.f_softmax(-1, Kind::Float)?.f_narrow(-1, 0, s)?;
+    let weights = Tensor::f_cat(&[&scores, &sink], -1)?.f_softmax(-1, acc)?.f_narrow(-1, 0, s)?;
     let attended = weights.f_to_kind(values.kind())?.f_matmul(&values)?;
     Ok(attended.f_reshape([b, h, n, d])?)
 }

@@ -35,6 +35,38 @@ pub enum ModelError {
     Unsupported(String),
 }
 
+/// The element type reductions and softmaxes accumulate in: fp32, or fp64 in the float64
+/// reference the parity check compares against.
+pub fn accumulation_kind(kind: Kind) -> Kind {
+    if kind == Kind::Double {
+        Kind::Double
+    } else {
+        Kind::Float
+    }
+}
+
+/// Copies a model's tensors to another device and element type.
+pub struct Convert {
+    pub device: tch::Device,
+    pub kind: Kind,
+}
+
+impl Convert {
+    /// A weight, in the target element type.
+    pub fn weight(&self, t: &tch::Tensor) -> Result<tch::Tensor, ModelError> {
+        Ok(t.f_to_device(self.device)?.f_to_kind(self.kind)?)
+    }
+
+    /// A tensor kept at accumulation precision (sink logits, router biases, RoPE frequencies).
+    pub fn accumulator(&self, t: &tch::Tensor) -> Result<tch::Tensor, ModelError> {
+        Ok(t.f_to_device(self.device)?.f_to_kind(accumulation_kind(self.kind))?)
+    }
+
+    pub fn optional(&self, t: &Option<tch::Tensor>) -> Result<Option<tch::Tensor>, ModelError> {
+        t.as_ref().map(|t| self.weight(t)).transpose()
+    }
+}
+
 /// The libtorch element type of a precision.
 pub fn kind_of(precision: Precision) -> Result<Kind, ModelError> {
     match precision {

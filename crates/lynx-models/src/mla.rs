@@ -12,7 +12,7 @@
 use crate::gqa::attention_mask;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
 use crate::weights::{RmsNorm, WeightSource};
-use crate::ModelError;
+use crate::{Convert, ModelError};
 use lynx_core::config::{Mla, RopeScaling};
 use tch::{Device, Kind, Tensor};
 
@@ -93,6 +93,30 @@ impl MlaAttention {
             rope_dim,
             v_dim,
             softmax_scale,
+        })
+    }
+
+    pub fn to(&self, convert: &Convert) -> Result<MlaAttention, ModelError> {
+        Ok(MlaAttention {
+            query: match &self.query {
+                QueryProjection::LowRank { down, norm, up } => QueryProjection::LowRank {
+                    down: convert.weight(down)?,
+                    norm: norm.to(convert)?,
+                    up: convert.weight(up)?,
+                },
+                QueryProjection::Direct(w) => QueryProjection::Direct(convert.weight(w)?),
+            },
+            kv_down: convert.weight(&self.kv_down)?,
+            kv_norm: self.kv_norm.to(convert)?,
+            kv_up: convert.weight(&self.kv_up)?,
+            wo: convert.weight(&self.wo)?,
+            rope: self.rope.to(convert)?,
+            heads: self.heads,
+            rank: self.rank,
+            nope: self.nope,
+            rope_dim: self.rope_dim,
+            v_dim: self.v_dim,
+            softmax_scale: self.softmax_scale,
         })
     }
 

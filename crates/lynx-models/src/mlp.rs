@@ -2,7 +2,7 @@
 //! activation the model uses (SwiGLU, Shazeer 2020, arXiv:2002.05202; or gpt-oss's clamped form).
 
 use crate::weights::WeightSource;
-use crate::ModelError;
+use crate::{Convert, ModelError};
 use lynx_core::config::Activation;
 use tch::Tensor;
 
@@ -25,6 +25,18 @@ impl Mlp {
                 Some([source.normal(&[intermediate])?, source.normal(&[intermediate])?, source.normal(&[hidden])?])
             } else {
                 None
+            },
+        })
+    }
+
+    pub fn to(&self, convert: &Convert) -> Result<Mlp, ModelError> {
+        Ok(Mlp {
+            gate: convert.weight(&self.gate)?,
+            up: convert.weight(&self.up)?,
+            down: convert.weight(&self.down)?,
+            bias: match &self.bias {
+                Some([g, u, d]) => Some([convert.weight(g)?, convert.weight(u)?, convert.weight(d)?]),
+                None => None,
             },
         })
     }

@@ -9,7 +9,7 @@ use crate::mla::{MlaAttention, MlaCache};
 use crate::mlp::Mlp;
 use crate::moe::MoeLayer;
 use crate::weights::{RmsNorm, WeightSource};
-use crate::{kind_of, ModelError};
+use crate::{accumulation_kind, kind_of, Convert, ModelError};
 use lynx_core::config::{Activation, Attention, ModelShape, Precision};
 use tch::{Device, Kind, Tensor};
 
@@ -128,7 +128,49 @@ pub struct Model {
 impl Model {
     /// Build `shape` on `device` at `precision` with weights drawn from `seed`.
     pub fn new(shape: &ModelShape, precision: Precision, device: Device, seed: u64) -> Result<Model, ModelError> {
-        let kind = kind_of(precision)?;
+        Model::build(shape, kind_of(precision)?, device, seed)
+    }
+
+    /// `shape` in float64 on the CPU with weights drawn from `seed`: the reference the parity
+    /// check measures a device against, after [`Model::to`] gives the device the same weights.
+    pub fn reference(shape: &ModelShape, seed: u64) -> Result<Model, ModelError> {
+        Model::build(shape, Kind::Double, Device::Cpu, seed)
+    }
+
+    /// The same weights on `device` at `precision`.
+    pub fn to(&self, device: Device, precision: Precision) -> Result<Model, ModelError> {
+        let convert = Convert { device, kind: kind_of(precision)? };
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|block| {
+                Ok(Block {
+                    attention_norm: block.attention_norm.to(&convert)?,
+                    attention: match &block.attention {
+                        AttentionLayer::Gqa(a) => AttentionLayer::Gqa(a.to(&convert)?),
+                        AttentionLayer::Mla(a) => AttentionLayer::Mla(a.to(&convert)?),
+                    },
+                    mlp_norm: block.mlp_norm.to(&convert)?,
+                    mlp: match &block.mlp {
+                        MlpLayer::Dense(m) => MlpLayer::Dense(m.to(&convert)?),
+                        MlpLayer::Moe(m) => MlpLayer::Moe(m.to(&convert)?),
+                    },
+                })
+            })
+            .collect::<Result<_, ModelError>>()?;
+        Ok(Model {
+            embedding: convert.weight(&self.embedding)?,
+            blocks,
+            norm: self.norm.to(&convert)?,
+            lm_head: convert.optional(&self.lm_head)?,
+            activation: self.activation.clone(),
+            vocab_size: self.vocab_size,
+            kind: convert.kind,
+            device,
+        })
+    }
+
+    fn build(shape: &ModelShape, kind: Kind, device: Device, seed: u64) -> Result<Model, ModelError> {
         // libtorch seeds with an i64; the bit pattern is what matters.
         tch::manual_seed(seed as i64);
         let source = WeightSource { std: shape.init_std, kind, device };
@@ -193,7 +235,8 @@ impl Model {
     }
 
     /// Run `tokens` (`[batch, n]`, int64) through the model after the tokens already in `cache`,
-    /// appending their keys and values to it; returns fp32 logits for the positions `logits` asks.
+    /// appending their keys and values to it; returns logits at accumulation precision (fp32, fp64
+    /// for the reference) for the positions `logits` asks.
     pub fn forward(&self, tokens: &Tensor, cache: &mut KvCache, logits: Logits) -> Result<Tensor, ModelError> {
         let size = tokens.size();
         let [batch, n] = size[..] else {
@@ -235,7 +278,7 @@ impl Model {
             Logits::Last => x.f_narrow(1, n - 1, 1)?,
         };
         let head = self.lm_head.as_ref().unwrap_or(&self.embedding);
-        Ok(self.norm.forward(&x)?.f_linear::<Tensor>(head, None)?.f_to_kind(Kind::Float)?)
+        Ok(self.norm.forward(&x)?.f_linear::<Tensor>(head, None)?.f_to_kind(accumulation_kind(self.kind))?)
     }
 
     /// The prefill step: `prompts` (`[batch, prompt_len]`) into an empty `cache`; returns each

@@ -11,13 +11,13 @@
 
 use crate::mlp::Mlp;
 use crate::weights::WeightSource;
-use crate::ModelError;
+use crate::{accumulation_kind, Convert, ModelError};
 use lynx_core::config::{Activation, Moe, Router};
 use tch::{Device, Kind, Tensor};
 
 pub struct MoeLayer {
     router: Tensor,
-    /// Router bias (gpt-oss) or DeepSeek's selection bias, fp32.
+    /// Router bias (gpt-oss) or DeepSeek's selection bias, at accumulation precision.
     router_bias: Option<Tensor>,
     rule: Router,
     experts_per_token: i64,
@@ -39,7 +39,7 @@ impl MoeLayer {
         let router_bias = match config.router {
             Router::Softmax { bias: false } => None,
             Router::Softmax { bias: true } | Router::SigmoidGrouped { .. } => {
-                Some(source.normal(&[experts])?.f_to_kind(Kind::Float)?)
+                Some(source.normal_accumulator(&[experts])?)
             }
         };
         let shared = if config.shared_experts > 0 {
@@ -59,9 +59,21 @@ impl MoeLayer {
         })
     }
 
+    pub fn to(&self, convert: &Convert) -> Result<MoeLayer, ModelError> {
+        Ok(MoeLayer {
+            router: convert.weight(&self.router)?,
+            router_bias: self.router_bias.as_ref().map(|b| convert.accumulator(b)).transpose()?,
+            rule: self.rule.clone(),
+            experts_per_token: self.experts_per_token,
+            experts: self.experts.iter().map(|e| e.to(convert)).collect::<Result<_, _>>()?,
+            shared: self.shared.as_ref().map(|s| s.to(convert)).transpose()?,
+        })
+    }
+
     /// Each token's experts and weights, for `x` of `[tokens, hidden]`.
     pub fn route(&self, x: &Tensor) -> Result<Routing, ModelError> {
-        let logits = x.f_linear::<Tensor>(&self.router, None)?.f_to_kind(Kind::Float)?;
+        let acc = accumulation_kind(x.kind());
+        let logits = x.f_linear::<Tensor>(&self.router, None)?.f_to_kind(acc)?;
         let k = self.experts_per_token;
         match self.rule {
             Router::Softmax { .. } => {
@@ -71,7 +83,7 @@ impl MoeLayer {
                 };
                 let (top, experts) = logits.f_topk(k, -1, true, true)?;
                 // Softmax over the chosen logits equals the full softmax renormalised over them.
-                Ok(Routing { experts, weights: top.f_softmax(-1, Kind::Float)? })
+                Ok(Routing { experts, weights: top.f_softmax(-1, acc)? })
             }
             Router::SigmoidGrouped { groups, topk_groups, scaling } => {
                 let scores = logits.f_sigmoid()?;
@@ -85,7 +97,7 @@ impl MoeLayer {
                 let group_scores = grouped.f_topk(2.min(per_group), -1, true, false)?.0.f_sum_dim_intlist(
                     [-1i64].as_slice(),
                     false,
-                    Kind::Float,
+                    acc,
                 )?;
                 let (_, best_groups) = group_scores.f_topk(i64::from(topk_groups), -1, true, false)?;
                 let keep = Tensor::f_zeros([tokens, groups], (Kind::Bool, choice.device()))?.f_scatter_value(
@@ -98,7 +110,7 @@ impl MoeLayer {
                 let choice = choice.f_masked_fill(&keep.f_logical_not()?, f64::NEG_INFINITY)?;
                 let (_, experts) = choice.f_topk(k, -1, true, true)?;
                 let chosen = scores.f_gather(-1, &experts, false)?;
-                let sum = chosen.f_sum_dim_intlist([-1i64].as_slice(), true, Kind::Float)?;
+                let sum = chosen.f_sum_dim_intlist([-1i64].as_slice(), true, acc)?;
                 Ok(Routing { experts, weights: chosen.f_div(&sum)?.f_mul_scalar(scaling)? })
             }
         }

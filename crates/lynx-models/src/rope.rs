@@ -3,14 +3,14 @@
 //! 2023, arXiv:2309.00071). Frequencies follow Hugging Face `transformers`'
 //! `modeling_rope_utils.py`; rotation uses its rotate-half convention.
 
-use crate::ModelError;
+use crate::{accumulation_kind, Convert, ModelError};
 use lynx_core::config::RopeScaling;
 use std::f64::consts::PI;
 use tch::{Device, Kind, Tensor};
 
 /// A head's rotary frequencies and the scale applied to its cos and sin.
 pub struct Rope {
-    /// Inverse frequencies, `[rotary_dim / 2]`, fp32.
+    /// Inverse frequencies, `[rotary_dim / 2]`, fp64 (cast to the accumulation type per table).
     inv_freq: Tensor,
     /// Multiplies cos and sin (YaRN's attention factor; 1 otherwise).
     attention_factor: f64,
@@ -26,15 +26,20 @@ impl Rope {
     /// RoPE over `rotary_dim` dimensions with base `theta` and optional `scaling`.
     pub fn new(rotary_dim: u32, theta: f64, scaling: Option<&RopeScaling>, device: Device) -> Result<Rope, ModelError> {
         let (inv_freq, attention_factor) = inverse_frequencies(rotary_dim, theta, scaling);
-        let inv_freq: Vec<f32> = inv_freq.iter().map(|&f| f as f32).collect();
         Ok(Rope { inv_freq: Tensor::f_from_slice(&inv_freq)?.f_to_device(device)?, attention_factor })
     }
 
-    /// cos and sin for positions `start..start + n` in `kind`.
+    pub fn to(&self, convert: &Convert) -> Result<Rope, ModelError> {
+        Ok(Rope { inv_freq: self.inv_freq.f_to_device(convert.device)?, attention_factor: self.attention_factor })
+    }
+
+    /// cos and sin for positions `start..start + n` in `kind`, the angles computed at `kind`'s
+    /// accumulation precision.
     pub fn table(&self, start: i64, n: i64, kind: Kind) -> Result<RopeTable, ModelError> {
         let device = self.inv_freq.device();
-        let positions = Tensor::f_arange_start(start, start + n, (Kind::Float, device))?;
-        let angles = positions.f_unsqueeze(1)?.f_mul(&self.inv_freq.f_unsqueeze(0)?)?;
+        let acc = accumulation_kind(kind);
+        let positions = Tensor::f_arange_start(start, start + n, (acc, device))?;
+        let angles = positions.f_unsqueeze(1)?.f_mul(&self.inv_freq.f_to_kind(acc)?.f_unsqueeze(0)?)?;
         let angles = Tensor::f_cat(&[&angles, &angles], -1)?;
         let scale =
             |t: Tensor| -> Result<Tensor, ModelError> { Ok(t.f_mul_scalar(self.attention_factor)?.f_to_kind(kind)?) };

@@ -1,7 +1,7 @@
 //! Where a model's weights come from: drawn from libtorch's global generator, seeded once by the
 //! model, at the model's initialiser scale.
 
-use crate::ModelError;
+use crate::{accumulation_kind, Convert, ModelError};
 use tch::{Device, Kind, Tensor};
 
 /// Draws weights at one precision on one device.
@@ -13,10 +13,16 @@ pub struct WeightSource {
 }
 
 impl WeightSource {
-    /// Normal(0, std) values of `shape`, drawn in fp32 so every precision sees the same values.
+    /// Normal(0, std) values of `shape`, drawn at accumulation precision (fp32, or fp64 for the
+    /// reference) so every low precision rounds the same values.
     pub fn normal(&self, shape: &[i64]) -> Result<Tensor, ModelError> {
-        let drawn = Tensor::f_randn(shape, (Kind::Float, self.device))?.f_mul_scalar(self.std)?;
+        let drawn = Tensor::f_randn(shape, (accumulation_kind(self.kind), self.device))?.f_mul_scalar(self.std)?;
         Ok(drawn.f_to_kind(self.kind)?)
+    }
+
+    /// Normal(0, std) values kept at accumulation precision (sink logits, router biases).
+    pub fn normal_accumulator(&self, shape: &[i64]) -> Result<Tensor, ModelError> {
+        Ok(Tensor::f_randn(shape, (accumulation_kind(self.kind), self.device))?.f_mul_scalar(self.std)?)
     }
 
     /// An RMSNorm weight of `width` ones, as the models initialise them.
@@ -34,6 +40,10 @@ pub struct RmsNorm {
 impl RmsNorm {
     pub fn new(source: &WeightSource, width: i64, eps: f64) -> Result<RmsNorm, ModelError> {
         Ok(RmsNorm { weight: source.ones(width)?, eps })
+    }
+
+    pub fn to(&self, convert: &Convert) -> Result<RmsNorm, ModelError> {
+        Ok(RmsNorm { weight: convert.weight(&self.weight)?, eps: self.eps })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {

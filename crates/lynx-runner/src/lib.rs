@@ -10,6 +10,7 @@
 pub mod devices;
 mod harness;
 pub mod libtorch;
+pub mod parity;
 mod run;
 mod store;
 pub mod suite;

@@ -7,7 +7,7 @@ use crate::RunError;
 use lynx_core::config::{MeasureConfig, ModelShape, Suite};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
 use lynx_core::result::{
-    CellRecord, CellShape, ConfigRecord, HostRecord, RunResult, RunStatus, WarmupRecord, RESULT_SCHEMA,
+    CellRecord, CellShape, Check, ConfigRecord, HostRecord, RunResult, RunStatus, WarmupRecord, RESULT_SCHEMA,
 };
 use lynx_core::stats::{StatsError, StepTimeSummary};
 use lynx_core::time::{compact_utc, rfc3339_utc};
@@ -39,6 +39,7 @@ pub trait Observer {
     /// Warm-up is `elapsed_s` seconds in; the detector's last window so far.
     fn warming(&mut self, _elapsed_s: f64, _max_s: f64, _window: Option<&WindowStats>) {}
     fn warmed(&mut self, _warmup: &WarmupRecord) {}
+    fn checked(&mut self, _check: &Check) {}
     fn cell_started(&mut self, _shape: &CellShape) {}
     fn cell_done(&mut self, _cell: &CellRecord) {}
 }
@@ -68,6 +69,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         config: ConfigRecord::new(suite, model),
         warmup: None,
         cells: Vec::new(),
+        checks: Vec::new(),
     };
     let save = |result: &mut RunResult| {
         result.updated_at = rfc3339_utc(unix_now_s());
@@ -75,6 +77,20 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     };
     save(&mut result)?;
     observer.started(&path, &result);
+
+    let suite = &result.config.suite;
+    let parity = crate::parity::measure(&result.config.model, suite.precision, device.torch, suite.seed, &suite.parity)
+        .map(|logits| crate::parity::judge(&logits, suite.precision))
+        .unwrap_or_else(|error| Check {
+            name: "parity".to_owned(),
+            passed: false,
+            detail: format!("the parity run failed: {error}"),
+            measured: None,
+            limit: Finite::new(crate::parity::tolerance(suite.precision), "parity limit").ok(),
+        });
+    observer.checked(&parity);
+    result.checks.push(parity);
+    save(&mut result)?;
 
     let suite = &result.config.suite;
     let model = Model::new(&result.config.model, suite.precision, device.torch, suite.seed).map_err(|source| {

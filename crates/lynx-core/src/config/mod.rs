@@ -11,7 +11,7 @@ pub use model::{
     Activation, Attention, AttentionBias, DenseMlp, Gqa, Mla, ModelShape, Moe, ParameterCount, RopeScaling, Router,
     SlidingLayers, SlidingWindow,
 };
-pub use suite::{DecodeGrid, MeasureConfig, PrefillGrid, Suite, WarmupConfig};
+pub use suite::{DecodeGrid, MeasureConfig, ParityConfig, PrefillGrid, Suite, WarmupConfig};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -18,6 +18,8 @@ pub struct Suite {
     pub warmup: WarmupConfig,
     #[serde(default)]
     pub measure: MeasureConfig,
+    #[serde(default)]
+    pub parity: ParityConfig,
     pub prefill: PrefillGrid,
     pub decode: DecodeGrid,
 }
@@ -57,6 +59,25 @@ pub struct MeasureConfig {
 impl Default for MeasureConfig {
     fn default() -> Self {
         MeasureConfig { min_steps: 10, min_s: 3.0, max_steps: 500 }
+    }
+}
+
+/// The correctness gate: the device's logits for a fixed seeded prompt against a float64 CPU
+/// reference of the same weights, on the model's first `layers` layers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParityConfig {
+    /// Layers of the model the check runs (at least one of each kind the model has).
+    pub layers: u32,
+    pub batch: u32,
+    pub prompt_len: u32,
+    /// Decode steps after the prompt, each fed the next token of the fixed sequence.
+    pub decode_steps: u32,
+}
+
+impl Default for ParityConfig {
+    fn default() -> Self {
+        ParityConfig { layers: 2, batch: 2, prompt_len: 16, decode_steps: 8 }
     }
 }
 
@@ -110,6 +131,10 @@ impl Suite {
                 format!("({}) must be at least measure.min_steps ({})", self.measure.max_steps, self.measure.min_steps),
             ));
         }
+        check.positive("parity.layers", self.parity.layers)?;
+        check.positive("parity.batch", self.parity.batch)?;
+        check.positive("parity.prompt_len", self.parity.prompt_len)?;
+        check.positive("parity.decode_steps", self.parity.decode_steps)?;
         check.sizes("prefill.batches", &self.prefill.batches)?;
         check.sizes("prefill.prompt_lens", &self.prefill.prompt_lens)?;
         check.sizes("decode.batches", &self.decode.batches)?;

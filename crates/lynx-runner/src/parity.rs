@@ -1,0 +1,253 @@
+//! The correctness gate: does the device compute what the model says?
+//!
+//! A parity model (the suite's model cut to its first few layers, keeping at least one layer of
+//! each kind it has) is built in float64 on the CPU; the device gets the same weights rounded to
+//! the suite's precision. Both run a fixed seeded sequence: a prompt (prefill), then decode steps
+//! through the KV cache, each fed the sequence's next token. For every position the relative
+//! error of the device's logits is ‖device − reference‖₂ / ‖reference‖₂; the check holds the
+//! median over the prefill positions and the median over the decode positions to a bound for the
+//! precision.
+//!
+//! Medians, because a mixture of experts routes a token to other experts when rounding moves a
+//! near-tied router logit: that token's logits then differ by far more than rounding, and rightly
+//! so. A wrong kernel moves every position it touches, and prefill and decode run different
+//! kernels, so each gets its own median. The worst position is reported beside them.
+
+use lynx_core::config::{ModelShape, ParityConfig, Precision};
+use lynx_core::result::Check;
+use lynx_core::stats::median;
+use lynx_core::value::Finite;
+use lynx_models::{KvCache, Logits, Model, ModelError};
+use tch::{Device, Kind, Tensor};
+
+/// Largest median relative logit error each precision may show. The median errors CPU kernels
+/// show on parity models of every catalogue architecture (the `calibration` test prints them)
+/// are about 2e-7 (fp32), 5e-3 (bf16) and 7e-4 (fp16); the bounds leave about 10× for other
+/// devices' kernels, which split and order their sums differently. The fp32 bound is tight on
+/// purpose: a device that quietly runs fp32 matmuls as TF32 (relative error about 1e-3) fails it.
+pub fn tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::Fp32 => 1e-4,
+        Precision::Bf16 => 5e-2,
+        Precision::Fp16 => 1e-2,
+        Precision::Fp8 => 2e-1,
+    }
+}
+
+/// The logits of the device and of the reference, both fp64 on the CPU, `[batch, prompt_len +
+/// decode_steps, vocab]`: every prompt position, then every decode step.
+pub struct ParityLogits {
+    pub device: Tensor,
+    pub reference: Tensor,
+    pub prompt_len: i64,
+}
+
+/// The shape the check runs: `layers` layers of `shape`, with its dense and MoE layers both
+/// kept where it has both.
+pub fn parity_shape(shape: &ModelShape, layers: u32) -> ModelShape {
+    let mut cut = shape.clone();
+    cut.num_layers = layers.min(shape.num_layers);
+    if let Some(moe) = &mut cut.moe {
+        if moe.first_dense_layers > 0 && cut.num_layers > 1 {
+            moe.first_dense_layers = moe.first_dense_layers.min(cut.num_layers - 1);
+        }
+    }
+    cut
+}
+
+/// Run the parity sequence through the reference and through the device.
+pub fn measure(
+    shape: &ModelShape,
+    precision: Precision,
+    device: Device,
+    seed: u64,
+    config: &ParityConfig,
+) -> Result<ParityLogits, ModelError> {
+    let reference = Model::reference(&parity_shape(shape, config.layers), seed)?;
+    let on_device = reference.to(device, precision)?;
+    let (batch, len, steps) = (i64::from(config.batch), i64::from(config.prompt_len), i64::from(config.decode_steps));
+    let sequence = Tensor::f_randint(reference.vocab_size(), [batch, len + steps], (Kind::Int64, Device::Cpu))?;
+    let run = |model: &Model| -> Result<Tensor, ModelError> {
+        let tokens = sequence.f_to_device(model.device())?;
+        let mut cache = KvCache::new(model, batch, len + steps)?;
+        let mut logits = vec![model.forward(&tokens.f_narrow(1, 0, len)?, &mut cache, Logits::All)?];
+        for step in 0..steps {
+            logits.push(model.forward(&tokens.f_narrow(1, len + step, 1)?, &mut cache, Logits::All)?);
+        }
+        Ok(Tensor::f_cat(&logits, 1)?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?)
+    };
+    Ok(ParityLogits { reference: run(&reference)?, device: run(&on_device)?, prompt_len: len })
+}
+
+/// Relative error of each position's logits, prompt positions first.
+fn position_errors(logits: &ParityLogits) -> Result<Vec<f64>, tch::TchError> {
+    let norm = |t: &Tensor| t.f_square()?.f_sum_dim_intlist([-1i64].as_slice(), false, Kind::Double)?.f_sqrt();
+    let error = norm(&logits.device.f_sub(&logits.reference)?)?.f_div(&norm(&logits.reference)?)?;
+    // [batch, positions] → positions-major, so the prompt part is the first batch·prompt_len.
+    Vec::<f64>::try_from(error.f_transpose(0, 1)?.f_contiguous()?.f_reshape([-1])?)
+}
+
+/// The medians of `logits`' per-position errors held to the bound for `precision`.
+pub fn judge(logits: &ParityLogits, precision: Precision) -> Check {
+    let limit = tolerance(precision);
+    let errors = match position_errors(logits) {
+        Ok(errors) => errors,
+        Err(error) => return failed(format!("cannot compare the logits: {error}"), limit),
+    };
+    if let Some(bad) = errors.iter().find(|e| !e.is_finite()) {
+        return failed(format!("the device's logits are not finite (relative error {bad})"), limit);
+    }
+    let batch = logits.device.size()[0] as usize;
+    let (prefill, decode) = errors.split_at(batch * logits.prompt_len as usize);
+    let (Ok(prefill_median), Ok(decode_median)) = (median(prefill), median(decode)) else {
+        return failed("the parity sequence has no prefill or no decode positions".to_owned(), limit);
+    };
+    let worst = errors.iter().copied().fold(0.0, f64::max);
+    let measured = prefill_median.max(decode_median);
+    Check {
+        name: "parity".to_owned(),
+        passed: measured <= limit,
+        detail: format!(
+            "median relative logit error {prefill_median:.2e} over prefill and {decode_median:.2e} over \
+             decode positions at {precision} (limit {limit:.0e}); worst position {worst:.2e}"
+        ),
+        measured: Finite::new(measured, "parity error").ok(),
+        limit: Finite::new(limit, "parity limit").ok(),
+    }
+}
+
+fn failed(detail: String, limit: f64) -> Check {
+    Check {
+        name: "parity".to_owned(),
+        passed: false,
+        detail,
+        measured: None,
+        limit: Finite::new(limit, "parity limit").ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(text: &str) -> ModelShape {
+        ModelShape::from_toml(text, "test").unwrap()
+    }
+
+    const DENSE: &str = r#"
+        name = "p"
+        vocab_size = 128
+        hidden_size = 64
+        num_layers = 4
+        rms_norm_eps = 1e-5
+        [attention]
+        kind = "gqa"
+        num_heads = 4
+        num_kv_heads = 2
+        rope_theta = 10000.0
+        [mlp]
+        intermediate_size = 96
+    "#;
+
+    fn catalogue_parity_shapes() -> Vec<ModelShape> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+        let mut shapes = Vec::new();
+        for name in ["llama-3.1-8b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1", "qwen3-30b-a3b"] {
+            let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
+            let mut s = shape(&text);
+            // Same architecture, small enough for a unit test: narrow everything but the
+            // structure (attention kind, routing, biases, sinks, windows, norms).
+            s.vocab_size = 256;
+            s.hidden_size = 64;
+            match &mut s.attention {
+                lynx_core::config::Attention::Gqa(g) => {
+                    g.num_heads = 4;
+                    g.num_kv_heads = 2;
+                    g.head_dim = Some(16);
+                }
+                lynx_core::config::Attention::Mla(m) => {
+                    m.num_heads = 4;
+                    m.q_lora_rank = Some(32);
+                    m.kv_lora_rank = 16;
+                    m.qk_nope_head_dim = 8;
+                    m.qk_rope_head_dim = 8;
+                    m.v_head_dim = 8;
+                }
+            }
+            if let Some(mlp) = &mut s.mlp {
+                mlp.intermediate_size = 96;
+            }
+            if let Some(moe) = &mut s.moe {
+                moe.num_experts = moe.num_experts.min(16);
+                moe.experts_per_token = moe.experts_per_token.min(4);
+                moe.intermediate_size = 32;
+                if let lynx_core::config::Router::SigmoidGrouped { groups, topk_groups, .. } = &mut moe.router {
+                    *groups = 4;
+                    *topk_groups = 2;
+                }
+            }
+            shapes.push(s);
+        }
+        shapes
+    }
+
+    #[test]
+    fn the_parity_shape_keeps_one_layer_of_each_kind() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+        let deepseek = shape(&std::fs::read_to_string(dir.join("deepseek-r1.toml")).unwrap());
+        let cut = parity_shape(&deepseek, 2);
+        assert_eq!((cut.num_layers, cut.dense_layers(), cut.moe_layers()), (2, 1, 1));
+        let dense = parity_shape(&shape(DENSE), 2);
+        assert_eq!(dense.num_layers, 2);
+        assert_eq!(parity_shape(&shape(DENSE), 9).num_layers, 4);
+    }
+
+    #[test]
+    fn the_same_weights_pass_at_every_precision_on_cpu() {
+        let config = ParityConfig::default();
+        for s in catalogue_parity_shapes() {
+            for precision in [Precision::Fp32, Precision::Bf16, Precision::Fp16] {
+                let logits = measure(&s, precision, Device::Cpu, 3, &config).unwrap();
+                let check = judge(&logits, precision);
+                println!("calibration: {} {precision}: {}", s.name, check.detail);
+                assert!(check.passed, "{} {precision}: {}", s.name, check.detail);
+            }
+        }
+    }
+
+    /// `logits` with the device's positions `from..from + n` scaled by `1 + error`.
+    fn perturbed(logits: &ParityLogits, from: i64, n: i64, error: f64) -> ParityLogits {
+        let device = logits.device.copy();
+        let _ = device.narrow(1, from, n).f_mul_scalar_(1.0 + error).unwrap();
+        ParityLogits { device, reference: logits.reference.copy(), prompt_len: logits.prompt_len }
+    }
+
+    #[test]
+    fn a_perturbed_device_result_fails_parity() {
+        let logits = measure(&shape(DENSE), Precision::Fp32, Device::Cpu, 3, &ParityConfig::default()).unwrap();
+        assert!(judge(&logits, Precision::Fp32).passed);
+        // A 1% error in every prefill position, as a faulty prefill kernel would make.
+        let check = judge(&perturbed(&logits, 0, 16, 0.01), Precision::Fp32);
+        assert!(!check.passed, "{}", check.detail);
+        assert!(check.measured.unwrap().get() > tolerance(Precision::Fp32));
+        // The same in the decode steps alone, as a faulty decode kernel would make.
+        let check = judge(&perturbed(&logits, 16, 8, 0.01), Precision::Fp32);
+        assert!(!check.passed, "{}", check.detail);
+        // One position far off (a rerouted token) moves the worst position, not the medians.
+        let check = judge(&perturbed(&logits, 5, 1, 0.5), Precision::Fp32);
+        assert!(check.passed && check.detail.contains("worst position 5.00e-1"), "{}", check.detail);
+        // Not-a-number logits fail, and say so.
+        let device = logits.device.copy();
+        let _ = device.narrow(1, 0, 1).fill_(f64::NAN);
+        let check = judge(&ParityLogits { device, reference: logits.reference, prompt_len: 16 }, Precision::Fp32);
+        assert!(!check.passed && check.detail.contains("not finite"), "{}", check.detail);
+    }
+
+    #[test]
+    fn fp32_on_the_device_is_close_to_the_reference_but_not_identical() {
+        // The check measures something: fp32 kernels round differently from fp64 ones.
+        let logits = measure(&shape(DENSE), Precision::Fp32, Device::Cpu, 3, &ParityConfig::default()).unwrap();
+        let error = judge(&logits, Precision::Fp32).measured.unwrap().get();
+        assert!(error > 0.0 && error < 1e-5, "{error}");
+    }
+}
