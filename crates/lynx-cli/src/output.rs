@@ -165,6 +165,17 @@ impl Observer for Progress {
     }
 }
 
+fn scale_words(scale: &lynx_core::config::Scale) -> String {
+    let mut parts = Vec::new();
+    if let Some(layers) = scale.layers {
+        parts.push(format!("{layers} layers"));
+    }
+    if scale.tp > 1 {
+        parts.push(format!("the shard of one device of {}-way tensor parallelism", scale.tp));
+    }
+    parts.join(", ")
+}
+
 fn check_line(check: &Check) -> String {
     let verdict = if check.passed { "passed" } else { "FAILED" };
     format!("check {} {verdict}: {}", check.name, check.detail)
@@ -192,11 +203,34 @@ pub fn run_summary(outcome: &Outcome) -> String {
     if let Some(warmup) = &result.warmup {
         let _ = writeln!(out, "{}", warmup_line(warmup));
     }
-    let mut rows = vec![
-        ["CELL", "N", "MEDIAN", "P90", "P99", "MIN", "MAX", "CV", "TOK/S/USER", "TOK/S/DEVICE"].map(str::to_owned)
-    ];
+    if let Some(part) = &result.config.measured {
+        let _ = writeln!(
+            out,
+            "measured: {} ({:.1} M parameters of {:.1} M); not measured: {}",
+            scale_words(&result.config.suite.scale),
+            part.parameters as f64 / 1e6,
+            result.config.model_parameters as f64 / 1e6,
+            part.not_measured.join("; ")
+        );
+    }
+    let extrapolated = result.cells.iter().any(|c| c.full_depth.is_some());
+    let full_depth_header = if extrapolated { "FULL-DEPTH MEDIAN" } else { "" };
+    let mut rows = vec![[
+        "CELL",
+        "N",
+        "MEDIAN",
+        "P90",
+        "P99",
+        "MIN",
+        "MAX",
+        "CV",
+        full_depth_header,
+        "TOK/S/USER",
+        "TOK/S/DEVICE",
+    ]
+    .map(str::to_owned)];
     for cell in &result.cells {
-        let mut row: [String; 10] = Default::default();
+        let mut row: [String; 11] = Default::default();
         row[0] = cell.shape.to_string();
         match (&cell.status, &cell.step_time) {
             (CellStatus::Ok, Some(t)) => {
@@ -207,8 +241,9 @@ pub fn run_summary(outcome: &Outcome) -> String {
                 row[5] = ms(t.min_s.get());
                 row[6] = ms(t.max_s.get());
                 row[7] = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
-                row[8] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
-                row[9] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+                row[8] = cell.full_depth.as_ref().map_or(String::new(), |f| ms(f.median_s.get()));
+                row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+                row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
             }
             (CellStatus::Error { message }, _) => row[1] = format!("failed: {message}"),
             (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
@@ -216,6 +251,9 @@ pub fn run_summary(outcome: &Outcome) -> String {
         rows.push(row);
     }
     out.push_str(&table(&rows));
+    if extrapolated {
+        let _ = writeln!(out, "tok/s figures come from the full-depth estimates (head-only time + layers scaled)");
+    }
     for check in &result.checks {
         let _ = writeln!(out, "{}", check_line(check));
     }

@@ -379,3 +379,54 @@ fn importing_what_lynx_cannot_model_is_bad_input() {
     let line = bad_input(&["models", "import", "/no/such/config.json"]);
     assert!(line.contains("/no/such/config.json") && line.contains("does not exist"), "{line}");
 }
+
+#[test]
+fn a_scaled_run_states_what_it_measured_and_extrapolated() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        format!("{suite}\n[scale]\nlayers = 2\ntp = 2\n")
+            .replace("batches = [1, 8]", "batches = [2]")
+            .replace("prompt_lens = [16, 256]", "prompt_lens = [64]")
+    });
+    // Layers heavy enough that two of them clearly outweigh the embedding and lm head.
+    let wide = MODEL
+        .replace("num_layers = 2", "num_layers = 8")
+        .replace("intermediate_size = 704", "intermediate_size = 4096");
+    std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("measured: 2 layers, the shard of one device of 2-way tensor parallelism"), "{stdout}");
+
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let measured = &result["config"]["measured"];
+    assert_eq!(measured["shape"]["num_layers"], 2);
+    assert_eq!(measured["shape"]["attention"]["num_heads"], 4);
+    assert_eq!(measured["shape"]["mlp"]["intermediate_size"], 2048);
+    let not_measured: Vec<&str> =
+        measured["not_measured"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(not_measured.iter().any(|n| n.contains("tensor-parallel collectives")), "{not_measured:?}");
+    assert!(not_measured.iter().any(|n| n.contains("6 of the model's 8 layers")), "{not_measured:?}");
+
+    for cell in result["cells"].as_array().unwrap() {
+        assert_eq!(cell["status"], "ok", "{cell}");
+        let full = &cell["full_depth"];
+        let (measured_median, head, estimate) = (
+            seconds(&cell["step_time"]["median_s"]),
+            seconds(&full["head_only"]["median_s"]),
+            seconds(&full["median_s"]),
+        );
+        assert!(head < measured_median && measured_median < estimate, "{cell}");
+        assert!((estimate - (head + 4.0 * (measured_median - head))).abs() < 1e-12, "{cell}");
+        let batch = cell["batch"].as_f64().unwrap();
+        let tokens = batch * cell["prompt_len"].as_f64().unwrap_or(1.0);
+        assert!((seconds(&cell["tok_per_s_per_device"]) - tokens / estimate).abs() < 1e-9 * tokens / estimate);
+    }
+}
+
+#[test]
+fn a_scale_the_model_cannot_take_is_bad_input() {
+    bad_suite(|s| format!("{s}\n[scale]\ntp = 3\n"), &["not divisible by scale.tp (3)"]);
+    bad_suite(|s| format!("{s}\n[scale]\nlayers = 5\n"), &["scale.layers (5)"]);
+}

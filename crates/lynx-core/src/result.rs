@@ -2,7 +2,7 @@
 //! section 5). It is written after every measured cell, so a run that stops early keeps what it
 //! measured, with a status that says so.
 
-use crate::config::{ModelShape, Precision, Suite, WarmupConfig};
+use crate::config::{shard, ModelShape, Precision, Suite, WarmupConfig};
 use crate::device::DeviceName;
 use crate::equilibrium::WindowStats;
 use crate::stats::StepTimeSummary;
@@ -139,21 +139,70 @@ pub struct ConfigRecord {
     pub weight_bytes: u64,
     /// KV-cache bytes one more token of context adds, at the suite's precision.
     pub kv_bytes_per_token: u64,
+    /// What one device actually ran when the suite measures a layer subset or a
+    /// tensor-parallel shard (`suite.scale`); `None` for the whole model.
+    pub measured: Option<MeasuredPart>,
+}
+
+/// The part of the model a scaled run measured, and what it leaves out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredPart {
+    /// The shape the device ran.
+    pub shape: ModelShape,
+    pub parameters: u64,
+    pub weight_bytes: u64,
+    pub kv_bytes_per_token: u64,
+    /// Work a real deployment does that this run did not time.
+    pub not_measured: Vec<String>,
 }
 
 impl ConfigRecord {
-    pub fn new(suite: Suite, model: ModelShape) -> ConfigRecord {
+    /// The record of `suite` on `model`, or why the suite's scale cannot cut the model.
+    pub fn new(suite: Suite, model: ModelShape) -> Result<ConfigRecord, String> {
         let precision: Precision = suite.precision;
         let parameters = model.parameters();
-        ConfigRecord {
+        let measured = if suite.scale.is_full() {
+            None
+        } else {
+            let part = shard(&model, &suite.scale)?;
+            let mut not_measured = Vec::new();
+            if suite.scale.tp > 1 {
+                not_measured.push(format!(
+                    "tensor-parallel collectives across {} devices (all-reduce after attention and MLP, \
+                     all-gather of logits)",
+                    suite.scale.tp
+                ));
+            }
+            if let Some(k) = suite.scale.layers {
+                not_measured.push(format!(
+                    "{} of the model's {} layers: full-depth step times are extrapolated (see each cell)",
+                    model.num_layers - k,
+                    model.num_layers
+                ));
+            }
+            Some(MeasuredPart {
+                parameters: part.parameters().total,
+                weight_bytes: part.weight_bytes(precision),
+                kv_bytes_per_token: part.kv_bytes_per_token(precision),
+                shape: part,
+                not_measured,
+            })
+        };
+        Ok(ConfigRecord {
             sha256: config_sha256(&suite, &model),
             model_parameters: parameters.total,
             model_active_parameters: parameters.active,
             weight_bytes: model.weight_bytes(precision),
             kv_bytes_per_token: model.kv_bytes_per_token(precision),
+            measured,
             suite,
             model,
-        }
+        })
+    }
+
+    /// The shape the device runs: the measured part, or the whole model.
+    pub fn device_shape(&self) -> &ModelShape {
+        self.measured.as_ref().map_or(&self.model, |part| &part.shape)
     }
 }
 
@@ -245,10 +294,70 @@ pub struct CellRecord {
     pub measured_s: Option<Finite>,
     /// Decode only: KV-cache length at the last measured step.
     pub ctx_end: Option<u32>,
+    /// For a layer subset: the full-depth estimate, from which the tok/s figures are derived.
+    pub full_depth: Option<FullDepth>,
     /// Decode: 1 / median step time. Prefill: undefined (`None`).
     pub tok_per_s_per_user: Option<Finite>,
     /// Decode: batch / median step time. Prefill: batch × prompt length / median step time.
     pub tok_per_s_per_device: Option<Finite>,
+}
+
+/// A full-depth step time extrapolated from a layer subset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FullDepth {
+    /// Layers measured, and layers the model has.
+    pub measured_layers: u32,
+    pub model_layers: u32,
+    /// Step time of the same cell with no layers: embedding, final norm, lm head, sampling.
+    pub head_only: StepTimeSummary,
+    /// Estimated full-depth step time statistics.
+    pub median_s: Finite,
+    pub p90_s: Finite,
+    pub p99_s: Finite,
+    pub min_s: Finite,
+    pub max_s: Finite,
+    /// How the estimate was made, in words.
+    pub method: String,
+}
+
+impl FullDepth {
+    /// T_full = T₀ + (L / k)·(T_k − T₀), with T₀ the head-only median, applied to each statistic
+    /// of the k-layer step time. The per-layer part is assumed to scale with depth and to vary as
+    /// the measured layers' does; the fixed part (embedding, lm head) is measured, not assumed.
+    pub fn extrapolate(
+        measured: &StepTimeSummary,
+        head_only: StepTimeSummary,
+        measured_layers: u32,
+        model_layers: u32,
+    ) -> Result<FullDepth, String> {
+        let fixed = head_only.median_s.get();
+        if measured.median_s.get() <= fixed {
+            return Err(format!(
+                "cannot extrapolate to full depth: {measured_layers} layers measured no slower ({:.3e} s) than the \
+                 head alone ({fixed:.3e} s)",
+                measured.median_s.get()
+            ));
+        }
+        let ratio = f64::from(model_layers) / f64::from(measured_layers);
+        let scale = |t: Finite, what: &str| {
+            Finite::new(fixed + ratio * (t.get() - fixed).max(0.0), what).map_err(|e| e.to_string())
+        };
+        Ok(FullDepth {
+            measured_layers,
+            model_layers,
+            median_s: scale(measured.median_s, "full-depth median")?,
+            p90_s: scale(measured.p90_s, "full-depth p90")?,
+            p99_s: scale(measured.p99_s, "full-depth p99")?,
+            min_s: scale(measured.min_s, "full-depth min")?,
+            max_s: scale(measured.max_s, "full-depth max")?,
+            method: format!(
+                "head-only median T0 + {model_layers}/{measured_layers} x (measured statistic - T0), from {} \
+                 {measured_layers}-layer steps and {} head-only steps",
+                measured.n, head_only.n
+            ),
+            head_only,
+        })
+    }
 }
 
 impl CellRecord {
@@ -258,8 +367,9 @@ impl CellRecord {
         step_time: StepTimeSummary,
         measured_s: Finite,
         ctx_end: Option<u32>,
+        full_depth: Option<FullDepth>,
     ) -> Result<CellRecord, crate::value::NotFinite> {
-        let median_s = step_time.median_s.get();
+        let median_s = full_depth.as_ref().map_or(step_time.median_s, |f| f.median_s).get();
         let (per_user, tokens_per_step) = match shape {
             CellShape::Decode { batch, .. } => (Some(Finite::new(1.0 / median_s, "tok/s/user")?), f64::from(batch)),
             CellShape::Prefill { batch, prompt_len } => (None, f64::from(batch) * f64::from(prompt_len)),
@@ -272,6 +382,7 @@ impl CellRecord {
             step_time: Some(step_time),
             measured_s: Some(measured_s),
             ctx_end,
+            full_depth,
         })
     }
 
@@ -283,6 +394,7 @@ impl CellRecord {
             step_time: None,
             measured_s: None,
             ctx_end: None,
+            full_depth: None,
             tok_per_s_per_user: None,
             tok_per_s_per_device: None,
         }
@@ -300,7 +412,7 @@ mod tests {
     #[test]
     fn decode_figures_follow_the_vocabulary() {
         let shape = CellShape::Decode { batch: 8, ctx: 128 };
-        let cell = CellRecord::measured(shape, summary(0.02), Finite::new(1.0, "t").unwrap(), Some(140)).unwrap();
+        let cell = CellRecord::measured(shape, summary(0.02), Finite::new(1.0, "t").unwrap(), Some(140), None).unwrap();
         assert!((cell.tok_per_s_per_user.unwrap().get() - 50.0).abs() < 1e-9);
         assert!((cell.tok_per_s_per_device.unwrap().get() - 400.0).abs() < 1e-9);
     }
@@ -308,9 +420,22 @@ mod tests {
     #[test]
     fn prefill_throughput_counts_every_prompt_token() {
         let shape = CellShape::Prefill { batch: 2, prompt_len: 512 };
-        let cell = CellRecord::measured(shape, summary(0.5), Finite::new(1.0, "t").unwrap(), None).unwrap();
+        let cell = CellRecord::measured(shape, summary(0.5), Finite::new(1.0, "t").unwrap(), None, None).unwrap();
         assert_eq!(cell.tok_per_s_per_user, None);
         assert!((cell.tok_per_s_per_device.unwrap().get() - 2048.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn full_depth_scales_the_layer_part_and_keeps_the_fixed_part() {
+        // Head alone 2 ms; 4 of 32 layers measured at 10 ms: 8 ms for 4 layers, 64 ms for 32.
+        let full = FullDepth::extrapolate(&summary(0.010), summary(0.002), 4, 32).unwrap();
+        assert!((full.median_s.get() - 0.066).abs() < 1e-12);
+        let shape = CellShape::Decode { batch: 2, ctx: 64 };
+        let cell =
+            CellRecord::measured(shape, summary(0.010), Finite::new(1.0, "t").unwrap(), None, Some(full)).unwrap();
+        assert!((cell.tok_per_s_per_device.unwrap().get() - 2.0 / 0.066).abs() < 1e-9, "figures use the estimate");
+        let error = FullDepth::extrapolate(&summary(0.001), summary(0.002), 4, 32).unwrap_err();
+        assert!(error.contains("cannot extrapolate"), "{error}");
     }
 
     #[test]

@@ -7,7 +7,8 @@ use crate::RunError;
 use lynx_core::config::{MeasureConfig, ModelShape, Suite};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
 use lynx_core::result::{
-    CellRecord, CellShape, Check, ConfigRecord, HostRecord, RunResult, RunStatus, WarmupRecord, RESULT_SCHEMA,
+    CellRecord, CellShape, Check, ConfigRecord, FullDepth, HostRecord, RunResult, RunStatus, WarmupRecord,
+    RESULT_SCHEMA,
 };
 use lynx_core::stats::{StatsError, StepTimeSummary};
 use lynx_core::time::{compact_utc, rfc3339_utc};
@@ -57,6 +58,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     let run_id = format!("{}-{:08x}", compact_utc(started_s), random_u32());
     let path = plan.results_dir.join(plan.device.slug()).join(format!("{run_id}.json"));
     let Plan { suite, model, device, host, .. } = plan;
+    let config = ConfigRecord::new(suite, model).map_err(|e| RunError::Config(format!("suite: {e}")))?;
     let mut result = RunResult {
         schema: RESULT_SCHEMA.to_owned(),
         run_id,
@@ -66,7 +68,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         harness: crate::harness::describe(runtime),
         device: device.record.clone(),
         host,
-        config: ConfigRecord::new(suite, model),
+        config,
         warmup: None,
         cells: Vec::new(),
         checks: Vec::new(),
@@ -79,7 +81,8 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     observer.started(&path, &result);
 
     let suite = &result.config.suite;
-    let parity = crate::parity::measure(&result.config.model, suite.precision, device.torch, suite.seed, &suite.parity)
+    let shape = result.config.device_shape().clone();
+    let parity = crate::parity::measure(&shape, suite.precision, device.torch, suite.seed, &suite.parity)
         .map(|logits| crate::parity::judge(&logits, suite.precision))
         .unwrap_or_else(|error| Check {
             name: "parity".to_owned(),
@@ -93,17 +96,34 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     save(&mut result)?;
 
     let suite = &result.config.suite;
-    let model = Model::new(&result.config.model, suite.precision, device.torch, suite.seed).map_err(|source| {
-        RunError::Model { context: format!("building {} on {}", suite.model, device.record.device), source }
+    let model = Model::new(&shape, suite.precision, device.torch, suite.seed).map_err(|source| RunError::Model {
+        context: format!("building {} on {}", suite.model, device.record.device),
+        source,
     })?;
     let warmup = warm_up(&model, suite, observer)?;
     observer.warmed(&warmup);
     result.warmup = Some(warmup);
     save(&mut result)?;
 
+    // A layer subset is extrapolated to full depth from the same cell run with no layers.
+    let head_only = match result.config.suite.scale.layers {
+        Some(measured_layers) => {
+            let mut head_shape = shape.clone();
+            head_shape.num_layers = 0;
+            if let Some(moe) = &mut head_shape.moe {
+                moe.first_dense_layers = 0;
+            }
+            let head =
+                Model::new(&head_shape, result.config.suite.precision, device.torch, result.config.suite.seed)
+                    .map_err(|source| RunError::Model { context: "building the head-only model".to_owned(), source })?;
+            Some(HeadOnly { model: head, measured_layers, model_layers: result.config.model.num_layers })
+        }
+        None => None,
+    };
+
     for shape in cells(&result.config.suite) {
         observer.cell_started(&shape);
-        let cell = measure_cell(&model, shape, &result.config.suite.measure);
+        let cell = measure_cell(&model, head_only.as_ref(), shape, &result.config.suite.measure);
         observer.cell_done(&cell);
         result.cells.push(cell);
         save(&mut result)?;
@@ -191,16 +211,33 @@ fn to_host(tokens: &tch::Tensor) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// The model with no layers, for extrapolating a layer subset to full depth.
+struct HeadOnly {
+    model: Model,
+    measured_layers: u32,
+    model_layers: u32,
+}
+
 /// Measure one cell; a failure of any step fails the cell with its message.
-fn measure_cell(model: &Model, shape: CellShape, limits: &MeasureConfig) -> CellRecord {
-    let measured = match shape {
-        CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits),
-        CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits),
+fn measure_cell(model: &Model, head_only: Option<&HeadOnly>, shape: CellShape, limits: &MeasureConfig) -> CellRecord {
+    let run = |model: &Model| -> Result<(StepTimeSummary, f64, Option<u32>), String> {
+        let (step_s, measured_s, ctx_end) = match shape {
+            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits),
+            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok((StepTimeSummary::from_samples(&step_s).map_err(|e| e.to_string())?, measured_s, ctx_end))
     };
-    let summarised = measured.map_err(|e| e.to_string()).and_then(|(step_s, measured_s, ctx_end)| {
-        let summary = StepTimeSummary::from_samples(&step_s).map_err(|e| e.to_string())?;
+    let summarised = run(model).and_then(|(summary, measured_s, ctx_end)| {
+        let full_depth = match head_only {
+            Some(head) => {
+                let (head_summary, ..) = run(&head.model).map_err(|e| format!("head-only model: {e}"))?;
+                Some(FullDepth::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
+            }
+            None => None,
+        };
         let measured_s = Finite::new(measured_s, "measured time").map_err(|e| e.to_string())?;
-        CellRecord::measured(shape, summary, measured_s, ctx_end).map_err(|e| e.to_string())
+        CellRecord::measured(shape, summary, measured_s, ctx_end, full_depth).map_err(|e| e.to_string())
     });
     summarised.unwrap_or_else(|message| CellRecord::failed(shape, message))
 }

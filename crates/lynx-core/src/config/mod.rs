@@ -5,12 +5,14 @@
 
 pub mod hf;
 mod model;
+mod scale;
 mod suite;
 
 pub use model::{
     Activation, Attention, AttentionBias, DenseMlp, Gqa, Mla, ModelShape, Moe, ParameterCount, RopeScaling, Router,
     SlidingLayers, SlidingWindow,
 };
+pub use scale::{shard, Scale};
 pub use suite::{DecodeGrid, MeasureConfig, ParityConfig, PrefillGrid, Suite, WarmupConfig};
 
 use serde::{Deserialize, Serialize};

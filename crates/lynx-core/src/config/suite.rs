@@ -1,6 +1,6 @@
 //! Benchmark suites (`models/suites/<name>.toml`).
 
-use super::{parse, Checker, ConfigError, Precision};
+use super::{parse, Checker, ConfigError, Precision, Scale};
 use serde::{Deserialize, Serialize};
 
 /// A benchmark suite (`models/suites/<name>.toml`): one model at one precision, its warm-up, how
@@ -12,6 +12,9 @@ pub struct Suite {
     /// The model shape file `models/<model>.toml`.
     pub model: String,
     pub precision: Precision,
+    /// A layer subset and/or a tensor-parallel shard, for models larger than one device.
+    #[serde(default, skip_serializing_if = "Scale::is_full")]
+    pub scale: Scale,
     /// Seed of the weight and token generators.
     pub seed: u64,
     #[serde(default)]
@@ -131,6 +134,8 @@ impl Suite {
                 format!("({}) must be at least measure.min_steps ({})", self.measure.max_steps, self.measure.min_steps),
             ));
         }
+        check.positive("scale.layers", self.scale.layers.unwrap_or(1))?;
+        check.positive("scale.tp", self.scale.tp)?;
         check.positive("parity.layers", self.parity.layers)?;
         check.positive("parity.batch", self.parity.batch)?;
         check.positive("parity.prompt_len", self.parity.prompt_len)?;
