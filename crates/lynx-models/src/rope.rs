@@ -23,26 +23,37 @@ pub struct RopeTable {
 }
 
 impl Rope {
-    /// RoPE over `rotary_dim` dimensions with base `theta` and optional `scaling`.
-    pub fn new(rotary_dim: u32, theta: f64, scaling: Option<&RopeScaling>, device: Device) -> Result<Rope, ModelError> {
+    /// RoPE over `rotary_dim` dimensions with base `theta` and optional `scaling`, for a model
+    /// of element type `kind` on `device`.
+    pub fn new(
+        rotary_dim: u32,
+        theta: f64,
+        scaling: Option<&RopeScaling>,
+        kind: Kind,
+        device: Device,
+    ) -> Result<Rope, ModelError> {
         let (inv_freq, attention_factor) = inverse_frequencies(rotary_dim, theta, scaling);
-        Ok(Rope { inv_freq: Tensor::f_from_slice(&inv_freq)?.f_to_device(device)?, attention_factor })
+        let inv_freq = Tensor::f_from_slice(&inv_freq)?.f_to_kind(accumulation_kind(kind))?.f_to_device(device)?;
+        Ok(Rope { inv_freq, attention_factor })
     }
 
+    /// The same frequencies at `convert`'s accumulation precision on its device.
     pub fn to(&self, convert: &Convert) -> Result<Rope, ModelError> {
-        Ok(Rope { inv_freq: self.inv_freq.f_to_device(convert.device)?, attention_factor: self.attention_factor })
+        Ok(Rope { inv_freq: convert.accumulator(&self.inv_freq)?, attention_factor: self.attention_factor })
     }
 
-    /// cos and sin for positions `start..start + n` in `kind`, the angles computed at `kind`'s
-    /// accumulation precision.
+    /// cos and sin for positions `start..start + n` in `kind`, the angles computed at the
+    /// accumulation precision the frequencies are kept in.
     pub fn table(&self, start: i64, n: i64, kind: Kind) -> Result<RopeTable, ModelError> {
         let device = self.inv_freq.device();
-        let acc = accumulation_kind(kind);
-        let positions = Tensor::f_arange_start(start, start + n, (acc, device))?;
-        let angles = positions.f_unsqueeze(1)?.f_mul(&self.inv_freq.f_to_kind(acc)?.f_unsqueeze(0)?)?;
+        let positions = Tensor::f_arange_start(start, start + n, (self.inv_freq.kind(), device))?;
+        let angles = positions.f_unsqueeze(1)?.f_mul(&self.inv_freq.f_unsqueeze(0)?)?;
         let angles = Tensor::f_cat(&[&angles, &angles], -1)?;
-        let scale =
-            |t: Tensor| -> Result<Tensor, ModelError> { Ok(t.f_mul_scalar(self.attention_factor)?.f_to_kind(kind)?) };
+        // This runs every step: no kernel for a scale of 1 or a cast to the same type.
+        let scale = |t: Tensor| -> Result<Tensor, ModelError> {
+            let t = if self.attention_factor == 1.0 { t } else { t.f_mul_scalar(self.attention_factor)? };
+            Ok(if t.kind() == kind { t } else { t.f_to_kind(kind)? })
+        };
         Ok(RopeTable { cos: scale(angles.f_cos()?)?, sin: scale(angles.f_sin()?)? })
     }
 }
@@ -200,7 +211,7 @@ mod tests {
 
     #[test]
     fn rotation_preserves_norms_and_relative_positions() {
-        let rope = Rope::new(8, 10000.0, None, Device::Cpu).unwrap();
+        let rope = Rope::new(8, 10000.0, None, Kind::Float, Device::Cpu).unwrap();
         tch::manual_seed(3);
         let q = Tensor::randn([1, 1, 1, 8], (Kind::Float, Device::Cpu));
         let k = Tensor::randn([1, 1, 1, 8], (Kind::Float, Device::Cpu));

@@ -191,18 +191,7 @@ fn mlp_and_moe(config: &Fields, model_type: &str, layers: u32) -> Result<(Option
     };
     match model_type {
         "llama" | "mistral" | "qwen2" | "qwen3" => Ok((dense()?, None)),
-        "mixtral" => Ok((
-            None,
-            Some(Moe {
-                num_experts: config.u32("num_local_experts")?,
-                experts_per_token: config.u32("num_experts_per_tok")?,
-                intermediate_size: config.u32("intermediate_size")?,
-                shared_experts: 0,
-                first_dense_layers: 0,
-                expert_bias: false,
-                router: Router::Softmax { bias: false },
-            }),
-        )),
+        "mixtral" => Ok((None, Some(softmax_moe(config, ("num_local_experts", "intermediate_size"), false)?))),
         "qwen3_moe" => {
             if config.u32_or("decoder_sparse_step", 1)? != 1 {
                 return Err(
@@ -215,31 +204,10 @@ fn mlp_and_moe(config: &Fields, model_type: &str, layers: u32) -> Result<(Option
                 );
             }
             require_normalised_top_k(config)?;
-            Ok((
-                None,
-                Some(Moe {
-                    num_experts: config.u32("num_experts")?,
-                    experts_per_token: config.u32("num_experts_per_tok")?,
-                    intermediate_size: config.u32("moe_intermediate_size")?,
-                    shared_experts: 0,
-                    first_dense_layers: 0,
-                    expert_bias: false,
-                    router: Router::Softmax { bias: false },
-                }),
-            ))
+            Ok((None, Some(softmax_moe(config, ("num_experts", "moe_intermediate_size"), false)?)))
         }
-        "gpt_oss" => Ok((
-            None,
-            Some(Moe {
-                num_experts: config.u32("num_local_experts")?,
-                experts_per_token: config.u32("num_experts_per_tok")?,
-                intermediate_size: config.u32("intermediate_size")?,
-                shared_experts: 0,
-                first_dense_layers: 0,
-                expert_bias: true,
-                router: Router::Softmax { bias: true },
-            }),
-        )),
+        // gpt-oss's experts and router have biases.
+        "gpt_oss" => Ok((None, Some(softmax_moe(config, ("num_local_experts", "intermediate_size"), true)?))),
         "deepseek_v3" => {
             if config.u32_or("moe_layer_freq", 1)? != 1 {
                 return Err(config.invalid("moe_layer_freq", "only 1 is supported".to_owned()));
@@ -273,6 +241,20 @@ fn mlp_and_moe(config: &Fields, model_type: &str, layers: u32) -> Result<(Option
         }
         other => unreachable!("model type {other} was checked against SUPPORTED_MODEL_TYPES"),
     }
+}
+
+/// A mixture of experts with the softmax router in every layer; `(experts, width)` name the
+/// model type's fields for the expert count and one expert's width.
+fn softmax_moe(config: &Fields, (experts, width): (&str, &str), biases: bool) -> Result<Moe, ConfigError> {
+    Ok(Moe {
+        num_experts: config.u32(experts)?,
+        experts_per_token: config.u32("num_experts_per_tok")?,
+        intermediate_size: config.u32(width)?,
+        shared_experts: 0,
+        first_dense_layers: 0,
+        expert_bias: biases,
+        router: Router::Softmax { bias: biases },
+    })
 }
 
 fn require_normalised_top_k(config: &Fields) -> Result<(), ConfigError> {
