@@ -35,6 +35,20 @@ pub enum ModelError {
     Unsupported(String),
 }
 
+/// Run `draw` holding the lock on libtorch's global random generator, after seeding it with
+/// `seed` when one is given. libtorch has one generator per process (tch exposes no other), so a
+/// seeded sequence of draws is reproducible only if no other thread draws in between: every
+/// draw lynx makes goes through here.
+pub fn with_generator<T>(seed: Option<u64>, draw: impl FnOnce() -> T) -> T {
+    static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = GENERATOR.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(seed) = seed {
+        // libtorch seeds with an i64; the bit pattern is what matters.
+        tch::manual_seed(seed as i64);
+    }
+    draw()
+}
+
 /// The element type reductions and softmaxes accumulate in: fp32, or fp64 in the float64
 /// reference the parity check compares against.
 pub fn accumulation_kind(kind: Kind) -> Kind {

@@ -9,7 +9,7 @@ use crate::mla::{MlaAttention, MlaCache};
 use crate::mlp::Mlp;
 use crate::moe::MoeLayer;
 use crate::weights::{RmsNorm, WeightSource};
-use crate::{accumulation_kind, kind_of, Convert, ModelError};
+use crate::{accumulation_kind, kind_of, with_generator, Convert, ModelError};
 use lynx_core::config::{Activation, Attention, ModelShape, Precision};
 use tch::{Device, Kind, Tensor};
 
@@ -91,6 +91,12 @@ impl KvCache {
         if len > self.capacity {
             return Err(ModelError::CacheFull { capacity: self.capacity, needed: len });
         }
+        with_generator(None, || self.fill_layers(len))?;
+        self.len = len;
+        Ok(())
+    }
+
+    fn fill_layers(&self, len: i64) -> Result<(), ModelError> {
         for layer in &self.layers {
             match layer {
                 LayerCache::Gqa(c) => {
@@ -102,7 +108,6 @@ impl KvCache {
                 }
             }
         }
-        self.len = len;
         Ok(())
     }
 
@@ -171,8 +176,11 @@ impl Model {
     }
 
     fn build(shape: &ModelShape, kind: Kind, device: Device, seed: u64) -> Result<Model, ModelError> {
-        // libtorch seeds with an i64; the bit pattern is what matters.
-        tch::manual_seed(seed as i64);
+        with_generator(Some(seed), || Model::draw(shape, kind, device))
+    }
+
+    /// Draw every weight of `shape`, in a fixed order, from the (seeded, held) generator.
+    fn draw(shape: &ModelShape, kind: Kind, device: Device) -> Result<Model, ModelError> {
         let source = WeightSource { std: shape.init_std, kind, device };
         let hidden = i64::from(shape.hidden_size);
         let vocab = i64::from(shape.vocab_size);
@@ -296,6 +304,6 @@ impl Model {
 
     /// Uniformly random token ids, `[batch, len]`, from the global generator.
     pub fn random_tokens(&self, batch: i64, len: i64) -> Result<Tensor, ModelError> {
-        Ok(Tensor::f_randint(self.vocab_size, [batch, len], (Kind::Int64, self.device))?)
+        Ok(with_generator(None, || Tensor::f_randint(self.vocab_size, [batch, len], (Kind::Int64, self.device)))?)
     }
 }

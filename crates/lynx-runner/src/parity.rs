@@ -66,7 +66,9 @@ pub fn measure(
     let reference = Model::reference(&parity_shape(shape, config.layers), seed)?;
     let on_device = reference.to(device, precision)?;
     let (batch, len, steps) = (i64::from(config.batch), i64::from(config.prompt_len), i64::from(config.decode_steps));
-    let sequence = Tensor::f_randint(reference.vocab_size(), [batch, len + steps], (Kind::Int64, Device::Cpu))?;
+    let sequence = lynx_models::with_generator(Some(seed), || {
+        Tensor::f_randint(reference.vocab_size(), [batch, len + steps], (Kind::Int64, Device::Cpu))
+    })?;
     let run = |model: &Model| -> Result<Tensor, ModelError> {
         let tokens = sequence.f_to_device(model.device())?;
         let mut cache = KvCache::new(model, batch, len + steps)?;
