@@ -53,6 +53,10 @@ enum Command {
         /// Results go to OUT/<device>/<run id>.json.
         #[arg(long, default_value = "results")]
         out: PathBuf,
+        /// Read the weights from this Hugging Face safetensors checkpoint folder instead of
+        /// drawing them from the suite's seed.
+        #[arg(long)]
+        weights: Option<PathBuf>,
     },
 }
 
@@ -127,7 +131,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             println!("wrote {} ({})", out.display(), output::parameters_line(&summary));
             Ok(())
         }
-        Command::Run { suite, device, models, out } => {
+        Command::Run { suite, device, models, out, weights } => {
             let device_name: Option<DeviceName> =
                 device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
             let (suite, model) = suite::load(&suite, &models)?;
@@ -137,11 +141,12 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 None => devices::best(&host),
             };
             let mut progress = output::Progress::new();
-            let outcome = lynx_runner::run(Plan { suite, model, device, host, results_dir: out }, &mut progress)
-                .with_context(|| match &progress.result_path {
-                    Some(path) => format!("run failed; what it measured is in {}", path.display()),
-                    None => "run failed before writing a result".to_owned(),
-                })?;
+            let outcome =
+                lynx_runner::run(Plan { suite, model, device, host, results_dir: out, weights }, &mut progress)
+                    .with_context(|| match &progress.result_path {
+                        Some(path) => format!("run failed; what it measured is in {}", path.display()),
+                        None => "run failed before writing a result".to_owned(),
+                    })?;
             print!("{}", output::run_summary(&outcome));
             let failed: Vec<&str> =
                 outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();

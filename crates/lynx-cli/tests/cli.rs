@@ -430,3 +430,91 @@ fn a_scale_the_model_cannot_take_is_bad_input() {
     bad_suite(|s| format!("{s}\n[scale]\ntp = 3\n"), &["not divisible by scale.tp (3)"]);
     bad_suite(|s| format!("{s}\n[scale]\nlayers = 5\n"), &["scale.layers (5)"]);
 }
+
+/// Write `tensors` (name, shape) as an F32 safetensors file, values from a fixed sequence; the
+/// format as published (8-byte header length, JSON header, raw little-endian data).
+fn write_safetensors(path: &Path, tensors: &[(&str, Vec<usize>)], skip: &str) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    let mut state = 12345u64;
+    for (name, shape) in tensors.iter().filter(|(n, _)| *n != skip) {
+        let count: usize = shape.iter().product();
+        let begin = data.len();
+        let is_norm = name.ends_with("norm.weight");
+        for _ in 0..count {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let uniform = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            let value = if is_norm { 1.0 + 0.1 * uniform } else { 0.1 * uniform };
+            data.extend_from_slice(&value.to_le_bytes());
+        }
+        header.insert(
+            (*name).to_owned(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [begin, data.len()]}),
+        );
+    }
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend_from_slice(&data);
+    std::fs::write(path, file).unwrap();
+}
+
+/// The Hugging Face tensors of the test model (2 layers, GQA 8/2 heads of 32, MLP 704).
+fn test_small_tensors() -> Vec<(&'static str, Vec<usize>)> {
+    let mut tensors = vec![
+        ("model.embed_tokens.weight", vec![4096, 256]),
+        ("model.norm.weight", vec![256]),
+        ("lm_head.weight", vec![4096, 256]),
+    ];
+    for layer in ["model.layers.0", "model.layers.1"] {
+        for (name, shape) in [
+            ("input_layernorm.weight", vec![256]),
+            ("post_attention_layernorm.weight", vec![256]),
+            ("self_attn.q_proj.weight", vec![256, 256]),
+            ("self_attn.k_proj.weight", vec![64, 256]),
+            ("self_attn.v_proj.weight", vec![64, 256]),
+            ("self_attn.o_proj.weight", vec![256, 256]),
+            ("mlp.gate_proj.weight", vec![704, 256]),
+            ("mlp.up_proj.weight", vec![704, 256]),
+            ("mlp.down_proj.weight", vec![256, 704]),
+        ] {
+            tensors.push((Box::leak(format!("{layer}.{name}").into_boxed_str()), shape));
+        }
+    }
+    tensors
+}
+
+#[test]
+fn a_run_reads_weights_from_a_checkpoint() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        suite.replace("batches = [1, 8]", "batches = [2]").replace("prompt_lens = [16, 256]", "prompt_lens = [32]")
+    });
+    let weights = tempfile::tempdir().unwrap();
+    write_safetensors(&weights.path().join("model.safetensors"), &test_small_tensors(), "");
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--weights", weights.path().to_str().unwrap()]);
+    let output = lynx(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let record = &result["config"]["weights"];
+    assert_eq!(record["origin"], "checkpoint", "{record}");
+    assert_eq!(record["files"][0][0], "model.safetensors");
+    assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
+    assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));
+
+    // A checkpoint without one of the model's tensors is bad input, found before any result.
+    let broken = tempfile::tempdir().unwrap();
+    write_safetensors(
+        &broken.path().join("model.safetensors"),
+        &test_small_tensors(),
+        "model.layers.1.mlp.down_proj.weight",
+    );
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--weights", broken.path().to_str().unwrap()]);
+    let line = bad_input(&args);
+    assert!(line.contains("no tensor model.layers.1.mlp.down_proj.weight"), "{line}");
+    assert!(result_files(out.path()).is_empty());
+}

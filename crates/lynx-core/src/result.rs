@@ -142,6 +142,23 @@ pub struct ConfigRecord {
     /// What one device actually ran when the suite measures a layer subset or a
     /// tensor-parallel shard (`suite.scale`); `None` for the whole model.
     pub measured: Option<MeasuredPart>,
+    /// Where the weights came from.
+    pub weights: WeightsRecord,
+}
+
+/// The origin of a run's weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "origin", rename_all = "lowercase")]
+pub enum WeightsRecord {
+    /// Drawn from Normal(0, init_std) with the suite's seed.
+    Random { seed: u64 },
+    /// Read from a Hugging Face safetensors checkpoint.
+    Checkpoint {
+        /// The folder given.
+        dir: String,
+        /// Its `*.safetensors` files and their sizes in bytes.
+        files: Vec<(String, u64)>,
+    },
 }
 
 /// The part of the model a scaled run measured, and what it leaves out.
@@ -157,8 +174,9 @@ pub struct MeasuredPart {
 }
 
 impl ConfigRecord {
-    /// The record of `suite` on `model`, or why the suite's scale cannot cut the model.
-    pub fn new(suite: Suite, model: ModelShape) -> Result<ConfigRecord, String> {
+    /// The record of `suite` on `model` with `weights`, or why the suite's scale cannot cut the
+    /// model.
+    pub fn new(suite: Suite, model: ModelShape, weights: WeightsRecord) -> Result<ConfigRecord, String> {
         let precision: Precision = suite.precision;
         let parameters = model.parameters();
         let measured = if suite.scale.is_full() {
@@ -195,6 +213,7 @@ impl ConfigRecord {
             weight_bytes: model.weight_bytes(precision),
             kv_bytes_per_token: model.kv_bytes_per_token(precision),
             measured,
+            weights,
             suite,
             model,
         })

@@ -9,7 +9,7 @@
 //! weighted sum), as the reference implementation does.
 
 use crate::rope::{self, Rope, RopeTable};
-use crate::weights::{RmsNorm, WeightSource};
+use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_core::config::{AttentionBias, Gqa};
 use tch::{Device, Kind, Tensor};
@@ -40,10 +40,13 @@ pub struct GqaAttention {
 }
 
 impl GqaAttention {
-    /// Layer `layer` of a model with `config`, hidden width `hidden`, `heads`/`kv_heads` the
-    /// heads this device holds (fewer than the model's under tensor parallelism).
+    /// Layer `layer` of a model with `config` (weights `{prefix}.q_proj.weight`, …), hidden width
+    /// `hidden`, `heads`/`kv_heads` the heads this device holds (fewer than the model's under
+    /// tensor parallelism).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         source: &WeightSource,
+        prefix: &str,
         config: &Gqa,
         hidden: i64,
         head_dim: i64,
@@ -52,8 +55,9 @@ impl GqaAttention {
         eps: f64,
     ) -> Result<GqaAttention, ModelError> {
         let (q_width, kv_width) = (heads * head_dim, kv_heads * head_dim);
-        let biased = |on: bool, width: i64| -> Result<Option<Tensor>, ModelError> {
-            on.then(|| source.normal(&[width])).transpose()
+        let weight = |name: &str, shape: &[i64]| source.tensor(&format!("{prefix}.{name}.weight"), shape, Init::Normal);
+        let bias = |on: bool, name: &str, width: i64| -> Result<Option<Tensor>, ModelError> {
+            on.then(|| source.tensor(&format!("{prefix}.{name}.bias"), &[width], Init::Normal)).transpose()
         };
         let qkv_bias = config.bias != AttentionBias::None;
         let window = config.sliding_window.as_ref().and_then(|w| match w.layers {
@@ -61,22 +65,25 @@ impl GqaAttention {
             lynx_core::config::SlidingLayers::Even => layer.is_multiple_of(2).then_some(i64::from(w.size)),
         });
         Ok(GqaAttention {
-            wq: source.normal(&[q_width, hidden])?,
-            wk: source.normal(&[kv_width, hidden])?,
-            wv: source.normal(&[kv_width, hidden])?,
-            wo: source.normal(&[hidden, q_width])?,
+            wq: weight("q_proj", &[q_width, hidden])?,
+            wk: weight("k_proj", &[kv_width, hidden])?,
+            wv: weight("v_proj", &[kv_width, hidden])?,
+            wo: weight("o_proj", &[hidden, q_width])?,
             bias: [
-                biased(qkv_bias, q_width)?,
-                biased(qkv_bias, kv_width)?,
-                biased(qkv_bias, kv_width)?,
-                biased(config.bias == AttentionBias::All, hidden)?,
+                bias(qkv_bias, "q_proj", q_width)?,
+                bias(qkv_bias, "k_proj", kv_width)?,
+                bias(qkv_bias, "v_proj", kv_width)?,
+                bias(config.bias == AttentionBias::All, "o_proj", hidden)?,
             ],
             qk_norm: if config.qk_norm {
-                Some((RmsNorm::new(source, head_dim, eps)?, RmsNorm::new(source, head_dim, eps)?))
+                Some((
+                    RmsNorm::new(source, &format!("{prefix}.q_norm"), head_dim, eps)?,
+                    RmsNorm::new(source, &format!("{prefix}.k_norm"), head_dim, eps)?,
+                ))
             } else {
                 None
             },
-            sinks: if config.sinks { Some(source.normal_accumulator(&[heads])?) } else { None },
+            sinks: if config.sinks { Some(source.accumulator(&format!("{prefix}.sinks"), &[heads])?) } else { None },
             window,
             rope: Rope::new(
                 head_dim as u32,

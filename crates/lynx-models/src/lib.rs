@@ -21,6 +21,7 @@ use lynx_core::config::Precision;
 use tch::Kind;
 
 pub use model::{KvCache, Logits, Model};
+pub use weights::Checkpoint;
 
 /// Why a model could not be built or stepped.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,9 @@ pub enum ModelError {
     Shape(String),
     #[error("{0}")]
     Unsupported(String),
+    /// A checkpoint that cannot serve the model: missing, misshapen or quantised tensors.
+    #[error("weights: {0}")]
+    Weights(String),
 }
 
 /// Run `draw` holding the lock on libtorch's global random generator, after seeding it with

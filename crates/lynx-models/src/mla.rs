@@ -11,10 +11,24 @@
 
 use crate::gqa::attention_mask;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
-use crate::weights::{RmsNorm, WeightSource};
+use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{Convert, ModelError};
 use lynx_core::config::{Mla, RopeScaling};
 use tch::{Device, Kind, Tensor};
+
+/// Row order that turns `blocks` blocks of `block` rows, each ending in `rope` interleaved RoPE
+/// rows, into the same blocks with those rows in halves: (0, 2, 4, …, 1, 3, 5, …).
+pub fn rope_half_order(blocks: i64, block: i64, rope: i64, device: Device) -> Result<Tensor, ModelError> {
+    let mut order = Vec::with_capacity((blocks * block) as usize);
+    for b in 0..blocks {
+        let start = b * block;
+        order.extend(start..start + block - rope);
+        let rope_start = start + block - rope;
+        order.extend((0..rope).step_by(2).map(|i| rope_start + i));
+        order.extend((1..rope).step_by(2).map(|i| rope_start + i));
+    }
+    Ok(Tensor::f_from_slice(&order)?.f_to_device(device)?)
+}
 
 /// The cache of one MLA layer: `[batch, capacity, kv_lora_rank + qk_rope_head_dim]`.
 pub struct MlaCache {
@@ -49,9 +63,11 @@ pub struct MlaAttention {
 }
 
 impl MlaAttention {
-    /// `heads` is the number of heads this device holds.
+    /// Weights `{prefix}.q_a_proj.weight`, … (Hugging Face `deepseek_v3` names); `heads` is the
+    /// number of heads this device holds.
     pub fn new(
         source: &WeightSource,
+        prefix: &str,
         config: &Mla,
         hidden: i64,
         heads: i64,
@@ -62,16 +78,27 @@ impl MlaAttention {
         let v_dim = i64::from(config.v_head_dim);
         let rank = i64::from(config.kv_lora_rank);
         let q_out = heads * (nope + rope_dim);
+        let weight = |name: &str, shape: &[i64]| source.tensor(&format!("{prefix}.{name}.weight"), shape, Init::Normal);
+        // DeepSeek's checkpoints keep the RoPE dimensions interleaved (pairs (0, 1), (2, 3), …);
+        // lynx rotates halves, so the rows that produce them are reordered as they are read,
+        // as transformers' `apply_rotary_pos_emb_interleave` reorders the activations.
+        let rope_rows = |w: Tensor, blocks: i64, block: i64| -> Result<Tensor, ModelError> {
+            if source.loaded().is_none() {
+                return Ok(w);
+            }
+            let order = rope_half_order(blocks, block, rope_dim, w.device())?;
+            Ok(w.f_index_select(0, &order)?)
+        };
         let query = match config.q_lora_rank {
             Some(q_rank) => {
                 let q_rank = i64::from(q_rank);
                 QueryProjection::LowRank {
-                    down: source.normal(&[q_rank, hidden])?,
-                    norm: RmsNorm::new(source, q_rank, eps)?,
-                    up: source.normal(&[q_out, q_rank])?,
+                    down: weight("q_a_proj", &[q_rank, hidden])?,
+                    norm: RmsNorm::new(source, &format!("{prefix}.q_a_layernorm"), q_rank, eps)?,
+                    up: rope_rows(weight("q_b_proj", &[q_out, q_rank])?, heads, nope + rope_dim)?,
                 }
             }
-            None => QueryProjection::Direct(source.normal(&[q_out, hidden])?),
+            None => QueryProjection::Direct(rope_rows(weight("q_proj", &[q_out, hidden])?, heads, nope + rope_dim)?),
         };
         // softmax scale = (nope + rope)^-1/2, times mscale² under YaRN (HF DeepseekV3Attention).
         let mut softmax_scale = 1.0 / ((nope + rope_dim) as f64).sqrt();
@@ -82,10 +109,10 @@ impl MlaAttention {
         }
         Ok(MlaAttention {
             query,
-            kv_down: source.normal(&[rank + rope_dim, hidden])?,
-            kv_norm: RmsNorm::new(source, rank, eps)?,
-            kv_up: source.normal(&[heads * (nope + v_dim), rank])?,
-            wo: source.normal(&[hidden, heads * v_dim])?,
+            kv_down: rope_rows(weight("kv_a_proj_with_mqa", &[rank + rope_dim, hidden])?, 1, rank + rope_dim)?,
+            kv_norm: RmsNorm::new(source, &format!("{prefix}.kv_a_layernorm"), rank, eps)?,
+            kv_up: weight("kv_b_proj", &[heads * (nope + v_dim), rank])?,
+            wo: weight("o_proj", &[hidden, heads * v_dim])?,
             rope: Rope::new(
                 config.qk_rope_head_dim,
                 config.rope_theta,
@@ -220,6 +247,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn interleaved_rope_rows_are_put_in_halves() {
+        let order = Vec::<i64>::try_from(rope_half_order(2, 6, 4, Device::Cpu).unwrap()).unwrap();
+        assert_eq!(order, [0, 1, 2, 4, 3, 5, 6, 7, 8, 10, 9, 11]);
+    }
+
+    #[test]
     fn compressed_cache_decoding_matches_the_uncompressed_forward() {
         let config = Mla {
             num_heads: 4,
@@ -232,8 +265,8 @@ mod tests {
             rope_scaling: None,
         };
         tch::manual_seed(5);
-        let source = WeightSource { std: 0.2, kind: Kind::Float, device: Device::Cpu };
-        let mla = MlaAttention::new(&source, &config, 32, 4, 1e-6).unwrap();
+        let source = WeightSource::random(0.2, Kind::Float, Device::Cpu);
+        let mla = MlaAttention::new(&source, "attn", &config, 32, 4, 1e-6).unwrap();
         let x = Tensor::randn([2, 7, 32], (Kind::Float, Device::Cpu));
         let full = mla.forward_uncompressed(&x, &mla.rope.table(0, 7, Kind::Float).unwrap()).unwrap();
         assert!(full.std(false).double_value(&[]) > 1e-3);

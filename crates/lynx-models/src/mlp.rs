@@ -1,7 +1,7 @@
 //! The gated MLP of dense layers and of each expert: down(act(gate(x), up(x))), with the
 //! activation the model uses (SwiGLU, Shazeer 2020, arXiv:2002.05202; or gpt-oss's clamped form).
 
-use crate::weights::WeightSource;
+use crate::weights::{Init, WeightSource};
 use crate::{Convert, ModelError};
 use lynx_core::config::Activation;
 use tch::Tensor;
@@ -15,14 +15,30 @@ pub struct Mlp {
     pub(crate) bias: Option<[Tensor; 3]>,
 }
 
+/// The Hugging Face names of an MLP's gate, up and down projections.
+pub const GATE_UP_DOWN: [&str; 3] = ["gate_proj", "up_proj", "down_proj"];
+/// Mixtral's names for them.
+pub const W1_W3_W2: [&str; 3] = ["w1", "w3", "w2"];
+
 impl Mlp {
-    pub fn new(source: &WeightSource, hidden: i64, intermediate: i64, bias: bool) -> Result<Mlp, ModelError> {
+    /// The MLP whose projections are `{prefix}.{names[i]}.weight` (and `.bias` with `bias`).
+    pub fn new(
+        source: &WeightSource,
+        prefix: &str,
+        names: [&str; 3],
+        hidden: i64,
+        intermediate: i64,
+        bias: bool,
+    ) -> Result<Mlp, ModelError> {
+        let [gate, up, down] = names;
+        let weight = |name: &str, shape: &[i64]| source.tensor(&format!("{prefix}.{name}.weight"), shape, Init::Normal);
+        let bias_of = |name: &str, width: i64| source.tensor(&format!("{prefix}.{name}.bias"), &[width], Init::Normal);
         Ok(Mlp {
-            gate: source.normal(&[intermediate, hidden])?,
-            up: source.normal(&[intermediate, hidden])?,
-            down: source.normal(&[hidden, intermediate])?,
+            gate: weight(gate, &[intermediate, hidden])?,
+            up: weight(up, &[intermediate, hidden])?,
+            down: weight(down, &[hidden, intermediate])?,
             bias: if bias {
-                Some([source.normal(&[intermediate])?, source.normal(&[intermediate])?, source.normal(&[hidden])?])
+                Some([bias_of(gate, intermediate)?, bias_of(up, intermediate)?, bias_of(down, hidden)?])
             } else {
                 None
             },

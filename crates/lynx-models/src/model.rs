@@ -6,12 +6,17 @@
 
 use crate::gqa::{GqaAttention, GqaCache};
 use crate::mla::{MlaAttention, MlaCache};
-use crate::mlp::Mlp;
-use crate::moe::MoeLayer;
-use crate::weights::{RmsNorm, WeightSource};
+use crate::mlp::{Mlp, GATE_UP_DOWN};
+use crate::moe::{MoeLayer, MoeLayout};
+use crate::weights::{Checkpoint, Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, kind_of, with_generator, Convert, ModelError};
 use lynx_core::config::{Activation, Attention, ModelShape, Precision};
 use tch::{Device, Kind, Tensor};
+
+/// Layer `i` named as layer `i`.
+fn identity(shape: &ModelShape) -> Vec<u32> {
+    (0..shape.num_layers).collect()
+}
 
 /// Which positions the lm head is applied to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,13 +138,34 @@ pub struct Model {
 impl Model {
     /// Build `shape` on `device` at `precision` with weights drawn from `seed`.
     pub fn new(shape: &ModelShape, precision: Precision, device: Device, seed: u64) -> Result<Model, ModelError> {
-        Model::build(shape, kind_of(precision)?, device, seed)
+        let kind = kind_of(precision)?;
+        with_generator(Some(seed), || {
+            Model::build(shape, &WeightSource::random(shape.init_std, kind, device), &identity(shape))
+        })
     }
 
     /// `shape` in float64 on the CPU with weights drawn from `seed`: the reference the parity
     /// check measures a device against, after [`Model::to`] gives the device the same weights.
     pub fn reference(shape: &ModelShape, seed: u64) -> Result<Model, ModelError> {
-        Model::build(shape, Kind::Double, Device::Cpu, seed)
+        with_generator(Some(seed), || {
+            Model::build(shape, &WeightSource::random(shape.init_std, Kind::Double, Device::Cpu), &identity(shape))
+        })
+    }
+
+    /// `shape` with its weights read from `checkpoint` (Hugging Face names), at `precision` on
+    /// `device` (`None`: float64 on the CPU, the parity reference). `layers[i]` is the checkpoint
+    /// layer that layer `i` of `shape` reads, for a shape cut from a larger model.
+    pub fn load(
+        shape: &ModelShape,
+        checkpoint: &Checkpoint,
+        layers: &[u32],
+        at: Option<(Device, Precision)>,
+    ) -> Result<Model, ModelError> {
+        let (device, kind) = match at {
+            Some((device, precision)) => (device, kind_of(precision)?),
+            None => (Device::Cpu, Kind::Double),
+        };
+        Model::build(shape, &WeightSource::checkpoint(checkpoint, kind, device), layers)
     }
 
     /// The same weights on `device` at `precision`.
@@ -175,53 +201,80 @@ impl Model {
         })
     }
 
-    fn build(shape: &ModelShape, kind: Kind, device: Device, seed: u64) -> Result<Model, ModelError> {
-        with_generator(Some(seed), || Model::draw(shape, kind, device))
-    }
-
-    /// Draw every weight of `shape`, in a fixed order, from the (seeded, held) generator.
-    fn draw(shape: &ModelShape, kind: Kind, device: Device) -> Result<Model, ModelError> {
-        let source = WeightSource { std: shape.init_std, kind, device };
+    /// Every weight of `shape`, in a fixed order, from `source`; layer `i` is named as the
+    /// checkpoint's layer `layers[i]`.
+    fn build(shape: &ModelShape, source: &WeightSource, layers: &[u32]) -> Result<Model, ModelError> {
+        if layers.len() != shape.num_layers as usize {
+            return Err(ModelError::Shape(format!("{} layer names for {} layers", layers.len(), shape.num_layers)));
+        }
         let hidden = i64::from(shape.hidden_size);
         let vocab = i64::from(shape.vocab_size);
         let eps = shape.rms_norm_eps;
-        let embedding = source.normal(&[vocab, hidden])?;
+        let embedding = source.tensor("model.embed_tokens.weight", &[vocab, hidden], Init::Normal)?;
         let mut blocks = Vec::with_capacity(shape.num_layers as usize);
-        for layer in 0..shape.num_layers {
+        for (layer, &name) in (0..shape.num_layers).zip(layers) {
+            let prefix = format!("model.layers.{name}");
             let attention = match &shape.attention {
                 Attention::Gqa(gqa) => AttentionLayer::Gqa(GqaAttention::new(
-                    &source,
+                    source,
+                    &format!("{prefix}.self_attn"),
                     gqa,
                     hidden,
                     i64::from(shape.head_dim()),
                     (i64::from(gqa.num_heads), i64::from(gqa.num_kv_heads)),
-                    layer,
+                    name,
                     eps,
                 )?),
-                Attention::Mla(mla) => {
-                    AttentionLayer::Mla(MlaAttention::new(&source, mla, hidden, i64::from(mla.num_heads), eps)?)
-                }
+                Attention::Mla(mla) => AttentionLayer::Mla(MlaAttention::new(
+                    source,
+                    &format!("{prefix}.self_attn"),
+                    mla,
+                    hidden,
+                    i64::from(mla.num_heads),
+                    eps,
+                )?),
             };
             let mlp = match &shape.moe {
                 Some(moe) if layer >= moe.first_dense_layers => {
-                    MlpLayer::Moe(MoeLayer::new(&source, moe, hidden, i64::from(moe.intermediate_size))?)
+                    let mixtral =
+                        source.loaded().is_some_and(|c| c.contains(&format!("{prefix}.block_sparse_moe.gate.weight")));
+                    let (block, layout) = if moe.expert_bias {
+                        ("mlp", MoeLayout::GptOss)
+                    } else if mixtral {
+                        ("block_sparse_moe", MoeLayout::Mixtral)
+                    } else {
+                        ("mlp", MoeLayout::Standard)
+                    };
+                    let width = i64::from(moe.intermediate_size);
+                    MlpLayer::Moe(MoeLayer::new(source, &format!("{prefix}.{block}"), layout, moe, hidden, width)?)
                 }
                 _ => {
                     let width = shape.mlp.as_ref().map(|m| m.intermediate_size).ok_or_else(|| {
                         ModelError::Shape(format!("layer {layer} has a dense MLP but the model has no [mlp]"))
                     })?;
-                    MlpLayer::Dense(Mlp::new(&source, hidden, i64::from(width), false)?)
+                    MlpLayer::Dense(Mlp::new(
+                        source,
+                        &format!("{prefix}.mlp"),
+                        GATE_UP_DOWN,
+                        hidden,
+                        i64::from(width),
+                        false,
+                    )?)
                 }
             };
             blocks.push(Block {
-                attention_norm: RmsNorm::new(&source, hidden, eps)?,
+                attention_norm: RmsNorm::new(source, &format!("{prefix}.input_layernorm"), hidden, eps)?,
                 attention,
-                mlp_norm: RmsNorm::new(&source, hidden, eps)?,
+                mlp_norm: RmsNorm::new(source, &format!("{prefix}.post_attention_layernorm"), hidden, eps)?,
                 mlp,
             });
         }
-        let norm = RmsNorm::new(&source, hidden, eps)?;
-        let lm_head = if shape.tie_word_embeddings { None } else { Some(source.normal(&[vocab, hidden])?) };
+        let norm = RmsNorm::new(source, "model.norm", hidden, eps)?;
+        let lm_head = if shape.tie_word_embeddings {
+            None
+        } else {
+            Some(source.tensor("lm_head.weight", &[vocab, hidden], Init::Normal)?)
+        };
         Ok(Model {
             embedding,
             blocks,
@@ -229,8 +282,8 @@ impl Model {
             lm_head,
             activation: shape.activation.clone(),
             vocab_size: vocab,
-            kind,
-            device,
+            kind: source.kind,
+            device: source.device,
         })
     }
 

@@ -9,8 +9,8 @@
 //! per-expert token counts come to the host to size those batches (one small copy per layer, as
 //! in the reference implementations).
 
-use crate::mlp::Mlp;
-use crate::weights::WeightSource;
+use crate::mlp::{Mlp, GATE_UP_DOWN, W1_W3_W2};
+use crate::weights::{Checkpoint, Init, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_core::config::{Activation, Moe, Router};
 use tch::{Device, Kind, Tensor};
@@ -26,35 +26,118 @@ pub struct MoeLayer {
     shared: Option<Mlp>,
 }
 
+/// gpt-oss's stacked expert tensors, split into one MLP per expert.
+fn stacked_experts(
+    source: &WeightSource,
+    checkpoint: &Checkpoint,
+    prefix: &str,
+    experts: i64,
+    hidden: i64,
+    width: i64,
+) -> Result<Vec<Mlp>, ModelError> {
+    let name = |n: &str| format!("{prefix}.experts.{n}");
+    let gate_up = checkpoint.get(&name("gate_up_proj"), &[experts, hidden, 2 * width])?;
+    let gate_up_bias = checkpoint.get(&name("gate_up_proj_bias"), &[experts, 2 * width])?;
+    let down = checkpoint.get(&name("down_proj"), &[experts, width, hidden])?;
+    let down_bias = checkpoint.get(&name("down_proj_bias"), &[experts, hidden])?;
+    let kind = source.kind;
+    (0..experts)
+        .map(|e| {
+            let pair = gate_up.f_select(0, e)?;
+            let pair_bias = gate_up_bias.f_select(0, e)?;
+            // Even columns are the gate, odd ones the up projection; stored [in, out].
+            let half = |t: &Tensor, dim: i64, first: i64| t.f_slice(dim, first, 2 * width, 2);
+            Ok(Mlp {
+                gate: source.convert(&half(&pair, 1, 0)?.f_transpose(0, 1)?, kind)?,
+                up: source.convert(&half(&pair, 1, 1)?.f_transpose(0, 1)?, kind)?,
+                down: source.convert(&down.f_select(0, e)?.f_transpose(0, 1)?, kind)?,
+                bias: Some([
+                    source.convert(&half(&pair_bias, 0, 0)?, kind)?,
+                    source.convert(&half(&pair_bias, 0, 1)?, kind)?,
+                    source.convert(&down_bias.f_select(0, e)?, kind)?,
+                ]),
+            })
+        })
+        .collect()
+}
+
 /// The experts chosen for each token and their weights, `[tokens, k]` each.
 pub struct Routing {
     pub experts: Tensor,
     pub weights: Tensor,
 }
 
+/// How a checkpoint names a mixture of experts' tensors (`p` is the layer's MLP prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeLayout {
+    /// Qwen3-MoE and DeepSeek-V3 (`p` = `model.layers.N.mlp`): router `p.gate.weight` (DeepSeek's
+    /// selection bias `p.gate.e_score_correction_bias`), experts `p.experts.E.{gate,up,down}_proj`,
+    /// shared experts `p.shared_experts.{gate,up,down}_proj`.
+    Standard,
+    /// Mixtral (`p` = `model.layers.N.block_sparse_moe`): router `p.gate.weight`, experts
+    /// `p.experts.E.w1` (gate), `w3` (up), `w2` (down).
+    Mixtral,
+    /// gpt-oss (`p` = `model.layers.N.mlp`): router `p.router.{weight,bias}`; experts stacked,
+    /// `p.experts.gate_up_proj` `[experts, hidden, 2 · width]` with gate and up interleaved along
+    /// the last dimension, `gate_up_proj_bias` `[experts, 2 · width]`, `down_proj` `[experts,
+    /// width, hidden]`, `down_proj_bias` `[experts, hidden]`.
+    GptOss,
+}
+
 impl MoeLayer {
-    /// `intermediate` is each expert's width on this device (divided under tensor parallelism).
-    pub fn new(source: &WeightSource, config: &Moe, hidden: i64, intermediate: i64) -> Result<MoeLayer, ModelError> {
+    /// The layer whose tensors `layout` names under `prefix`; `intermediate` is each expert's
+    /// width on this device (divided under tensor parallelism).
+    pub fn new(
+        source: &WeightSource,
+        prefix: &str,
+        layout: MoeLayout,
+        config: &Moe,
+        hidden: i64,
+        intermediate: i64,
+    ) -> Result<MoeLayer, ModelError> {
         let experts = i64::from(config.num_experts);
+        let router_name = if layout == MoeLayout::GptOss { "router" } else { "gate" };
         let router_bias = match config.router {
             Router::Softmax { bias: false } => None,
-            Router::Softmax { bias: true } | Router::SigmoidGrouped { .. } => {
-                Some(source.normal_accumulator(&[experts])?)
+            Router::Softmax { bias: true } => {
+                Some(source.accumulator(&format!("{prefix}.{router_name}.bias"), &[experts])?)
+            }
+            Router::SigmoidGrouped { .. } => {
+                Some(source.accumulator(&format!("{prefix}.gate.e_score_correction_bias"), &[experts])?)
             }
         };
         let shared = if config.shared_experts > 0 {
-            Some(Mlp::new(source, hidden, intermediate * i64::from(config.shared_experts), false)?)
+            let width = intermediate * i64::from(config.shared_experts);
+            Some(Mlp::new(source, &format!("{prefix}.shared_experts"), GATE_UP_DOWN, hidden, width, false)?)
         } else {
             None
         };
+        let expert_mlps = match (layout, source.loaded()) {
+            (MoeLayout::GptOss, Some(checkpoint)) => {
+                stacked_experts(source, checkpoint, prefix, experts, hidden, intermediate)?
+            }
+            _ => {
+                let names = if layout == MoeLayout::Mixtral { W1_W3_W2 } else { GATE_UP_DOWN };
+                (0..experts)
+                    .map(|e| {
+                        Mlp::new(
+                            source,
+                            &format!("{prefix}.experts.{e}"),
+                            names,
+                            hidden,
+                            intermediate,
+                            config.expert_bias,
+                        )
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+        };
         Ok(MoeLayer {
-            router: source.normal(&[experts, hidden])?,
+            router: source.tensor(&format!("{prefix}.{router_name}.weight"), &[experts, hidden], Init::Normal)?,
             router_bias,
             rule: config.router.clone(),
             experts_per_token: i64::from(config.experts_per_token),
-            experts: (0..experts)
-                .map(|_| Mlp::new(source, hidden, intermediate, config.expert_bias))
-                .collect::<Result<_, _>>()?,
+            experts: expert_mlps,
             shared,
         })
     }

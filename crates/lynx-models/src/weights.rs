@@ -1,33 +1,140 @@
-//! Where a model's weights come from: drawn from libtorch's global generator, seeded once by the
-//! model, at the model's initialiser scale.
+//! Where a model's weights come from: drawn from libtorch's global generator (seeded by the
+//! model) at the model's initialiser scale, or read from a Hugging Face safetensors checkpoint.
+//!
+//! Every weight is asked for by its Hugging Face name (`model.layers.3.self_attn.q_proj.weight`),
+//! so one construction path serves both: a random source ignores the name, a checkpoint source
+//! looks it up, checks its shape against the model's and converts it to the run's element type
+//! and device.
 
 use crate::{accumulation_kind, Convert, ModelError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
-/// Draws weights at one precision on one device.
-pub struct WeightSource {
-    /// Standard deviation of drawn weights.
-    pub std: f64,
-    pub kind: Kind,
-    pub device: Device,
+/// The tensors of a safetensors checkpoint (every `*.safetensors` file of a folder, as
+/// Hugging Face shards them), on the CPU as stored.
+pub struct Checkpoint {
+    tensors: HashMap<String, Tensor>,
+    /// The files read, by name, with their sizes in bytes.
+    pub files: Vec<(String, u64)>,
+    pub dir: PathBuf,
 }
 
-impl WeightSource {
-    /// Normal(0, std) values of `shape`, drawn at accumulation precision (fp32, or fp64 for the
-    /// reference) so every low precision rounds the same values.
-    pub fn normal(&self, shape: &[i64]) -> Result<Tensor, ModelError> {
-        let drawn = Tensor::f_randn(shape, (accumulation_kind(self.kind), self.device))?.f_mul_scalar(self.std)?;
-        Ok(drawn.f_to_kind(self.kind)?)
+impl Checkpoint {
+    /// Read every `*.safetensors` file in `dir`.
+    pub fn open(dir: &Path) -> Result<Checkpoint, ModelError> {
+        let unreadable = |e: &dyn std::fmt::Display| ModelError::Weights(format!("{}: {e}", dir.display()));
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| unreadable(&e))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|e| e == "safetensors"))
+            .collect();
+        paths.sort();
+        if paths.is_empty() {
+            return Err(ModelError::Weights(format!("{}: no *.safetensors files", dir.display())));
+        }
+        let mut tensors = HashMap::new();
+        let mut files = Vec::new();
+        for path in &paths {
+            let read =
+                Tensor::read_safetensors(path).map_err(|e| ModelError::Weights(format!("{}: {e}", path.display())))?;
+            tensors.extend(read);
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            files.push((path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()), size));
+        }
+        Ok(Checkpoint { tensors, files, dir: dir.to_path_buf() })
     }
 
-    /// Normal(0, std) values kept at accumulation precision (sink logits, router biases).
-    pub fn normal_accumulator(&self, shape: &[i64]) -> Result<Tensor, ModelError> {
-        Ok(Tensor::f_randn(shape, (accumulation_kind(self.kind), self.device))?.f_mul_scalar(self.std)?)
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
     }
 
-    /// An RMSNorm weight of `width` ones, as the models initialise them.
-    pub fn ones(&self, width: i64) -> Result<Tensor, ModelError> {
-        Ok(Tensor::f_ones([width], (self.kind, self.device))?)
+    /// The tensor `name`, which must have `shape`.
+    pub fn get(&self, name: &str, shape: &[i64]) -> Result<&Tensor, ModelError> {
+        let tensor = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| ModelError::Weights(format!("{}: no tensor {name}", self.dir.display())))?;
+        if tensor.size() != shape {
+            return Err(ModelError::Weights(format!(
+                "{}: tensor {name} has shape {:?}; the model needs {shape:?}",
+                self.dir.display(),
+                tensor.size()
+            )));
+        }
+        if !matches!(tensor.kind(), Kind::Float | Kind::BFloat16 | Kind::Half | Kind::Double) {
+            return Err(ModelError::Weights(format!(
+                "{}: tensor {name} is {:?}; lynx reads fp32, bf16 and fp16 checkpoints (quantised ones, such \
+                 as block-scaled fp8 or MXFP4, are not supported)",
+                self.dir.display(),
+                tensor.kind()
+            )));
+        }
+        Ok(tensor)
+    }
+}
+
+/// How a weight is initialised when it is drawn rather than read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Init {
+    /// Normal(0, std): projections, embeddings, biases.
+    Normal,
+    /// Ones: RMSNorm weights.
+    Ones,
+}
+
+/// Supplies a model's weights at one precision on one device.
+pub struct WeightSource<'a> {
+    pub kind: Kind,
+    pub device: Device,
+    /// Standard deviation of drawn weights.
+    std: f64,
+    checkpoint: Option<&'a Checkpoint>,
+}
+
+impl<'a> WeightSource<'a> {
+    /// Weights drawn at Normal(0, std).
+    pub fn random(std: f64, kind: Kind, device: Device) -> WeightSource<'static> {
+        WeightSource { kind, device, std, checkpoint: None }
+    }
+
+    /// Weights read from `checkpoint`.
+    pub fn checkpoint(checkpoint: &'a Checkpoint, kind: Kind, device: Device) -> WeightSource<'a> {
+        WeightSource { kind, device, std: 0.0, checkpoint: Some(checkpoint) }
+    }
+
+    pub fn loaded(&self) -> Option<&'a Checkpoint> {
+        self.checkpoint
+    }
+
+    /// The weight `name` of `shape` at the source's element type. Drawn weights come from the
+    /// generator at accumulation precision (fp32, fp64 for the reference) so every low precision
+    /// rounds the same values.
+    pub fn tensor(&self, name: &str, shape: &[i64], init: Init) -> Result<Tensor, ModelError> {
+        self.at(name, shape, init, self.kind)
+    }
+
+    /// The same at accumulation precision (sink logits, router biases).
+    pub fn accumulator(&self, name: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
+        self.at(name, shape, Init::Normal, accumulation_kind(self.kind))
+    }
+
+    fn at(&self, name: &str, shape: &[i64], init: Init, kind: Kind) -> Result<Tensor, ModelError> {
+        match self.checkpoint {
+            Some(checkpoint) => self.convert(checkpoint.get(name, shape)?, kind),
+            None => match init {
+                Init::Ones => Ok(Tensor::f_ones(shape, (kind, self.device))?),
+                Init::Normal => {
+                    let drawn = Tensor::f_randn(shape, (accumulation_kind(self.kind), self.device))?;
+                    Ok(drawn.f_mul_scalar(self.std)?.f_to_kind(kind)?)
+                }
+            },
+        }
+    }
+
+    /// `tensor` (read from the checkpoint and reshaped by the caller) at `kind` on the device.
+    pub fn convert(&self, tensor: &Tensor, kind: Kind) -> Result<Tensor, ModelError> {
+        Ok(tensor.f_to_device(self.device)?.f_to_kind(kind)?.f_contiguous()?)
     }
 }
 
@@ -38,8 +145,8 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    pub fn new(source: &WeightSource, width: i64, eps: f64) -> Result<RmsNorm, ModelError> {
-        Ok(RmsNorm { weight: source.ones(width)?, eps })
+    pub fn new(source: &WeightSource, name: &str, width: i64, eps: f64) -> Result<RmsNorm, ModelError> {
+        Ok(RmsNorm { weight: source.tensor(&format!("{name}.weight"), &[width], Init::Ones)?, eps })
     }
 
     pub fn to(&self, convert: &Convert) -> Result<RmsNorm, ModelError> {

@@ -1,7 +1,7 @@
 //! Mixture-of-experts routing and batched expert execution against a naive per-token reference.
 
 use lynx_core::config::{Activation, Moe, Router};
-use lynx_models::moe::MoeLayer;
+use lynx_models::moe::{MoeLayer, MoeLayout};
 use lynx_models::weights::WeightSource;
 use tch::{Device, Kind, Tensor};
 
@@ -16,8 +16,8 @@ fn layer(router: Router, experts: u32, k: u32, shared: u32) -> MoeLayer {
         router,
     };
     tch::manual_seed(11);
-    let source = WeightSource { std: 0.2, kind: Kind::Float, device: Device::Cpu };
-    MoeLayer::new(&source, &config, 32, 24).unwrap()
+    let source = WeightSource::random(0.2, Kind::Float, Device::Cpu);
+    MoeLayer::new(&source, "mlp", MoeLayout::Standard, &config, 32, 24).unwrap()
 }
 
 fn tokens(n: i64) -> Tensor {

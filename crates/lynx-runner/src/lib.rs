@@ -31,6 +31,9 @@ pub enum RunError {
     /// A device that is not there.
     #[error("{0}")]
     UnknownDevice(String),
+    /// A checkpoint that cannot serve the model (missing, misshapen or quantised tensors).
+    #[error("{0}")]
+    Weights(String),
     /// The model could not be built or warmed up on the device.
     #[error("{context}: {source}")]
     Model { context: String, source: lynx_models::ModelError },
@@ -43,6 +46,6 @@ pub enum RunError {
 impl RunError {
     /// Whether the error is in what the user gave (exit code 2), not in the run itself.
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, RunError::Config(_) | RunError::UnknownDevice(_))
+        matches!(self, RunError::Config(_) | RunError::UnknownDevice(_) | RunError::Weights(_))
     }
 }

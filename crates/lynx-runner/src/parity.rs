@@ -13,11 +13,11 @@
 //! so. A wrong kernel moves every position it touches, and prefill and decode run different
 //! kernels, so each gets its own median. The worst position is reported beside them.
 
-use lynx_core::config::{ModelShape, ParityConfig, Precision};
+use lynx_core::config::{source_layers, ModelShape, ParityConfig, Precision};
 use lynx_core::result::Check;
 use lynx_core::stats::median;
 use lynx_core::value::Finite;
-use lynx_models::{KvCache, Logits, Model, ModelError};
+use lynx_models::{Checkpoint, KvCache, Logits, Model, ModelError};
 use tch::{Device, Kind, Tensor};
 
 /// Largest median relative logit error each precision may show. The median errors CPU kernels
@@ -55,15 +55,32 @@ pub fn parity_shape(shape: &ModelShape, layers: u32) -> ModelShape {
     cut
 }
 
+/// Where the parity model's weights come from.
+pub enum ParityWeights<'a> {
+    /// Drawn from this seed.
+    Random(u64),
+    /// Read from a checkpoint; `layers[i]` is the checkpoint layer that layer `i` of the shape
+    /// the check is cut from stands for.
+    Checkpoint(&'a Checkpoint, &'a [u32]),
+}
+
 /// Run the parity sequence through the reference and through the device.
 pub fn measure(
     shape: &ModelShape,
     precision: Precision,
     device: Device,
     seed: u64,
+    weights: ParityWeights,
     config: &ParityConfig,
 ) -> Result<ParityLogits, ModelError> {
-    let reference = Model::reference(&parity_shape(shape, config.layers), seed)?;
+    let cut = parity_shape(shape, config.layers);
+    let reference = match weights {
+        ParityWeights::Random(seed) => Model::reference(&cut, seed)?,
+        ParityWeights::Checkpoint(checkpoint, layers) => {
+            let names: Vec<u32> = source_layers(shape, &cut).iter().map(|&i| layers[i as usize]).collect();
+            Model::load(&cut, checkpoint, &names, None)?
+        }
+    };
     let on_device = reference.to(device, precision)?;
     let (batch, len, steps) = (i64::from(config.batch), i64::from(config.prompt_len), i64::from(config.decode_steps));
     let sequence = lynx_models::with_generator(Some(seed), || {
@@ -209,7 +226,7 @@ mod tests {
         let config = ParityConfig::default();
         for s in catalogue_parity_shapes() {
             for precision in [Precision::Fp32, Precision::Bf16, Precision::Fp16] {
-                let logits = measure(&s, precision, Device::Cpu, 3, &config).unwrap();
+                let logits = measure(&s, precision, Device::Cpu, 3, ParityWeights::Random(3), &config).unwrap();
                 let check = judge(&logits, precision);
                 println!("calibration: {} {precision}: {}", s.name, check.detail);
                 assert!(check.passed, "{} {precision}: {}", s.name, check.detail);
@@ -226,7 +243,9 @@ mod tests {
 
     #[test]
     fn a_perturbed_device_result_fails_parity() {
-        let logits = measure(&shape(DENSE), Precision::Fp32, Device::Cpu, 3, &ParityConfig::default()).unwrap();
+        let logits =
+            measure(&shape(DENSE), Precision::Fp32, Device::Cpu, 3, ParityWeights::Random(3), &ParityConfig::default())
+                .unwrap();
         assert!(judge(&logits, Precision::Fp32).passed);
         // A 1% error in every prefill position, as a faulty prefill kernel would make.
         let check = judge(&perturbed(&logits, 0, 16, 0.01), Precision::Fp32);
@@ -248,7 +267,9 @@ mod tests {
     #[test]
     fn fp32_on_the_device_is_close_to_the_reference_but_not_identical() {
         // The check measures something: fp32 kernels round differently from fp64 ones.
-        let logits = measure(&shape(DENSE), Precision::Fp32, Device::Cpu, 3, &ParityConfig::default()).unwrap();
+        let logits =
+            measure(&shape(DENSE), Precision::Fp32, Device::Cpu, 3, ParityWeights::Random(3), &ParityConfig::default())
+                .unwrap();
         let error = judge(&logits, Precision::Fp32).measured.unwrap().get();
         assert!(error > 0.0 && error < 1e-5, "{error}");
     }

@@ -2,18 +2,19 @@
 
 use crate::devices::Device;
 use crate::libtorch::load_gpu_backends;
+use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
 use crate::RunError;
-use lynx_core::config::{MeasureConfig, ModelShape, Suite};
+use lynx_core::config::{source_layers, MeasureConfig, ModelShape, Suite};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
 use lynx_core::result::{
     CellRecord, CellShape, Check, ConfigRecord, FullDepth, HostRecord, RunResult, RunStatus, WarmupRecord,
-    RESULT_SCHEMA,
+    WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_core::stats::{StatsError, StepTimeSummary};
 use lynx_core::time::{compact_utc, rfc3339_utc};
 use lynx_core::value::Finite;
-use lynx_models::{KvCache, Model, ModelError};
+use lynx_models::{Checkpoint, KvCache, Model, ModelError};
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -31,6 +32,9 @@ pub struct Plan {
     pub host: HostRecord,
     /// Results go to `<results_dir>/<device slug>/<run id>.json`.
     pub results_dir: PathBuf,
+    /// A Hugging Face safetensors checkpoint to read the weights from; drawn from the suite's
+    /// seed when `None`.
+    pub weights: Option<PathBuf>,
 }
 
 /// Hears how a run goes; the CLI prints from it.
@@ -59,8 +63,61 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     let started_s = unix_now_s();
     let run_id = format!("{}-{:08x}", compact_utc(started_s), random_u32());
     let path = plan.results_dir.join(plan.device.slug()).join(format!("{run_id}.json"));
-    let Plan { suite, model, device, host, .. } = plan;
-    let config = ConfigRecord::new(suite, model).map_err(|e| RunError::Config(format!("suite: {e}")))?;
+    let Plan { suite, model, device, host, weights, .. } = plan;
+    let checkpoint = match &weights {
+        Some(dir) if suite.scale.tp > 1 => {
+            return Err(RunError::Config(format!(
+                "--weights {} with scale.tp = {}: reading a tensor-parallel shard of a checkpoint is not supported; \
+                 measure a shard with drawn weights",
+                dir.display(),
+                suite.scale.tp
+            )));
+        }
+        Some(dir) => Some(Checkpoint::open(dir).map_err(|e| RunError::Weights(e.to_string()))?),
+        None => None,
+    };
+    let weights_record = match &checkpoint {
+        Some(c) => WeightsRecord::Checkpoint { dir: c.dir.display().to_string(), files: c.files.clone() },
+        None => WeightsRecord::Random { seed: suite.seed },
+    };
+    let config =
+        ConfigRecord::new(suite, model, weights_record).map_err(|e| RunError::Config(format!("suite: {e}")))?;
+    let shape = config.device_shape().clone();
+    // Layer i of the device's shape stands for this layer of the model (and its checkpoint).
+    let layers = source_layers(&config.model, &shape);
+    let (precision, seed, torch_device) = (config.suite.precision, config.suite.seed, device.torch);
+    let build = |shape: &ModelShape, layers: &[u32], context: &str| {
+        match &checkpoint {
+            Some(c) => Model::load(shape, c, layers, Some((torch_device, precision))),
+            None => Model::new(shape, precision, torch_device, seed),
+        }
+        .map_err(|e| model_error(context, e))
+    };
+
+    // Parity first: a checkpoint that cannot serve the model is bad input, found before any file
+    // is written.
+    let parity_weights = match &checkpoint {
+        Some(c) => ParityWeights::Checkpoint(c, &layers),
+        None => ParityWeights::Random(config.suite.seed),
+    };
+    let parity = match crate::parity::measure(
+        &shape,
+        config.suite.precision,
+        device.torch,
+        config.suite.seed,
+        parity_weights,
+        &config.suite.parity,
+    ) {
+        Ok(logits) => crate::parity::judge(&logits, config.suite.precision),
+        Err(ModelError::Weights(message)) => return Err(RunError::Weights(format!("weights: {message}"))),
+        Err(error) => Check {
+            name: "parity".to_owned(),
+            passed: false,
+            detail: format!("the parity run failed: {error}"),
+            measured: None,
+            limit: Finite::new(crate::parity::tolerance(config.suite.precision), "parity limit").ok(),
+        },
+    };
     let mut result = RunResult {
         schema: RESULT_SCHEMA.to_owned(),
         run_id,
@@ -73,7 +130,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         config,
         warmup: None,
         cells: Vec::new(),
-        checks: Vec::new(),
+        checks: vec![parity],
     };
     let save = |result: &mut RunResult| {
         result.updated_at = rfc3339_utc(unix_now_s());
@@ -81,27 +138,12 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     };
     save(&mut result)?;
     observer.started(&path, &result);
+    for check in &result.checks {
+        observer.checked(check);
+    }
 
     let suite = &result.config.suite;
-    let shape = result.config.device_shape().clone();
-    let parity = crate::parity::measure(&shape, suite.precision, device.torch, suite.seed, &suite.parity)
-        .map(|logits| crate::parity::judge(&logits, suite.precision))
-        .unwrap_or_else(|error| Check {
-            name: "parity".to_owned(),
-            passed: false,
-            detail: format!("the parity run failed: {error}"),
-            measured: None,
-            limit: Finite::new(crate::parity::tolerance(suite.precision), "parity limit").ok(),
-        });
-    observer.checked(&parity);
-    result.checks.push(parity);
-    save(&mut result)?;
-
-    let suite = &result.config.suite;
-    let model = Model::new(&shape, suite.precision, device.torch, suite.seed).map_err(|source| RunError::Model {
-        context: format!("building {} on {}", suite.model, device.record.device),
-        source,
-    })?;
+    let model = build(&shape, &layers, &format!("building {} on {}", suite.model, device.record.device))?;
     let warmup = warm_up(&model, suite, observer)?;
     observer.warmed(&warmup);
     result.warmup = Some(warmup);
@@ -115,9 +157,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
             if let Some(moe) = &mut head_shape.moe {
                 moe.first_dense_layers = 0;
             }
-            let head =
-                Model::new(&head_shape, result.config.suite.precision, device.torch, result.config.suite.seed)
-                    .map_err(|source| RunError::Model { context: "building the head-only model".to_owned(), source })?;
+            let head = build(&head_shape, &[], "building the head-only model")?;
             Some(HeadOnly { model: head, measured_layers, model_layers: result.config.model.num_layers })
         }
         None => None,
@@ -133,6 +173,14 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     result.status = RunStatus::Complete;
     save(&mut result)?;
     Ok(Outcome { result, path })
+}
+
+/// A model that could not be built: bad input when the checkpoint cannot serve it.
+fn model_error(context: &str, error: ModelError) -> RunError {
+    match error {
+        ModelError::Weights(message) => RunError::Weights(format!("weights: {message}")),
+        source => RunError::Model { context: context.to_owned(), source },
+    }
 }
 
 /// The suite's cells in the order they run: prefill, then decode, each by batch then length.

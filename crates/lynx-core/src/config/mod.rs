@@ -12,7 +12,7 @@ pub use model::{
     Activation, Attention, AttentionBias, DenseMlp, Gqa, Mla, ModelShape, Moe, ParameterCount, RopeScaling, Router,
     SlidingLayers, SlidingWindow,
 };
-pub use scale::{shard, Scale};
+pub use scale::{shard, source_layers, Scale};
 pub use suite::{DecodeGrid, MeasureConfig, ParityConfig, PrefillGrid, Suite, WarmupConfig};
 
 use serde::{Deserialize, Serialize};

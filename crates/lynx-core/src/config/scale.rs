@@ -99,6 +99,14 @@ pub fn shard(shape: &ModelShape, scale: &Scale) -> Result<ModelShape, String> {
     Ok(cut)
 }
 
+/// For each layer of `cut` (a layer subset of `full`, as [`shard`] or the parity check makes
+/// it), the layer of `full` whose weights it stands for: its leading dense layers are the
+/// model's first dense layers, its MoE layers the model's first MoE layers.
+pub fn source_layers(full: &ModelShape, cut: &ModelShape) -> Vec<u32> {
+    let dense = cut.dense_layers();
+    (0..cut.num_layers).map(|i| if i < dense { i } else { full.dense_layers() + (i - dense) }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +123,10 @@ mod tests {
         assert_eq!((cut.num_layers, cut.dense_layers(), cut.moe_layers()), (4, 1, 3));
         let cut = shard(&deepseek, &Scale { layers: Some(40), tp: 1 }).unwrap();
         assert_eq!(cut.dense_layers(), 2, "round(40 × 3 / 61)");
+        assert_eq!(
+            source_layers(&deepseek, &shard(&deepseek, &Scale { layers: Some(4), tp: 1 }).unwrap()),
+            [0, 3, 4, 5]
+        );
         let mixtral = shard(&load("mixtral-8x7b"), &Scale { layers: Some(2), tp: 1 }).unwrap();
         assert_eq!(mixtral.dense_layers(), 0);
         assert!(shard(&deepseek, &Scale { layers: Some(62), tp: 1 }).is_err());
