@@ -8,8 +8,9 @@
 //! libtorch, so models with sinks take the explicit path (scores, softmax with the sink logit,
 //! weighted sum), as the reference implementation does.
 
+use crate::linear::Linear;
 use crate::rope::{self, Rope, RopeTable};
-use crate::weights::{Init, RmsNorm, WeightSource};
+use crate::weights::{RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_core::config::{AttentionBias, Gqa};
 use tch::{Device, Kind, Tensor};
@@ -21,12 +22,10 @@ pub struct GqaCache {
 }
 
 pub struct GqaAttention {
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
-    wo: Tensor,
-    /// Biases of q, k, v and (with `AttentionBias::All`) o.
-    bias: [Option<Tensor>; 4],
+    wq: Linear,
+    wk: Linear,
+    wv: Linear,
+    wo: Linear,
     /// Per-head RMSNorm of queries and keys (Qwen3).
     qk_norm: Option<(RmsNorm, RmsNorm)>,
     /// Per-head sink logits, at accumulation precision (gpt-oss).
@@ -55,26 +54,18 @@ impl GqaAttention {
         eps: f64,
     ) -> Result<GqaAttention, ModelError> {
         let (q_width, kv_width) = (heads * head_dim, kv_heads * head_dim);
-        let weight = |name: &str, shape: &[i64]| source.tensor(&format!("{prefix}.{name}.weight"), shape, Init::Normal);
-        let bias = |on: bool, name: &str, width: i64| -> Result<Option<Tensor>, ModelError> {
-            on.then(|| source.tensor(&format!("{prefix}.{name}.bias"), &[width], Init::Normal)).transpose()
-        };
+        let linear =
+            |name: &str, out: i64, input: i64, bias: bool| source.linear(&format!("{prefix}.{name}"), out, input, bias);
         let qkv_bias = config.bias != AttentionBias::None;
         let window = config.sliding_window.as_ref().and_then(|w| match w.layers {
             lynx_core::config::SlidingLayers::All => Some(i64::from(w.size)),
             lynx_core::config::SlidingLayers::Even => layer.is_multiple_of(2).then_some(i64::from(w.size)),
         });
         Ok(GqaAttention {
-            wq: weight("q_proj", &[q_width, hidden])?,
-            wk: weight("k_proj", &[kv_width, hidden])?,
-            wv: weight("v_proj", &[kv_width, hidden])?,
-            wo: weight("o_proj", &[hidden, q_width])?,
-            bias: [
-                bias(qkv_bias, "q_proj", q_width)?,
-                bias(qkv_bias, "k_proj", kv_width)?,
-                bias(qkv_bias, "v_proj", kv_width)?,
-                bias(config.bias == AttentionBias::All, "o_proj", hidden)?,
-            ],
+            wq: linear("q_proj", q_width, hidden, qkv_bias)?,
+            wk: linear("k_proj", kv_width, hidden, qkv_bias)?,
+            wv: linear("v_proj", kv_width, hidden, qkv_bias)?,
+            wo: linear("o_proj", hidden, q_width, config.bias == AttentionBias::All)?,
             qk_norm: if config.qk_norm {
                 Some((
                     RmsNorm::new(source, &format!("{prefix}.q_norm"), head_dim, eps)?,
@@ -100,16 +91,10 @@ impl GqaAttention {
 
     pub fn to(&self, convert: &Convert) -> Result<GqaAttention, ModelError> {
         Ok(GqaAttention {
-            wq: convert.weight(&self.wq)?,
-            wk: convert.weight(&self.wk)?,
-            wv: convert.weight(&self.wv)?,
-            wo: convert.weight(&self.wo)?,
-            bias: [
-                convert.optional(&self.bias[0])?,
-                convert.optional(&self.bias[1])?,
-                convert.optional(&self.bias[2])?,
-                convert.optional(&self.bias[3])?,
-            ],
+            wq: self.wq.to(convert)?,
+            wk: self.wk.to(convert)?,
+            wv: self.wv.to(convert)?,
+            wo: self.wo.to(convert)?,
             qk_norm: match &self.qk_norm {
                 Some((q, k)) => Some((q.to(convert)?, k.to(convert)?)),
                 None => None,
@@ -133,12 +118,12 @@ impl GqaAttention {
     pub fn forward(&self, x: &Tensor, cache: &GqaCache, rope: &RopeTable, start: i64) -> Result<Tensor, ModelError> {
         let size = x.size();
         let (batch, n) = (size[0], size[1]);
-        let heads = |w: &Tensor, bias: &Option<Tensor>, count: i64| -> Result<Tensor, ModelError> {
-            Ok(x.f_linear(w, bias.as_ref())?.f_view([batch, n, count, self.head_dim])?.f_transpose(1, 2)?)
+        let heads = |w: &Linear, count: i64| -> Result<Tensor, ModelError> {
+            Ok(w.forward(x)?.f_view([batch, n, count, self.head_dim])?.f_transpose(1, 2)?)
         };
-        let mut q = heads(&self.wq, &self.bias[0], self.num_heads)?;
-        let mut k = heads(&self.wk, &self.bias[1], self.num_kv_heads)?;
-        let v = heads(&self.wv, &self.bias[2], self.num_kv_heads)?;
+        let mut q = heads(&self.wq, self.num_heads)?;
+        let mut k = heads(&self.wk, self.num_kv_heads)?;
+        let v = heads(&self.wv, self.num_kv_heads)?;
         if let Some((q_norm, k_norm)) = &self.qk_norm {
             q = q_norm.forward(&q)?;
             k = k_norm.forward(&k)?;
@@ -166,7 +151,7 @@ impl GqaAttention {
             }
         };
         let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.num_heads * self.head_dim])?;
-        Ok(merged.f_linear(&self.wo, self.bias[3].as_ref())?)
+        self.wo.forward(&merged)
     }
 }
 

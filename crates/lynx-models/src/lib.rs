@@ -10,6 +10,7 @@
 //! the run.
 
 pub mod gqa;
+pub mod linear;
 pub mod mla;
 pub mod mlp;
 mod model;
@@ -67,6 +68,8 @@ pub fn accumulation_kind(kind: Kind) -> Kind {
 pub struct Convert {
     pub device: tch::Device,
     pub kind: Kind,
+    /// Whether the blocks' linear layers become e4m3.
+    pub fp8: bool,
 }
 
 impl Convert {
@@ -85,14 +88,22 @@ impl Convert {
     }
 }
 
-/// The libtorch element type of a precision.
-pub fn kind_of(precision: Precision) -> Result<Kind, ModelError> {
+/// The libtorch element type of a precision's activations (and of the weights outside linear
+/// layers): bf16 under fp8 weights.
+pub fn kind_of(precision: Precision) -> Kind {
     match precision {
-        Precision::Fp32 => Ok(Kind::Float),
-        Precision::Bf16 => Ok(Kind::BFloat16),
-        Precision::Fp16 => Ok(Kind::Half),
-        Precision::Fp8 => Err(ModelError::Unsupported(
-            "fp8 (e4m3 weights through libtorch's scaled matmul) is not implemented yet".to_owned(),
-        )),
+        Precision::Fp32 => Kind::Float,
+        Precision::Bf16 | Precision::Fp8 => Kind::BFloat16,
+        Precision::Fp16 => Kind::Half,
     }
+}
+
+/// How a model of `precision` is held on `device`: activation kind and whether linear layers
+/// are e4m3, or why `device` cannot run it.
+pub fn holding(precision: Precision, device: tch::Device) -> Result<Convert, ModelError> {
+    let fp8 = precision == Precision::Fp8;
+    if fp8 {
+        linear::fp8_supported(device)?;
+    }
+    Ok(Convert { device, kind: kind_of(precision), fp8 })
 }

@@ -10,6 +10,7 @@
 //! libtorch's `scaled_dot_product_attention`.
 
 use crate::gqa::attention_mask;
+use crate::linear::Linear;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
 use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{Convert, ModelError};
@@ -38,21 +39,22 @@ pub struct MlaCache {
 enum QueryProjection {
     /// Hidden → rank → norm → heads (DeepSeek-V3).
     LowRank {
-        down: Tensor,
+        down: Linear,
         norm: RmsNorm,
-        up: Tensor,
+        up: Linear,
     },
-    Direct(Tensor),
+    Direct(Linear),
 }
 
 pub struct MlaAttention {
     query: QueryProjection,
     /// Hidden → latent + rope key, `[kv_lora_rank + rope, hidden]`.
-    kv_down: Tensor,
+    kv_down: Linear,
     kv_norm: RmsNorm,
-    /// Latent → per-head key (nope part) and value, `[heads · (nope + v), kv_lora_rank]`.
+    /// Latent → per-head key (nope part) and value, `[heads · (nope + v), kv_lora_rank]`. A
+    /// dense matrix even under fp8: the absorbed attention multiplies by its per-head blocks.
     kv_up: Tensor,
-    wo: Tensor,
+    wo: Linear,
     pub(crate) rope: Rope,
     heads: i64,
     rank: i64,
@@ -82,18 +84,19 @@ impl MlaAttention {
         // DeepSeek's checkpoints keep the RoPE dimensions interleaved (pairs (0, 1), (2, 3), …);
         // lynx rotates halves, so the rows that produce them are reordered as they are read,
         // as transformers' `apply_rotary_pos_emb_interleave` reorders the activations.
-        let rope_rows = |w: Tensor, blocks: i64, block: i64| -> Result<Tensor, ModelError> {
-            if source.loaded().is_none() {
-                return Ok(w);
-            }
-            let order = rope_half_order(blocks, block, rope_dim, w.device())?;
-            Ok(w.f_index_select(0, &order)?)
+        let rope_rows = |w: Tensor, blocks: i64, block: i64| -> Result<Linear, ModelError> {
+            let w = if source.loaded().is_none() {
+                w
+            } else {
+                w.f_index_select(0, &rope_half_order(blocks, block, rope_dim, w.device())?)?
+            };
+            Linear::new(w, None, source.fp8)
         };
         let query = match config.q_lora_rank {
             Some(q_rank) => {
                 let q_rank = i64::from(q_rank);
                 QueryProjection::LowRank {
-                    down: weight("q_a_proj", &[q_rank, hidden])?,
+                    down: source.linear(&format!("{prefix}.q_a_proj"), q_rank, hidden, false)?,
                     norm: RmsNorm::new(source, &format!("{prefix}.q_a_layernorm"), q_rank, eps)?,
                     up: rope_rows(weight("q_b_proj", &[q_out, q_rank])?, heads, nope + rope_dim)?,
                 }
@@ -112,7 +115,7 @@ impl MlaAttention {
             kv_down: rope_rows(weight("kv_a_proj_with_mqa", &[rank + rope_dim, hidden])?, 1, rank + rope_dim)?,
             kv_norm: RmsNorm::new(source, &format!("{prefix}.kv_a_layernorm"), rank, eps)?,
             kv_up: weight("kv_b_proj", &[heads * (nope + v_dim), rank])?,
-            wo: weight("o_proj", &[hidden, heads * v_dim])?,
+            wo: source.linear(&format!("{prefix}.o_proj"), hidden, heads * v_dim, false)?,
             rope: Rope::new(
                 config.qk_rope_head_dim,
                 config.rope_theta,
@@ -132,17 +135,15 @@ impl MlaAttention {
     pub fn to(&self, convert: &Convert) -> Result<MlaAttention, ModelError> {
         Ok(MlaAttention {
             query: match &self.query {
-                QueryProjection::LowRank { down, norm, up } => QueryProjection::LowRank {
-                    down: convert.weight(down)?,
-                    norm: norm.to(convert)?,
-                    up: convert.weight(up)?,
-                },
-                QueryProjection::Direct(w) => QueryProjection::Direct(convert.weight(w)?),
+                QueryProjection::LowRank { down, norm, up } => {
+                    QueryProjection::LowRank { down: down.to(convert)?, norm: norm.to(convert)?, up: up.to(convert)? }
+                }
+                QueryProjection::Direct(w) => QueryProjection::Direct(w.to(convert)?),
             },
-            kv_down: convert.weight(&self.kv_down)?,
+            kv_down: self.kv_down.to(convert)?,
             kv_norm: self.kv_norm.to(convert)?,
             kv_up: convert.weight(&self.kv_up)?,
-            wo: convert.weight(&self.wo)?,
+            wo: self.wo.to(convert)?,
             rope: self.rope.to(convert)?,
             heads: self.heads,
             rank: self.rank,
@@ -161,10 +162,8 @@ impl MlaAttention {
     fn queries(&self, x: &Tensor, table: &RopeTable) -> Result<(Tensor, Tensor), ModelError> {
         let size = x.size();
         let q = match &self.query {
-            QueryProjection::LowRank { down, norm, up } => {
-                norm.forward(&x.f_linear::<Tensor>(down, None)?)?.f_linear::<Tensor>(up, None)?
-            }
-            QueryProjection::Direct(w) => x.f_linear::<Tensor>(w, None)?,
+            QueryProjection::LowRank { down, norm, up } => up.forward(&norm.forward(&down.forward(x)?)?)?,
+            QueryProjection::Direct(w) => w.forward(x)?,
         };
         let q = q.f_view([size[0], size[1], self.heads, self.nope + self.rope_dim])?.f_transpose(1, 2)?;
         let q_pe = rope::apply(&q.f_narrow(-1, self.nope, self.rope_dim)?, table)?;
@@ -173,7 +172,7 @@ impl MlaAttention {
 
     /// Normalised latents `[batch, n, rank]` and RoPE'd shared keys `[batch, n, rope]`.
     fn latents(&self, x: &Tensor, table: &RopeTable) -> Result<(Tensor, Tensor), ModelError> {
-        let kv = x.f_linear::<Tensor>(&self.kv_down, None)?;
+        let kv = self.kv_down.forward(x)?;
         let latent = self.kv_norm.forward(&kv.f_narrow(-1, 0, self.rank)?)?;
         let k_pe = rope::apply(&kv.f_narrow(-1, self.rank, self.rope_dim)?.f_unsqueeze(1)?, table)?.f_squeeze_dim(1)?;
         Ok((latent, k_pe))
@@ -216,7 +215,7 @@ impl MlaAttention {
         // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
         let out = attended.f_matmul(&w_uv.f_transpose(1, 2)?)?;
         let merged = out.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
-        Ok(merged.f_linear::<Tensor>(&self.wo, None)?)
+        self.wo.forward(&merged)
     }
 
     /// The same attention with keys and values expanded per head and no cache, over a whole
@@ -238,7 +237,7 @@ impl MlaAttention {
         let attended =
             Tensor::f_scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, n > 1, self.softmax_scale, false)?;
         let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
-        Ok(merged.f_linear::<Tensor>(&self.wo, None)?)
+        self.wo.forward(&merged)
     }
 }
 

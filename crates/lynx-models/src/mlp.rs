@@ -1,18 +1,17 @@
 //! The gated MLP of dense layers and of each expert: down(act(gate(x), up(x))), with the
 //! activation the model uses (SwiGLU, Shazeer 2020, arXiv:2002.05202; or gpt-oss's clamped form).
 
-use crate::weights::{Init, WeightSource};
+use crate::linear::Linear;
+use crate::weights::WeightSource;
 use crate::{Convert, ModelError};
 use lynx_core::config::Activation;
 use tch::Tensor;
 
-/// One gated MLP. Weights are `[out, in]` as `linear` takes them.
+/// One gated MLP.
 pub struct Mlp {
-    pub(crate) gate: Tensor,
-    pub(crate) up: Tensor,
-    pub(crate) down: Tensor,
-    /// Biases of gate, up and down (gpt-oss experts).
-    pub(crate) bias: Option<[Tensor; 3]>,
+    pub(crate) gate: Linear,
+    pub(crate) up: Linear,
+    pub(crate) down: Linear,
 }
 
 /// The Hugging Face names of an MLP's gate, up and down projections.
@@ -31,38 +30,20 @@ impl Mlp {
         bias: bool,
     ) -> Result<Mlp, ModelError> {
         let [gate, up, down] = names;
-        let weight = |name: &str, shape: &[i64]| source.tensor(&format!("{prefix}.{name}.weight"), shape, Init::Normal);
-        let bias_of = |name: &str, width: i64| source.tensor(&format!("{prefix}.{name}.bias"), &[width], Init::Normal);
         Ok(Mlp {
-            gate: weight(gate, &[intermediate, hidden])?,
-            up: weight(up, &[intermediate, hidden])?,
-            down: weight(down, &[hidden, intermediate])?,
-            bias: if bias {
-                Some([bias_of(gate, intermediate)?, bias_of(up, intermediate)?, bias_of(down, hidden)?])
-            } else {
-                None
-            },
+            gate: source.linear(&format!("{prefix}.{gate}"), intermediate, hidden, bias)?,
+            up: source.linear(&format!("{prefix}.{up}"), intermediate, hidden, bias)?,
+            down: source.linear(&format!("{prefix}.{down}"), hidden, intermediate, bias)?,
         })
     }
 
     pub fn to(&self, convert: &Convert) -> Result<Mlp, ModelError> {
-        Ok(Mlp {
-            gate: convert.weight(&self.gate)?,
-            up: convert.weight(&self.up)?,
-            down: convert.weight(&self.down)?,
-            bias: match &self.bias {
-                Some([g, u, d]) => Some([convert.weight(g)?, convert.weight(u)?, convert.weight(d)?]),
-                None => None,
-            },
-        })
+        Ok(Mlp { gate: self.gate.to(convert)?, up: self.up.to(convert)?, down: self.down.to(convert)? })
     }
 
     pub fn forward(&self, x: &Tensor, activation: &Activation) -> Result<Tensor, ModelError> {
-        let bias = |i: usize| self.bias.as_ref().map(|b| &b[i]);
-        let gate = x.f_linear(&self.gate, bias(0))?;
-        let up = x.f_linear(&self.up, bias(1))?;
-        let hidden = activate(&gate, &up, activation)?;
-        Ok(hidden.f_linear(&self.down, bias(2))?)
+        let hidden = activate(&self.gate.forward(x)?, &self.up.forward(x)?, activation)?;
+        self.down.forward(&hidden)
     }
 }
 

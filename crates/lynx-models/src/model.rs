@@ -9,7 +9,7 @@ use crate::mla::{MlaAttention, MlaCache};
 use crate::mlp::{Mlp, GATE_UP_DOWN};
 use crate::moe::{MoeLayer, MoeLayout};
 use crate::weights::{Checkpoint, Init, RmsNorm, WeightSource};
-use crate::{accumulation_kind, kind_of, with_generator, Convert, ModelError};
+use crate::{accumulation_kind, holding, with_generator, Convert, ModelError};
 use lynx_core::config::{Activation, Attention, ModelShape, Precision};
 use tch::{Device, Kind, Tensor};
 
@@ -138,9 +138,10 @@ pub struct Model {
 impl Model {
     /// Build `shape` on `device` at `precision` with weights drawn from `seed`.
     pub fn new(shape: &ModelShape, precision: Precision, device: Device, seed: u64) -> Result<Model, ModelError> {
-        let kind = kind_of(precision)?;
+        let at = holding(precision, device)?;
         with_generator(Some(seed), || {
-            Model::build(shape, &WeightSource::random(shape.init_std, kind, device), &identity(shape))
+            let source = WeightSource::random(shape.init_std, at.kind, device).with_fp8(at.fp8);
+            Model::build(shape, &source, &identity(shape))
         })
     }
 
@@ -161,16 +162,16 @@ impl Model {
         layers: &[u32],
         at: Option<(Device, Precision)>,
     ) -> Result<Model, ModelError> {
-        let (device, kind) = match at {
-            Some((device, precision)) => (device, kind_of(precision)?),
-            None => (Device::Cpu, Kind::Double),
+        let at = match at {
+            Some((device, precision)) => holding(precision, device)?,
+            None => Convert { device: Device::Cpu, kind: Kind::Double, fp8: false },
         };
-        Model::build(shape, &WeightSource::checkpoint(checkpoint, kind, device), layers)
+        Model::build(shape, &WeightSource::checkpoint(checkpoint, at.kind, at.device).with_fp8(at.fp8), layers)
     }
 
     /// The same weights on `device` at `precision`.
     pub fn to(&self, device: Device, precision: Precision) -> Result<Model, ModelError> {
-        let convert = Convert { device, kind: kind_of(precision)? };
+        let convert = holding(precision, device)?;
         let blocks = self
             .blocks
             .iter()

@@ -9,6 +9,7 @@
 //! per-expert token counts come to the host to size those batches (one small copy per layer, as
 //! in the reference implementations).
 
+use crate::linear::Linear;
 use crate::mlp::{Mlp, GATE_UP_DOWN, W1_W3_W2};
 use crate::weights::{Checkpoint, Init, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
@@ -47,15 +48,13 @@ fn stacked_experts(
             let pair_bias = gate_up_bias.f_select(0, e)?;
             // Even columns are the gate, odd ones the up projection; stored [in, out].
             let half = |t: &Tensor, dim: i64, first: i64| t.f_slice(dim, first, 2 * width, 2);
+            let linear = |weight: Tensor, bias: Tensor| -> Result<Linear, ModelError> {
+                Linear::new(source.convert(&weight, kind)?, Some(source.convert(&bias, kind)?), source.fp8)
+            };
             Ok(Mlp {
-                gate: source.convert(&half(&pair, 1, 0)?.f_transpose(0, 1)?, kind)?,
-                up: source.convert(&half(&pair, 1, 1)?.f_transpose(0, 1)?, kind)?,
-                down: source.convert(&down.f_select(0, e)?.f_transpose(0, 1)?, kind)?,
-                bias: Some([
-                    source.convert(&half(&pair_bias, 0, 0)?, kind)?,
-                    source.convert(&half(&pair_bias, 0, 1)?, kind)?,
-                    source.convert(&down_bias.f_select(0, e)?, kind)?,
-                ]),
+                gate: linear(half(&pair, 1, 0)?.f_transpose(0, 1)?, half(&pair_bias, 0, 0)?)?,
+                up: linear(half(&pair, 1, 1)?.f_transpose(0, 1)?, half(&pair_bias, 0, 1)?)?,
+                down: linear(down.f_select(0, e)?.f_transpose(0, 1)?, down_bias.f_select(0, e)?)?,
             })
         })
         .collect()

@@ -6,6 +6,7 @@
 //! looks it up, checks its shape against the model's and converts it to the run's element type
 //! and device.
 
+use crate::linear::Linear;
 use crate::{accumulation_kind, Convert, ModelError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,8 @@ pub enum Init {
 pub struct WeightSource<'a> {
     pub kind: Kind,
     pub device: Device,
+    /// Whether linear layers are quantised to e4m3.
+    pub fp8: bool,
     /// Standard deviation of drawn weights.
     std: f64,
     checkpoint: Option<&'a Checkpoint>,
@@ -95,12 +98,24 @@ pub struct WeightSource<'a> {
 impl<'a> WeightSource<'a> {
     /// Weights drawn at Normal(0, std).
     pub fn random(std: f64, kind: Kind, device: Device) -> WeightSource<'static> {
-        WeightSource { kind, device, std, checkpoint: None }
+        WeightSource { kind, device, fp8: false, std, checkpoint: None }
     }
 
     /// Weights read from `checkpoint`.
     pub fn checkpoint(checkpoint: &'a Checkpoint, kind: Kind, device: Device) -> WeightSource<'a> {
-        WeightSource { kind, device, std: 0.0, checkpoint: Some(checkpoint) }
+        WeightSource { kind, device, fp8: false, std: 0.0, checkpoint: Some(checkpoint) }
+    }
+
+    /// The same source with linear layers in e4m3 when `fp8`.
+    pub fn with_fp8(self, fp8: bool) -> Self {
+        WeightSource { fp8, ..self }
+    }
+
+    /// The linear layer `{prefix}.weight` (`[out, in]`) and, with `bias`, `{prefix}.bias`.
+    pub fn linear(&self, prefix: &str, out: i64, input: i64, bias: bool) -> Result<Linear, ModelError> {
+        let weight = self.tensor(&format!("{prefix}.weight"), &[out, input], Init::Normal)?;
+        let bias = bias.then(|| self.tensor(&format!("{prefix}.bias"), &[out], Init::Normal)).transpose()?;
+        Linear::new(weight, bias, self.fp8)
     }
 
     pub fn loaded(&self) -> Option<&'a Checkpoint> {

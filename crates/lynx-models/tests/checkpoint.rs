@@ -36,8 +36,13 @@ fn write(dir: &Path, tensors: &[(String, Tensor)]) {
     Tensor::write_safetensors(&named, dir.join("model.safetensors")).unwrap();
 }
 
+/// Fixtures draw from libtorch's one global generator, holding lynx's lock on it so that tests
+/// running on other threads cannot interleave their draws.
 fn llama_tensors() -> Vec<(String, Tensor)> {
-    tch::manual_seed(21);
+    lynx_models::with_generator(Some(21), draw_llama_tensors)
+}
+
+fn draw_llama_tensors() -> Vec<(String, Tensor)> {
     let mut t = vec![
         ("model.embed_tokens.weight".to_owned(), randn(&[50, 32])),
         ("model.norm.weight".to_owned(), randn(&[32]) + 1.0),
@@ -124,8 +129,11 @@ router = { kind = "softmax" }
 /// The tiny Mixtral's tensors under Mixtral's names (`w1`, `w3`, `w2` for gate, up, down;
 /// `swap` writes gate and up the wrong way round) or under the standard ones.
 fn moe_tensors(mixtral_names: bool, swap: bool) -> Vec<(String, Tensor)> {
-    tch::manual_seed(22);
-    let mut t: Vec<(String, Tensor)> = llama_tensors().into_iter().filter(|(n, _)| !n.contains(".mlp.")).collect();
+    lynx_models::with_generator(Some(22), || draw_moe_tensors(mixtral_names, swap))
+}
+
+fn draw_moe_tensors(mixtral_names: bool, swap: bool) -> Vec<(String, Tensor)> {
+    let mut t: Vec<(String, Tensor)> = draw_llama_tensors().into_iter().filter(|(n, _)| !n.contains(".mlp.")).collect();
     let (block, [gate, up, down]) = if mixtral_names {
         ("block_sparse_moe", ["w1", "w3", "w2"])
     } else {
@@ -162,7 +170,6 @@ fn mixtral_names_read_the_same_experts_as_the_standard_ones() {
 
 #[test]
 fn gpt_oss_stacked_experts_split_into_their_gate_up_and_down() {
-    tch::manual_seed(23);
     let (experts, hidden, width) = (3i64, 8i64, 5i64);
     let gates: Vec<Tensor> = (0..experts).map(|_| randn(&[width, hidden])).collect();
     let ups: Vec<Tensor> = (0..experts).map(|_| randn(&[width, hidden])).collect();

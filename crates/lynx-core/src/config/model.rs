@@ -238,8 +238,9 @@ pub struct ParameterCount {
     /// The input embedding table (a lookup, no arithmetic), which some publishers leave out of
     /// their active count.
     pub embedding: u64,
-    /// The weights of the blocks' linear projections (attention, MLPs, experts): the ones an fp8
-    /// checkpoint stores in fp8. Embeddings, lm head, router, norms and biases are not.
+    /// The weights of the blocks' linear layers (attention projections, MLPs, experts): the ones
+    /// lynx holds in e4m3 at fp8. Embeddings, lm head, routers, norms, biases and MLA's
+    /// key/value up-projection (which the absorbed attention multiplies by blocks) stay bf16.
     pub linear: u64,
 }
 
@@ -327,7 +328,7 @@ impl ModelShape {
                 let kv_down = hidden * (kv_rank + u64::from(mla.qk_rope_head_dim));
                 let kv_up = kv_rank * heads * u64::from(mla.qk_nope_head_dim + mla.v_head_dim);
                 let output = heads * u64::from(mla.v_head_dim) * hidden;
-                (q_linear + kv_down + kv_up + output, q_norm + kv_rank)
+                (q_linear + kv_down + output, q_norm + kv_rank + kv_up)
             }
         }
     }
@@ -342,7 +343,7 @@ impl ModelShape {
     }
 
     /// Bytes of all weights at `precision`. At fp8 the blocks' linear weights take one byte and
-    /// everything else stays bf16, as fp8 checkpoints store them.
+    /// everything else stays bf16 (see [`ParameterCount::linear`]).
     pub fn weight_bytes(&self, precision: Precision) -> u64 {
         let count = self.parameters();
         match precision {
