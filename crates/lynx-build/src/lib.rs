@@ -22,6 +22,26 @@ pub fn link_libtorch() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
 }
 
+/// Compile the C++ file `source` (relative to the calling crate) against torch-sys's libtorch
+/// headers, with the flags torch-sys compiles its own shim with, and link it into the crate.
+pub fn compile_libtorch_shim(source: &str, name: &str) {
+    let lib = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB").expect("DEP_TCH_LIBTORCH_LIB is unset: depend on torch-sys directly"),
+    );
+    let root = lib.parent().expect("libtorch's lib folder has a parent");
+    println!("cargo:rerun-if-changed={source}");
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(root.join("include"))
+        .include(root.join("include/torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .file(source)
+        .compile(name);
+}
+
 /// The version a libtorch `lib` folder's distribution declares: `../version.py` in a PyTorch
 /// package, `../build-version` in a libtorch archive.
 pub fn libtorch_version(lib: &Path) -> Option<String> {

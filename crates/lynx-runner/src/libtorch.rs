@@ -6,13 +6,44 @@
 //! any device is queried. Where the library is absent (a CPU-only libtorch) or cannot load (no
 //! CUDA libraries on this host), the reason is recorded and the run goes on on CPU.
 //!
+//! [`InferenceMode`] enters libtorch's inference mode through a small C++ shim
+//! (`csrc/inference_mode.cpp`), since tch exposes only the no-grad guard.
+//!
 //! This is the only module with `unsafe` code.
 
 use lynx_core::result::BackendLoad;
 use lynx_core::value::Reported;
-use std::ffi::{CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+extern "C" {
+    fn lynx_inference_mode_enter() -> *mut c_void;
+    fn lynx_inference_mode_exit(guard: *mut c_void);
+}
+
+/// libtorch's inference mode on this thread while it lives: no autograd, no version counters,
+/// as under Python's `torch.inference_mode()`. Tensors made under it cannot later take part in
+/// autograd, which lynx never uses. Not `Send`: the mode belongs to the thread that entered it.
+pub struct InferenceMode {
+    guard: *mut c_void,
+}
+
+impl InferenceMode {
+    pub fn enter() -> InferenceMode {
+        // SAFETY: the shim allocates a c10::InferenceMode guard and returns it; it takes no
+        // arguments and cannot fail but by aborting on allocation failure.
+        InferenceMode { guard: unsafe { lynx_inference_mode_enter() } }
+    }
+}
+
+impl Drop for InferenceMode {
+    fn drop(&mut self) {
+        // SAFETY: `guard` came from lynx_inference_mode_enter on this thread (the type is not
+        // Send) and is freed exactly once, here.
+        unsafe { lynx_inference_mode_exit(self.guard) }
+    }
+}
 
 /// The GPU backend libraries a libtorch distribution may carry, in the order they are tried.
 const GPU_BACKENDS: [&str; 2] = ["libtorch_cuda.so", "libtorch_hip.so"];
@@ -115,6 +146,16 @@ mod tests {
         let version = runtime.version.known().expect("the wheel declares its version");
         assert!(version.starts_with("2.11.0"), "{version}");
         assert_eq!(runtime.gpu_backends.len(), 2);
+    }
+
+    #[test]
+    fn inference_mode_makes_inference_tensors_and_ends_with_its_guard() {
+        let inside = {
+            let _mode = InferenceMode::enter();
+            tch::Tensor::from(1.0f64) + 1.0
+        };
+        assert!(inside.is_inference());
+        assert!(!(tch::Tensor::from(1.0f64) + 1.0).is_inference());
     }
 
     #[test]

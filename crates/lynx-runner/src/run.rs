@@ -58,8 +58,9 @@ pub struct Outcome {
 /// Run `plan`, writing the result after warm-up and after every cell.
 pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError> {
     let runtime = load_gpu_backends();
-    // Nothing a run does needs gradients; without them libtorch skips autograd bookkeeping.
-    let _no_grad = tch::no_grad_guard();
+    // Nothing a run does needs gradients: inference mode skips autograd and version-counter
+    // bookkeeping on every operation, as Python's torch.inference_mode() does.
+    let _inference = crate::libtorch::InferenceMode::enter();
     let started_s = unix_now_s();
     let run_id = format!("{}-{:08x}", compact_utc(started_s), random_u32());
     let path = plan.results_dir.join(plan.device.slug()).join(format!("{run_id}.json"));
