@@ -27,6 +27,9 @@ fn shape(text: &str) -> ModelShape {
     ModelShape::from_toml(text, "test").unwrap()
 }
 
+/// Normal(0, 0.3) values. Only ever called inside `with_generator`, which holds the lock on
+/// libtorch's one global generator: any draw outside it could land inside another test's seeded
+/// sequence.
 fn randn(shape: &[i64]) -> Tensor {
     Tensor::randn(shape, (Kind::Float, Device::Cpu)) * 0.3
 }
@@ -171,10 +174,16 @@ fn mixtral_names_read_the_same_experts_as_the_standard_ones() {
 #[test]
 fn gpt_oss_stacked_experts_split_into_their_gate_up_and_down() {
     let (experts, hidden, width) = (3i64, 8i64, 5i64);
-    let gates: Vec<Tensor> = (0..experts).map(|_| randn(&[width, hidden])).collect();
-    let ups: Vec<Tensor> = (0..experts).map(|_| randn(&[width, hidden])).collect();
-    let downs: Vec<Tensor> = (0..experts).map(|_| randn(&[hidden, width])).collect();
-    let biases: Vec<[Tensor; 3]> = (0..experts).map(|_| [randn(&[width]), randn(&[width]), randn(&[hidden])]).collect();
+    type Drawn = (Vec<Tensor>, Vec<Tensor>, Vec<Tensor>, Vec<[Tensor; 3]>, [Tensor; 3]);
+    let (gates, ups, downs, biases, [router, router_bias, x]): Drawn = lynx_models::with_generator(Some(23), || {
+        (
+            (0..experts).map(|_| randn(&[width, hidden])).collect(),
+            (0..experts).map(|_| randn(&[width, hidden])).collect(),
+            (0..experts).map(|_| randn(&[hidden, width])).collect(),
+            (0..experts).map(|_| [randn(&[width]), randn(&[width]), randn(&[hidden])]).collect(),
+            [randn(&[experts, hidden]), randn(&[experts]), randn(&[4, hidden])],
+        )
+    });
     // gpt-oss stores [in, out] and interleaves gate (even columns) with up (odd columns).
     let gate_up = Tensor::stack(
         &(0..experts as usize)
@@ -190,8 +199,8 @@ fn gpt_oss_stacked_experts_split_into_their_gate_up_and_down() {
     let down_bias = Tensor::stack(&biases.iter().map(|b| b[2].shallow_clone()).collect::<Vec<_>>(), 0);
     let p = "model.layers.0.mlp";
     let tensors = vec![
-        (format!("{p}.router.weight"), randn(&[experts, hidden])),
-        (format!("{p}.router.bias"), randn(&[experts])),
+        (format!("{p}.router.weight"), router),
+        (format!("{p}.router.bias"), router_bias),
         (format!("{p}.experts.gate_up_proj"), gate_up),
         (format!("{p}.experts.gate_up_proj_bias"), gate_up_bias),
         (format!("{p}.experts.down_proj"), down),
@@ -212,7 +221,6 @@ fn gpt_oss_stacked_experts_split_into_their_gate_up_and_down() {
     let source = WeightSource::checkpoint(&checkpoint, Kind::Float, Device::Cpu);
     let layer = MoeLayer::new(&source, p, MoeLayout::GptOss, &config, hidden, width).unwrap();
     let activation = Activation::SwigluClamped { alpha: 1.702, limit: 7.0 };
-    let x = randn(&[4, hidden]);
     for e in 0..experts as usize {
         let gate = (x.matmul(&gates[e].tr()) + &biases[e][0]).clamp_max(7.0);
         let up = (x.matmul(&ups[e].tr()) + &biases[e][1]).clamp(-7.0, 7.0);
@@ -237,7 +245,7 @@ fn a_checkpoint_that_cannot_serve_the_model_says_which_tensor() {
     assert!(error.contains("no tensor model.layers.0.self_attn.k_proj.weight"), "{error}");
 
     let mut misshapen = llama_tensors();
-    misshapen[0].1 = randn(&[49, 32]);
+    misshapen[0].1 = lynx_models::with_generator(None, || randn(&[49, 32]));
     let error = load(misshapen);
     assert!(error.contains("model.embed_tokens.weight has shape [49, 32]; the model needs [50, 32]"), "{error}");
 

@@ -15,14 +15,13 @@ fn layer(router: Router, experts: u32, k: u32, shared: u32) -> MoeLayer {
         expert_bias: true,
         router,
     };
-    tch::manual_seed(11);
     let source = WeightSource::random(0.2, Kind::Float, Device::Cpu);
-    MoeLayer::new(&source, "mlp", MoeLayout::Standard, &config, 32, 24).unwrap()
+    lynx_models::with_generator(Some(11), || MoeLayer::new(&source, "mlp", MoeLayout::Standard, &config, 32, 24))
+        .unwrap()
 }
 
 fn tokens(n: i64) -> Tensor {
-    tch::manual_seed(12);
-    Tensor::randn([n, 32], (Kind::Float, Device::Cpu))
+    lynx_models::with_generator(Some(12), || Tensor::randn([n, 32], (Kind::Float, Device::Cpu)))
 }
 
 fn routers() -> [(Router, u32, u32); 3] {
