@@ -55,7 +55,7 @@ pub struct Outcome {
     pub path: PathBuf,
 }
 
-/// Run `plan`, writing the result after warm-up and after every cell.
+/// Run `plan`, writing the result once parity has run, after warm-up and after every cell.
 pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError> {
     let runtime = load_gpu_backends();
     // Nothing a run does needs gradients: inference mode skips autograd and version-counter
@@ -99,26 +99,20 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     // is written.
     let parity_weights = match &checkpoint {
         Some(c) => ParityWeights::Checkpoint(c, &layers),
-        None => ParityWeights::Random(config.suite.seed),
+        None => ParityWeights::Random(seed),
     };
-    let parity = match crate::parity::measure(
-        &shape,
-        config.suite.precision,
-        device.torch,
-        config.suite.seed,
-        parity_weights,
-        &config.suite.parity,
-    ) {
-        Ok(logits) => crate::parity::judge(&logits, config.suite.precision),
-        Err(ModelError::Weights(message)) => return Err(RunError::Weights(format!("weights: {message}"))),
-        Err(error) => Check {
-            name: "parity".to_owned(),
-            passed: false,
-            detail: format!("the parity run failed: {error}"),
-            measured: None,
-            limit: Finite::new(crate::parity::tolerance(config.suite.precision), "parity limit").ok(),
-        },
-    };
+    let parity =
+        match crate::parity::measure(&shape, precision, torch_device, seed, parity_weights, &config.suite.parity) {
+            Ok(logits) => crate::parity::judge(&logits, precision),
+            Err(error @ ModelError::Weights(_)) => return Err(model_error("the parity model", error)),
+            Err(error) => Check {
+                name: "parity".to_owned(),
+                passed: false,
+                detail: format!("the parity run failed: {error}"),
+                measured: None,
+                limit: Finite::new(crate::parity::tolerance(precision), "parity limit").ok(),
+            },
+        };
     let mut result = RunResult {
         schema: RESULT_SCHEMA.to_owned(),
         run_id,
