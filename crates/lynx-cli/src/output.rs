@@ -168,7 +168,7 @@ impl Observer for Progress {
 fn scale_words(scale: &lynx_core::config::Scale) -> String {
     let mut parts = Vec::new();
     if let Some(layers) = scale.layers {
-        parts.push(format!("{layers} layers"));
+        parts.push(format!("{layers} layer{}", if layers == 1 { "" } else { "s" }));
     }
     if scale.tp > 1 {
         parts.push(format!("the shard of one device of {}-way tensor parallelism", scale.tp));
