@@ -136,8 +136,24 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert!(seconds(&parity["measured"]) < parity["limit"].as_f64().unwrap(), "{parity}");
     assert!(stdout.contains("check parity passed"), "{stdout}");
 
+    // Telemetry: the host sampled through the run, into the samples file beside the result.
+    let telemetry = &result["telemetry"];
+    assert_eq!(telemetry["rate_hz"], 20.0);
+    assert_eq!(telemetry["sources"][0]["name"], "host");
+    assert!(telemetry["sources"][0]["unavailable"]["mem_clock_mhz"].is_string(), "{telemetry}");
+    let samples_file = path.with_file_name(telemetry["samples_file"].as_str().unwrap());
+    let samples = std::fs::read_to_string(&samples_file).unwrap();
+    let lines: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() >= 20, "{} samples in a run of several seconds", lines.len());
+    assert!(lines.iter().all(|l| l["kind"] == "telemetry" && l["source"] == "host"));
+    assert!(lines.windows(2).all(|w| w[1]["t_s"].as_f64() > w[0]["t_s"].as_f64()));
+
     let warmup = &result["warmup"];
     assert!(seconds(&warmup["duration_s"]) >= 1.0, "warm-up shorter than min_s: {warmup}");
+    let window = &warmup["telemetry"][0];
+    assert_eq!(window["source"], "host");
+    assert!(window["coverage"].as_f64().unwrap() > 0.5, "{window}");
+    assert!(window["samples"].as_u64().unwrap() >= 10, "{window}");
     assert!(warmup["steps"].as_u64().unwrap() > 0);
 
     let cells = result["cells"].as_array().unwrap();
@@ -162,6 +178,10 @@ fn a_run_writes_every_cell_with_sane_figures() {
         // A cell measures at least min_s (0.3 s) unless it reached max_steps (200) first.
         let steps = t["n"].as_u64().unwrap();
         assert!(steps <= 200 && (steps == 200 || seconds(&cell["measured_s"]) >= 0.3), "{cell}");
+        let window = &cell["telemetry"][0];
+        assert_eq!(window["source"], "host", "{cell}");
+        let span = window["end_s"].as_f64().unwrap() - window["start_s"].as_f64().unwrap();
+        assert!((span - cell["measured_s"].as_f64().unwrap()).abs() < 0.05, "the window is the timed steps: {cell}");
         let per_device = seconds(&cell["tok_per_s_per_device"]);
         let batch = cell["batch"].as_f64().unwrap();
         if cell["step"] == "decode" {

@@ -11,5 +11,6 @@ pub mod device;
 pub mod equilibrium;
 pub mod result;
 pub mod stats;
+pub mod telemetry;
 pub mod time;
 pub mod value;

@@ -6,9 +6,11 @@ use crate::config::{shard, ModelShape, Precision, Suite, WarmupConfig};
 use crate::device::DeviceName;
 use crate::equilibrium::WindowStats;
 use crate::stats::StepTimeSummary;
+use crate::telemetry::WindowSummary;
 use crate::value::{Finite, Reported};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// The schema a result follows; also the in-toto predicate type it is published under.
 pub const RESULT_SCHEMA: &str = "https://lynxbench.dev/result/v1";
@@ -31,10 +33,30 @@ pub struct RunResult {
     pub config: ConfigRecord,
     /// `None` until warm-up has ended.
     pub warmup: Option<WarmupRecord>,
+    /// How telemetry was sampled, and from what.
+    pub telemetry: TelemetryRecord,
     /// Measured cells, in the order they ran.
     pub cells: Vec<CellRecord>,
     /// The named checks the run made; a failed one leaves every figure in place, marked by it.
     pub checks: Vec<Check>,
+}
+
+/// Telemetry sampling of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryRecord {
+    /// Target samples per second of each source.
+    pub rate_hz: Finite,
+    /// The raw-samples file beside the result (one JSON object per line).
+    pub samples_file: String,
+    pub sources: Vec<SourceRecord>,
+}
+
+/// One telemetry source and the readings it could not give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub name: String,
+    /// Reading → why it is unavailable.
+    pub unavailable: BTreeMap<String, String>,
 }
 
 /// A named check of a run.
@@ -259,6 +281,8 @@ pub struct WarmupRecord {
     pub criteria: WarmupConfig,
     /// The criteria values over the last window; `None` if warm-up ran too few steps to judge.
     pub last_window: Option<WindowStats>,
+    /// Each telemetry source over the warm-up.
+    pub telemetry: Vec<WindowSummary>,
 }
 
 /// What a cell measured: a prefill or a decode step at one shape.
@@ -276,6 +300,14 @@ impl CellShape {
     pub fn batch(&self) -> u32 {
         match *self {
             CellShape::Prefill { batch, .. } | CellShape::Decode { batch, .. } => batch,
+        }
+    }
+
+    /// Tokens one step produces (decode: one per sequence) or reads (prefill: every prompt token).
+    pub fn tokens_per_step(&self) -> u64 {
+        match *self {
+            CellShape::Prefill { batch, prompt_len } => u64::from(batch) * u64::from(prompt_len),
+            CellShape::Decode { batch, .. } => u64::from(batch),
         }
     }
 }
@@ -315,6 +347,11 @@ pub struct CellRecord {
     pub ctx_end: Option<u32>,
     /// For a layer subset: the full-depth estimate, from which the tok/s figures are derived.
     pub full_depth: Option<FullDepth>,
+    /// Each telemetry source over the cell's timed steps.
+    pub telemetry: Vec<WindowSummary>,
+    /// Energy of the timed steps over the tokens they produced (decode) or read (prefill),
+    /// where a source measured energy (the device's source before the host's).
+    pub joules_per_token: Option<Finite>,
     /// Decode: 1 / median step time. Prefill: undefined (`None`).
     pub tok_per_s_per_user: Option<Finite>,
     /// Decode: batch / median step time. Prefill: batch × prompt length / median step time.
@@ -389,10 +426,11 @@ impl CellRecord {
         full_depth: Option<FullDepth>,
     ) -> Result<CellRecord, crate::value::NotFinite> {
         let median_s = full_depth.as_ref().map_or(step_time.median_s, |f| f.median_s).get();
-        let (per_user, tokens_per_step) = match shape {
-            CellShape::Decode { batch, .. } => (Some(Finite::new(1.0 / median_s, "tok/s/user")?), f64::from(batch)),
-            CellShape::Prefill { batch, prompt_len } => (None, f64::from(batch) * f64::from(prompt_len)),
+        let per_user = match shape {
+            CellShape::Decode { .. } => Some(Finite::new(1.0 / median_s, "tok/s/user")?),
+            CellShape::Prefill { .. } => None,
         };
+        let tokens_per_step = shape.tokens_per_step() as f64;
         Ok(CellRecord {
             shape,
             status: CellStatus::Ok,
@@ -402,6 +440,8 @@ impl CellRecord {
             measured_s: Some(measured_s),
             ctx_end,
             full_depth,
+            telemetry: Vec::new(),
+            joules_per_token: None,
         })
     }
 
@@ -414,6 +454,8 @@ impl CellRecord {
             measured_s: None,
             ctx_end: None,
             full_depth: None,
+            telemetry: Vec::new(),
+            joules_per_token: None,
             tok_per_s_per_user: None,
             tok_per_s_per_device: None,
         }

@@ -14,6 +14,7 @@ pub mod parity;
 mod run;
 mod store;
 pub mod suite;
+mod telemetry;
 
 pub use devices::Device;
 pub use lynx_telemetry::host_record;
@@ -41,6 +42,8 @@ pub enum RunError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("warm-up: {0}")]
     Warmup(#[from] lynx_core::stats::StatsError),
+    #[error("telemetry: {0}")]
+    Telemetry(String),
 }
 
 impl RunError {

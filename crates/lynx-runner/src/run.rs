@@ -4,6 +4,7 @@ use crate::devices::Device;
 use crate::libtorch::load_gpu_backends;
 use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
+use crate::telemetry::RunTelemetry;
 use crate::RunError;
 use lynx_core::config::{source_layers, MeasureConfig, ModelShape, Suite};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
@@ -113,6 +114,8 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
                 limit: Finite::new(crate::parity::tolerance(precision), "parity limit").ok(),
             },
         };
+    let samples_path = path.with_extension("samples.jsonl");
+    let telemetry = RunTelemetry::start(config.suite.telemetry.rate_hz, &samples_path)?;
     let mut result = RunResult {
         schema: RESULT_SCHEMA.to_owned(),
         run_id,
@@ -124,6 +127,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         host,
         config,
         warmup: None,
+        telemetry: telemetry.record.clone(),
         cells: Vec::new(),
         checks: vec![parity],
     };
@@ -139,7 +143,9 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
 
     let suite = &result.config.suite;
     let model = build(&shape, &layers, &format!("building {} on {}", suite.model, device.record.device))?;
-    let warmup = warm_up(&model, suite, observer)?;
+    let warmup_start_s = telemetry.now_s();
+    let mut warmup = warm_up(&model, suite, observer)?;
+    warmup.telemetry = telemetry.summaries(warmup_start_s, telemetry.now_s());
     observer.warmed(&warmup);
     result.warmup = Some(warmup);
     save(&mut result)?;
@@ -160,11 +166,12 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
 
     for shape in cells(&result.config.suite) {
         observer.cell_started(&shape);
-        let cell = measure_cell(&model, head_only.as_ref(), shape, &result.config.suite.measure);
+        let cell = measure_cell(&model, head_only.as_ref(), shape, &result.config.suite.measure, &telemetry);
         observer.cell_done(&cell);
         result.cells.push(cell);
         save(&mut result)?;
     }
+    telemetry.finish()?;
     result.status = RunStatus::Complete;
     save(&mut result)?;
     Ok(Outcome { result, path })
@@ -238,6 +245,7 @@ fn warm_up(model: &Model, suite: &Suite, observer: &mut dyn Observer) -> Result<
             equilibrium_reached: reached,
             criteria: config.clone(),
             last_window: window,
+            telemetry: Vec::new(),
         });
     }
 }
@@ -263,63 +271,102 @@ struct HeadOnly {
     model_layers: u32,
 }
 
-/// Measure one cell; a failure of any step fails the cell with its message.
-fn measure_cell(model: &Model, head_only: Option<&HeadOnly>, shape: CellShape, limits: &MeasureConfig) -> CellRecord {
-    let run = |model: &Model| -> Result<(StepTimeSummary, f64, Option<u32>), String> {
-        let (step_s, measured_s, ctx_end) = match shape {
-            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits),
-            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits),
+/// Measure one cell; a failure of any step fails the cell with its message. The cell's
+/// telemetry covers its own timed steps (not the head-only model's).
+fn measure_cell(
+    model: &Model,
+    head_only: Option<&HeadOnly>,
+    shape: CellShape,
+    limits: &MeasureConfig,
+    telemetry: &RunTelemetry,
+) -> CellRecord {
+    let clock = || telemetry.now_s();
+    let run = |model: &Model| -> Result<(StepTimeSummary, Measured), String> {
+        let measured = match shape {
+            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits, &clock),
+            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits, &clock),
         }
         .map_err(|e| e.to_string())?;
-        Ok((StepTimeSummary::from_samples(&step_s).map_err(|e| e.to_string())?, measured_s, ctx_end))
+        Ok((StepTimeSummary::from_samples(&measured.step_s).map_err(|e| e.to_string())?, measured))
     };
-    let summarised = run(model).and_then(|(summary, measured_s, ctx_end)| {
+    let summarised = run(model).and_then(|(summary, measured)| {
         let full_depth = match head_only {
             Some(head) => {
-                let (head_summary, ..) = run(&head.model).map_err(|e| format!("head-only model: {e}"))?;
+                let (head_summary, _) = run(&head.model).map_err(|e| format!("head-only model: {e}"))?;
                 Some(FullDepth::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
             }
             None => None,
         };
-        let measured_s = Finite::new(measured_s, "measured time").map_err(|e| e.to_string())?;
-        CellRecord::measured(shape, summary, measured_s, ctx_end, full_depth).map_err(|e| e.to_string())
+        let steps = summary.n as u64;
+        let measured_s = Finite::new(measured.measured_s, "measured time").map_err(|e| e.to_string())?;
+        let mut cell = CellRecord::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
+            .map_err(|e| e.to_string())?;
+        cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
+        let tokens = steps * shape.tokens_per_step();
+        cell.joules_per_token = cell
+            .telemetry
+            .iter()
+            .find_map(|w| w.energy.as_ref())
+            .and_then(|energy| Finite::new(energy.joules.get() / tokens as f64, "joules per token").ok());
+        Ok(cell)
     });
     summarised.unwrap_or_else(|message| CellRecord::failed(shape, message))
 }
 
-/// Step times, total timed seconds, and (decode) the context at the last step.
-type Measured = (Vec<f64>, f64, Option<u32>);
-
-fn measure_prefill(model: &Model, batch: u32, prompt_len: u32, limits: &MeasureConfig) -> Result<Measured, ModelError> {
-    let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
-    let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
-    let mut step = || -> Result<(), ModelError> { to_host(&model.prefill(&prompts, &mut cache)?) };
-    step()?;
-    let (step_s, measured_s) = timed_steps(limits, step)?;
-    Ok((step_s, measured_s, None))
+/// A model's timed steps of one cell.
+struct Measured {
+    step_s: Vec<f64>,
+    /// Wall time of the timed steps.
+    measured_s: f64,
+    /// Decode: the context at the last step.
+    ctx_end: Option<u32>,
+    /// The timed steps' span on the run's telemetry clock.
+    window_s: (f64, f64),
 }
 
-fn measure_decode(model: &Model, batch: u32, ctx: u32, limits: &MeasureConfig) -> Result<Measured, ModelError> {
+fn measure_prefill(
+    model: &Model,
+    batch: u32,
+    prompt_len: u32,
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+) -> Result<Measured, ModelError> {
+    let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
+    let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
+    let mut step = || to_host(&model.prefill(&prompts, &mut cache)?);
+    step()?;
+    timed_steps(limits, clock, step)
+}
+
+fn measure_decode(
+    model: &Model,
+    batch: u32,
+    ctx: u32,
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+) -> Result<Measured, ModelError> {
     let ctx = i64::from(ctx);
     let mut cache = KvCache::new(model, i64::from(batch), ctx + i64::from(limits.max_steps))?;
     cache.fill_random(ctx)?;
     let mut tokens = model.random_tokens(i64::from(batch), 1)?;
     tokens = decode_step(model, &tokens, &mut cache)?;
     cache.truncate(ctx);
-    let (step_s, measured_s) = timed_steps(limits, || {
+    let mut measured = timed_steps(limits, clock, || {
         tokens = decode_step(model, &tokens, &mut cache)?;
         Ok(())
     })?;
-    let ctx_end = u32::try_from(cache.len() - 1).unwrap_or(u32::MAX);
-    Ok((step_s, measured_s, Some(ctx_end)))
+    measured.ctx_end = Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX));
+    Ok(measured)
 }
 
 /// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times.
 fn timed_steps(
     limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
     mut step: impl FnMut() -> Result<(), ModelError>,
-) -> Result<(Vec<f64>, f64), ModelError> {
+) -> Result<Measured, ModelError> {
     let mut step_s = Vec::new();
+    let window_start = clock();
     let start = Instant::now();
     while step_s.len() < limits.max_steps as usize
         && (step_s.len() < limits.min_steps as usize || start.elapsed().as_secs_f64() < limits.min_s)
@@ -328,7 +375,7 @@ fn timed_steps(
         step()?;
         step_s.push(step_start.elapsed().as_secs_f64());
     }
-    Ok((step_s, start.elapsed().as_secs_f64()))
+    Ok(Measured { step_s, measured_s: start.elapsed().as_secs_f64(), ctx_end: None, window_s: (window_start, clock()) })
 }
 
 fn unix_now_s() -> u64 {

@@ -1,8 +1,16 @@
 //! Telemetry of the devices and the host a run measures on.
 //!
-//! Now: the host's identity for the result (CPU model, cores, memory, OS, kernel), read through
-//! sysinfo. The `Sampler` trait, its sampling thread and the host sampling backend come with the
-//! telemetry issue; NVML and ROCm SMI implement that trait in their own crates.
+//! The [`TelemetrySource`] trait is what a device's telemetry implements; the [`Sampler`] thread
+//! reads every source at a fixed rate on the run's monotonic clock and writes the readings to the
+//! run's raw-samples file as it goes; [`HostSource`] is the host's backend (Linux `/proc` and
+//! `/sys`), and [`host_record`] the host's identity for the result. The NVML and ROCm SMI
+//! backends (the telemetry issue, next) implement the same trait in their own crates.
+
+mod host;
+mod sampler;
+
+pub use host::{parse_cpuinfo_mhz, parse_meminfo, parse_proc_stat, utilisation, CpuTimes, HostSource};
+pub use sampler::{Sampler, SamplerError, TelemetrySource};
 
 use lynx_core::result::HostRecord;
 use lynx_core::value::Reported;

@@ -13,7 +13,7 @@ pub use model::{
     SlidingLayers, SlidingWindow,
 };
 pub use scale::{shard, source_layers, Scale};
-pub use suite::{DecodeGrid, MeasureConfig, ParityConfig, PrefillGrid, Suite, WarmupConfig};
+pub use suite::{DecodeGrid, MeasureConfig, ParityConfig, PrefillGrid, Suite, TelemetryConfig, WarmupConfig};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

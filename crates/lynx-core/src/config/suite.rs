@@ -23,6 +23,8 @@ pub struct Suite {
     pub measure: MeasureConfig,
     #[serde(default)]
     pub parity: ParityConfig,
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     pub prefill: PrefillGrid,
     pub decode: DecodeGrid,
 }
@@ -84,6 +86,20 @@ impl Default for ParityConfig {
     }
 }
 
+/// Telemetry sampling through the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// Samples per second of every source, 1 to 100.
+    pub rate_hz: f64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig { rate_hz: 20.0 }
+    }
+}
+
 /// Prefill cells: every batch size at every prompt length.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,6 +152,10 @@ impl Suite {
         }
         check.positive("scale.layers", self.scale.layers.unwrap_or(1))?;
         check.positive("scale.tp", self.scale.tp)?;
+        if !(1.0..=100.0).contains(&self.telemetry.rate_hz) {
+            return Err(check
+                .invalid("telemetry.rate_hz", format!("must be from 1 to 100 (Hz), got {}", self.telemetry.rate_hz)));
+        }
         check.positive("parity.layers", self.parity.layers)?;
         check.positive("parity.batch", self.parity.batch)?;
         check.positive("parity.prompt_len", self.parity.prompt_len)?;

@@ -1,0 +1,331 @@
+//! Telemetry samples and their per-window summaries (DESIGN.md section 5, `telemetry`).
+//!
+//! A source's samples are points in time on the run's monotonic clock; a window (warm-up, one
+//! cell's measurement) is summarised from the samples inside it. Definitions:
+//! - achieved rate: samples in the window / window length;
+//! - gaps: intervals between consecutive samples (and from the window's edges to the first and
+//!   last sample) longer than twice the target period;
+//! - coverage: the share of the window not inside a gap;
+//! - energy: the difference of the source's cumulative energy counter between the first and last
+//!   sample in the window where the source has one, else the trapezoidal integral of power over
+//!   the samples, each labelled with its method;
+//! - throttle fractions: the share of samples in which each reason was active.
+
+use crate::stats::quantile_sorted;
+use crate::value::{Finite, NotFinite};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a device ran below its clocks, as NVML's clock-event reasons name them
+/// (`nvmlClocksEventReasons`; bit values in [`ThrottleReason::from_nvml_bits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThrottleReason {
+    GpuIdle,
+    ApplicationsClocksSetting,
+    SwPowerCap,
+    HwSlowdown,
+    SyncBoost,
+    SwThermalSlowdown,
+    HwThermalSlowdown,
+    HwPowerBrakeSlowdown,
+    DisplayClockSetting,
+}
+
+impl ThrottleReason {
+    const BITS: [(u64, ThrottleReason); 9] = [
+        (0x1, ThrottleReason::GpuIdle),
+        (0x2, ThrottleReason::ApplicationsClocksSetting),
+        (0x4, ThrottleReason::SwPowerCap),
+        (0x8, ThrottleReason::HwSlowdown),
+        (0x10, ThrottleReason::SyncBoost),
+        (0x20, ThrottleReason::SwThermalSlowdown),
+        (0x40, ThrottleReason::HwThermalSlowdown),
+        (0x80, ThrottleReason::HwPowerBrakeSlowdown),
+        (0x100, ThrottleReason::DisplayClockSetting),
+    ];
+
+    /// The reasons set in an NVML clock-event reasons bitmask.
+    pub fn from_nvml_bits(bits: u64) -> Vec<ThrottleReason> {
+        ThrottleReason::BITS.iter().filter(|(bit, _)| bits & bit != 0).map(|&(_, reason)| reason).collect()
+    }
+
+    /// Whether the reason is the hardware slowing the device down (as opposed to idling or a
+    /// setting): these block equilibrium.
+    pub fn is_hardware_slowdown(self) -> bool {
+        matches!(
+            self,
+            ThrottleReason::HwSlowdown
+                | ThrottleReason::HwThermalSlowdown
+                | ThrottleReason::HwPowerBrakeSlowdown
+                | ThrottleReason::SwThermalSlowdown
+                | ThrottleReason::SwPowerCap
+        )
+    }
+}
+
+/// One reading of a telemetry source. Absent fields are values the source does not provide
+/// (the source's `unavailable` list says why); present ones are finite.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds on the run's monotonic clock.
+    pub t_s: f64,
+    /// Board (GPU) or package (CPU, RAPL) power.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_w: Option<f64>,
+    /// Cumulative energy counter (its zero is arbitrary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
+    /// SM clock (GPU) or mean core frequency (CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_mhz: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_clock_mhz: Option<f64>,
+    /// Hottest sensor of the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<f64>,
+    /// Busy share, 0 to 1 (GPU utilisation, or mean CPU core utilisation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilisation: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_bytes: Option<u64>,
+    /// Per-core utilisation, 0 to 1 (host only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub core_utilisation: Vec<f64>,
+    /// Active clock-event reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttle: Vec<ThrottleReason>,
+}
+
+impl Sample {
+    /// The sample with every non-finite reading dropped: a reading that is not a number is a
+    /// reading the source did not give.
+    pub fn sanitised(mut self) -> Sample {
+        let keep = |v: Option<f64>| v.filter(|x| x.is_finite());
+        self.power_w = keep(self.power_w);
+        self.energy_j = keep(self.energy_j);
+        self.sm_clock_mhz = keep(self.sm_clock_mhz);
+        self.mem_clock_mhz = keep(self.mem_clock_mhz);
+        self.temperature_c = keep(self.temperature_c);
+        self.utilisation = keep(self.utilisation);
+        if self.core_utilisation.iter().any(|x| !x.is_finite()) {
+            self.core_utilisation.clear();
+        }
+        self
+    }
+}
+
+/// Minimum, median and maximum of a reading over a window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub min: Finite,
+    pub median: Finite,
+    pub max: Finite,
+}
+
+/// Energy over a window and how it was obtained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Energy {
+    pub joules: Finite,
+    /// `counter` (the source's cumulative energy) or `power integration` (trapezoids over the
+    /// power samples).
+    pub method: String,
+}
+
+/// One source's telemetry over one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowSummary {
+    pub source: String,
+    pub start_s: Finite,
+    pub end_s: Finite,
+    pub samples: u64,
+    pub target_hz: Finite,
+    pub achieved_hz: Finite,
+    /// Share of the window not inside a gap (see the module's definitions).
+    pub coverage: Finite,
+    /// Intervals without a sample longer than twice the target period.
+    pub gaps: u64,
+    pub power_mean_w: Option<Finite>,
+    pub power_max_w: Option<Finite>,
+    pub energy: Option<Energy>,
+    pub sm_clock_mhz: Option<Spread>,
+    pub mem_clock_mhz: Option<Spread>,
+    pub temperature_max_c: Option<Finite>,
+    pub utilisation_mean: Option<Finite>,
+    /// Share of samples with each reason active (reasons never seen are absent).
+    pub throttle: BTreeMap<ThrottleReason, Finite>,
+}
+
+/// Summarise `samples` (sorted by time) of `source` over `[start_s, end_s]`, sampled at
+/// `target_hz`; an error only if the window's bounds or rate are not finite.
+pub fn summarise(
+    source: &str,
+    samples: &[Sample],
+    start_s: f64,
+    end_s: f64,
+    target_hz: f64,
+) -> Result<WindowSummary, NotFinite> {
+    let inside: Vec<&Sample> = samples.iter().filter(|s| s.t_s >= start_s && s.t_s <= end_s).collect();
+    let length = (end_s - start_s).max(0.0);
+    let period = 1.0 / target_hz;
+    // Gaps: between the edges and the samples, and between consecutive samples.
+    let mut edges: Vec<f64> = Vec::with_capacity(inside.len() + 2);
+    edges.push(start_s);
+    edges.extend(inside.iter().map(|s| s.t_s));
+    edges.push(end_s);
+    let (mut gaps, mut uncovered) = (0u64, 0.0);
+    for pair in edges.windows(2) {
+        let interval = pair[1] - pair[0];
+        if interval > 2.0 * period {
+            gaps += 1;
+            uncovered += interval;
+        }
+    }
+    let finite = |x: f64| Finite::new(x, "telemetry").ok();
+    let values = |get: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> { inside.iter().filter_map(|s| get(s)).collect() };
+    let spread = |v: Vec<f64>| -> Option<Spread> {
+        let mut v = v;
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Spread { min: finite(v[0])?, median: finite(quantile_sorted(&v, 0.5))?, max: finite(v[v.len() - 1])? })
+    };
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let power = values(&|s| s.power_w);
+    let mut throttle = BTreeMap::new();
+    for sample in &inside {
+        for reason in &sample.throttle {
+            *throttle.entry(*reason).or_insert(0u64) += 1;
+        }
+    }
+    Ok(WindowSummary {
+        source: source.to_owned(),
+        start_s: Finite::new(start_s, "window start")?,
+        end_s: Finite::new(end_s, "window end")?,
+        samples: inside.len() as u64,
+        target_hz: Finite::new(target_hz, "sample rate")?,
+        achieved_hz: Finite::new(if length > 0.0 { inside.len() as f64 / length } else { 0.0 }, "achieved rate")?,
+        coverage: Finite::new(if length > 0.0 { (1.0 - uncovered / length).clamp(0.0, 1.0) } else { 0.0 }, "coverage")?,
+        gaps,
+        power_mean_w: mean(&power).and_then(finite),
+        power_max_w: power.iter().copied().reduce(f64::max).and_then(finite),
+        energy: energy(&inside),
+        sm_clock_mhz: spread(values(&|s| s.sm_clock_mhz)),
+        mem_clock_mhz: spread(values(&|s| s.mem_clock_mhz)),
+        temperature_max_c: values(&|s| s.temperature_c).into_iter().reduce(f64::max).and_then(finite),
+        utilisation_mean: mean(&values(&|s| s.utilisation)).and_then(finite),
+        throttle: throttle
+            .into_iter()
+            .filter_map(|(reason, count)| Some((reason, finite(count as f64 / inside.len() as f64)?)))
+            .collect(),
+    })
+}
+
+/// The window's energy: counter difference where the source has a counter, else power
+/// integrated by trapezoids.
+fn energy(inside: &[&Sample]) -> Option<Energy> {
+    let counted: Vec<(f64, f64)> = inside.iter().filter_map(|s| Some((s.t_s, s.energy_j?))).collect();
+    if counted.len() >= 2 {
+        let joules = counted[counted.len() - 1].1 - counted[0].1;
+        return Some(Energy { joules: Finite::new(joules, "energy").ok()?, method: "counter".to_owned() });
+    }
+    let powered: Vec<(f64, f64)> = inside.iter().filter_map(|s| Some((s.t_s, s.power_w?))).collect();
+    if powered.len() < 2 {
+        return None;
+    }
+    let joules: f64 = powered.windows(2).map(|p| (p[1].0 - p[0].0) * (p[1].1 + p[0].1) / 2.0).sum();
+    Some(Energy { joules: Finite::new(joules, "energy").ok()?, method: "power integration".to_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    /// Samples every `period` from `from` to `to` inclusive, built by `make`.
+    fn series(from: f64, to: f64, period: f64, make: impl Fn(f64) -> Sample) -> Vec<Sample> {
+        let n = ((to - from) / period).round() as usize;
+        (0..=n).map(|i| make(from + i as f64 * period)).collect()
+    }
+
+    #[test]
+    fn summaries_match_hand_computed_values() {
+        // 10 Hz for 1 s: 11 samples at t = 0.0 … 1.0; power ramps 100 → 200 W; clocks alternate.
+        let samples = series(0.0, 1.0, 0.1, |t| Sample {
+            t_s: t,
+            power_w: Some(100.0 + 100.0 * t),
+            sm_clock_mhz: Some(if (t * 10.0).round() as i64 % 2 == 0 { 1980.0 } else { 1755.0 }),
+            temperature_c: Some(50.0 + 10.0 * t),
+            throttle: if t >= 0.75 { vec![ThrottleReason::SwPowerCap] } else { vec![] },
+            ..Sample::default()
+        });
+        let s = summarise("test", &samples, 0.0, 1.0, 10.0).unwrap();
+        assert_eq!(s.samples, 11);
+        assert!(close(s.achieved_hz.get(), 11.0));
+        assert_eq!(s.gaps, 0);
+        assert!(close(s.coverage.get(), 1.0));
+        assert!(close(s.power_mean_w.unwrap().get(), 150.0));
+        assert!(close(s.power_max_w.unwrap().get(), 200.0));
+        // ∫ (100 + 100 t) dt over [0, 1] = 150 J; trapezoids are exact for a line.
+        let energy = s.energy.unwrap();
+        assert_eq!(energy.method, "power integration");
+        assert!(close(energy.joules.get(), 150.0));
+        let clock = s.sm_clock_mhz.unwrap();
+        assert_eq!((clock.min.get(), clock.median.get(), clock.max.get()), (1755.0, 1980.0, 1980.0));
+        assert!(close(s.temperature_max_c.unwrap().get(), 60.0));
+        // t = 0.8, 0.9, 1.0 of 11 samples.
+        assert!(close(s.throttle[&ThrottleReason::SwPowerCap].get(), 3.0 / 11.0));
+        assert!(s.mem_clock_mhz.is_none() && s.utilisation_mean.is_none());
+    }
+
+    #[test]
+    fn a_counter_gives_the_energy_and_agrees_with_integrated_power() {
+        // A constant 250 W with a counter that integrates it: both ways give 250 J per second.
+        let samples = series(10.0, 12.0, 0.05, |t| Sample {
+            t_s: t,
+            power_w: Some(250.0),
+            energy_j: Some(1_000.0 + 250.0 * t),
+            ..Sample::default()
+        });
+        let by_counter = summarise("c", &samples, 10.0, 12.0, 20.0).unwrap().energy.unwrap();
+        assert_eq!(by_counter.method, "counter");
+        assert!(close(by_counter.joules.get(), 500.0));
+        let without_counter: Vec<Sample> = samples.iter().map(|s| Sample { energy_j: None, ..s.clone() }).collect();
+        let integrated = summarise("c", &without_counter, 10.0, 12.0, 20.0).unwrap().energy.unwrap();
+        assert!((integrated.joules.get() - by_counter.joules.get()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn gaps_reduce_coverage() {
+        // 10 Hz over [0, 2] but nothing between 0.5 and 1.5: one 1 s gap, coverage 50%.
+        let samples: Vec<Sample> = series(0.0, 2.0, 0.1, |t| Sample { t_s: t, ..Sample::default() })
+            .into_iter()
+            .filter(|s| s.t_s <= 0.5 + 1e-9 || s.t_s >= 1.5 - 1e-9)
+            .collect();
+        let s = summarise("g", &samples, 0.0, 2.0, 10.0).unwrap();
+        assert_eq!(s.gaps, 1);
+        assert!(close(s.coverage.get(), 0.5));
+        // No samples at all: the whole window is one gap.
+        let empty = summarise("g", &[], 0.0, 2.0, 10.0).unwrap();
+        assert!(summarise("g", &[], 0.0, f64::NAN, 10.0).is_err());
+        assert_eq!((empty.samples, empty.gaps), (0, 1));
+        assert!(close(empty.coverage.get(), 0.0));
+        assert!(empty.energy.is_none());
+    }
+
+    #[test]
+    fn nvml_bits_decode_to_names() {
+        assert_eq!(
+            ThrottleReason::from_nvml_bits(0x4 | 0x40),
+            [ThrottleReason::SwPowerCap, ThrottleReason::HwThermalSlowdown]
+        );
+        assert!(ThrottleReason::from_nvml_bits(0).is_empty());
+        assert!(!ThrottleReason::GpuIdle.is_hardware_slowdown());
+        let sample = Sample { power_w: Some(f64::NAN), sm_clock_mhz: Some(1.0), ..Sample::default() }.sanitised();
+        assert_eq!((sample.power_w, sample.sm_clock_mhz), (None, Some(1.0)));
+    }
+}

@@ -1,0 +1,270 @@
+//! The host's telemetry from Linux's `/proc` and `/sys`: per-core utilisation (`/proc/stat`),
+//! core frequency (cpufreq, else `/proc/cpuinfo`), memory in use (`/proc/meminfo`), the hottest
+//! thermal zone or hwmon sensor, and package energy from RAPL (`/sys/class/powercap`), with power
+//! derived from it. What the machine does not expose is listed with the reason.
+
+use crate::sampler::TelemetrySource;
+use lynx_core::telemetry::Sample;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Busy and total jiffies of one CPU line of `/proc/stat`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTimes {
+    pub busy: u64,
+    pub total: u64,
+}
+
+/// The per-core lines (`cpu0`, `cpu1`, …) of `/proc/stat`. Idle time is `idle + iowait`.
+pub fn parse_proc_stat(text: &str) -> Vec<CpuTimes> {
+    text.lines()
+        .filter(|line| line.starts_with("cpu") && line.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|line| {
+            let fields: Vec<u64> = line.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+            let total: u64 = fields.iter().take(8).sum();
+            let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+            CpuTimes { busy: total - idle, total }
+        })
+        .collect()
+}
+
+/// Per-core utilisation between two `/proc/stat` readings.
+pub fn utilisation(before: &[CpuTimes], after: &[CpuTimes]) -> Vec<f64> {
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| {
+            let total = a.total.saturating_sub(b.total);
+            if total == 0 {
+                0.0
+            } else {
+                a.busy.saturating_sub(b.busy) as f64 / total as f64
+            }
+        })
+        .collect()
+}
+
+/// Bytes in use from `/proc/meminfo`: MemTotal − MemAvailable.
+pub fn parse_meminfo(text: &str) -> Option<u64> {
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    Some(field("MemTotal:")?.saturating_sub(field("MemAvailable:")?))
+}
+
+/// Mean of the `cpu MHz` lines of `/proc/cpuinfo`.
+pub fn parse_cpuinfo_mhz(text: &str) -> Option<f64> {
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("cpu MHz"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+fn read_number(path: &Path) -> Option<f64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Files matching `dir/*prefix*/name` (or `dir/name*` when `name` ends in `*`).
+fn files(dir: &str, entry_prefix: &str, name: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(entry_prefix)))
+        .flat_map(|p| {
+            let base = name.trim_end_matches('*');
+            if name.ends_with('*') {
+                std::fs::read_dir(&p)
+                    .map(|d| {
+                        d.filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|f| {
+                                let n = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                                n.starts_with(base) && n.ends_with("_input")
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            } else {
+                vec![p.join(name)]
+            }
+        })
+        .filter(|p| p.exists())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The host as a telemetry source.
+pub struct HostSource {
+    previous: Option<Vec<CpuTimes>>,
+    cpufreq: Vec<PathBuf>,
+    temperatures: Vec<PathBuf>,
+    /// RAPL package domains: (energy_uj file, max_energy_range_uj).
+    rapl: Vec<(PathBuf, f64)>,
+    /// Accumulated energy across counter wraps, and the last raw readings.
+    energy_j: f64,
+    last_raw_uj: Vec<f64>,
+    last_energy: Option<(Instant, f64)>,
+    unavailable: Vec<(String, String)>,
+}
+
+impl HostSource {
+    pub fn new() -> HostSource {
+        let cpufreq = files("/sys/devices/system/cpu", "cpu", "cpufreq/scaling_cur_freq");
+        let mut temperatures = files("/sys/class/thermal", "thermal_zone", "temp");
+        temperatures.extend(files("/sys/class/hwmon", "hwmon", "temp*"));
+        let rapl: Vec<(PathBuf, f64)> = files("/sys/class/powercap", "intel-rapl:", "energy_uj")
+            .into_iter()
+            .filter(|p| {
+                // Package domains are intel-rapl:N (sub-domains intel-rapl:N:M count within them).
+                p.parent().and_then(|d| d.file_name()).is_some_and(|n| n.to_string_lossy().matches(':').count() == 1)
+            })
+            .map(|p| {
+                let range = read_number(&p.with_file_name("max_energy_range_uj")).unwrap_or(f64::MAX);
+                (p, range)
+            })
+            .collect();
+        let mut unavailable = Vec::new();
+        let mut missing = |field: &str, reason: &str| unavailable.push((field.to_owned(), reason.to_owned()));
+        if cpufreq.is_empty() {
+            missing(
+                "sm_clock_mhz",
+                "no cpufreq in /sys; the frequency is /proc/cpuinfo's, which a VM may report as the nominal rate",
+            );
+        }
+        if temperatures.is_empty() {
+            missing("temperature_c", "no thermal zone or hwmon sensor in /sys");
+        }
+        if rapl.is_empty() {
+            missing("power_w", "no RAPL package domain in /sys/class/powercap");
+            missing("energy_j", "no RAPL package domain in /sys/class/powercap");
+        }
+        missing("mem_clock_mhz", "not exposed for host memory");
+        missing("throttle", "Linux exposes no per-sample throttle state for CPUs");
+        HostSource {
+            previous: None,
+            cpufreq,
+            temperatures,
+            last_raw_uj: vec![f64::NAN; rapl.len()],
+            rapl,
+            energy_j: 0.0,
+            last_energy: None,
+            unavailable,
+        }
+    }
+
+    /// Package energy in joules, accumulated across counter wraps; the power since the last call.
+    fn energy(&mut self) -> (Option<f64>, Option<f64>) {
+        if self.rapl.is_empty() {
+            return (None, None);
+        }
+        for (i, (path, range)) in self.rapl.iter().enumerate() {
+            let Some(raw) = read_number(path) else { return (None, None) };
+            let last = self.last_raw_uj[i];
+            if last.is_finite() {
+                let delta = if raw >= last { raw - last } else { raw + range - last };
+                self.energy_j += delta / 1e6;
+            }
+            self.last_raw_uj[i] = raw;
+        }
+        let now = Instant::now();
+        let power = self.last_energy.and_then(|(at, joules)| {
+            let dt = now.duration_since(at).as_secs_f64();
+            (dt > 0.0).then(|| (self.energy_j - joules) / dt)
+        });
+        self.last_energy = Some((now, self.energy_j));
+        (Some(self.energy_j), power)
+    }
+}
+
+impl Default for HostSource {
+    fn default() -> Self {
+        HostSource::new()
+    }
+}
+
+impl TelemetrySource for HostSource {
+    fn name(&self) -> String {
+        "host".to_owned()
+    }
+
+    fn unavailable(&self) -> Vec<(String, String)> {
+        self.unavailable.clone()
+    }
+
+    fn sample(&mut self) -> Sample {
+        let times = std::fs::read_to_string("/proc/stat").map(|t| parse_proc_stat(&t)).unwrap_or_default();
+        let cores = match &self.previous {
+            Some(before) if before.len() == times.len() => utilisation(before, &times),
+            _ => Vec::new(),
+        };
+        self.previous = Some(times);
+        let clock = if self.cpufreq.is_empty() {
+            std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| parse_cpuinfo_mhz(&t))
+        } else {
+            let khz: Vec<f64> = self.cpufreq.iter().filter_map(|p| read_number(p)).collect();
+            (!khz.is_empty()).then(|| khz.iter().sum::<f64>() / khz.len() as f64 / 1000.0)
+        };
+        let temperature =
+            self.temperatures.iter().filter_map(|p| read_number(p)).map(|milli| milli / 1000.0).reduce(f64::max);
+        let (energy_j, power_w) = self.energy();
+        Sample {
+            t_s: 0.0,
+            power_w,
+            energy_j,
+            sm_clock_mhz: clock,
+            mem_clock_mhz: None,
+            temperature_c: temperature,
+            utilisation: (!cores.is_empty()).then(|| cores.iter().sum::<f64>() / cores.len() as f64),
+            memory_used_bytes: std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| parse_meminfo(&t)),
+            core_utilisation: cores,
+            throttle: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 35 5 0 0 0 0 0\nintr 1\n";
+
+    #[test]
+    fn proc_stat_gives_per_core_utilisation() {
+        let before = parse_proc_stat(STAT);
+        assert_eq!(before, [CpuTimes { busy: 10, total: 50 }, CpuTimes { busy: 10, total: 50 }]);
+        let after = parse_proc_stat("cpu0 35 0 5 60 0 0 0 0 0 0\ncpu1 5 0 5 85 5 0 0 0 0 0\n");
+        // cpu0: 30 busy of 50 jiffies; cpu1: 0 of 50.
+        assert_eq!(utilisation(&before, &after), [0.6, 0.0]);
+    }
+
+    #[test]
+    fn meminfo_and_cpuinfo_parse() {
+        let meminfo = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n";
+        assert_eq!(parse_meminfo(meminfo), Some(600 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
+        let cpuinfo = "processor : 0\ncpu MHz\t\t: 2000.0\nprocessor : 1\ncpu MHz\t\t: 3000.0\n";
+        assert_eq!(parse_cpuinfo_mhz(cpuinfo), Some(2500.0));
+    }
+
+    #[test]
+    fn the_host_samples_what_it_has_and_names_what_it_lacks() {
+        let mut host = HostSource::new();
+        let first = host.sample();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let second = host.sample();
+        assert!(second.memory_used_bytes.is_some_and(|b| b > 0));
+        assert!(first.core_utilisation.is_empty(), "utilisation needs two readings");
+        assert!(!second.core_utilisation.is_empty());
+        assert!(second.core_utilisation.iter().all(|u| (0.0..=1.0).contains(u)));
+        // Every reading is either there or listed as unavailable with a reason.
+        let missing = host.unavailable();
+        let named = |field: &str| missing.iter().any(|(f, reason)| f == field && !reason.is_empty());
+        assert!(second.temperature_c.is_some() || named("temperature_c"));
+        assert!(second.energy_j.is_some() || named("energy_j"));
+        assert!(named("mem_clock_mhz"));
+    }
+}
