@@ -5,8 +5,42 @@
 
 use crate::sampler::TelemetrySource;
 use lynx_core::telemetry::Sample;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Shortest span per-core utilisation is computed over: `/proc/stat` counts in jiffies (10 ms at
+/// the usual USER_HZ of 100), so over one 10 ms sample each core would read as 0 or 1.
+const STAT_EVERY: Duration = Duration::from_millis(100);
+/// How often memory in use is re-read: it changes slowly, and each read costs a `/proc` walk.
+const MEMINFO_EVERY: Duration = Duration::from_secs(1);
+
+/// How often `/proc/cpuinfo` is re-read when cpufreq is missing: the kernel builds that file for
+/// every CPU on each read (it cost most of a host reading here), and where cpufreq is missing the
+/// figure it reports is usually the nominal rate anyway.
+const CPUINFO_EVERY: Duration = Duration::from_secs(1);
+
+/// A `/proc` file kept open and re-read from the start into a reused buffer: no open and close
+/// per reading.
+struct ProcFile {
+    file: Option<File>,
+    text: String,
+}
+
+impl ProcFile {
+    fn open(path: &str) -> ProcFile {
+        ProcFile { file: File::open(path).ok(), text: String::new() }
+    }
+
+    fn read(&mut self) -> Option<&str> {
+        let file = self.file.as_mut()?;
+        self.text.clear();
+        file.seek(SeekFrom::Start(0)).ok()?;
+        file.read_to_string(&mut self.text).ok()?;
+        Some(&self.text)
+    }
+}
 
 /// Busy and total jiffies of one CPU line of `/proc/stat`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,7 +133,17 @@ fn files(dir: &str, entry_prefix: &str, name: &str) -> Vec<PathBuf> {
 
 /// The host as a telemetry source.
 pub struct HostSource {
-    previous: Option<Vec<CpuTimes>>,
+    stat: ProcFile,
+    meminfo: ProcFile,
+    cpuinfo: ProcFile,
+    /// The last `/proc/cpuinfo` frequency and when it was read.
+    cpuinfo_mhz: Option<(Instant, Option<f64>)>,
+    /// The last memory in use and when it was read.
+    memory: Option<(Instant, Option<u64>)>,
+    /// The `/proc/stat` reading utilisation is measured from, when it was taken, and the last
+    /// utilisation computed.
+    previous: Option<(Instant, Vec<CpuTimes>)>,
+    cores: Vec<f64>,
     cpufreq: Vec<PathBuf>,
     temperatures: Vec<PathBuf>,
     /// RAPL package domains: (energy_uj file, max_energy_range_uj).
@@ -132,7 +176,8 @@ impl HostSource {
         if cpufreq.is_empty() {
             missing(
                 "sm_clock_mhz",
-                "no cpufreq in /sys; the frequency is /proc/cpuinfo's, which a VM may report as the nominal rate",
+                "no cpufreq in /sys; the frequency is /proc/cpuinfo's, read once a second, which a VM may report \
+                 as the nominal rate",
             );
         }
         if temperatures.is_empty() {
@@ -145,7 +190,13 @@ impl HostSource {
         missing("mem_clock_mhz", "not exposed for host memory");
         missing("throttle", "Linux exposes no per-sample throttle state for CPUs");
         HostSource {
+            stat: ProcFile::open("/proc/stat"),
+            meminfo: ProcFile::open("/proc/meminfo"),
+            cpuinfo: ProcFile::open("/proc/cpuinfo"),
+            cpuinfo_mhz: None,
+            memory: None,
             previous: None,
+            cores: Vec::new(),
             cpufreq,
             temperatures,
             last_raw_uj: vec![f64::NAN; rapl.len()],
@@ -196,14 +247,27 @@ impl TelemetrySource for HostSource {
     }
 
     fn sample(&mut self) -> Sample {
-        let times = std::fs::read_to_string("/proc/stat").map(|t| parse_proc_stat(&t)).unwrap_or_default();
-        let cores = match &self.previous {
-            Some(before) if before.len() == times.len() => utilisation(before, &times),
-            _ => Vec::new(),
-        };
-        self.previous = Some(times);
+        let due = |last: Option<Instant>, every: Duration| last.is_none_or(|at| at.elapsed() >= every);
+        if due(self.previous.as_ref().map(|(at, _)| *at), STAT_EVERY) {
+            let times = self.stat.read().map(parse_proc_stat).unwrap_or_default();
+            if let Some((_, before)) = &self.previous {
+                self.cores = if before.len() == times.len() { utilisation(before, &times) } else { Vec::new() };
+            }
+            self.previous = Some((Instant::now(), times));
+        }
+        let cores = self.cores.clone();
+        if due(self.memory.map(|(at, _)| at), MEMINFO_EVERY) {
+            self.memory = Some((Instant::now(), self.meminfo.read().and_then(parse_meminfo)));
+        }
         let clock = if self.cpufreq.is_empty() {
-            std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| parse_cpuinfo_mhz(&t))
+            match self.cpuinfo_mhz {
+                Some((at, mhz)) if at.elapsed() < CPUINFO_EVERY => mhz,
+                _ => {
+                    let mhz = self.cpuinfo.read().and_then(parse_cpuinfo_mhz);
+                    self.cpuinfo_mhz = Some((Instant::now(), mhz));
+                    mhz
+                }
+            }
         } else {
             let khz: Vec<f64> = self.cpufreq.iter().filter_map(|p| read_number(p)).collect();
             (!khz.is_empty()).then(|| khz.iter().sum::<f64>() / khz.len() as f64 / 1000.0)
@@ -219,7 +283,7 @@ impl TelemetrySource for HostSource {
             mem_clock_mhz: None,
             temperature_c: temperature,
             utilisation: (!cores.is_empty()).then(|| cores.iter().sum::<f64>() / cores.len() as f64),
-            memory_used_bytes: std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| parse_meminfo(&t)),
+            memory_used_bytes: self.memory.and_then(|(_, bytes)| bytes),
             core_utilisation: cores,
             throttle: Vec::new(),
         }
@@ -254,7 +318,7 @@ mod tests {
     fn the_host_samples_what_it_has_and_names_what_it_lacks() {
         let mut host = HostSource::new();
         let first = host.sample();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(STAT_EVERY);
         let second = host.sample();
         assert!(second.memory_used_bytes.is_some_and(|b| b > 0));
         assert!(first.core_utilisation.is_empty(), "utilisation needs two readings");

@@ -2,7 +2,6 @@
 //! each reading to the run's raw-samples file as it goes, and keeps them for window summaries.
 
 use lynx_core::telemetry::Sample;
-use serde::Serialize;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,13 +29,16 @@ pub enum SamplerError {
     Panicked,
 }
 
-/// One line of the raw-samples file.
-#[derive(Serialize)]
-struct Line<'a> {
-    kind: &'static str,
-    source: &'a str,
-    #[serde(flatten)]
-    sample: &'a Sample,
+/// Write `sample` of `source` as one line of the raw-samples file:
+/// `{"kind":"telemetry","source":…,<the sample's fields>}`. The prefix is spliced in by hand:
+/// `#[serde(flatten)]` would buffer every sample through a map.
+fn write_line(sink: &mut dyn Write, prefix: &[u8], sample: &Sample, buffer: &mut Vec<u8>) -> std::io::Result<()> {
+    buffer.clear();
+    serde_json::to_writer(&mut *buffer, sample)?;
+    sink.write_all(prefix)?;
+    // The sample's object without its opening brace (it always has `t_s`, so it is not empty).
+    sink.write_all(&buffer[1..])?;
+    sink.write_all(b"\n")
 }
 
 /// The running sampler; stop it to join the thread and flush the file.
@@ -67,19 +69,22 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(vec![Vec::new(); sources.len()]));
         let period = Duration::from_secs_f64(1.0 / rate_hz);
-        let (thread_stop, thread_samples, thread_names) = (stop.clone(), samples.clone(), names.clone());
+        let prefixes: Vec<Vec<u8>> = names
+            .iter()
+            .map(|name| {
+                format!("{{\"kind\":\"telemetry\",\"source\":{},", serde_json::Value::from(name.as_str())).into_bytes()
+            })
+            .collect();
+        let (thread_stop, thread_samples) = (stop.clone(), samples.clone());
         let thread = std::thread::Builder::new().name("lynx-telemetry".to_owned()).spawn(move || {
             let mut next = Instant::now();
             let mut last_flush = Instant::now();
+            let mut buffer = Vec::with_capacity(512);
             while !thread_stop.load(Ordering::Relaxed) {
                 for (index, source) in sources.iter_mut().enumerate() {
                     let mut sample = source.sample().sanitised();
                     sample.t_s = clock.elapsed().as_secs_f64();
-                    serde_json::to_writer(
-                        &mut sink,
-                        &Line { kind: "telemetry", source: &thread_names[index], sample: &sample },
-                    )?;
-                    sink.write_all(b"\n")?;
+                    write_line(&mut sink, &prefixes[index], &sample, &mut buffer)?;
                     thread_samples.lock().unwrap_or_else(|p| p.into_inner())[index].push(sample);
                 }
                 if last_flush.elapsed() >= FLUSH_EVERY {
