@@ -51,11 +51,13 @@ pub struct TelemetryRecord {
     pub sources: Vec<SourceRecord>,
 }
 
-/// One telemetry source and the readings it could not give.
+/// One telemetry source, how it measures, and the readings it could not give.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceRecord {
     pub name: String,
-    /// Reading → why it is unavailable.
+    /// Reading → how the source measures it, where that matters (NVML's power field).
+    pub labels: BTreeMap<String, String>,
+    /// Reading → why it is unavailable (`all` when the source could not be started).
     pub unavailable: BTreeMap<String, String>,
 }
 
@@ -133,6 +135,24 @@ pub struct DeviceRecord {
     pub uuid: Reported<String>,
     /// CUDA compute capability (`9.0`), for NVIDIA devices.
     pub compute_capability: Reported<String>,
+    /// The board's management facts (NVML for NVIDIA GPUs).
+    pub board: Reported<BoardRecord>,
+}
+
+/// What a GPU's management library says about its board.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoardRecord {
+    pub serial: Reported<String>,
+    pub pci_bus_id: Reported<String>,
+    pub vbios: Reported<String>,
+    pub driver_version: Reported<String>,
+    /// Highest CUDA version the driver supports.
+    pub cuda_driver_version: Reported<String>,
+    pub power_limit_default_w: Reported<f64>,
+    pub power_limit_enforced_w: Reported<f64>,
+    pub ecc_enabled: Reported<bool>,
+    pub mig_enabled: Reported<bool>,
+    pub persistence_mode: Reported<bool>,
 }
 
 /// The host the device sits in.

@@ -65,6 +65,14 @@ impl<T> Reported<T> {
         Reported::Unavailable { unavailable: reason.into() }
     }
 
+    /// The known value transformed by `f`; an unavailable one as it is.
+    pub fn map_known<U>(self, f: impl FnOnce(T) -> U) -> Reported<U> {
+        match self {
+            Reported::Known(value) => Reported::Known(f(value)),
+            Reported::Unavailable { unavailable } => Reported::Unavailable { unavailable },
+        }
+    }
+
     pub fn known(&self) -> Option<&T> {
         match self {
             Reported::Known(value) => Some(value),

@@ -90,6 +90,7 @@ fn cpu(host: &HostRecord) -> Device {
             memory_bytes: Reported::Known(host.memory_bytes),
             uuid: Reported::unavailable("CPUs have no board UUID"),
             compute_capability: Reported::unavailable("not a CUDA device"),
+            board: Reported::unavailable("a CPU has no GPU board"),
         },
         torch: tch::Device::Cpu,
     }
@@ -105,6 +106,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                 memory_bytes: Reported::unavailable(reason),
                 uuid: Reported::unavailable(reason),
                 compute_capability: Reported::unavailable("not a CUDA device"),
+                board: Reported::unavailable(reason),
             }
         }
         _ => match lynx_kernels::cuda_device(index) {
@@ -112,6 +114,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                 device: name,
                 name: Reported::Known(cuda.name),
                 memory_bytes: Reported::Known(cuda.memory_bytes),
+                board: lynx_nvml::board(&cuda.uuid),
                 uuid: Reported::Known(cuda.uuid),
                 compute_capability: Reported::Known(cuda.compute_capability),
             },
@@ -121,6 +124,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                 memory_bytes: Reported::unavailable(error.to_string()),
                 uuid: Reported::unavailable(error.to_string()),
                 compute_capability: Reported::unavailable(error.to_string()),
+                board: Reported::unavailable(error.to_string()),
             },
         },
     };

@@ -115,7 +115,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
             },
         };
     let samples_path = path.with_extension("samples.jsonl");
-    let telemetry = RunTelemetry::start(config.suite.telemetry.rate_hz, &samples_path)?;
+    let telemetry = RunTelemetry::start(&device, config.suite.telemetry.rate_hz, &samples_path)?;
     let mut result = RunResult {
         schema: RESULT_SCHEMA.to_owned(),
         run_id,

@@ -1,15 +1,23 @@
 //! A run's telemetry: the sampler over the device's and the host's sources, started once parity
 //! has passed the inputs and stopped at the end of the run, and the summaries of its windows.
 
+use crate::devices::Device;
 use crate::RunError;
+use lynx_core::device::DeviceName;
 use lynx_core::result::{SourceRecord, TelemetryRecord};
 use lynx_core::telemetry::{summarise, WindowSummary};
 use lynx_core::value::Finite;
+use lynx_nvml::NvmlSource;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// The record of a source that could not start: all its readings unavailable, for `reason`.
+fn failed_source(name: &str, reason: String) -> SourceRecord {
+    SourceRecord { name: name.to_owned(), labels: Default::default(), unavailable: [("all".to_owned(), reason)].into() }
+}
 
 pub struct RunTelemetry {
     clock: Instant,
@@ -19,19 +27,32 @@ pub struct RunTelemetry {
 }
 
 impl RunTelemetry {
-    /// Start sampling at `rate_hz` into `path`. Today the host's source serves every device;
-    /// the NVML and ROCm SMI sources of the telemetry issue will join it for GPUs.
-    pub fn start(rate_hz: f64, path: &Path) -> Result<RunTelemetry, RunError> {
+    /// Start sampling `device` at `rate_hz` into `path`: the host's source always, and for an
+    /// NVIDIA GPU its NVML source (found by UUID; recorded with the reason when it cannot start).
+    /// ROCm SMI joins for AMD GPUs with the rest of the telemetry issue.
+    pub fn start(device: &Device, rate_hz: f64, path: &Path) -> Result<RunTelemetry, RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let sink = BufWriter::new(File::create(path).map_err(io)?);
-        let sources: Vec<Box<dyn TelemetrySource>> = vec![Box::new(HostSource::new())];
-        let records = sources
-            .iter()
-            .map(|s| SourceRecord { name: s.name(), unavailable: s.unavailable().into_iter().collect() })
-            .collect();
+        let mut sources: Vec<Box<dyn TelemetrySource>> = Vec::new();
+        let mut records = Vec::new();
+        if let DeviceName::Cuda(_) = device.record.device {
+            match device.record.uuid.known().ok_or("the CUDA driver gave no UUID to find it by".to_owned()) {
+                Ok(uuid) => match NvmlSource::for_uuid(uuid) {
+                    Ok(source) => sources.push(Box::new(source)),
+                    Err(reason) => records.push(failed_source("nvml", reason)),
+                },
+                Err(reason) => records.push(failed_source("nvml", reason)),
+            }
+        }
+        sources.push(Box::new(HostSource::new()));
+        records.extend(sources.iter().map(|s| SourceRecord {
+            name: s.name(),
+            labels: s.labels().into_iter().collect(),
+            unavailable: s.unavailable().into_iter().collect(),
+        }));
         let clock = Instant::now();
         let sampler =
             Sampler::start(sources, rate_hz, clock, Box::new(sink)).map_err(|e| RunError::Telemetry(e.to_string()))?;

@@ -14,6 +14,10 @@ pub trait TelemetrySource: Send {
     fn name(&self) -> String;
     /// The readings it cannot provide, each with the reason.
     fn unavailable(&self) -> Vec<(String, String)>;
+    /// How it measures readings where that matters (e.g. instantaneous or averaged power).
+    fn labels(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// One reading; the sampler sets its time.
     fn sample(&mut self) -> Sample;
 }
