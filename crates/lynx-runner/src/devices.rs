@@ -99,14 +99,14 @@ fn cpu(host: &HostRecord) -> Device {
 fn gpu_device(name: DeviceName, index: u32) -> Device {
     let record = match name {
         DeviceName::Rocm(_) => {
-            let reason = "ROCm device identity comes from ROCm SMI, not yet wired in (telemetry issue)";
+            let (gpu_name, memory_bytes) = lynx_rocm::name_and_memory(index);
             DeviceRecord {
                 device: name,
-                name: Reported::unavailable(reason),
-                memory_bytes: Reported::unavailable(reason),
-                uuid: Reported::unavailable(reason),
+                name: gpu_name,
+                memory_bytes,
+                uuid: Reported::unavailable("AMD GPUs are identified by their serial and PCI bus (see board)"),
                 compute_capability: Reported::unavailable("not a CUDA device"),
-                board: Reported::unavailable(reason),
+                board: lynx_rocm::board(index),
             }
         }
         _ => match lynx_kernels::cuda_device(index) {

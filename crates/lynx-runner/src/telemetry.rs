@@ -8,11 +8,36 @@ use lynx_core::result::{SourceRecord, TelemetryRecord};
 use lynx_core::telemetry::{summarise, WindowSummary};
 use lynx_core::value::Finite;
 use lynx_nvml::NvmlSource;
+use lynx_rocm::RocmSource;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// A source that started, or why it could not.
+type Started = Result<Box<dyn TelemetrySource>, String>;
+
+/// The GPU's own telemetry source, by name: NVML found by the CUDA driver's UUID for NVIDIA,
+/// ROCm SMI for AMD; `None` for the CPU.
+fn gpu_source(device: &Device) -> Option<(&'static str, Started)> {
+    match device.record.device {
+        DeviceName::Cpu => None,
+        DeviceName::Cuda(_) => Some((
+            "nvml",
+            device
+                .record
+                .uuid
+                .known()
+                .ok_or_else(|| "the CUDA driver gave no UUID to find it by".to_owned())
+                .and_then(|uuid| NvmlSource::for_uuid(uuid))
+                .map(|s| Box::new(s) as Box<dyn TelemetrySource>),
+        )),
+        DeviceName::Rocm(index) => {
+            Some(("rocm-smi", RocmSource::for_index(index).map(|s| Box::new(s) as Box<dyn TelemetrySource>)))
+        }
+    }
+}
 
 /// The record of a source that could not start: all its readings unavailable, for `reason`.
 fn failed_source(name: &str, reason: String) -> SourceRecord {
@@ -27,9 +52,9 @@ pub struct RunTelemetry {
 }
 
 impl RunTelemetry {
-    /// Start sampling `device` at `rate_hz` into `path`: the host's source always, and for an
-    /// NVIDIA GPU its NVML source (found by UUID; recorded with the reason when it cannot start).
-    /// ROCm SMI joins for AMD GPUs with the rest of the telemetry issue.
+    /// Start sampling `device` at `rate_hz` into `path`: the host's source always, and the GPU's
+    /// own beside it (NVML found by UUID for NVIDIA, ROCm SMI for AMD; a source that cannot start
+    /// is recorded with the reason).
     pub fn start(device: &Device, rate_hz: f64, path: &Path) -> Result<RunTelemetry, RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
@@ -38,14 +63,11 @@ impl RunTelemetry {
         let sink = BufWriter::new(File::create(path).map_err(io)?);
         let mut sources: Vec<Box<dyn TelemetrySource>> = Vec::new();
         let mut records = Vec::new();
-        if let DeviceName::Cuda(_) = device.record.device {
-            match device.record.uuid.known().ok_or("the CUDA driver gave no UUID to find it by".to_owned()) {
-                Ok(uuid) => match NvmlSource::for_uuid(uuid) {
-                    Ok(source) => sources.push(Box::new(source)),
-                    Err(reason) => records.push(failed_source("nvml", reason)),
-                },
-                Err(reason) => records.push(failed_source("nvml", reason)),
-            }
+        let gpu = gpu_source(device);
+        match gpu {
+            Some((_, Ok(source))) => sources.push(source),
+            Some((name, Err(reason))) => records.push(failed_source(name, reason)),
+            None => {}
         }
         sources.push(Box::new(HostSource::new()));
         records.extend(sources.iter().map(|s| SourceRecord {

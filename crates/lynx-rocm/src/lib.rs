@@ -1,0 +1,172 @@
+//! AMD GPUs through ROCm SMI: the board record for the result and a telemetry source.
+//!
+//! librocm_smi64 is loaded at run time (never linked), so this crate builds everywhere; where the
+//! library is missing, or present but `rsmi_init` fails (a host without an AMD GPU, such as one
+//! with Debian's `librocm-smi64-1` and no amdgpu device), every call returns that reason.
+//!
+//! Readings (rocm_smi.h): socket power, current where the library has
+//! `rsmi_dev_current_socket_power_get` (MI300 and newer report current power) else average,
+//! labelled; the energy accumulator times its counter resolution; the system (SM) and memory
+//! clocks; the hottest of the edge, junction and memory sensors; busy percent; VRAM in use.
+//! Throttle status is inside the version-dependent `gpu_metrics` table and is not read yet.
+
+mod ffi;
+
+use ffi::RocmSmiLib;
+use lynx_core::result::BoardRecord;
+use lynx_core::telemetry::Sample;
+use lynx_core::value::Reported;
+use lynx_telemetry::TelemetrySource;
+use std::sync::OnceLock;
+
+/// The process's ROCm SMI, loaded and initialised once, or why it cannot be used here.
+pub fn rocm_smi() -> Result<&'static RocmSmiLib, String> {
+    static SMI: OnceLock<Result<&'static RocmSmiLib, String>> = OnceLock::new();
+    SMI.get_or_init(|| {
+        RocmSmiLib::load().map(|lib| &*Box::leak(Box::new(lib))).map_err(|e| format!("ROCm SMI is unavailable: {e}"))
+    })
+    .clone()
+}
+
+/// The SMI device for HIP ordinal `index`, or why there is none.
+fn device(index: u32) -> Result<(&'static RocmSmiLib, u32), String> {
+    let smi = rocm_smi()?;
+    let count = smi.device_count().map_err(|e| format!("rsmi_num_monitor_devices: {e}"))?;
+    if index >= count {
+        return Err(format!("ROCm SMI sees {count} devices; rocm:{index} is not among them"));
+    }
+    Ok((smi, index))
+}
+
+/// The device's marketing name and VRAM, for the device record.
+pub fn name_and_memory(index: u32) -> (Reported<String>, Reported<u64>) {
+    match device(index) {
+        Ok((smi, d)) => (smi.name(d).into(), smi.memory_total(d).into()),
+        Err(reason) => (Reported::unavailable(reason.clone()), Reported::unavailable(reason)),
+    }
+}
+
+fn not_by_smi<T>(what: &str) -> Reported<T> {
+    Reported::unavailable(format!("ROCm SMI does not report {what}"))
+}
+
+/// The board record of `rocm:index`, or why ROCm SMI cannot give it.
+pub fn board(index: u32) -> Reported<BoardRecord> {
+    let (smi, d) = match device(index) {
+        Ok(found) => found,
+        Err(reason) => return Reported::unavailable(reason),
+    };
+    let watts = |uw: Result<u64, String>| Reported::from(uw).map_known(|uw| uw as f64 / 1e6);
+    let pci = smi.pci_id(d).map(|bdf| {
+        // BDFID: domain << 32 | bus << 8 | device << 3 | function.
+        format!("{:04x}:{:02x}:{:02x}.{}", bdf >> 32, (bdf >> 8) & 0xff, (bdf >> 3) & 0x1f, bdf & 0x7)
+    });
+    Reported::Known(BoardRecord {
+        serial: smi.serial(d).into(),
+        pci_bus_id: pci.into(),
+        vbios: smi.vbios(d).into(),
+        driver_version: not_by_smi("the driver version through this library"),
+        cuda_driver_version: Reported::unavailable("not an NVIDIA GPU"),
+        power_limit_default_w: watts(smi.power_cap_default_uw(d)),
+        power_limit_enforced_w: watts(smi.power_cap_uw(d)),
+        ecc_enabled: not_by_smi("ECC mode through this library"),
+        mig_enabled: Reported::unavailable("not an NVIDIA GPU"),
+        persistence_mode: Reported::unavailable("not an NVIDIA GPU"),
+    })
+}
+
+/// The telemetry of one AMD GPU.
+pub struct RocmSource {
+    smi: &'static RocmSmiLib,
+    device: u32,
+    current_power: bool,
+}
+
+impl RocmSource {
+    /// The source for HIP ordinal `index`, or why it cannot be had.
+    pub fn for_index(index: u32) -> Result<RocmSource, String> {
+        let (smi, device) = device(index)?;
+        Ok(RocmSource { smi, device, current_power: smi.current_socket_power_uw(device).is_ok() })
+    }
+}
+
+impl TelemetrySource for RocmSource {
+    fn name(&self) -> String {
+        format!("rocm-smi:{}", self.device)
+    }
+
+    fn unavailable(&self) -> Vec<(String, String)> {
+        let mut missing = vec![(
+            "throttle".to_owned(),
+            "ROCm SMI keeps throttle status in the version-dependent gpu_metrics table, not read yet".to_owned(),
+        )];
+        if let Err(reason) = self.smi.clock_mhz(self.device, 0) {
+            missing.push(("sm_clock_mhz".to_owned(), reason.clone()));
+            missing.push(("mem_clock_mhz".to_owned(), reason));
+        }
+        missing
+    }
+
+    fn labels(&self) -> Vec<(String, String)> {
+        let power = if self.current_power {
+            "rsmi_dev_current_socket_power_get (current socket power)"
+        } else {
+            "rsmi_dev_power_ave_get (average socket power): no current-power reading in this library or device"
+        };
+        vec![
+            ("power_w".to_owned(), power.to_owned()),
+            (
+                "device".to_owned(),
+                format!("ROCm SMI device {} taken as HIP ordinal {}, by index", self.device, self.device),
+            ),
+        ]
+    }
+
+    fn sample(&mut self) -> Sample {
+        let (smi, d) = (self.smi, self.device);
+        let power_uw = if self.current_power { smi.current_socket_power_uw(d) } else { smi.average_power_uw(d) };
+        Sample {
+            t_s: 0.0,
+            power_w: power_uw.ok().map(|uw| uw as f64 / 1e6),
+            energy_j: smi.energy_uj(d).ok().map(|uj| uj / 1e6),
+            sm_clock_mhz: smi.clock_mhz(d, 0).ok(),
+            mem_clock_mhz: smi.clock_mhz(d, 4).ok(),
+            temperature_c: (0..3).filter_map(|sensor| smi.temperature_c(d, sensor).ok()).reduce(f64::max),
+            utilisation: smi.busy_percent(d).ok().map(|p| f64::from(p) / 100.0),
+            memory_used_bytes: smi.memory_used(d).ok(),
+            core_utilisation: Vec::new(),
+            throttle: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rocm_smi_loads_or_says_why_not() {
+        let installed = [
+            "/usr/lib/librocm_smi64.so.1",
+            "/usr/lib/x86_64-linux-gnu/librocm_smi64.so.1",
+            "/opt/rocm/lib/librocm_smi64.so.1",
+        ]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+        match rocm_smi() {
+            Ok(smi) => assert!(smi.device_count().is_ok(), "an initialised ROCm SMI counts its devices"),
+            Err(reason) => {
+                eprintln!("{reason}");
+                if installed {
+                    // The real library loaded; on a host without an AMD GPU its init fails, and
+                    // that failure is what lynx reports.
+                    assert!(reason.starts_with("ROCm SMI is unavailable: rsmi_init failed: "), "{reason}");
+                } else {
+                    assert!(reason.contains("librocm_smi64 cannot be loaded"), "{reason}");
+                }
+                assert_eq!(board(0), Reported::unavailable(reason.clone()));
+                assert_eq!(RocmSource::for_index(0).err(), Some(reason));
+            }
+        }
+    }
+}
