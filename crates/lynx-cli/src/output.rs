@@ -137,10 +137,11 @@ impl Observer for Progress {
         self.next_warmup_report_s = elapsed_s + WARMUP_REPORT_S;
         match window {
             Some(w) => eprintln!(
-                "lynx: warm-up {elapsed_s:.0}/{max_s:.0} s: step {}, drift {:+.1}%, spread {:.1}%",
+                "lynx: warm-up {elapsed_s:.0}/{max_s:.0} s: step {}, drift {:+.1}%, spread {:.1}%{}",
                 ms(w.median_step_s),
                 w.drift * 100.0,
-                w.spread * 100.0
+                w.spread * 100.0,
+                telemetry_criteria(w)
             ),
             None => eprintln!("lynx: warm-up {elapsed_s:.0}/{max_s:.0} s"),
         }
@@ -181,10 +182,34 @@ fn check_line(check: &Check) -> String {
     format!("check {} {verdict}: {}", check.name, check.detail)
 }
 
+/// The telemetry criteria a window judged: clock and power drift, temperature change, slowdowns.
+fn telemetry_criteria(w: &WindowStats) -> String {
+    let mut parts = Vec::new();
+    if let Some(d) = w.clock_drift {
+        parts.push(format!("clock {:+.1}%", d * 100.0));
+    }
+    if let Some(d) = w.power_drift {
+        parts.push(format!("power {:+.1}%", d * 100.0));
+    }
+    if let Some(c) = w.temperature_change_c {
+        parts.push(format!("temperature {c:+.1} °C"));
+    }
+    if !w.slowdown.is_empty() {
+        parts.push(format!("SLOWDOWN {:?}", w.slowdown));
+    }
+    parts.iter().map(|p| format!(", {p}")).collect()
+}
+
 fn warmup_line(warmup: &WarmupRecord) -> String {
     let state = if warmup.equilibrium_reached { "equilibrium reached" } else { "equilibrium NOT reached" };
     let window = warmup.last_window.as_ref().map_or(String::new(), |w| {
-        format!(" (last {:.0} s: drift {:+.1}%, spread {:.1}%)", w.span_s, w.drift * 100.0, w.spread * 100.0)
+        format!(
+            " (last {:.0} s: drift {:+.1}%, spread {:.1}%{})",
+            w.span_s,
+            w.drift * 100.0,
+            w.spread * 100.0,
+            telemetry_criteria(w)
+        )
     });
     format!(
         "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}",

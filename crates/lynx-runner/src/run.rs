@@ -144,7 +144,7 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
     let suite = &result.config.suite;
     let model = build(&shape, &layers, &format!("building {} on {}", suite.model, device.record.device))?;
     let warmup_start_s = telemetry.now_s();
-    let mut warmup = warm_up(&model, suite, observer)?;
+    let mut warmup = warm_up(&model, suite, observer, &telemetry)?;
     warmup.telemetry = telemetry.summaries(warmup_start_s, telemetry.now_s());
     observer.warmed(&warmup);
     result.warmup = Some(warmup);
@@ -201,9 +201,14 @@ fn cells(suite: &Suite) -> Vec<CellShape> {
     cells
 }
 
-/// Loop the decode step at the suite's largest batch and context (the heaviest decode step)
-/// until the detector sees equilibrium or gives up.
-fn warm_up(model: &Model, suite: &Suite, observer: &mut dyn Observer) -> Result<WarmupRecord, RunError> {
+/// Loop the decode step at the suite's largest batch and context (the heaviest decode step) until
+/// the detector, fed the step times and the device's telemetry, sees equilibrium or gives up.
+fn warm_up(
+    model: &Model,
+    suite: &Suite,
+    observer: &mut dyn Observer,
+    telemetry: &RunTelemetry,
+) -> Result<WarmupRecord, RunError> {
     let batch = suite.decode.batches.iter().copied().max().unwrap_or(1);
     let ctx = suite.decode.ctxs.iter().copied().max().unwrap_or(1);
     let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
@@ -211,8 +216,9 @@ fn warm_up(model: &Model, suite: &Suite, observer: &mut dyn Observer) -> Result<
     cache.fill_random(i64::from(ctx)).map_err(model_error)?;
     let mut tokens = model.random_tokens(i64::from(batch), 1).map_err(model_error)?;
     let config = &suite.warmup;
-    let mut detector = Detector::new(config.clone());
-    let start = Instant::now();
+    let start_s = telemetry.now_s();
+    let mut detector = Detector::new(config.clone(), start_s);
+    let mut samples_seen = 0;
     let mut steps = 0u64;
     let mut next_check_s = 0.0;
     loop {
@@ -223,13 +229,18 @@ fn warm_up(model: &Model, suite: &Suite, observer: &mut dyn Observer) -> Result<
         tokens = decode_step(model, &tokens, &mut cache).map_err(model_error)?;
         let step_s = step_start.elapsed().as_secs_f64();
         steps += 1;
-        let elapsed_s = start.elapsed().as_secs_f64();
-        detector.push(elapsed_s, step_s);
+        let now_s = telemetry.now_s();
+        let elapsed_s = now_s - start_s;
+        detector.push(now_s, step_s);
         if elapsed_s < next_check_s && elapsed_s < config.max_s {
             continue;
         }
         next_check_s = elapsed_s + WARMUP_CHECK_S;
-        let (reached, window) = match detector.verdict(elapsed_s)? {
+        for sample in telemetry.device_samples_from(samples_seen) {
+            samples_seen += 1;
+            detector.push_sample(sample);
+        }
+        let (reached, window) = match detector.verdict(now_s)? {
             Verdict::Warming(window) => {
                 observer.warming(elapsed_s, config.max_s, window.as_ref());
                 continue;

@@ -5,7 +5,7 @@ use crate::devices::Device;
 use crate::RunError;
 use lynx_core::device::DeviceName;
 use lynx_core::result::{SourceRecord, TelemetryRecord};
-use lynx_core::telemetry::{summarise, WindowSummary};
+use lynx_core::telemetry::{summarise, Sample, WindowSummary};
 use lynx_core::value::Finite;
 use lynx_nvml::NvmlSource;
 use lynx_rocm::RocmSource;
@@ -89,6 +89,12 @@ impl RunTelemetry {
     /// Seconds on the run's telemetry clock.
     pub fn now_s(&self) -> f64 {
         self.clock.elapsed().as_secs_f64()
+    }
+
+    /// The device's samples (its own source where it has one, else the host's) from the
+    /// `from`-th on.
+    pub fn device_samples_from(&self, from: usize) -> Vec<Sample> {
+        self.sampler.samples_from(0, from)
     }
 
     /// Every source over `[start_s, end_s]`.

@@ -118,7 +118,13 @@ impl Sampler {
 
     /// The samples of source `index` so far.
     pub fn samples(&self, index: usize) -> Vec<Sample> {
-        self.samples.lock().unwrap_or_else(|p| p.into_inner())[index].clone()
+        self.samples_from(index, 0)
+    }
+
+    /// The samples of source `index` from the `from`-th on.
+    pub fn samples_from(&self, index: usize, from: usize) -> Vec<Sample> {
+        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        samples[index].get(from..).map_or_else(Vec::new, <[Sample]>::to_vec)
     }
 
     /// Stop sampling, flush the file, and return every source's samples.

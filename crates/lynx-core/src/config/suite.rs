@@ -43,11 +43,26 @@ pub struct WarmupConfig {
     pub max_drift: f64,
     /// Largest interquartile range of step time over the window, relative to its median.
     pub max_spread: f64,
+    /// Largest relative change of the median SM (or core) clock between the window's halves.
+    pub max_clock_drift: f64,
+    /// Largest relative change of the median power between the window's halves.
+    pub max_power_drift: f64,
+    /// Largest change of the median temperature between the window's halves, °C.
+    pub max_temperature_change_c: f64,
 }
 
 impl Default for WarmupConfig {
     fn default() -> Self {
-        WarmupConfig { min_s: 60.0, max_s: 300.0, window_s: 10.0, max_drift: 0.02, max_spread: 0.10 }
+        WarmupConfig {
+            min_s: 60.0,
+            max_s: 300.0,
+            window_s: 10.0,
+            max_drift: 0.02,
+            max_spread: 0.10,
+            max_clock_drift: 0.01,
+            max_power_drift: 0.05,
+            max_temperature_change_c: 1.0,
+        }
     }
 }
 
@@ -135,6 +150,9 @@ impl Suite {
         check.positive_real("warmup.window_s", warmup.window_s)?;
         check.positive_real("warmup.max_drift", warmup.max_drift)?;
         check.positive_real("warmup.max_spread", warmup.max_spread)?;
+        check.positive_real("warmup.max_clock_drift", warmup.max_clock_drift)?;
+        check.positive_real("warmup.max_power_drift", warmup.max_power_drift)?;
+        check.positive_real("warmup.max_temperature_change_c", warmup.max_temperature_change_c)?;
         check.non_negative("warmup.max_s", warmup.max_s)?;
         if warmup.max_s < warmup.min_s {
             return Err(check.invalid(
