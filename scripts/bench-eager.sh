@@ -83,10 +83,15 @@ name = "bench-$1"
 model = "$1"
 precision = "$dtype"
 seed = 1
-[warmup]
+[warmup]                      # step times are compared, not thermal states: loose bounds
 min_s = 5.0
 max_s = 10.0
 window_s = 2.0
+max_drift = 10.0
+max_spread = 100.0
+max_clock_drift = 10.0
+max_power_drift = 10.0
+max_temperature_change_c = 1000.0
 [measure]
 min_steps = 50
 min_s = 2.0

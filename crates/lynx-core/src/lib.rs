@@ -6,6 +6,7 @@
 //! I/O beyond parsing the text it is handed.
 
 pub mod catalogue;
+pub mod checks;
 pub mod config;
 pub mod device;
 pub mod equilibrium;

@@ -6,6 +6,7 @@ use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
 use crate::telemetry::RunTelemetry;
 use crate::RunError;
+use lynx_core::checks::measurement_checks;
 use lynx_core::config::{source_layers, MeasureConfig, ModelShape, Suite};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
 use lynx_core::result::{
@@ -171,6 +172,12 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         result.cells.push(cell);
         save(&mut result)?;
     }
+    let device_source = result.telemetry.sources.iter().find(|s| s.name == telemetry.device_source());
+    let checks = measurement_checks(result.warmup.as_ref(), &result.cells, device_source);
+    for check in &checks {
+        observer.checked(check);
+    }
+    result.checks.extend(checks);
     telemetry.finish()?;
     result.status = RunStatus::Complete;
     save(&mut result)?;

@@ -91,6 +91,11 @@ impl RunTelemetry {
         self.clock.elapsed().as_secs_f64()
     }
 
+    /// The name of the device's source: its own where it has one, else the host's.
+    pub fn device_source(&self) -> &str {
+        &self.sampler.names()[0]
+    }
+
     /// The device's samples (its own source where it has one, else the host's) from the
     /// `from`-th on.
     pub fn device_samples_from(&self, from: usize) -> Vec<Sample> {
