@@ -142,11 +142,14 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             };
             let mut progress = output::Progress::new();
             let outcome =
-                lynx_runner::run(Plan { suite, model, device, host, results_dir: out, weights }, &mut progress)
-                    .with_context(|| match &progress.result_path {
-                        Some(path) => format!("run failed; what it measured is in {}", path.display()),
-                        None => "run failed before writing a result".to_owned(),
-                    })?;
+                lynx_runner::run(Plan { suite, model, device, host, results_dir: out, weights }, &mut progress);
+            let result_path = progress.result_path.clone();
+            // Clear the live status line before anything else is printed.
+            drop(progress);
+            let outcome = outcome.with_context(|| match &result_path {
+                Some(path) => format!("run failed; what it measured is in {}", path.display()),
+                None => "run failed before writing a result".to_owned(),
+            })?;
             print!("{}", output::run_summary(&outcome));
             let failed: Vec<&str> =
                 outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();

@@ -1,13 +1,16 @@
 //! What lynx prints: tables on stdout, progress on stderr.
 
+use indicatif::{ProgressBar, ProgressStyle};
 use lynx_core::catalogue::ModelSummary;
 use lynx_core::config::Precision;
 use lynx_core::equilibrium::WindowStats;
 use lynx_core::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
+use lynx_core::telemetry::Sample;
 use lynx_core::value::Reported;
 use lynx_runner::libtorch::Runtime;
-use lynx_runner::{Device, Observer, Outcome};
+use lynx_runner::{Device, Observer, Outcome, WarmupProgress};
 use std::fmt::Write;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -99,25 +102,73 @@ fn count(n: u64) -> String {
     }
 }
 
-/// Progress of a run, on stderr.
+/// Progress of a run, on stderr: on a terminal a live status line (elapsed time, the current
+/// cell, the device's clock, temperature and power, whether equilibrium holds) under the lines
+/// that stay; elsewhere (logs, CI) only those lines, and warm-up every few seconds.
 pub struct Progress {
     /// Where the result is kept, once the run has written it.
     pub result_path: Option<PathBuf>,
+    bar: Option<ProgressBar>,
     next_warmup_report_s: f64,
 }
 
 impl Progress {
     pub fn new() -> Progress {
-        Progress { result_path: None, next_warmup_report_s: WARMUP_REPORT_S }
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("a valid template"));
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar
+        });
+        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S }
     }
+
+    /// A line that stays (above the status line on a terminal).
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(bar) => bar.println(format!("lynx: {line}")),
+            None => eprintln!("lynx: {line}"),
+        }
+    }
+
+    /// Replace the live status line (a terminal only).
+    fn status(&self, message: String) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The device's clock, temperature and power from a sample, as far as it has them.
+fn device_state(sample: Option<&Sample>) -> String {
+    let Some(s) = sample else { return String::new() };
+    let mut parts = Vec::new();
+    if let Some(mhz) = s.sm_clock_mhz {
+        parts.push(format!("{mhz:.0} MHz"));
+    }
+    if let Some(c) = s.temperature_c {
+        parts.push(format!("{c:.0} °C"));
+    }
+    if let Some(w) = s.power_w {
+        parts.push(format!("{w:.0} W"));
+    }
+    parts.iter().map(|p| format!(" · {p}")).collect()
 }
 
 impl Observer for Progress {
     fn started(&mut self, result_path: &Path, result: &RunResult) {
         self.result_path = Some(result_path.to_path_buf());
         let config = &result.config;
-        eprintln!(
-            "lynx: {} on {} ({}): model {} ({:.1} M parameters, {}), {} cells",
+        self.say(format!(
+            "{} on {} ({}): model {} ({:.1} M parameters, {}), {} cells",
             config.suite.name,
             result.device.device,
             result.device.name,
@@ -126,42 +177,66 @@ impl Observer for Progress {
             config.suite.precision,
             config.suite.prefill.batches.len() * config.suite.prefill.prompt_lens.len()
                 + config.suite.decode.batches.len() * config.suite.decode.ctxs.len(),
-        );
-        eprintln!("lynx: result file {}", result_path.display());
+        ));
+        self.say(format!("result file {}", result_path.display()));
     }
 
-    fn warming(&mut self, elapsed_s: f64, max_s: f64, window: Option<&WindowStats>) {
-        if elapsed_s < self.next_warmup_report_s {
-            return;
-        }
-        self.next_warmup_report_s = elapsed_s + WARMUP_REPORT_S;
-        match window {
-            Some(w) => eprintln!(
-                "lynx: warm-up {elapsed_s:.0}/{max_s:.0} s: step {}, drift {:+.1}%, spread {:.1}%{}",
+    fn warming(&mut self, progress: &WarmupProgress) {
+        let (elapsed_s, max_s) = (progress.elapsed_s, progress.max_s);
+        let state = match progress.window {
+            Some(w) => format!(
+                ": step {}, drift {:+.1}%, spread {:.1}%{}",
                 ms(w.median_step_s),
                 w.drift * 100.0,
                 w.spread * 100.0,
                 telemetry_criteria(w)
             ),
-            None => eprintln!("lynx: warm-up {elapsed_s:.0}/{max_s:.0} s"),
+            None => String::new(),
+        };
+        let holds = if progress.holds { " · criteria met, waiting for min_s" } else { " · settling" };
+        self.status(format!("warm-up {elapsed_s:.0}/{max_s:.0} s{state}{}{holds}", device_state(progress.latest)));
+        if self.bar.is_none() && elapsed_s >= self.next_warmup_report_s {
+            self.next_warmup_report_s = elapsed_s + WARMUP_REPORT_S;
+            self.say(format!("warm-up {elapsed_s:.0}/{max_s:.0} s{state}"));
         }
     }
 
     fn warmed(&mut self, warmup: &WarmupRecord) {
-        eprintln!("lynx: {}", warmup_line(warmup));
+        self.say(warmup_line(warmup));
     }
 
     fn checked(&mut self, check: &Check) {
-        eprintln!("lynx: {}", check_line(check));
+        self.say(check_line(check));
     }
 
-    fn cell_started(&mut self, shape: &CellShape) {
-        eprintln!("lynx: measuring {shape}");
+    fn cell_started(&mut self, shape: &CellShape, index: usize, total: usize) {
+        self.status(format!("cell {index}/{total}: {shape}"));
+        if self.bar.is_none() {
+            self.say(format!("measuring {shape}"));
+        }
     }
 
     fn cell_done(&mut self, cell: &CellRecord) {
-        if let CellStatus::Error { message } = &cell.status {
-            eprintln!("lynx: {} failed: {message}", cell.shape);
+        match (&cell.status, &cell.step_time) {
+            (CellStatus::Error { message }, _) => self.say(format!("{} failed: {message}", cell.shape)),
+            (CellStatus::Ok, Some(t)) if self.bar.is_some() => {
+                let telemetry = cell.telemetry.first().map_or(String::new(), |w| {
+                    let mut parts = Vec::new();
+                    if let Some(clock) = &w.sm_clock_mhz {
+                        parts.push(format!("{:.0} MHz", clock.median.get()));
+                    }
+                    if let Some(c) = w.temperature_max_c {
+                        parts.push(format!("max {:.0} °C", c.get()));
+                    }
+                    if let Some(p) = w.power_mean_w {
+                        parts.push(format!("{:.0} W", p.get()));
+                    }
+                    parts.iter().map(|p| format!(" · {p}")).collect()
+                });
+                let cv = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
+                self.say(format!("{}: median {}, CV {cv}{telemetry}", cell.shape, ms(t.median_s.get())));
+            }
+            _ => {}
         }
     }
 }

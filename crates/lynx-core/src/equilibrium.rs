@@ -151,23 +151,27 @@ impl Detector {
         }))
     }
 
+    /// Whether window `w`, seen `elapsed_s` into warm-up, meets every criterion (equilibrium is
+    /// reached when it does after `min_s`).
+    pub fn holds(&self, w: &WindowStats, elapsed_s: f64) -> bool {
+        let within = |value: Option<f64>, bound: f64| value.is_none_or(|v| v.abs() <= bound);
+        let c = &self.config;
+        w.span_s >= c.window_s.min(elapsed_s) * 0.5
+            && w.drift.abs() <= c.max_drift
+            && w.spread <= c.max_spread
+            && within(w.clock_drift, c.max_clock_drift)
+            && within(w.power_drift, c.max_power_drift)
+            && within(w.temperature_change_c, c.max_temperature_change_c)
+            && w.slowdown.is_empty()
+    }
+
     /// The verdict at `now_s` (on the detector's clock).
     pub fn verdict(&self, now_s: f64) -> Result<Verdict, StatsError> {
         let elapsed_s = now_s - self.start_s;
         let window = self.window()?;
-        let within = |value: Option<f64>, bound: f64| value.is_none_or(|v| v.abs() <= bound);
         let c = &self.config;
-        let settled = |w: &WindowStats| {
-            w.span_s >= c.window_s.min(elapsed_s) * 0.5
-                && w.drift.abs() <= c.max_drift
-                && w.spread <= c.max_spread
-                && within(w.clock_drift, c.max_clock_drift)
-                && within(w.power_drift, c.max_power_drift)
-                && within(w.temperature_change_c, c.max_temperature_change_c)
-                && w.slowdown.is_empty()
-        };
         Ok(match window {
-            Some(w) if elapsed_s >= c.min_s && settled(&w) => Verdict::Reached(w),
+            Some(w) if elapsed_s >= c.min_s && self.holds(&w, elapsed_s) => Verdict::Reached(w),
             window if elapsed_s >= c.max_s => Verdict::GaveUp(window),
             window => Verdict::Warming(window),
         })
@@ -232,6 +236,22 @@ mod tests {
         });
         match d.verdict(20.0).unwrap() {
             Verdict::GaveUp(Some(w)) => assert!(w.spread > 0.10, "{w:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn small_noise_around_a_constant_is_equilibrium() {
+        // ±3% jitter around 10 ms from a fixed pseudo-random sequence: no trend, small spread.
+        let mut d = Detector::new(config(), 0.0);
+        let mut state = 7u64;
+        feed(&mut d, 0.0, 6.0, |_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let jitter = ((state >> 40) as f64 / (1u64 << 24) as f64 - 0.5) * 0.06;
+            0.01 * (1.0 + jitter)
+        });
+        match d.verdict(6.0).unwrap() {
+            Verdict::Reached(w) => assert!(w.spread > 0.0 && w.spread <= 0.10 && w.drift.abs() <= 0.02, "{w:?}"),
             other => panic!("{other:?}"),
         }
     }

@@ -18,7 +18,7 @@ mod telemetry;
 
 pub use devices::Device;
 pub use lynx_telemetry::host_record;
-pub use run::{run, Observer, Outcome, Plan};
+pub use run::{run, Observer, Outcome, Plan, WarmupProgress};
 pub use store::write_json_atomic;
 
 use std::path::PathBuf;

@@ -14,6 +14,7 @@ use lynx_core::result::{
     WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_core::stats::{StatsError, StepTimeSummary};
+use lynx_core::telemetry::Sample;
 use lynx_core::time::{compact_utc, rfc3339_utc};
 use lynx_core::value::Finite;
 use lynx_models::{Checkpoint, KvCache, Model, ModelError};
@@ -43,12 +44,25 @@ pub struct Plan {
 pub trait Observer {
     /// The result file exists and will be kept current.
     fn started(&mut self, _result_path: &std::path::Path, _result: &RunResult) {}
-    /// Warm-up is `elapsed_s` seconds in; the detector's last window so far.
-    fn warming(&mut self, _elapsed_s: f64, _max_s: f64, _window: Option<&WindowStats>) {}
+    /// Warm-up is `elapsed_s` seconds in: the detector's last window so far, whether it meets the
+    /// criteria (equilibrium then waits only for `min_s`), and the device's latest sample.
+    fn warming(&mut self, _progress: &WarmupProgress) {}
     fn warmed(&mut self, _warmup: &WarmupRecord) {}
     fn checked(&mut self, _check: &Check) {}
-    fn cell_started(&mut self, _shape: &CellShape) {}
+    /// Cell `index` of `total` (from 1) is starting.
+    fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
     fn cell_done(&mut self, _cell: &CellRecord) {}
+}
+
+/// Where warm-up stands, for the observer.
+pub struct WarmupProgress<'a> {
+    pub elapsed_s: f64,
+    pub max_s: f64,
+    pub window: Option<&'a WindowStats>,
+    /// Whether the window meets every criterion.
+    pub holds: bool,
+    /// The device's latest telemetry sample.
+    pub latest: Option<&'a Sample>,
 }
 
 /// A finished run.
@@ -165,8 +179,9 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         None => None,
     };
 
-    for shape in cells(&result.config.suite) {
-        observer.cell_started(&shape);
+    let all_cells = cells(&result.config.suite);
+    for (index, shape) in all_cells.iter().copied().enumerate() {
+        observer.cell_started(&shape, index + 1, all_cells.len());
         let cell = measure_cell(&model, head_only.as_ref(), shape, &result.config.suite.measure, &telemetry);
         observer.cell_done(&cell);
         result.cells.push(cell);
@@ -226,6 +241,7 @@ fn warm_up(
     let start_s = telemetry.now_s();
     let mut detector = Detector::new(config.clone(), start_s);
     let mut samples_seen = 0;
+    let mut latest: Option<Sample> = None;
     let mut steps = 0u64;
     let mut next_check_s = 0.0;
     loop {
@@ -245,11 +261,18 @@ fn warm_up(
         next_check_s = elapsed_s + WARMUP_CHECK_S;
         for sample in telemetry.device_samples_from(samples_seen) {
             samples_seen += 1;
+            latest = Some(sample.clone());
             detector.push_sample(sample);
         }
         let (reached, window) = match detector.verdict(now_s)? {
             Verdict::Warming(window) => {
-                observer.warming(elapsed_s, config.max_s, window.as_ref());
+                observer.warming(&WarmupProgress {
+                    elapsed_s,
+                    max_s: config.max_s,
+                    holds: window.as_ref().is_some_and(|w| detector.holds(w, elapsed_s)),
+                    window: window.as_ref(),
+                    latest: latest.as_ref(),
+                });
                 continue;
             }
             Verdict::Reached(window) => (true, Some(window)),
