@@ -92,6 +92,9 @@ pub struct Sample {
     /// Per-core utilisation, 0 to 1 (host only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub core_utilisation: Vec<f64>,
+    /// Per-core frequency, MHz (host only); `sm_clock_mhz` is their mean.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub core_mhz: Vec<f64>,
     /// Active clock-event reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub throttle: Vec<ThrottleReason>,
@@ -110,6 +113,9 @@ impl Sample {
         self.utilisation = keep(self.utilisation);
         if self.core_utilisation.iter().any(|x| !x.is_finite()) {
             self.core_utilisation.clear();
+        }
+        if self.core_mhz.iter().any(|x| !x.is_finite()) {
+            self.core_mhz.clear();
         }
         self
     }

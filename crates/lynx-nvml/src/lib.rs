@@ -137,6 +137,7 @@ impl TelemetrySource for NvmlSource {
             utilisation: d.utilization_rates().ok().map(|u| f64::from(u.gpu) / 100.0),
             memory_used_bytes: d.memory_info().ok().map(|m| m.used),
             core_utilisation: Vec::new(),
+            core_mhz: Vec::new(),
             throttle: d
                 .current_throttle_reasons()
                 .map(|r| ThrottleReason::from_nvml_bits(r.bits()))

@@ -135,6 +135,7 @@ impl TelemetrySource for RocmSource {
             utilisation: smi.busy_percent(d).ok().map(|p| f64::from(p) / 100.0),
             memory_used_bytes: smi.memory_used(d).ok(),
             core_utilisation: Vec::new(),
+            core_mhz: Vec::new(),
             throttle: Vec::new(),
         }
     }

@@ -88,13 +88,12 @@ pub fn parse_meminfo(text: &str) -> Option<u64> {
     Some(field("MemTotal:")?.saturating_sub(field("MemAvailable:")?))
 }
 
-/// Mean of the `cpu MHz` lines of `/proc/cpuinfo`.
-pub fn parse_cpuinfo_mhz(text: &str) -> Option<f64> {
-    let values: Vec<f64> = text
-        .lines()
-        .filter(|l| l.starts_with("cpu MHz"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse().ok())
-        .collect();
+/// The `cpu MHz` of each processor in `/proc/cpuinfo`.
+pub fn parse_cpuinfo_mhz(text: &str) -> Vec<f64> {
+    text.lines().filter(|l| l.starts_with("cpu MHz")).filter_map(|l| l.split(':').nth(1)?.trim().parse().ok()).collect()
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
@@ -136,8 +135,8 @@ pub struct HostSource {
     stat: ProcFile,
     meminfo: ProcFile,
     cpuinfo: ProcFile,
-    /// The last `/proc/cpuinfo` frequency and when it was read.
-    cpuinfo_mhz: Option<(Instant, Option<f64>)>,
+    /// The last `/proc/cpuinfo` frequencies and when they were read.
+    cpuinfo_mhz: Option<(Instant, Vec<f64>)>,
     /// The last memory in use and when it was read.
     memory: Option<(Instant, Option<u64>)>,
     /// The `/proc/stat` reading utilisation is measured from, when it was taken, and the last
@@ -259,18 +258,17 @@ impl TelemetrySource for HostSource {
         if due(self.memory.map(|(at, _)| at), MEMINFO_EVERY) {
             self.memory = Some((Instant::now(), self.meminfo.read().and_then(parse_meminfo)));
         }
-        let clock = if self.cpufreq.is_empty() {
-            match self.cpuinfo_mhz {
-                Some((at, mhz)) if at.elapsed() < CPUINFO_EVERY => mhz,
+        let core_mhz: Vec<f64> = if self.cpufreq.is_empty() {
+            match &self.cpuinfo_mhz {
+                Some((at, mhz)) if at.elapsed() < CPUINFO_EVERY => mhz.clone(),
                 _ => {
-                    let mhz = self.cpuinfo.read().and_then(parse_cpuinfo_mhz);
-                    self.cpuinfo_mhz = Some((Instant::now(), mhz));
+                    let mhz = self.cpuinfo.read().map(parse_cpuinfo_mhz).unwrap_or_default();
+                    self.cpuinfo_mhz = Some((Instant::now(), mhz.clone()));
                     mhz
                 }
             }
         } else {
-            let khz: Vec<f64> = self.cpufreq.iter().filter_map(|p| read_number(p)).collect();
-            (!khz.is_empty()).then(|| khz.iter().sum::<f64>() / khz.len() as f64 / 1000.0)
+            self.cpufreq.iter().filter_map(|p| read_number(p)).map(|khz| khz / 1000.0).collect()
         };
         let temperature =
             self.temperatures.iter().filter_map(|p| read_number(p)).map(|milli| milli / 1000.0).reduce(f64::max);
@@ -279,7 +277,8 @@ impl TelemetrySource for HostSource {
             t_s: 0.0,
             power_w,
             energy_j,
-            sm_clock_mhz: clock,
+            sm_clock_mhz: mean(&core_mhz),
+            core_mhz,
             mem_clock_mhz: None,
             temperature_c: temperature,
             utilisation: (!cores.is_empty()).then(|| cores.iter().sum::<f64>() / cores.len() as f64),
@@ -311,7 +310,8 @@ mod tests {
         assert_eq!(parse_meminfo(meminfo), Some(600 * 1024));
         assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
         let cpuinfo = "processor : 0\ncpu MHz\t\t: 2000.0\nprocessor : 1\ncpu MHz\t\t: 3000.0\n";
-        assert_eq!(parse_cpuinfo_mhz(cpuinfo), Some(2500.0));
+        assert_eq!(parse_cpuinfo_mhz(cpuinfo), [2000.0, 3000.0]);
+        assert_eq!(mean(&parse_cpuinfo_mhz(cpuinfo)), Some(2500.0));
     }
 
     #[test]
@@ -324,6 +324,8 @@ mod tests {
         assert!(first.core_utilisation.is_empty(), "utilisation needs two readings");
         assert!(!second.core_utilisation.is_empty());
         assert!(second.core_utilisation.iter().all(|u| (0.0..=1.0).contains(u)));
+        assert!(second.core_mhz.is_empty() || second.core_mhz.len() == second.core_utilisation.len());
+        assert_eq!(second.sm_clock_mhz, mean(&second.core_mhz));
         // Every reading is either there or listed as unavailable with a reason.
         let missing = host.unavailable();
         let named = |field: &str| missing.iter().any(|(f, reason)| f == field && !reason.is_empty());
