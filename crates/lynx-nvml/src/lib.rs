@@ -8,8 +8,10 @@
 //! Readings (NVML API reference): power from the instantaneous field `NVML_FI_DEV_POWER_INSTANT`
 //! through `nvmlDeviceGetFieldValues` where the device has it, else `nvmlDeviceGetPowerUsage`
 //! (a 1-second average on Ampere and newer), labelled as such; the total-energy counter (mJ);
-//! SM and memory clocks; GPU temperature; utilisation; memory used; and the clock-event
-//! (throttle) reasons, decoded into names.
+//! SM and memory clocks; the hotter of the GPU and memory (HBM) temperatures; utilisation;
+//! memory used; and the clock-event (throttle) reasons, decoded into names. Power, energy and
+//! memory temperature come from one batched `nvmlDeviceGetFieldValues` call per sample, each
+//! falling back to its own call where the field does not answer.
 
 use lynx_core::result::BoardRecord;
 use lynx_core::telemetry::{Sample, ThrottleReason};
@@ -18,7 +20,9 @@ use lynx_telemetry::TelemetrySource;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::struct_wrappers::device::FieldValueSample;
 use nvml_wrapper::structs::device::FieldId;
-use nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_POWER_INSTANT;
+use nvml_wrapper::sys_exports::field_id::{
+    NVML_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+};
 use nvml_wrapper::{Device, Nvml};
 use std::sync::OnceLock;
 
@@ -89,6 +93,19 @@ fn power_instant(device: &Device<'static>) -> Option<Result<f64, String>> {
     }))
 }
 
+/// Power (W), energy (J) and memory temperature (°C) from one field-values call.
+fn batched_fields(device: &Device<'static>, instant_power: bool) -> [Option<f64>; 3] {
+    let power = if instant_power { NVML_FI_DEV_POWER_INSTANT } else { NVML_FI_DEV_POWER_AVERAGE };
+    let ids = [FieldId(power), FieldId(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION), FieldId(NVML_FI_DEV_MEMORY_TEMP)];
+    let Ok(values) = device.field_values_for(&ids) else { return [None; 3] };
+    let mut out = [None; 3];
+    for (slot, value) in out.iter_mut().zip(values) {
+        *slot = value.ok().and_then(|sample| sample.value.ok()).map(|v| sample_value_f64(&v));
+    }
+    // NVML gives power in mW and energy in mJ.
+    [out[0].map(|mw| mw / 1000.0), out[1].map(|mj| mj / 1000.0), out[2]]
+}
+
 fn sample_value_f64(value: &nvml_wrapper::enums::device::SampleValue) -> f64 {
     use nvml_wrapper::enums::device::SampleValue;
     match *value {
@@ -112,28 +129,35 @@ impl TelemetrySource for NvmlSource {
         let power = if self.instant_power {
             "NVML_FI_DEV_POWER_INSTANT (instantaneous board power)"
         } else {
-            "nvmlDeviceGetPowerUsage (a 1-second average on Ampere and newer): the device has no instantaneous field"
+            "averaged power, NVML_FI_DEV_POWER_AVERAGE or else nvmlDeviceGetPowerUsage (a 1-second average on \
+             Ampere and newer): the device has no instantaneous field"
         };
         vec![
             ("power_w".to_owned(), power.to_owned()),
-            ("energy_j".to_owned(), "nvmlDeviceGetTotalEnergyConsumption (updated every 10-100 ms)".to_owned()),
+            (
+                "energy_j".to_owned(),
+                "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, the total-energy counter (updated every 10-100 ms)".to_owned(),
+            ),
+            (
+                "temperature_c".to_owned(),
+                "the hotter of the GPU and memory (NVML_FI_DEV_MEMORY_TEMP) sensors".to_owned(),
+            ),
         ]
     }
 
     fn sample(&mut self) -> Sample {
         let d = &self.device;
-        let power_w = if self.instant_power {
-            power_instant(d).and_then(Result::ok)
-        } else {
-            d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0)
-        };
+        let [power_w, energy_j, memory_temperature_c] = batched_fields(d, self.instant_power);
+        let power_w = power_w.or_else(|| d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0));
+        let energy_j = energy_j.or_else(|| d.total_energy_consumption().ok().map(|mj| mj as f64 / 1000.0));
+        let gpu_temperature_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
         Sample {
             t_s: 0.0,
             power_w,
-            energy_j: d.total_energy_consumption().ok().map(|mj| mj as f64 / 1000.0),
+            energy_j,
             sm_clock_mhz: d.clock_info(Clock::SM).ok().map(f64::from),
             mem_clock_mhz: d.clock_info(Clock::Memory).ok().map(f64::from),
-            temperature_c: d.temperature(TemperatureSensor::Gpu).ok().map(f64::from),
+            temperature_c: gpu_temperature_c.into_iter().chain(memory_temperature_c).reduce(f64::max),
             utilisation: d.utilization_rates().ok().map(|u| f64::from(u.gpu) / 100.0),
             memory_used_bytes: d.memory_info().ok().map(|m| m.used),
             core_utilisation: Vec::new(),
