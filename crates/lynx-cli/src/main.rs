@@ -8,6 +8,7 @@ mod output;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lynx_core::device::DeviceName;
+use lynx_core::result::VerifyVerdict;
 use lynx_runner::{devices, libtorch, suite, Plan, RunError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +40,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Make an ECDSA P-256 signing key pair: DIR/lynx.key (PKCS#8 PEM, mode 0600) and
+    /// DIR/lynx.pub (SPKI PEM).
+    Keygen {
+        /// The key folder; by default $XDG_CONFIG_HOME/lynx (or ~/.config/lynx).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an existing key.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Verify signed results (DSSE envelopes) against a pinned public key: exit 0 when every one
+    /// is valid, otherwise 1 naming the first failed step of each.
+    Verify {
+        /// The `.intoto.json` envelopes; each one's samples file must be beside it.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The signer's public key (SPKI PEM).
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// Print one JSON verdict per file (an array) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Warm the device up to equilibrium, measure the suite's cells, write the result.
     Run {
         /// Suite name (models/suites/NAME.toml) or path to a suite file.
@@ -57,6 +81,13 @@ enum Command {
         /// drawing them from the suite's seed.
         #[arg(long)]
         weights: Option<PathBuf>,
+        /// Sign the result with this key (PKCS#8 PEM); by default lynx.key in the default key
+        /// folder (see `lynx keygen`).
+        #[arg(long, conflicts_with = "unsigned")]
+        key: Option<PathBuf>,
+        /// Publish the result unsigned (its envelope has no signature; `lynx verify` says so).
+        #[arg(long)]
+        unsigned: bool,
     },
 }
 
@@ -131,9 +162,52 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             println!("wrote {} ({})", out.display(), output::parameters_line(&summary));
             Ok(())
         }
-        Command::Run { suite, device, models, out, weights } => {
+        Command::Keygen { out, force } => {
+            let dir = out.or_else(lynx_publish::default_key_dir).ok_or_else(|| {
+                BadInput("no --out and no default key folder (neither XDG_CONFIG_HOME nor HOME is set)".to_owned())
+            })?;
+            let id = lynx_publish::generate(&dir, force).map_err(|e| BadInput(e.to_string()))?;
+            println!("wrote {} and {} (key id {id})", dir.join("lynx.key").display(), dir.join("lynx.pub").display());
+            Ok(())
+        }
+        Command::Verify { files, pubkey, json } => {
+            let key = lynx_publish::read_verifying_key(&pubkey).map_err(|e| BadInput(format!("--pubkey {e}")))?;
+            let key_id = lynx_publish::key_id(&key);
+            let verdicts: Vec<VerifyVerdict> = files
+                .iter()
+                .map(|file| {
+                    let outcome = lynx_publish::verify(file, &key);
+                    VerifyVerdict {
+                        file: file.display().to_string(),
+                        valid: outcome.is_ok(),
+                        key_id: key_id.clone(),
+                        failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
+                        message: outcome.err().map(|e| e.to_string()),
+                    }
+                })
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&verdicts)?);
+            } else {
+                for v in &verdicts {
+                    match &v.message {
+                        None => println!("{}: valid (signed by key {})", v.file, v.key_id),
+                        Some(message) => println!("{}: INVALID at {message}", v.file),
+                    }
+                }
+            }
+            let invalid = verdicts.iter().filter(|v| !v.valid).count();
+            if invalid == 0 {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!("{invalid} of {} results failed verification", verdicts.len()))
+            }
+        }
+        Command::Run { suite, device, models, out, weights, key, unsigned } => {
             let device_name: Option<DeviceName> =
                 device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
+            // The key is read before anything is measured: a run that cannot be signed is refused.
+            let signing_key = if unsigned { None } else { Some(read_run_key(key)?) };
             let (suite, model) = suite::load(&suite, &models)?;
             let host = lynx_runner::host_record();
             let device = match device_name {
@@ -150,7 +224,19 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 Some(path) => format!("run failed; what it measured is in {}", path.display()),
                 None => "run failed before writing a result".to_owned(),
             })?;
+            let envelope = lynx_publish::seal(&outcome.path, &outcome.result, signing_key.as_ref())
+                .with_context(|| format!("sealing {}", outcome.path.display()))?;
+            let envelope_path = lynx_publish::envelope_path(&outcome.path);
+            lynx_runner::write_json_atomic(&envelope_path, &envelope)?;
             print!("{}", output::run_summary(&outcome));
+            match &signing_key {
+                Some(key) => println!(
+                    "signed: {} (key id {})",
+                    envelope_path.display(),
+                    lynx_publish::key_id(key.verifying_key())
+                ),
+                None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
+            }
             let failed: Vec<&str> =
                 outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
             if failed.is_empty() {
@@ -164,4 +250,18 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// The run's signing key: `--key`, else lynx.key in the default key folder; unreadable is bad
+/// input, refused before any measurement.
+fn read_run_key(key: Option<PathBuf>) -> Result<lynx_publish::SigningKey, BadInput> {
+    let path = match key {
+        Some(path) => path,
+        None => lynx_publish::default_key_dir()
+            .map(|dir| lynx_publish::keys::key_paths(&dir).0)
+            .ok_or_else(|| BadInput("no --key and no default key folder (neither XDG_CONFIG_HOME nor HOME is set); pass --key or --unsigned".to_owned()))?,
+    };
+    lynx_publish::read_signing_key(&path).map_err(|e| {
+        BadInput(format!("signing key {e}; make one with `lynx keygen`, pass --key FILE, or run with --unsigned"))
+    })
 }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Held by every test that runs a model: two runs sharing this machine's cores would distort
@@ -70,8 +70,32 @@ fn models(edit: impl Fn(&str) -> String) -> tempfile::TempDir {
     dir
 }
 
+/// The config folder every test's lynx sees as XDG_CONFIG_HOME: `lynx keygen` (no --out) made
+/// its default signing key there once, so runs are signed without --key.
+fn config_home() -> &'static Path {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = tempfile::tempdir().unwrap().keep();
+        let output =
+            Command::new(env!("CARGO_BIN_EXE_lynx")).arg("keygen").env("XDG_CONFIG_HOME", &home).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        home
+    })
+}
+
+/// The public half of the default test key.
+fn pubkey() -> String {
+    config_home().join("lynx/lynx.pub").to_str().unwrap().to_owned()
+}
+
+fn lynx_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lynx"));
+    command.env("XDG_CONFIG_HOME", config_home());
+    command
+}
+
 fn lynx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lynx")).args(args).output().unwrap()
+    lynx_command().args(args).output().unwrap()
 }
 
 fn run_args<'a>(models: &'a Path, out: &'a Path) -> Vec<&'a str> {
@@ -94,7 +118,8 @@ fn result_files(out: &Path) -> Vec<PathBuf> {
     for device in std::fs::read_dir(out).into_iter().flatten() {
         for file in std::fs::read_dir(device.unwrap().path()).into_iter().flatten() {
             let path = file.unwrap().path();
-            if path.extension().is_some_and(|e| e == "json") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".json") && !name.ends_with(".intoto.json") {
                 files.push(path);
             }
         }
@@ -211,6 +236,70 @@ fn a_run_writes_every_cell_with_sane_figures() {
     let median = |i: usize| cells[i]["step_time"]["median_s"].as_f64().unwrap();
     assert!(median(3) > median(2), "decode at batch 8 ({}) not slower than at batch 1 ({})", median(3), median(2));
     assert!(median(1) > median(0), "prefill of 256 tokens not slower than of 16");
+
+    // Signed with the default key: the envelope beside the result verifies, and holds the result.
+    let envelope = path.with_extension("intoto.json");
+    assert!(stdout.contains(&format!("signed: {}", envelope.display())), "{stdout}");
+    let envelope_arg = envelope.to_str().unwrap();
+    let output = lynx(&["verify", envelope_arg, "--pubkey", &pubkey(), "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["valid"], true, "{verdicts}");
+    let signed: Value = serde_json::from_slice(&std::fs::read(&envelope).unwrap()).unwrap();
+    use base64::Engine;
+    let payload = base64::engine::general_purpose::STANDARD.decode(signed["payload"].as_str().unwrap()).unwrap();
+    let statement: Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(statement["predicate"], result, "the envelope holds the result as written");
+    assert_eq!(statement["subject"][0]["name"], telemetry["samples_file"]);
+
+    // One more sample line makes the samples file's digest wrong: exit 1 naming the step.
+    std::fs::write(&samples_file, format!("{samples}{{}}\n")).unwrap();
+    let output = lynx(&["verify", envelope_arg, "--pubkey", &pubkey(), "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["failed_step"], "subject", "{verdicts}");
+}
+
+#[test]
+fn a_run_without_a_readable_key_is_refused_before_measuring() {
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--key", "/no/such/lynx.key"]);
+    let line = bad_input(&args);
+    assert!(line.contains("/no/such/lynx.key") && line.contains("--unsigned"), "{line}");
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started without its key");
+
+    // No key in the default folder either.
+    let empty = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().args(run_args(models.path(), out.path())).env("XDG_CONFIG_HOME", empty.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("lynx keygen"));
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started without its key");
+}
+
+#[test]
+fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unasked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let keys_arg = keys.to_str().unwrap();
+    let output = lynx(&["keygen", "--out", keys_arg]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mode = std::fs::metadata(keys.join("lynx.key")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let first = std::fs::read(keys.join("lynx.key")).unwrap();
+    assert!(String::from_utf8_lossy(&first).starts_with("-----BEGIN PRIVATE KEY-----"));
+    assert!(std::fs::read_to_string(keys.join("lynx.pub")).unwrap().starts_with("-----BEGIN PUBLIC KEY-----"));
+
+    let line = bad_input(&["keygen", "--out", keys_arg]);
+    assert!(line.contains("--force"), "{line}");
+    assert_eq!(std::fs::read(keys.join("lynx.key")).unwrap(), first, "the key was overwritten");
+
+    let output = lynx(&["keygen", "--out", keys_arg, "--force"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_ne!(std::fs::read(keys.join("lynx.key")).unwrap(), first, "--force made no new key");
 }
 
 #[test]
@@ -221,7 +310,7 @@ fn an_interrupted_run_keeps_the_cells_it_measured() {
         suite.replace("min_s = 0.3", "min_s = 1.0").replace("ctxs = [512]", "ctxs = [64, 128, 256, 512, 1024, 2048]")
     });
     let out = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lynx"))
+    let mut child = lynx_command()
         .args(run_args(models.path(), out.path()))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -428,9 +517,16 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
         .replace("intermediate_size = 704", "intermediate_size = 4096");
     std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let output = lynx(&run_args(models.path(), out.path()));
+    let mut args = run_args(models.path(), out.path());
+    args.push("--unsigned");
+    let output = lynx(&args);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("UNSIGNED: "), "{stdout}");
+    let envelope = result_file(out.path()).with_extension("intoto.json");
+    let output = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("INVALID at unsigned"), "{output:?}");
     assert!(stdout.contains("measured: 2 layers, the shard of one device of 2-way tensor parallelism"), "{stdout}");
 
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();

@@ -61,6 +61,19 @@ pub struct SourceRecord {
     pub unavailable: BTreeMap<String, String>,
 }
 
+/// `lynx verify`'s verdict on one envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyVerdict {
+    pub file: String,
+    pub valid: bool,
+    /// The id of the key it was checked against.
+    pub key_id: String,
+    /// The first step that failed (`read`, `envelope`, `base64`, `signature`, `payload_type`,
+    /// `statement`, `subject`, `schema`), if one did.
+    pub failed_step: Option<String>,
+    pub message: Option<String>,
+}
+
 /// A named check of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
