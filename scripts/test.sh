@@ -12,4 +12,7 @@ if ! ldconfig -p 2>/dev/null | grep -q librocm_smi64.so.1 && [ "$(id -u)" = 0 ] 
 fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+# securesystemslib: the independent DSSE implementation lynx's envelopes are checked against.
+LYNX_SSLIB_PYTHONPATH=$(scripts/sslib.sh)
+export LYNX_SSLIB_PYTHONPATH
 cargo test --workspace --locked
