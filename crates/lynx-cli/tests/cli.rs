@@ -334,8 +334,16 @@ fn an_interrupted_run_keeps_the_cells_it_measured() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let path = result_file(out.path());
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(result["status"], "incomplete");
+    // The samples stop where the run did, under a name that says they are partial; nothing
+    // half-written has a final name, and an unfinished run has no envelope.
+    let samples = path.with_file_name(result["telemetry"]["samples_file"].as_str().unwrap());
+    assert!(!samples.exists(), "{} exists after a killed run", samples.display());
+    let partial = std::fs::read_to_string(format!("{}.partial", samples.display())).unwrap();
+    assert!(partial.lines().count() > 10, "{} sample lines", partial.lines().count());
+    assert!(!path.with_extension("intoto.json").exists());
     let cells = result["cells"].as_array().unwrap();
     assert!(!cells.is_empty() && cells.len() < 10, "{} cells", cells.len());
     for cell in cells {
