@@ -224,10 +224,36 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     if actual != expected {
         return Err(VerifyError::Subject(format!("{name} has sha256 {actual}; the statement says {expected}")));
     }
+    let predicate = &statement["predicate"];
     let result: RunResult =
-        serde_json::from_value(statement["predicate"].clone()).map_err(|e| VerifyError::Schema(e.to_string()))?;
+        serde_json::from_value(predicate.clone()).map_err(|e| VerifyError::Schema(e.to_string()))?;
+    // Serde ignores what the schema does not name; writing the result back must give the
+    // predicate exactly, so no field outside the schema travels under the signature unchecked.
+    let canonical = serde_json::to_value(&result).map_err(|e| VerifyError::Schema(e.to_string()))?;
+    if let Some(path) = first_difference(predicate, &canonical, "predicate") {
+        return Err(VerifyError::Schema(format!("{path} is not in the result schema as lynx writes it")));
+    }
     if result.schema != RESULT_SCHEMA {
         return Err(VerifyError::Schema(format!("schema {:?}, not {RESULT_SCHEMA:?}", result.schema)));
     }
     Ok(Verified { result, key_id: crate::keys::key_id(key), samples_file: name.to_owned() })
+}
+
+/// The first place (a JSON path) where `given` differs from `canonical`, if any.
+fn first_difference(given: &serde_json::Value, canonical: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    match (given, canonical) {
+        (Value::Object(a), Value::Object(b)) => {
+            if let Some(key) = a.keys().find(|k| !b.contains_key(*k)).or_else(|| b.keys().find(|k| !a.contains_key(*k)))
+            {
+                return Some(format!("{path}.{key}"));
+            }
+            a.iter().find_map(|(key, value)| first_difference(value, &b[key], &format!("{path}.{key}")))
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            a.iter().zip(b).enumerate().find_map(|(i, (x, y))| first_difference(x, y, &format!("{path}[{i}]")))
+        }
+        (a, b) if a == b => None,
+        _ => Some(path.to_owned()),
+    }
 }

@@ -144,3 +144,39 @@ fn bad_input_is_a_typed_error_not_a_panic() {
     huge.set_len(MAX_ENVELOPE_BYTES + 1).unwrap();
     assert_eq!(verify(&path, &verifying).unwrap_err().step(), "read");
 }
+
+/// A correctly signed statement whose predicate is not a lynx result fails at the schema step:
+/// a field the schema does not name, a value of the wrong type, a missing section.
+#[test]
+fn a_signed_predicate_outside_the_schema_fails_at_schema() {
+    let (_k, signing, verifying) = keys();
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("run.samples.jsonl");
+    std::fs::write(&samples, "{}\n").unwrap();
+    let digest = lynx_publish::envelope::file_sha256(&samples).unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&std::fs::read(data("result.json")).unwrap()).unwrap();
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit); 3] = [
+        ("predicate.roofline", |r| r["roofline"] = serde_json::json!({"tflops": 9000})),
+        ("missing field `cells`", |r| {
+            r.as_object_mut().unwrap().remove("cells");
+        }),
+        ("invalid type", |r| r["checks"] = serde_json::json!("all passed")),
+    ];
+    for (expected, edit) in edits {
+        let mut predicate = result.clone();
+        edit(&mut predicate);
+        let statement = serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "run.samples.jsonl", "digest": {"sha256": digest}}],
+            "predicateType": "https://lynxbench.dev/result/v1",
+            "predicate": predicate,
+        });
+        let path = dir.path().join("run.intoto.json");
+        let envelope = lynx_publish::sign(&serde_json::to_vec(&statement).unwrap(), &signing);
+        std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+        let error = verify(&path, &verifying).unwrap_err();
+        assert_eq!(error.step(), "schema", "{expected}: {error}");
+        assert!(error.to_string().contains(expected), "{expected}: {error}");
+    }
+}
