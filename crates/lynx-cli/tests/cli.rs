@@ -300,6 +300,12 @@ fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unask
     let output = lynx(&["keygen", "--out", keys_arg, "--force"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_ne!(std::fs::read(keys.join("lynx.key")).unwrap(), first, "--force made no new key");
+
+    // A public key that is not one is bad input; so is a private key given as the public one.
+    let line = bad_input(&["verify", "x.intoto.json", "--pubkey", "/no/such/lynx.pub"]);
+    assert!(line.contains("/no/such/lynx.pub"), "{line}");
+    let line = bad_input(&["verify", "x.intoto.json", "--pubkey", keys.join("lynx.key").to_str().unwrap()]);
+    assert!(line.contains("not a P-256 SPKI public key"), "{line}");
 }
 
 #[test]

@@ -127,6 +127,13 @@ fn bad_input_is_a_typed_error_not_a_panic() {
             "envelope",
         ),
         ("not base64", br#"{"payload": "!!", "payloadType": "x", "signatures": []}"#.to_vec(), "base64"),
+        // "hello" is aGVsbG8=; aGVsbG9= decodes to it too, with trailing bits set.
+        (
+            "non-canonical base64",
+            br#"{"payload": "aGVsbG9=", "payloadType": "x", "signatures": []}"#.to_vec(),
+            "base64",
+        ),
+        ("mixed alphabets", br#"{"payload": "a-+_", "payloadType": "x", "signatures": []}"#.to_vec(), "base64"),
         ("unsigned", br#"{"payload": "aGVsbG8=", "payloadType": "x", "signatures": []}"#.to_vec(), "unsigned"),
         (
             "an unknown signature encoding",
