@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const HANG: Duration = Duration::from_secs(10);
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     key: VerifyingKey,
     envelope: Vec<u8>,
     payload: String,
@@ -32,7 +32,7 @@ fn fixture() -> &'static Fixture {
         std::fs::write(dir.path().join("run.samples.jsonl"), "{}\n").unwrap();
         let sealed = seal(&dir.path().join("run.json"), &result, Some(&signing)).unwrap();
         let payload = sealed.payload.clone();
-        Fixture { _dir: dir, key, envelope: serde_json::to_vec(&sealed).unwrap(), payload }
+        Fixture { dir, key, envelope: serde_json::to_vec(&sealed).unwrap(), payload }
     })
 }
 
@@ -40,7 +40,7 @@ fn fixture() -> &'static Fixture {
 /// own (cases run on several threads).
 fn verify_bytes(bytes: &[u8]) -> Result<String, String> {
     let fixture = fixture();
-    let dir = fixture._dir.path();
+    let dir = fixture.dir.path();
     let path: PathBuf = envelope_path(&dir.join(format!("case-{:?}.json", std::thread::current().id())));
     std::fs::write(&path, bytes).unwrap();
     let start = Instant::now();
