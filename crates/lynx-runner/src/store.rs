@@ -3,23 +3,34 @@
 use crate::RunError;
 use std::fs::{self, File};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Write `value` as pretty JSON to `path`: to a temporary file beside it, fsynced, renamed over
-/// `path`, and the folder fsynced so the rename itself survives a crash.
+/// Write `value` as pretty JSON to `path`: to a temporary file beside it, then [`commit`]ted.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
     let io = |source| RunError::Io { path: path.to_path_buf(), source };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(io)?;
     let mut json = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
     json.push(b'\n');
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = Path::new(&temporary);
-    let mut file = File::create(temporary).map_err(io)?;
-    file.write_all(&json).map_err(io)?;
-    file.sync_all().map_err(io)?;
+    let temporary = with_suffix(path, ".tmp");
+    File::create(&temporary).and_then(|mut file| file.write_all(&json)).map_err(io)?;
+    commit(&temporary, path)
+}
+
+/// `path` with `suffix` appended to its file name: where it is written before it is committed.
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Make the finished file `temporary` durable as `path`: fsynced, renamed over `path`, and the
+/// folder fsynced so the rename itself survives a crash.
+pub fn commit(temporary: &Path, path: &Path) -> Result<(), RunError> {
+    let io = |source| RunError::Io { path: path.to_path_buf(), source };
+    File::open(temporary).and_then(|file| file.sync_all()).map_err(io)?;
     fs::rename(temporary, path).map_err(io)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     File::open(dir).and_then(|d| d.sync_all()).map_err(io)
 }
 

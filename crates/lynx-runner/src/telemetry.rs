@@ -112,23 +112,16 @@ impl RunTelemetry {
             .collect()
     }
 
-    /// Stop sampling and make the samples file durable under its final name: the partial file
-    /// fsynced, renamed, and the folder fsynced.
+    /// Stop sampling and make the samples file durable under its final name (the partial file
+    /// committed: fsynced, renamed, the folder fsynced).
     pub fn finish(self) -> Result<(), RunError> {
         self.sampler.stop().map_err(|e| RunError::Telemetry(e.to_string()))?;
-        let partial = partial_path(&self.path);
-        let io = |source| RunError::Io { path: self.path.clone(), source };
-        File::open(&partial).and_then(|f| f.sync_all()).map_err(io)?;
-        std::fs::rename(&partial, &self.path).map_err(io)?;
-        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+        crate::store::commit(&partial_path(&self.path), &self.path)
     }
 }
 
 /// Where samples stream while the run goes: `<samples file>.partial`, renamed when the run
 /// ends, so that no half-written file ever has the final name (a killed run leaves this one).
-pub fn partial_path(path: &Path) -> PathBuf {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    PathBuf::from(partial)
+fn partial_path(path: &Path) -> PathBuf {
+    crate::store::with_suffix(path, ".partial")
 }
