@@ -185,17 +185,18 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     // The key id is an unauthenticated hint (DSSE); with a pinned key it must name that key, so
     // that no byte of the envelope can change without verification noticing.
     let pinned = crate::keys::key_id(key);
-    let verified_by = envelope.signatures.iter().filter(|s| s.keyid == pinned).find_map(|s| {
-        let der = decode_base64(&s.sig).ok()?;
-        let signature = DerSignature::try_from(der.as_slice()).ok()?;
-        key.verify(&message, &signature).ok().map(|()| s.keyid.clone())
+    let verified = envelope.signatures.iter().filter(|s| s.keyid == pinned).any(|s| {
+        decode_base64(&s.sig)
+            .ok()
+            .and_then(|der| DerSignature::try_from(der.as_slice()).ok())
+            .is_some_and(|signature| key.verify(&message, &signature).is_ok())
     });
-    let Some(_) = verified_by else {
+    if !verified {
         return Err(VerifyError::Signature(format!(
             "none of its {} signatures is by the given key ({pinned})",
             envelope.signatures.len()
         )));
-    };
+    }
     if envelope.payload_type != PAYLOAD_TYPE {
         return Err(VerifyError::PayloadType(format!("{:?}, not {PAYLOAD_TYPE:?}", envelope.payload_type)));
     }
@@ -236,7 +237,7 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     if result.schema != RESULT_SCHEMA {
         return Err(VerifyError::Schema(format!("schema {:?}, not {RESULT_SCHEMA:?}", result.schema)));
     }
-    Ok(Verified { result, key_id: crate::keys::key_id(key), samples_file: name.to_owned() })
+    Ok(Verified { result, key_id: pinned, samples_file: name.to_owned() })
 }
 
 /// The first place (a JSON path) where `given` differs from `canonical`, if any.
