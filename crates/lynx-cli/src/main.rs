@@ -167,7 +167,8 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 BadInput("no --out and no default key folder (neither XDG_CONFIG_HOME nor HOME is set)".to_owned())
             })?;
             let id = lynx_publish::generate(&dir, force).map_err(|e| BadInput(e.to_string()))?;
-            println!("wrote {} and {} (key id {id})", dir.join("lynx.key").display(), dir.join("lynx.pub").display());
+            let (private, public) = lynx_publish::keys::key_paths(&dir);
+            println!("wrote {} and {} (key id {id})", private.display(), public.display());
             Ok(())
         }
         Command::Verify { files, pubkey, json } => {

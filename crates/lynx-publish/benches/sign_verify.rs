@@ -2,25 +2,22 @@
 //! a 50 MB samples file beside it, about what a long run at 100 Hz on an eight-GPU node writes.
 //! Verification time per result is what a buyer's shortlist over hundreds of results pays.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use lynx_core::result::RunResult;
-use lynx_publish::{envelope_path, generate, read_signing_key, read_verifying_key, seal, verify};
+use lynx_publish::{envelope_path, seal, verify};
 use std::io::Write;
-use std::path::Path;
 
 const SAMPLES_BYTES: usize = 50 * 1000 * 1000;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), false).unwrap();
-    let signing = read_signing_key(&dir.path().join("lynx.key")).unwrap();
-    let verifying = read_verifying_key(&dir.path().join("lynx.pub")).unwrap();
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/result.json");
-    let mut result: RunResult = serde_json::from_slice(&std::fs::read(data).unwrap()).unwrap();
-    result.telemetry.samples_file = "run.samples.jsonl".to_owned();
+    let (signing, verifying) = common::key_pair(dir.path());
+    let result = common::result();
 
     // Sample lines as the sampler writes them, to 50 MB.
-    let mut samples = std::io::BufWriter::new(std::fs::File::create(dir.path().join("run.samples.jsonl")).unwrap());
+    let mut samples = std::io::BufWriter::new(std::fs::File::create(dir.path().join(common::SAMPLES_FILE)).unwrap());
     let (mut written, mut i) = (0, 0u64);
     while written < SAMPLES_BYTES {
         let line = format!(

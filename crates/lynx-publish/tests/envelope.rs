@@ -3,17 +3,13 @@
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
-use lynx_core::result::RunResult;
 use lynx_publish::envelope::MAX_ENVELOPE_BYTES;
-use lynx_publish::{
-    envelope_path, generate, pae, read_signing_key, read_verifying_key, seal, verify, Envelope, VerifyError,
-};
+use lynx_publish::{envelope_path, pae, seal, verify, Envelope, VerifyError};
 use p256::ecdsa::{SigningKey, VerifyingKey};
 use std::path::{Path, PathBuf};
 
-fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
-}
+mod common;
+use common::{data, key_pair, SAMPLES_FILE};
 
 #[test]
 fn pae_matches_the_specification() {
@@ -27,19 +23,15 @@ fn pae_matches_the_specification() {
 /// A key pair in a temporary folder.
 fn keys() -> (tempfile::TempDir, SigningKey, VerifyingKey) {
     let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), false).unwrap();
-    let signing = read_signing_key(&dir.path().join("lynx.key")).unwrap();
-    let verifying = read_verifying_key(&dir.path().join("lynx.pub")).unwrap();
+    let (signing, verifying) = key_pair(dir.path());
     (dir, signing, verifying)
 }
 
 /// A result sealed in `dir` by `key` (unsigned without one): `run.intoto.json` beside
 /// `run.samples.jsonl`.
 fn sealed_result(dir: &Path, key: Option<&SigningKey>) -> PathBuf {
-    let mut result: RunResult = serde_json::from_slice(&std::fs::read(data("result.json")).unwrap()).unwrap();
-    result.telemetry.samples_file = "run.samples.jsonl".to_owned();
-    std::fs::write(dir.join("run.samples.jsonl"), "{\"kind\":\"telemetry\",\"source\":\"host\",\"t_s\":0.05}\n")
-        .unwrap();
+    let result = common::result();
+    std::fs::write(dir.join(SAMPLES_FILE), "{\"kind\":\"telemetry\",\"source\":\"host\",\"t_s\":0.05}\n").unwrap();
     let result_path = dir.join("run.json");
     let path = envelope_path(&result_path);
     assert_eq!(path, dir.join("run.intoto.json"));
@@ -91,7 +83,7 @@ fn every_single_byte_change_fails_verification() {
     let (_k, signing, verifying) = keys();
     let dir = tempfile::tempdir().unwrap();
     let path = signed_result(dir.path(), &signing);
-    let samples = dir.path().join("run.samples.jsonl");
+    let samples = dir.path().join(SAMPLES_FILE);
     let mut tried = 0;
     for file in [&path, &samples] {
         let original = std::fs::read(file).unwrap();
@@ -158,7 +150,7 @@ fn bad_input_is_a_typed_error_not_a_panic() {
 fn a_signed_predicate_outside_the_schema_fails_at_schema() {
     let (_k, signing, verifying) = keys();
     let dir = tempfile::tempdir().unwrap();
-    let samples = dir.path().join("run.samples.jsonl");
+    let samples = dir.path().join(SAMPLES_FILE);
     std::fs::write(&samples, "{}\n").unwrap();
     let digest = lynx_publish::envelope::file_sha256(&samples).unwrap();
     let result: serde_json::Value = serde_json::from_slice(&std::fs::read(data("result.json")).unwrap()).unwrap();

@@ -1,10 +1,11 @@
 //! The verifier over arbitrary input: arbitrary bytes, byte-level mutations of a valid envelope,
 //! and arbitrary JSON in each of its fields. Never a panic; always a verdict, in bounded time.
 
-use lynx_core::result::RunResult;
-use lynx_publish::{envelope_path, generate, read_signing_key, read_verifying_key, seal, verify, VerifyingKey};
+mod common;
+
+use lynx_publish::{envelope_path, seal, verify, VerifyingKey};
 use proptest::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -23,14 +24,9 @@ fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        generate(dir.path(), false).unwrap();
-        let signing = read_signing_key(&dir.path().join("lynx.key")).unwrap();
-        let key = read_verifying_key(&dir.path().join("lynx.pub")).unwrap();
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/result.json");
-        let mut result: RunResult = serde_json::from_slice(&std::fs::read(data).unwrap()).unwrap();
-        result.telemetry.samples_file = "run.samples.jsonl".to_owned();
-        std::fs::write(dir.path().join("run.samples.jsonl"), "{}\n").unwrap();
-        let sealed = seal(&dir.path().join("run.json"), &result, Some(&signing)).unwrap();
+        let (signing, key) = common::key_pair(dir.path());
+        std::fs::write(dir.path().join(common::SAMPLES_FILE), "{}\n").unwrap();
+        let sealed = seal(&dir.path().join("run.json"), &common::result(), Some(&signing)).unwrap();
         let payload = sealed.payload.clone();
         Fixture { dir, key, envelope: serde_json::to_vec(&sealed).unwrap(), payload }
     })

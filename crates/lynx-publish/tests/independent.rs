@@ -2,9 +2,12 @@
 //! this test runs when `LYNX_SSLIB_PYTHONPATH` does not name an installed copy) verifies lynx's
 //! envelope with only the public key, and lynx verifies an envelope securesystemslib signed.
 
+mod common;
+
+use common::{key_pair, result, SAMPLES_FILE};
 use lynx_core::result::RunResult;
 use lynx_publish::envelope::{file_sha256, statement};
-use lynx_publish::{envelope_path, generate, key_id, read_signing_key, read_verifying_key, seal, verify, Envelope};
+use lynx_publish::{envelope_path, key_id, seal, verify, Envelope};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -40,23 +43,15 @@ fn sslib(args: &[&Path], keyid: &str) -> (bool, String) {
     (output.status.success(), said)
 }
 
-fn result() -> RunResult {
-    let mut result: RunResult =
-        serde_json::from_slice(&std::fs::read(manifest("tests/data/result.json")).unwrap()).unwrap();
-    result.telemetry.samples_file = "run.samples.jsonl".to_owned();
-    result
-}
-
 #[test]
 fn securesystemslib_verifies_lynx_and_lynx_verifies_securesystemslib() {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
-    generate(&keys, false).unwrap();
+    std::fs::create_dir(&keys).unwrap();
+    let (signing, verifying) = key_pair(&keys);
     let (private, public) = (keys.join("lynx.key"), keys.join("lynx.pub"));
-    let signing = read_signing_key(&private).unwrap();
-    let verifying = read_verifying_key(&public).unwrap();
     let keyid = key_id(&verifying);
-    std::fs::write(dir.path().join("run.samples.jsonl"), "{\"kind\":\"telemetry\",\"source\":\"host\",\"t_s\":0.05}\n")
+    std::fs::write(dir.path().join(SAMPLES_FILE), "{\"kind\":\"telemetry\",\"source\":\"host\",\"t_s\":0.05}\n")
         .unwrap();
 
     // lynx signs; securesystemslib verifies with the public key alone.
@@ -78,8 +73,8 @@ fn securesystemslib_verifies_lynx_and_lynx_verifies_securesystemslib() {
 
     // securesystemslib signs lynx's statement with lynx's key; lynx verifies its envelope.
     let payload = dir.path().join("payload.json");
-    let samples_sha256 = file_sha256(&dir.path().join("run.samples.jsonl")).unwrap();
-    std::fs::write(&payload, serde_json::to_vec(&statement("run.samples.jsonl", &samples_sha256, &result())).unwrap())
+    let samples_sha256 = file_sha256(&dir.path().join(SAMPLES_FILE)).unwrap();
+    std::fs::write(&payload, serde_json::to_vec(&statement(SAMPLES_FILE, &samples_sha256, &result())).unwrap())
         .unwrap();
     let theirs = dir.path().join("theirs.intoto.json");
     let (ok, said) = sslib(&[Path::new("sign"), &payload, &private, &theirs], &keyid);
