@@ -4,13 +4,16 @@
 //! device, missing or malformed suite or model file, bad arguments).
 
 mod output;
+mod supervisor;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use lynx_core::derived::PriceInputs;
 use lynx_core::device::DeviceName;
 use lynx_core::result::VerifyVerdict;
+use lynx_core::value::{Finite, Reported};
 use lynx_runner::{devices, libtorch, suite, Plan, RunError};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -63,11 +66,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Warm the device up to equilibrium, measure the suite's cells, write the result.
+    /// Warm the device up to equilibrium, sweep the suite's cells, derive the figures, sign the
+    /// result. The run lives in OUT/<device>/<run id>/; a run that was killed resumes with
+    /// --resume that folder. SIGINT or SIGTERM finish the current step and sign a partial result.
     Run {
-        /// Suite name (models/suites/NAME.toml) or path to a suite file.
-        #[arg(long, default_value = "default")]
-        suite: String,
+        /// Suite name (models/suites/NAME.toml) or path to a suite file; by default `standard`
+        /// on a GPU and `cpu` on the CPU.
+        #[arg(long)]
+        suite: Option<String>,
         /// cpu, cuda:N or rocm:N; the first GPU if there is one, else the CPU.
         #[arg(long)]
         device: Option<String>,
@@ -88,7 +94,22 @@ enum Command {
         /// Publish the result unsigned (its envelope has no signature; `lynx verify` says so).
         #[arg(long)]
         unsigned: bool,
+        /// Resume the run in this folder: only the cells its journal lacks are run, with the
+        /// configuration it was started with (a different --suite, --device or --weights is
+        /// refused).
+        #[arg(long, value_name = "RUN_DIR")]
+        resume: Option<PathBuf>,
+        /// Price of one device-hour in USD, for the cost per million output tokens (no price, no
+        /// cost figure).
+        #[arg(long, value_name = "USD")]
+        price_per_hour: Option<f64>,
+        /// Share of hours the device serves at the latency-bounded load, in (0, 1].
+        #[arg(long, default_value_t = 1.0)]
+        utilisation: f64,
     },
+    /// (internal) The worker process of `lynx run`: device work on one run folder.
+    #[command(hide = true)]
+    Worker { run_dir: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -121,6 +142,9 @@ fn main() -> ExitCode {
     libtorch::load_gpu_backends();
     match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.downcast_ref::<Exit>().is_some() => {
+            ExitCode::from(error.downcast_ref::<Exit>().map_or(1, |exit| exit.0))
+        }
         Err(error) => {
             eprintln!("lynx: error: {error:#}");
             let bad_input = error.downcast_ref::<BadInput>().is_some()
@@ -204,27 +228,37 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 Err(anyhow::anyhow!("{invalid} of {} results failed verification", verdicts.len()))
             }
         }
-        Command::Run { suite, device, models, out, weights, key, unsigned } => {
+        Command::Run { suite, device, models, out, weights, key, unsigned, resume, price_per_hour, utilisation } => {
             let device_name: Option<DeviceName> =
                 device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
+            let price = price_inputs(price_per_hour, utilisation)?;
             // The key is read before anything is measured: a run that cannot be signed is refused.
             let signing_key = if unsigned { None } else { Some(read_run_key(key)?) };
-            let (suite, model) = suite::load(&suite, &models)?;
-            let host = lynx_runner::host_record();
-            let device = match device_name {
-                Some(name) => devices::find(name, &host)?,
-                None => devices::best(&host),
+            let resuming = resume.is_some();
+            let run = match resume {
+                Some(dir) => resumable(&dir, suite.as_deref(), device_name, weights.as_deref(), &models)?,
+                None => {
+                    let host = lynx_runner::host_record();
+                    let device = match device_name {
+                        Some(name) => devices::find(name, &host)?,
+                        None => devices::best(&host),
+                    };
+                    let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
+                    let (suite, model) = suite::load(suite.as_deref().unwrap_or(default_suite), &models)?;
+                    lynx_runner::start(&Plan { suite, model, device, results_dir: out, weights })?
+                }
             };
-            let mut progress = output::Progress::new();
-            let outcome =
-                lynx_runner::run(Plan { suite, model, device, host, results_dir: out, weights }, &mut progress);
-            let result_path = progress.result_path.clone();
-            // Clear the live status line before anything else is printed.
-            drop(progress);
-            let outcome = outcome.with_context(|| match &result_path {
-                Some(path) => format!("run failed; what it measured is in {}", path.display()),
-                None => "run failed before writing a result".to_owned(),
-            })?;
+            supervisor::catch_stop_signals();
+            let supervised = supervisor::supervise(&run)?;
+            if let supervisor::Supervised::BadInput = supervised {
+                // The worker said why. A new run it refused before measuring leaves no folder.
+                let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
+                if !resuming && !measured {
+                    let _ = std::fs::remove_dir_all(&run.dir);
+                }
+                return Err(Exit(2).into());
+            }
+            let outcome = lynx_runner::assemble(&run, price)?;
             let envelope = lynx_publish::seal(&outcome.path, &outcome.result, signing_key.as_ref())
                 .with_context(|| format!("sealing {}", outcome.path.display()))?;
             let envelope_path = lynx_publish::envelope_path(&outcome.path);
@@ -238,6 +272,22 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 ),
                 None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
             }
+            match supervised {
+                supervisor::Supervised::Stopped(signal) => {
+                    eprintln!(
+                        "lynx: stopped by signal {signal}: the partial result above is signed; resume with `lynx run --resume {}`",
+                        run.dir.display()
+                    );
+                    return Err(Exit(128 + signal as u8).into());
+                }
+                supervisor::Supervised::GaveUp(why) => {
+                    return Err(anyhow::anyhow!(
+                        "{why}: the partial result above is signed; resume with `lynx run --resume {}`",
+                        run.dir.display()
+                    ));
+                }
+                _ => {}
+            }
             let failed: Vec<&str> =
                 outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
             if failed.is_empty() {
@@ -250,8 +300,89 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 ))
             }
         }
+        Command::Worker { run_dir } => {
+            if !supervisor::bind_to_supervisor() {
+                return Err(anyhow::anyhow!("the supervising lynx run is gone"));
+            }
+            supervisor::catch_stop_signals();
+            let run = lynx_runner::RunDir::open(&run_dir)?;
+            let mut progress = output::Progress::new();
+            let end = lynx_runner::work(&run, &mut progress, &supervisor::STOP);
+            drop(progress);
+            match end? {
+                lynx_runner::WorkEnd::Done => Ok(()),
+                lynx_runner::WorkEnd::Stopped => Err(Exit(supervisor::EXIT_STOPPED).into()),
+            }
+        }
     }
 }
+
+/// The price inputs, checked.
+fn price_inputs(price_per_hour: Option<f64>, utilisation: f64) -> Result<PriceInputs, BadInput> {
+    let usd_per_device_hour = match price_per_hour {
+        Some(p) if p.is_finite() && p > 0.0 => Finite::new(p, "price").ok(),
+        Some(p) => return Err(BadInput(format!("--price-per-hour {p}: must be a positive number of USD"))),
+        None => None,
+    };
+    if !(utilisation.is_finite() && utilisation > 0.0 && utilisation <= 1.0) {
+        return Err(BadInput(format!("--utilisation {utilisation}: must be in (0, 1]")));
+    }
+    let utilisation = Finite::new(utilisation, "utilisation").map_err(|e| BadInput(e.to_string()))?;
+    Ok(PriceInputs { usd_per_device_hour, utilisation })
+}
+
+/// The run in `dir`, after checking that whatever the command line also gave matches how it was
+/// started, and that this is the binary that started it.
+fn resumable(
+    dir: &Path,
+    suite: Option<&str>,
+    device: Option<DeviceName>,
+    weights: Option<&Path>,
+    models: &Path,
+) -> anyhow::Result<lynx_runner::RunDir> {
+    let refuse = |what: String| BadInput(format!("--resume {}: {what}", dir.display()));
+    let run = lynx_runner::RunDir::open(dir)?;
+    let plan = run.read_plan()?;
+    if let Some(name) = suite {
+        let (suite, model) = suite::load(name, models)?;
+        let given = lynx_core::result::config_sha256(&suite, &model);
+        let started = lynx_core::result::config_sha256(&plan.suite, &plan.model);
+        if given != started {
+            return Err(refuse(format!(
+                "the suite '{name}' (config {}) differs from the one the run started with (config {}); \
+                 resume without --suite, or start a new run",
+                &given[..12],
+                &started[..12]
+            ))
+            .into());
+        }
+    }
+    if let Some(device) = device.filter(|d| *d != plan.device) {
+        return Err(refuse(format!("the run measures {}, not {device}", plan.device)).into());
+    }
+    let given_weights = weights.map(|w| w.display().to_string());
+    if weights.is_some() && given_weights != plan.weights {
+        return Err(refuse(format!("the run's weights are {:?}, not {:?}", plan.weights, given_weights)).into());
+    }
+    if let (Reported::Known(started), Reported::Known(this)) =
+        (&plan.binary_sha256, &lynx_runner::harness_binary_sha256())
+    {
+        if started != this {
+            return Err(refuse(format!(
+                "the run was started by another lynx build (binary sha256 {}…, this one {}…); resume it with that build",
+                &started[..12],
+                &this[..12]
+            ))
+            .into());
+        }
+    }
+    Ok(run)
+}
+
+/// Exit with this code, having said why already.
+#[derive(Debug, thiserror::Error)]
+#[error("exit {0}")]
+struct Exit(u8);
 
 /// The run's signing key: `--key`, else lynx.key in the default key folder; unreadable is bad
 /// input, refused before any measurement.

@@ -3,9 +3,11 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use lynx_core::catalogue::ModelSummary;
 use lynx_core::config::Precision;
+use lynx_core::derived::Derived;
 use lynx_core::equilibrium::WindowStats;
-use lynx_core::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
+use lynx_core::result::{CellRecord, CellShape, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
 use lynx_core::telemetry::Sample;
+use lynx_core::value::Finite;
 use lynx_core::value::Reported;
 use lynx_runner::libtorch::Runtime;
 use lynx_runner::{Device, Observer, Outcome, WarmupProgress};
@@ -168,17 +170,23 @@ impl Observer for Progress {
         self.result_path = Some(result_path.to_path_buf());
         let config = &result.config;
         self.say(format!(
-            "{} on {} ({}): model {} ({:.1} M parameters, {}), {} cells",
+            "{} on {} ({}): model {} ({:.1} M parameters, {}), at most {} cells{}",
             config.suite.name,
             result.device.device,
             result.device.name,
             config.model.name,
             config.model_parameters as f64 / 1e6,
             config.suite.precision,
-            config.suite.prefill.batches.len() * config.suite.prefill.prompt_lens.len()
-                + config.suite.decode.batches.len() * config.suite.decode.ctxs.len(),
+            config.suite.prefill.ladder().batches().len() * config.suite.prefill.prompt_lens.len()
+                + config.suite.decode.ladder().batches().len() * config.suite.decode.ctxs.len(),
+            if result.cells.is_empty() {
+                String::new()
+            } else {
+                format!(", resuming with {} in the journal", result.cells.len())
+            }
         ));
-        self.say(format!("result file {}", result_path.display()));
+        let dir = result_path.parent().unwrap_or(Path::new("."));
+        self.say(format!("result file {} (resume with `lynx run --resume {}`)", result_path.display(), dir.display()));
     }
 
     fn warming(&mut self, progress: &WarmupProgress) {
@@ -218,6 +226,7 @@ impl Observer for Progress {
 
     fn cell_done(&mut self, cell: &CellRecord) {
         match (&cell.status, &cell.step_time) {
+            (CellStatus::Oom { message }, _) => self.say(format!("{} out of memory: {message}", cell.shape)),
             (CellStatus::Error { message }, _) => self.say(format!("{} failed: {message}", cell.shape)),
             (CellStatus::Ok, Some(t)) if self.bar.is_some() => {
                 let telemetry = cell.telemetry.first().map_or(String::new(), |w| {
@@ -299,8 +308,8 @@ fn warmup_line(warmup: &WarmupRecord) -> String {
 pub fn run_summary(outcome: &Outcome) -> String {
     let result = &outcome.result;
     let mut out = String::new();
-    let _ = writeln!(out, "result: {}", outcome.path.display());
-    if let Some(warmup) = &result.warmup {
+    let _ = writeln!(out, "result: {} ({})", outcome.path.display(), status_word(result.status));
+    for warmup in result.warmup.iter().chain(&result.resumed_warmups) {
         let _ = writeln!(out, "{}", warmup_line(warmup));
     }
     if let Some(part) = &result.config.measured {
@@ -345,7 +354,8 @@ pub fn run_summary(outcome: &Outcome) -> String {
                 row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
             }
-            (CellStatus::Error { message }, _) => row[1] = format!("failed: {message}"),
+            (CellStatus::Oom { .. }, _) => row[1] = "out of memory (see below)".to_owned(),
+            (CellStatus::Error { .. }, _) => row[1] = "failed (see below)".to_owned(),
             (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
         }
         rows.push(row);
@@ -354,6 +364,18 @@ pub fn run_summary(outcome: &Outcome) -> String {
     if extrapolated {
         let _ = writeln!(out, "tok/s figures come from the full-depth estimates (head-only time + layers scaled)");
     }
+    let failed: Vec<&CellRecord> = result.cells.iter().filter(|c| c.status != CellStatus::Ok).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\ncells that failed:");
+        for cell in failed {
+            let kind = if matches!(cell.status, CellStatus::Oom { .. }) { "out of memory" } else { "error" };
+            let _ = writeln!(out, "  {}: {kind}: {}", cell.shape, cell.status.message().unwrap_or_default());
+        }
+    }
+    if let Some(derived) = &result.derived {
+        out.push_str(&derived_report(derived));
+    }
+    out.push('\n');
     for check in &result.checks {
         let _ = writeln!(out, "{}", check_line(check));
     }
@@ -361,6 +383,114 @@ pub fn run_summary(outcome: &Outcome) -> String {
         let _ = writeln!(out, "these figures come from a run that FAILED a check: do not publish them as the device's");
     }
     out
+}
+
+fn status_word(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Complete => "complete",
+        RunStatus::Partial => "PARTIAL: stopped before every cell ran",
+        RunStatus::Incomplete => "incomplete",
+    }
+}
+
+/// The frontier, the prefill table, latency-bounded throughput and cost, and how the sweep's
+/// lines ended.
+pub fn derived_report(derived: &Derived) -> String {
+    let mut out = String::new();
+    let joules = |j: Option<Finite>| j.map_or("-".to_owned(), |j| format!("{:.3}", j.get()));
+    if !derived.frontier.is_empty() {
+        let _ = writeln!(out, "\ndecode frontier (Pareto set of tok/s/user against tok/s/device):");
+        let mut rows = vec![["CTX", "BATCH", "TOK/S/USER", "TOK/S/DEVICE", "J/TOKEN"].map(str::to_owned)];
+        for line in &derived.frontier {
+            for p in &line.points {
+                rows.push([
+                    line.ctx.to_string(),
+                    p.batch.to_string(),
+                    format!("{:.1}", p.tok_per_s_per_user.get()),
+                    format!("{:.1}", p.tok_per_s_per_device.get()),
+                    joules(p.joules_per_token),
+                ]);
+            }
+        }
+        out.push_str(&indent(&table(&rows)));
+    }
+    if !derived.prefill.is_empty() {
+        let _ = writeln!(out, "\nprefill:");
+        let mut rows = vec![["BATCH", "PROMPT", "TTFT", "TOK/S/DEVICE", "J/TOKEN"].map(str::to_owned)];
+        for p in &derived.prefill {
+            rows.push([
+                p.batch.to_string(),
+                p.prompt_len.to_string(),
+                ms(p.ttft_s.get()),
+                format!("{:.1}", p.tok_per_s_per_device.get()),
+                joules(p.joules_per_token),
+            ]);
+        }
+        out.push_str(&indent(&table(&rows)));
+    }
+    if !derived.latency_bounded.is_empty() {
+        let price = match derived.price.usd_per_device_hour {
+            Some(p) => {
+                format!("${:.2}/device-hour at {:.0}% utilisation", p.get(), derived.price.utilisation.get() * 100.0)
+            }
+            None => "no price given (--price-per-hour)".to_owned(),
+        };
+        let _ = writeln!(out, "\nlatency-bounded throughput (simulated continuous batching; {price}):");
+        let mut rows = vec![[
+            "WORKLOAD",
+            "BOUND",
+            "P99 TTFT/TPOT",
+            "REQ/S",
+            "TOK/S/DEVICE",
+            "TOK/S/USER",
+            "J/TOKEN",
+            "$/M TOKENS",
+        ]
+        .map(str::to_owned)];
+        for lb in &derived.latency_bounded {
+            let bound = format!("{} ({} / {})", lb.bound.name, ms(lb.bound.ttft_p99_s), ms(lb.bound.tpot_p99_s));
+            let mut row: [String; 8] = Default::default();
+            row[0] = lb.workload.to_string();
+            row[1] = bound;
+            match &lb.point {
+                Reported::Known(p) => {
+                    row[2] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
+                    row[3] = format!("{:.3}", p.request_rate_per_s.get());
+                    row[4] =
+                        format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
+                    row[5] = format!("{:.1}", p.tok_per_s_per_user.get());
+                    row[6] = match &p.joules_per_output_token {
+                        Reported::Known(j) => format!("{:.3}", j.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                    row[7] = match &p.usd_per_million_output_tokens {
+                        Reported::Known(c) => format!("{:.2}", c.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                }
+                Reported::Unavailable { unavailable } => row[2] = format!("none: {unavailable}"),
+            }
+            rows.push(row);
+        }
+        out.push_str(&indent(&table(&rows)));
+        if derived.latency_bounded.iter().any(|lb| matches!(&lb.point, Reported::Known(p) if p.extrapolated)) {
+            let _ = writeln!(out, "  * the simulation extrapolated step times beyond the measured contexts");
+        }
+    }
+    let stopped: Vec<String> = derived
+        .sweep
+        .iter()
+        .filter(|l| l.end != "ladder end")
+        .map(|l| format!("  {} {}: {}", l.step, l.len, l.end))
+        .collect();
+    if !stopped.is_empty() {
+        let _ = writeln!(out, "\nsweep lines that stopped before their ladder's end:\n{}", stopped.join("\n"));
+    }
+    out
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
 }
 
 /// Milliseconds with three significant figures' worth of precision for typical step times.

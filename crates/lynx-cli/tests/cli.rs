@@ -59,6 +59,11 @@ prompt_lens = [16, 256]
 [decode]
 batches = [1, 8]
 ctxs = [512]
+
+[[workload]]
+name = "chat"
+isl = 256
+osl = 64
 "#;
 
 /// A models folder holding the test model and `suites/test.toml` (with `edit` applied).
@@ -112,19 +117,24 @@ fn run_args<'a>(models: &'a Path, out: &'a Path) -> Vec<&'a str> {
     ]
 }
 
-/// The result files under `out` (a `.json.tmp` beside one is a write in progress).
-fn result_files(out: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
+/// The run folders under `out` (`out/<device>/<run id>/`).
+fn run_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
     for device in std::fs::read_dir(out).into_iter().flatten() {
-        for file in std::fs::read_dir(device.unwrap().path()).into_iter().flatten() {
-            let path = file.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name.ends_with(".json") && !name.ends_with(".intoto.json") {
-                files.push(path);
-            }
+        for run in std::fs::read_dir(device.unwrap().path()).into_iter().flatten() {
+            dirs.push(run.unwrap().path());
         }
     }
-    files
+    dirs
+}
+
+/// The result files under `out`: `<run id>.json` in each run folder.
+fn result_files(out: &Path) -> Vec<PathBuf> {
+    run_dirs(out)
+        .into_iter()
+        .map(|dir| dir.join(format!("{}.json", dir.file_name().unwrap().to_string_lossy())))
+        .filter(|path| path.exists())
+        .collect()
 }
 
 /// The one result file under `out`.
@@ -184,8 +194,9 @@ fn a_run_writes_every_cell_with_sane_figures() {
     let samples = std::fs::read_to_string(&samples_file).unwrap();
     let lines: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(lines.len() >= 20, "{} samples in a run of several seconds", lines.len());
-    assert!(lines.iter().all(|l| l["kind"] == "telemetry" && l["source"] == "host"));
-    assert!(lines.windows(2).all(|w| w[1]["t_s"].as_f64() > w[0]["t_s"].as_f64()));
+    assert_eq!((&lines[0]["kind"], &lines[0]["segment"]), (&Value::from("segment"), &Value::from(1)));
+    assert!(lines[1..].iter().all(|l| l["kind"] == "telemetry" && l["source"] == "host"));
+    assert!(lines[1..].windows(2).all(|w| w[1]["t_s"].as_f64() > w[0]["t_s"].as_f64()));
 
     let warmup = &result["warmup"];
     assert!(seconds(&warmup["duration_s"]) >= 1.0, "warm-up shorter than min_s: {warmup}");
@@ -236,6 +247,26 @@ fn a_run_writes_every_cell_with_sane_figures() {
     let median = |i: usize| cells[i]["step_time"]["median_s"].as_f64().unwrap();
     assert!(median(3) > median(2), "decode at batch 8 ({}) not slower than at batch 1 ({})", median(3), median(2));
     assert!(median(1) > median(0), "prefill of 256 tokens not slower than of 16");
+
+    // Derived figures: the frontier holds the undominated decode cells, the prefill table every
+    // prefill cell, and the chat workload has a latency-bounded point under each default bound.
+    let derived = &result["derived"];
+    let frontier = derived["frontier"][0]["points"].as_array().unwrap();
+    assert_eq!(derived["frontier"][0]["ctx"], 512);
+    assert!(!frontier.is_empty() && frontier.len() <= 2, "{frontier:?}");
+    for point in frontier {
+        let cell = cells.iter().find(|c| c["step"] == "decode" && c["batch"] == point["batch"]).unwrap();
+        assert_eq!(point["tok_per_s_per_device"], cell["tok_per_s_per_device"]);
+    }
+    assert_eq!(derived["prefill"].as_array().unwrap().len(), 2);
+    let bounded = derived["latency_bounded"].as_array().unwrap();
+    let bounds: Vec<&str> = bounded.iter().map(|b| b["bound"]["name"].as_str().unwrap()).collect();
+    assert_eq!(bounds, ["server", "interactive"], "MLPerf's bounds of the nearest model by default");
+    let server = &bounded[0]["point"];
+    assert!(seconds(&server["ttft_p99_s"]) <= 2.0 && seconds(&server["tpot_p99_s"]) <= 0.2, "{server}");
+    assert!(seconds(&server["output_tok_per_s_per_device"]) > 0.0);
+    assert!(server["usd_per_million_output_tokens"]["unavailable"].is_string(), "no price, no cost: {server}");
+    assert!(stdout.contains("latency-bounded throughput"), "{stdout}");
 
     // Signed with the default key: the envelope beside the result verifies, and holds the result.
     let envelope = path.with_extension("intoto.json");
@@ -308,54 +339,228 @@ fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unask
     assert!(line.contains("not a P-256 SPKI public key"), "{line}");
 }
 
+/// A suite of many short cells: a kill lands in a cell, between cells, in warm-up or in set-up.
+fn many_cells(suite: &str) -> String {
+    suite
+        .replace("min_s = 1.0\nmax_s = 3.0", "min_s = 0.2\nmax_s = 1.0")
+        .replace("min_steps = 8\nmin_s = 0.3\nmax_steps = 200", "min_steps = 5\nmin_s = 0.15\nmax_steps = 100")
+        .replace("batches = [1, 8]\nctxs = [512]", "max_batch = 8\nctxs = [64, 256, 512]")
+}
+
+/// The one run folder under `out`, once its plan is written.
+fn wait_for_run_dir(out: &Path, child: &mut std::process::Child) -> PathBuf {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "no run folder within 60 s");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before its plan was seen");
+        if let Some(dir) = run_dirs(out).pop() {
+            let plan = dir.join(format!("{}.plan.json", dir.file_name().unwrap().to_string_lossy()));
+            if plan.exists() {
+                return dir;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn journal_of(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join(format!("{}.journal.jsonl", dir.file_name().unwrap().to_string_lossy()))).unwrap_or_default()
+}
+
+fn cell_key(cell: &Value) -> String {
+    format!("{} {} {}", cell["step"], cell["batch"], cell["prompt_len"].as_u64().or(cell["ctx"].as_u64()).unwrap())
+}
+
+/// A small deterministic generator for the kill times; its seed is printed on failure.
+fn next_random(state: &mut u64) -> u64 {
+    *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *state >> 33
+}
+
 #[test]
-fn an_interrupted_run_keeps_the_cells_it_measured() {
+fn sigkill_at_twenty_random_moments_and_resume_loses_no_cell() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    // Many slow cells, so the run is still going when it is killed after the first.
+    // Eighteen cells of at least 0.5 s: more measuring than twenty kills at most 1.5 s apart
+    // can finish, so every kill lands in a run still going.
     let models = models(|suite| {
-        suite.replace("min_s = 0.3", "min_s = 1.0").replace("ctxs = [512]", "ctxs = [64, 128, 256, 512, 1024, 2048]")
+        many_cells(suite)
+            .replace("min_s = 0.15", "min_s = 0.5")
+            .replace("ctxs = [64, 256, 512]", "ctxs = [64, 128, 256, 512]")
     });
     let out = tempfile::tempdir().unwrap();
-    let mut child = lynx_command()
-        .args(run_args(models.path(), out.path()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let cells_in = |path: &Path| -> usize {
-        std::fs::read(path)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-            .map_or(0, |r| r["cells"].as_array().map_or(0, Vec::len))
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let mut state = seed;
+    let quiet = |mut command: Command| {
+        command.stdout(Stdio::null()).stderr(Stdio::null());
+        command
     };
-    loop {
-        assert!(Instant::now() < deadline, "no cell written within 120 s");
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
-        if result_files(out.path()).iter().any(|path| cells_in(path) >= 1) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let mut command = quiet(lynx_command());
+    command.args(run_args(models.path(), out.path()));
+    let mut child = command.spawn().unwrap();
+    let dir = wait_for_run_dir(out.path(), &mut child);
+    let dir_arg = dir.to_str().unwrap().to_owned();
+    let mut journal = Vec::new();
+    for kill in 1..=20 {
+        // Somewhere in the first 1.5 s of this process: set-up, parity, warm-up or a cell.
+        let delay = Duration::from_millis(next_random(&mut state) % 1500);
+        std::thread::sleep(delay);
+        assert!(child.try_wait().unwrap().is_none(), "seed {seed}: the run finished before kill {kill}");
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let now = journal_of(&dir);
+        assert!(now.starts_with(&journal), "seed {seed}: a journaled cell changed after kill {kill}");
+        journal = now;
+        let mut resume = quiet(lynx_command());
+        resume.args(["run", "--resume", &dir_arg]);
+        child = resume.spawn().unwrap();
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "seed {seed}: the last resume failed: {status:?}");
+    assert!(journal_of(&dir).starts_with(&journal), "seed {seed}");
 
     let path = result_file(out.path());
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    assert_eq!(result["status"], "incomplete");
-    // The samples stop where the run did, under a name that says they are partial; nothing
-    // half-written has a final name, and an unfinished run has no envelope.
-    let samples = path.with_file_name(result["telemetry"]["samples_file"].as_str().unwrap());
-    assert!(!samples.exists(), "{} exists after a killed run", samples.display());
-    let partial = std::fs::read_to_string(format!("{}.partial", samples.display())).unwrap();
-    assert!(partial.lines().count() > 10, "{} sample lines", partial.lines().count());
-    assert!(!path.with_extension("intoto.json").exists());
-    let cells = result["cells"].as_array().unwrap();
-    assert!(!cells.is_empty() && cells.len() < 10, "{} cells", cells.len());
-    for cell in cells {
-        assert_eq!(cell["status"], "ok");
-        seconds(&cell["step_time"]["median_s"]);
+    assert_eq!(result["status"], "complete", "seed {seed}");
+    let mut keys: Vec<String> = result["cells"].as_array().unwrap().iter().map(cell_key).collect();
+    let count = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), count, "seed {seed}: a cell appears twice: {keys:?}");
+    let mut expected = vec!["\"prefill\" 1 16".to_owned(), "\"prefill\" 1 256".to_owned()];
+    for ctx in [64, 128, 256, 512] {
+        for batch in [1, 2, 4, 8] {
+            expected.push(format!("\"decode\" {batch} {ctx}"));
+        }
     }
+    expected.sort();
+    assert_eq!(keys, expected, "seed {seed}");
+    // Each resumed process warmed the device up again.
+    assert!(!result["resumed_warmups"].as_array().unwrap().is_empty(), "seed {seed}");
+    let envelope = path.with_extension("intoto.json");
+    let output = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(output.status.success(), "seed {seed}: {}", String::from_utf8_lossy(&output.stdout));
+}
+
+#[test]
+fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(many_cells);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = wait_for_run_dir(out.path(), &mut child);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while journal_of(&dir).iter().filter(|&&b| b == b'\n').count() < 2 {
+        assert!(Instant::now() < deadline, "no two cells within 120 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped by signal 2"), "{stderr}");
+    let path = result_file(out.path());
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "partial");
+    let partial_cells = result["cells"].as_array().unwrap().len();
+    assert!((2..14).contains(&partial_cells), "{partial_cells} cells");
+    let envelope = path.with_extension("intoto.json");
+    let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+
+    let output = lynx(&["run", "--resume", dir.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    assert_eq!(result["cells"].as_array().unwrap().len(), 14);
+    assert_eq!(result["cells"].as_array().unwrap()[..partial_cells], journal_cells(&dir)[..partial_cells]);
+}
+
+fn journal_cells(dir: &Path) -> Vec<Value> {
+    String::from_utf8(journal_of(dir)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn a_worker_that_crashes_in_a_cell_loses_only_that_cell() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(many_cells);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = wait_for_run_dir(out.path(), &mut child);
+    let current = dir.join(format!("{}.current.json", dir.file_name().unwrap().to_string_lossy()));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Wait until the worker is in a cell, then crash it as a sticky device error would.
+    while journal_of(&dir).is_empty() || !current.exists() {
+        assert!(Instant::now() < deadline, "no cell in progress within 120 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let worker: i32 = children.split_whitespace().next().expect("the supervisor has a worker").parse().unwrap();
+    // SIGABRT, as libtorch's std::terminate raises on an error it cannot recover from. (A
+    // SIGSEGV sent by kill() is absorbed once by Rust's stack-overflow handler.)
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(worker, libc::SIGABRT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("was killed by signal 6 (SIGABRT) during"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    let cells = result["cells"].as_array().unwrap();
+    let failed: Vec<&Value> = cells.iter().filter(|c| c["status"] != "ok").collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["status"], "error");
+    assert!(failed[0]["message"].as_str().unwrap().contains("SIGABRT"), "{}", failed[0]);
+    assert_eq!(cells.len(), 14, "the sweep went on past the crashed cell");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("cells that failed:"));
+}
+
+#[test]
+fn a_cell_too_big_for_memory_is_recorded_as_out_of_memory_and_the_sweep_goes_on() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The test model's KV cache is 1 KiB per token, in four tensors (K and V of two layers): a
+    // batch whose cache at context 65536 is sixteen times this machine's memory (each tensor
+    // four times) cannot be allocated.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kib: u64 = meminfo.lines().next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    let huge = (16 * total_kib * 1024 / (65_536 * 1024)).next_power_of_two();
+    let models = models(|suite| {
+        many_cells(suite)
+            .replace("max_batch = 8\nctxs = [64, 256, 512]", &format!("batches = [2, {huge}]\nctxs = [65536, 64]"))
+            .replace("max_steps = 100", "max_steps = 20")
+    });
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    // Warm-up runs few, slow steps at this context and may not judge equilibrium reached: that
+    // check alone may fail (exit 1); every other must pass.
+    let failed: Vec<&Value> = result["checks"].as_array().unwrap().iter().filter(|c| c["passed"] != true).collect();
+    assert!(failed.iter().all(|c| c["name"] == "equilibrium"), "{failed:?}");
+    assert_eq!(output.status.success(), failed.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    let cells = result["cells"].as_array().unwrap();
+    let keys: Vec<String> = cells.iter().map(cell_key).collect();
+    let d = |batch: u64, ctx: u64| format!("\"decode\" {batch} {ctx}");
+    // At 65536 the ladder stops at the batch that did not fit; at 64 it climbs on.
+    assert_eq!(keys[2..], [d(2, 65536), d(huge, 65536), d(2, 64), d(huge, 64)], "{keys:?}");
+    let oom = &cells[3];
+    assert_eq!(oom["status"], "oom", "{oom}");
+    let message = oom["message"].as_str().unwrap();
+    assert!(message.contains("allocate") && !message.contains("frame #"), "{oom}");
+    assert!(cells.iter().filter(|c| c["status"] != "ok").count() == 1, "{cells:?}");
+    let lines = result["derived"]["sweep"].as_array().unwrap();
+    assert_eq!(lines[2]["end"], format!("out of memory at batch {huge}"));
+    assert!(stdout.contains("out of memory"), "{stdout}");
 }
 
 /// Runs lynx expecting exit code 2 and one line on stderr; returns that line.

@@ -29,19 +29,30 @@ fn check(name: &str, passed: bool, detail: String, measured: Option<f64>, limit:
 /// The checks of a run whose warm-up and cells are done; `device_source` is the source the
 /// device's telemetry came from (the first of the run's sources).
 pub fn measurement_checks(
-    warmup: Option<&WarmupRecord>,
+    warmups: &[&WarmupRecord],
     cells: &[CellRecord],
     device_source: Option<&SourceRecord>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let reached = warmup.is_some_and(|w| w.equilibrium_reached);
+    let reached = !warmups.is_empty() && warmups.iter().all(|w| w.equilibrium_reached);
+    let describe = |w: &WarmupRecord| {
+        if w.equilibrium_reached {
+            format!("reached after {:.1} s of warm-up", w.duration_s.get())
+        } else {
+            format!("not reached in {:.1} s of warm-up (see its last_window)", w.duration_s.get())
+        }
+    };
     checks.push(check(
         "equilibrium",
         reached,
-        match warmup {
-            Some(w) if w.equilibrium_reached => format!("reached after {:.1} s of warm-up", w.duration_s.get()),
-            Some(w) => format!("not reached in {:.1} s of warm-up (see warmup.last_window)", w.duration_s.get()),
-            None => "the run did not warm up".to_owned(),
+        match warmups {
+            [] => "the run did not warm up".to_owned(),
+            [only] => describe(only),
+            all => format!(
+                "{} warm-ups (the run was resumed): {}",
+                all.len(),
+                all.iter().map(|w| describe(w)).collect::<Vec<_>>().join("; ")
+            ),
         },
         None,
         None,
@@ -150,8 +161,15 @@ mod tests {
     }
 
     #[test]
+    fn every_warm_up_of_a_resumed_run_must_reach_equilibrium() {
+        let checks = measurement_checks(&[&warmup(true), &warmup(false)], &[cell(0.05, None)], Some(&source(true)));
+        let equilibrium = named(&checks, "equilibrium").unwrap();
+        assert!(!equilibrium.passed && equilibrium.detail.starts_with("2 warm-ups"), "{equilibrium:?}");
+    }
+
+    #[test]
     fn a_steady_covered_run_passes_every_check() {
-        let checks = measurement_checks(Some(&warmup(true)), &[cell(0.05, None)], Some(&source(true)));
+        let checks = measurement_checks(&[&warmup(true)], &[cell(0.05, None)], Some(&source(true)));
         assert!(checks.iter().all(|c| c.passed), "{checks:?}");
         assert_eq!(checks.len(), 3);
     }
@@ -159,7 +177,7 @@ mod tests {
     #[test]
     fn throttling_names_the_reason_and_its_share() {
         let checks = measurement_checks(
-            Some(&warmup(true)),
+            &[&warmup(true)],
             &[cell(0.05, Some(ThrottleReason::HwThermalSlowdown))],
             Some(&source(true)),
         );
@@ -172,20 +190,20 @@ mod tests {
         );
         // GpuIdle is not a slowdown.
         let idle =
-            measurement_checks(Some(&warmup(true)), &[cell(0.05, Some(ThrottleReason::GpuIdle))], Some(&source(true)));
+            measurement_checks(&[&warmup(true)], &[cell(0.05, Some(ThrottleReason::GpuIdle))], Some(&source(true)));
         assert!(named(&idle, "throttling").unwrap().passed);
     }
 
     #[test]
     fn a_source_without_throttle_state_gets_no_throttling_check() {
-        let checks = measurement_checks(Some(&warmup(true)), &[cell(0.05, None)], Some(&source(false)));
+        let checks = measurement_checks(&[&warmup(true)], &[cell(0.05, None)], Some(&source(false)));
         assert!(named(&checks, "throttling").is_none());
     }
 
     #[test]
     fn sparse_telemetry_and_no_equilibrium_fail() {
         // Samples every 0.25 s at a 20 Hz target: every interval is a gap.
-        let checks = measurement_checks(Some(&warmup(false)), &[cell(0.25, None)], Some(&source(true)));
+        let checks = measurement_checks(&[&warmup(false)], &[cell(0.25, None)], Some(&source(true)));
         assert!(!named(&checks, "equilibrium").unwrap().passed);
         let coverage = named(&checks, "telemetry_coverage").unwrap();
         assert!(!coverage.passed && coverage.measured.unwrap().get() < 0.95, "{coverage:?}");

@@ -8,10 +8,14 @@
 pub mod catalogue;
 pub mod checks;
 pub mod config;
+pub mod derived;
 pub mod device;
 pub mod equilibrium;
+pub mod latency;
 pub mod result;
+pub mod sim;
 pub mod stats;
+pub mod sweep;
 pub mod telemetry;
 pub mod time;
 pub mod value;

@@ -33,12 +33,36 @@ pub struct RunResult {
     pub config: ConfigRecord,
     /// `None` until warm-up has ended.
     pub warmup: Option<WarmupRecord>,
+    /// The warm-ups of the attempts that resumed the run (after a kill or a worker that died):
+    /// the device is warmed up again before any more cells are measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed_warmups: Vec<WarmupRecord>,
     /// How telemetry was sampled, and from what.
     pub telemetry: TelemetryRecord,
     /// Measured cells, in the order they ran.
     pub cells: Vec<CellRecord>,
     /// The named checks the run made; a failed one leaves every figure in place, marked by it.
     pub checks: Vec<Check>,
+    /// The figures derived from the cells; `None` until the run is assembled at its end.
+    #[serde(default)]
+    pub derived: Option<crate::derived::Derived>,
+}
+
+/// What a run was asked to do, written into its folder before anything runs: the worker process
+/// reads it, and `lynx run --resume` re-runs exactly it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    pub run_id: String,
+    /// When the run started (RFC 3339, UTC; and seconds since the epoch).
+    pub started_at: String,
+    pub started_s: u64,
+    pub suite: Suite,
+    pub model: ModelShape,
+    pub device: DeviceName,
+    /// The checkpoint folder the weights are read from; drawn from the suite's seed when absent.
+    pub weights: Option<String>,
+    /// sha256 of the lynx executable that started the run: a resume by another build is refused.
+    pub binary_sha256: Reported<String>,
 }
 
 /// Telemetry sampling of a run.
@@ -49,6 +73,10 @@ pub struct TelemetryRecord {
     /// The raw-samples file beside the result (one JSON object per line).
     pub samples_file: String,
     pub sources: Vec<SourceRecord>,
+    /// The source that speaks for the device: its own (NVML, ROCm SMI) where it started, else
+    /// the host's.
+    #[serde(default)]
+    pub device_source: String,
 }
 
 /// One telemetry source, how it measures, and the readings it could not give.
@@ -97,6 +125,9 @@ pub enum RunStatus {
     Incomplete,
     /// Every cell of the suite ran (each cell's own status says whether it succeeded).
     Complete,
+    /// The run was stopped (a signal, or a worker that kept failing) before every cell ran; the
+    /// cells listed were measured, and the result was assembled and signed as it stood.
+    Partial,
 }
 
 /// The software that measured.
@@ -330,6 +361,14 @@ pub enum CellShape {
 }
 
 impl CellShape {
+    /// The step's length: the prompt length of a prefill, the starting context of a decode.
+    pub fn length(&self) -> u32 {
+        match *self {
+            CellShape::Prefill { prompt_len, .. } => prompt_len,
+            CellShape::Decode { ctx, .. } => ctx,
+        }
+    }
+
     pub fn batch(&self) -> u32 {
         match *self {
             CellShape::Prefill { batch, .. } | CellShape::Decode { batch, .. } => batch,
@@ -359,10 +398,38 @@ impl std::fmt::Display for CellShape {
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum CellStatus {
     Ok,
-    /// A step failed; the message says how. A failed step fails its cell.
+    /// The device (or the host, for a CPU) ran out of memory; the batch ladder stops here.
+    Oom {
+        message: String,
+    },
+    /// A step failed, or the worker process died in the cell; the message says how. A failed
+    /// step fails its cell.
     Error {
         message: String,
     },
+}
+
+impl CellStatus {
+    /// The status of a cell whose step failed with `message`: out of memory where the message
+    /// says so (libtorch's CPU, CUDA and HIP allocators), else an error.
+    pub fn from_failure(message: String) -> CellStatus {
+        let lower = message.to_ascii_lowercase();
+        let oom = ["out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate"]
+            .iter()
+            .any(|pattern| lower.contains(pattern));
+        if oom {
+            CellStatus::Oom { message }
+        } else {
+            CellStatus::Error { message }
+        }
+    }
+
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            CellStatus::Ok => None,
+            CellStatus::Oom { message } | CellStatus::Error { message } => Some(message),
+        }
+    }
 }
 
 /// One measured cell.
@@ -389,6 +456,24 @@ pub struct CellRecord {
     pub tok_per_s_per_user: Option<Finite>,
     /// Decode: batch / median step time. Prefill: batch × prompt length / median step time.
     pub tok_per_s_per_device: Option<Finite>,
+}
+
+impl CellRecord {
+    /// The median step time the figures use: the full-depth estimate for a layer subset, else
+    /// the measured one; `None` for a failed cell.
+    pub fn median_s(&self) -> Option<f64> {
+        match (&self.full_depth, &self.step_time) {
+            (Some(full), _) => Some(full.median_s.get()),
+            (None, Some(step)) => Some(step.median_s.get()),
+            (None, None) => None,
+        }
+    }
+
+    /// Mean power over the timed steps from the first source that measured it (the device's
+    /// own before the host's).
+    pub fn power_mean_w(&self) -> Option<f64> {
+        self.telemetry.iter().find_map(|w| w.power_mean_w).map(Finite::get)
+    }
 }
 
 /// A full-depth step time extrapolated from a layer subset.
@@ -478,11 +563,11 @@ impl CellRecord {
         })
     }
 
-    /// A cell whose measurement failed.
+    /// A cell whose measurement failed: out of memory or an error, as the message says.
     pub fn failed(shape: CellShape, message: String) -> CellRecord {
         CellRecord {
             shape,
-            status: CellStatus::Error { message },
+            status: CellStatus::from_failure(message),
             step_time: None,
             measured_s: None,
             ctx_end: None,

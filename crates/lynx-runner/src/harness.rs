@@ -37,6 +37,6 @@ fn non_empty(value: &str, reason: &str) -> Reported<String> {
 }
 
 /// sha256 of the running executable's file.
-fn binary_sha256() -> Reported<String> {
+pub fn binary_sha256() -> Reported<String> {
     std::env::current_exe().and_then(std::fs::read).map(|bytes| hex(&Sha256::digest(bytes))).into()
 }

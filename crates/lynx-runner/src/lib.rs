@@ -9,6 +9,7 @@
 
 pub mod devices;
 mod harness;
+pub mod journal;
 pub mod libtorch;
 pub mod parity;
 mod run;
@@ -17,8 +18,10 @@ pub mod suite;
 mod telemetry;
 
 pub use devices::Device;
+pub use harness::binary_sha256 as harness_binary_sha256;
+pub use journal::RunDir;
 pub use lynx_telemetry::host_record;
-pub use run::{run, Observer, Outcome, Plan, WarmupProgress};
+pub use run::{assemble, record_worker_death, start, work, Observer, Outcome, Plan, WarmupProgress, WorkEnd};
 pub use store::write_json_atomic;
 
 use std::path::PathBuf;
@@ -44,6 +47,9 @@ pub enum RunError {
     Warmup(#[from] lynx_core::stats::StatsError),
     #[error("telemetry: {0}")]
     Telemetry(String),
+    /// A run that stopped before it measured anything.
+    #[error("{0}")]
+    Incomplete(String),
 }
 
 impl RunError {

@@ -1,27 +1,35 @@
-//! One run: warm-up, then every cell, with the result rewritten after each cell.
+//! One run: its folder and plan, a worker's turn on it (parity, warm-up, then every cell the
+//! sweep still lacks, each journaled before the next), and its assembly into a result.
 
 use crate::devices::Device;
+use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::load_gpu_backends;
 use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
-use crate::telemetry::RunTelemetry;
+use crate::telemetry::{RunTelemetry, Segment};
 use crate::RunError;
 use lynx_core::checks::measurement_checks;
 use lynx_core::config::{source_layers, MeasureConfig, ModelShape, Suite};
+use lynx_core::derived::{derive, PriceInputs};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
+use lynx_core::latency::bounds_for;
 use lynx_core::result::{
-    CellRecord, CellShape, Check, ConfigRecord, FullDepth, HostRecord, RunResult, RunStatus, WarmupRecord,
+    CellRecord, CellShape, CellStatus, Check, ConfigRecord, FullDepth, RunPlan, RunResult, RunStatus, WarmupRecord,
     WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_core::stats::{StatsError, StepTimeSummary};
+use lynx_core::sweep;
 use lynx_core::telemetry::Sample;
 use lynx_core::time::{compact_utc, rfc3339_utc};
 use lynx_core::value::Finite;
 use lynx_models::{Checkpoint, KvCache, Model, ModelError};
 use std::hash::{BuildHasher, Hasher};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// The largest batch warm-up decodes at.
+const WARMUP_MAX_BATCH: u32 = 64;
 /// Decode steps the warm-up runs before returning its KV cache to the starting context.
 const WARMUP_CACHE_ROOM: i64 = 64;
 /// How often warm-up consults the equilibrium detector and reports progress.
@@ -32,8 +40,7 @@ pub struct Plan {
     pub suite: Suite,
     pub model: ModelShape,
     pub device: Device,
-    pub host: HostRecord,
-    /// Results go to `<results_dir>/<device slug>/<run id>.json`.
+    /// Runs go to `<results_dir>/<device slug>/<run id>/`.
     pub results_dir: PathBuf,
     /// A Hugging Face safetensors checkpoint to read the weights from; drawn from the suite's
     /// seed when `None`.
@@ -49,7 +56,7 @@ pub trait Observer {
     fn warming(&mut self, _progress: &WarmupProgress) {}
     fn warmed(&mut self, _warmup: &WarmupRecord) {}
     fn checked(&mut self, _check: &Check) {}
-    /// Cell `index` of `total` (from 1) is starting.
+    /// Cell `index` (from 1) of at most `total` is starting (a ladder may stop early).
     fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
     fn cell_done(&mut self, _cell: &CellRecord) {}
 }
@@ -65,32 +72,73 @@ pub struct WarmupProgress<'a> {
     pub latest: Option<&'a Sample>,
 }
 
-/// A finished run.
+/// A run assembled into its result.
 pub struct Outcome {
     pub result: RunResult,
     pub path: PathBuf,
 }
 
-/// Run `plan`, writing the result once parity has run, after warm-up and after every cell.
-pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError> {
+/// How a worker's turn on a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkEnd {
+    /// The sweep has no cell left to run.
+    Done,
+    /// The stop flag was raised: the current step finished, the cell it belonged to was left
+    /// out (it is measured again on resume), and the files are consistent.
+    Stopped,
+}
+
+/// Create the run's folder and write its plan: nothing is measured yet. A suite whose scale
+/// cannot cut the model, or a checkpoint folder that is not one, is refused first.
+pub fn start(plan: &Plan) -> Result<RunDir, RunError> {
+    ConfigRecord::new(plan.suite.clone(), plan.model.clone(), WeightsRecord::Random { seed: plan.suite.seed })
+        .map_err(|e| RunError::Config(format!("suite: {e}")))?;
+    if let Some(dir) = &plan.weights {
+        Checkpoint::open(dir).map_err(|e| RunError::Weights(e.to_string()))?;
+    }
+    let started_s = unix_now_s();
+    let run_id = format!("{}-{:08x}", compact_utc(started_s), random_u32());
+    let run = RunDir::new(&plan.results_dir, &plan.device.slug(), &run_id);
+    let record = RunPlan {
+        run_id,
+        started_at: rfc3339_utc(started_s),
+        started_s,
+        suite: plan.suite.clone(),
+        model: plan.model.clone(),
+        device: plan.device.record.device,
+        weights: plan.weights.as_ref().map(|w| w.display().to_string()),
+        binary_sha256: crate::harness::binary_sha256(),
+    };
+    write_json_atomic(&run.plan_path(), &record)?;
+    Ok(run)
+}
+
+/// Work on `run` until its sweep is done or `stop` is raised: parity (once per run), warm-up
+/// (once per process: the device may have cooled since the last), then every cell the sweep
+/// still lacks, each journaled before the next starts.
+pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Result<WorkEnd, RunError> {
     let runtime = load_gpu_backends();
     // Nothing a run does needs gradients: inference mode skips autograd and version-counter
     // bookkeeping on every operation, as Python's torch.inference_mode() does.
     let _inference = crate::libtorch::InferenceMode::enter();
-    let started_s = unix_now_s();
-    let run_id = format!("{}-{:08x}", compact_utc(started_s), random_u32());
-    let path = plan.results_dir.join(plan.device.slug()).join(format!("{run_id}.json"));
-    let Plan { suite, model, device, host, weights, .. } = plan;
+    let plan = run.read_plan()?;
+    let (mut journal, mut done) = Journal::open(&run.journal_path())?;
+    let bounds = bounds_for(&plan.suite.bounds, &plan.model);
+    if sweep::plan(&plan.suite, &bounds, &done).next.is_none() && run.result_path().exists() {
+        return Ok(WorkEnd::Done);
+    }
+    let host = crate::host_record();
+    let device = crate::devices::find(plan.device, &host)?;
+    let RunPlan { suite, model, weights, .. } = plan.clone();
     let checkpoint = match &weights {
         Some(dir) if suite.scale.tp > 1 => {
             return Err(RunError::Config(format!(
-                "--weights {} with scale.tp = {}: reading a tensor-parallel shard of a checkpoint is not supported; \
+                "--weights {dir} with scale.tp = {}: reading a tensor-parallel shard of a checkpoint is not supported; \
                  measure a shard with drawn weights",
-                dir.display(),
                 suite.scale.tp
             )));
         }
-        Some(dir) => Some(Checkpoint::open(dir).map_err(|e| RunError::Weights(e.to_string()))?),
+        Some(dir) => Some(Checkpoint::open(Path::new(dir)).map_err(|e| RunError::Weights(e.to_string()))?),
         None => None,
     };
     let weights_record = match &checkpoint {
@@ -111,41 +159,64 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         .map_err(|e| model_error(context, e))
     };
 
-    // Parity first: a checkpoint that cannot serve the model is bad input, found before any file
-    // is written.
-    let parity_weights = match &checkpoint {
-        Some(c) => ParityWeights::Checkpoint(c, &layers),
-        None => ParityWeights::Random(seed),
+    let earlier: Option<RunResult> =
+        if run.result_path().exists() { Some(read_json(&run.result_path(), "result")?) } else { None };
+    // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
+    // anything is measured.
+    let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == "parity")) {
+        Some(check) => check.clone(),
+        None => {
+            let parity_weights = match &checkpoint {
+                Some(c) => ParityWeights::Checkpoint(c, &layers),
+                None => ParityWeights::Random(seed),
+            };
+            match crate::parity::measure(&shape, precision, torch_device, seed, parity_weights, &config.suite.parity) {
+                Ok(logits) => crate::parity::judge(&logits, precision),
+                Err(error @ ModelError::Weights(_)) => return Err(model_error("the parity model", error)),
+                Err(error) => Check {
+                    name: "parity".to_owned(),
+                    passed: false,
+                    detail: format!("the parity run failed: {error}"),
+                    measured: None,
+                    limit: Finite::new(crate::parity::tolerance(precision), "parity limit").ok(),
+                },
+            }
+        }
     };
-    let parity =
-        match crate::parity::measure(&shape, precision, torch_device, seed, parity_weights, &config.suite.parity) {
-            Ok(logits) => crate::parity::judge(&logits, precision),
-            Err(error @ ModelError::Weights(_)) => return Err(model_error("the parity model", error)),
-            Err(error) => Check {
-                name: "parity".to_owned(),
-                passed: false,
-                detail: format!("the parity run failed: {error}"),
-                measured: None,
-                limit: Finite::new(crate::parity::tolerance(precision), "parity limit").ok(),
-            },
-        };
-    let samples_path = path.with_extension("samples.jsonl");
-    let telemetry = RunTelemetry::start(&device, config.suite.telemetry.rate_hz, &samples_path)?;
-    let mut result = RunResult {
-        schema: RESULT_SCHEMA.to_owned(),
-        run_id,
-        status: RunStatus::Incomplete,
-        started_at: rfc3339_utc(started_s),
-        updated_at: rfc3339_utc(started_s),
-        harness: crate::harness::describe(runtime),
-        device: device.record.clone(),
-        host,
-        config,
-        warmup: None,
-        telemetry: telemetry.record.clone(),
-        cells: Vec::new(),
-        checks: vec![parity],
+    let segment = earlier.as_ref().map_or(1, |r| 2 + r.resumed_warmups.len() as u32 + u32::from(r.warmup.is_none()));
+    let segment = Segment::new(segment, rfc3339_utc(unix_now_s()));
+    let telemetry = RunTelemetry::start(&device, config.suite.telemetry.rate_hz, &run.samples_path(), segment)?;
+    let mut result = match earlier {
+        Some(mut result) => {
+            // Back to a run in progress: what the last assembly derived is derived again at the
+            // end, from the whole journal.
+            result.status = RunStatus::Incomplete;
+            result.checks.retain(|c| c.name == "parity");
+            result.derived = None;
+            result.telemetry = telemetry.record.clone();
+            result.harness = crate::harness::describe(runtime);
+            result
+        }
+        None => RunResult {
+            schema: RESULT_SCHEMA.to_owned(),
+            run_id: plan.run_id.clone(),
+            status: RunStatus::Incomplete,
+            started_at: plan.started_at.clone(),
+            updated_at: plan.started_at.clone(),
+            harness: crate::harness::describe(runtime),
+            device: device.record.clone(),
+            host,
+            config,
+            warmup: None,
+            resumed_warmups: Vec::new(),
+            telemetry: telemetry.record.clone(),
+            cells: Vec::new(),
+            checks: vec![parity],
+            derived: None,
+        },
     };
+    result.cells = done.clone();
+    let path = run.result_path();
     let save = |result: &mut RunResult| {
         result.updated_at = rfc3339_utc(unix_now_s());
         write_json_atomic(&path, result)
@@ -156,17 +227,23 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         observer.checked(check);
     }
 
-    let suite = &result.config.suite;
+    let suite = result.config.suite.clone();
     let model = build(&shape, &layers, &format!("building {} on {}", suite.model, device.record.device))?;
     let warmup_start_s = telemetry.now_s();
-    let mut warmup = warm_up(&model, suite, observer, &telemetry)?;
+    let Some(mut warmup) = warm_up(&model, &suite, observer, &telemetry, stop)? else {
+        telemetry.finish()?;
+        return Ok(WorkEnd::Stopped);
+    };
     warmup.telemetry = telemetry.summaries(warmup_start_s, telemetry.now_s());
     observer.warmed(&warmup);
-    result.warmup = Some(warmup);
+    match result.warmup {
+        None => result.warmup = Some(warmup),
+        Some(_) => result.resumed_warmups.push(warmup),
+    }
     save(&mut result)?;
 
     // A layer subset is extrapolated to full depth from the same cell run with no layers.
-    let head_only = match result.config.suite.scale.layers {
+    let head_only = match suite.scale.layers {
         Some(measured_layers) => {
             let mut head_shape = shape.clone();
             head_shape.num_layers = 0;
@@ -179,23 +256,86 @@ pub fn run(plan: Plan, observer: &mut dyn Observer) -> Result<Outcome, RunError>
         None => None,
     };
 
-    let all_cells = cells(&result.config.suite);
-    for (index, shape) in all_cells.iter().copied().enumerate() {
-        observer.cell_started(&shape, index + 1, all_cells.len());
-        let cell = measure_cell(&model, head_only.as_ref(), shape, &result.config.suite.measure, &telemetry);
+    let most_cells = suite.prefill.ladder().batches().len() * suite.prefill.prompt_lens.len()
+        + suite.decode.ladder().batches().len() * suite.decode.ctxs.len();
+    let mut end = WorkEnd::Done;
+    while let Some(shape) = sweep::plan(&suite, &bounds, &done).next {
+        if stop.load(Ordering::SeqCst) {
+            end = WorkEnd::Stopped;
+            break;
+        }
+        write_json_atomic(&run.current_path(), &shape)?;
+        observer.cell_started(&shape, done.len() + 1, most_cells);
+        let Some(cell) = measure_cell(&model, head_only.as_ref(), shape, &suite.measure, &telemetry, stop) else {
+            end = WorkEnd::Stopped;
+            break;
+        };
+        journal.append(&cell)?;
         observer.cell_done(&cell);
-        result.cells.push(cell);
+        done.push(cell);
+        result.cells = done.clone();
         save(&mut result)?;
+        remove(&run.current_path())?;
     }
-    let device_source = result.telemetry.sources.iter().find(|s| s.name == telemetry.device_source());
-    let checks = measurement_checks(result.warmup.as_ref(), &result.cells, device_source);
-    for check in &checks {
-        observer.checked(check);
-    }
-    result.checks.extend(checks);
+    remove(&run.current_path())?;
     telemetry.finish()?;
-    result.status = RunStatus::Complete;
-    save(&mut result)?;
+    Ok(end)
+}
+
+/// Remove `path` if it is there.
+fn remove(path: &Path) -> Result<(), RunError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RunError::Io { path: path.to_path_buf(), source: e }),
+        _ => Ok(()),
+    }
+}
+
+/// A worker died (`how`) while working on `run`: the cell it was measuring, if any, is journaled
+/// as failed with that reason, so the sweep moves past it. A worker killed by SIGKILL in a cell
+/// is taken as out of memory (the kernel's OOM killer sends SIGKILL), which ends its ladder.
+pub fn record_worker_death(run: &RunDir, how: &str, sigkill: bool) -> Result<Option<CellShape>, RunError> {
+    let Some(shape) = run.current_cell()? else { return Ok(None) };
+    let (mut journal, cells) = Journal::open(&run.journal_path())?;
+    if !cells.iter().any(|c| c.shape == shape) {
+        let message = format!("the worker process died during this cell: {how}");
+        let mut cell = CellRecord::failed(shape, message.clone());
+        if sigkill {
+            cell.status = CellStatus::Oom {
+                message: format!(
+                    "{message} (the kernel's out-of-memory killer sends SIGKILL when host memory runs out)"
+                ),
+            };
+        }
+        journal.append(&cell)?;
+    }
+    remove(&run.current_path())?;
+    Ok(Some(shape))
+}
+
+/// Assemble the run's result from its journal: every journaled cell, the checks, the derived
+/// figures at `price`, and the status (complete when the sweep has no cell left, else partial).
+pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
+    let path = run.result_path();
+    if !path.exists() {
+        return Err(RunError::Incomplete(format!(
+            "the run in {} stopped before its first result was written (parity or set-up); nothing was measured",
+            run.dir.display()
+        )));
+    }
+    let mut result: RunResult = read_json(&path, "result")?;
+    let (_, cells) = Journal::open(&run.journal_path())?;
+    let bounds = bounds_for(&result.config.suite.bounds, &result.config.model);
+    let plan = sweep::plan(&result.config.suite, &bounds, &cells);
+    result.status = if plan.next.is_none() { RunStatus::Complete } else { RunStatus::Partial };
+    result.cells = cells;
+    result.checks.retain(|c| c.name == "parity");
+    let warmups: Vec<&WarmupRecord> = result.warmup.iter().chain(&result.resumed_warmups).collect();
+    let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
+    let checks = measurement_checks(&warmups, &result.cells, device_source);
+    result.checks.extend(checks);
+    result.derived = Some(derive(&result.config, &result.cells, price, plan.lines));
+    result.updated_at = rfc3339_utc(unix_now_s());
+    write_json_atomic(&path, &result)?;
     Ok(Outcome { result, path })
 }
 
@@ -207,36 +347,40 @@ fn model_error(context: &str, error: ModelError) -> RunError {
     }
 }
 
-/// The suite's cells in the order they run: prefill, then decode, each by batch then length.
-fn cells(suite: &Suite) -> Vec<CellShape> {
-    let mut cells = Vec::new();
-    for &batch in &suite.prefill.batches {
-        for &prompt_len in &suite.prefill.prompt_lens {
-            cells.push(CellShape::Prefill { batch, prompt_len });
-        }
-    }
-    for &batch in &suite.decode.batches {
-        for &ctx in &suite.decode.ctxs {
-            cells.push(CellShape::Decode { batch, ctx });
-        }
-    }
-    cells
+/// The warm-up decode state at `batch` and `ctx`, with its first step run.
+fn warmup_state(model: &Model, batch: u32, ctx: u32) -> Result<(KvCache, tch::Tensor), ModelError> {
+    let mut cache = KvCache::new(model, i64::from(batch), i64::from(ctx) + WARMUP_CACHE_ROOM)?;
+    cache.fill_random(i64::from(ctx))?;
+    let tokens = model.random_tokens(i64::from(batch), 1)?;
+    let tokens = decode_step(model, &tokens, &mut cache)?;
+    Ok((cache, tokens))
 }
 
-/// Loop the decode step at the suite's largest batch and context (the heaviest decode step) until
-/// the detector, fed the step times and the device's telemetry, sees equilibrium or gives up.
+/// Loop the decode step at the suite's largest decode batch (at most [`WARMUP_MAX_BATCH`]) and
+/// context, the heaviest decode step, until the detector, fed the step times and the device's
+/// telemetry, sees equilibrium or gives up. A batch that does not fit is halved until one does.
+/// `None` when `stop` was raised.
 fn warm_up(
     model: &Model,
     suite: &Suite,
     observer: &mut dyn Observer,
     telemetry: &RunTelemetry,
-) -> Result<WarmupRecord, RunError> {
-    let batch = suite.decode.batches.iter().copied().max().unwrap_or(1);
+    stop: &AtomicBool,
+) -> Result<Option<WarmupRecord>, RunError> {
+    let mut batch = suite.decode.ladder().batches().into_iter().max().unwrap_or(1).min(WARMUP_MAX_BATCH);
     let ctx = suite.decode.ctxs.iter().copied().max().unwrap_or(1);
     let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
-    let mut cache = KvCache::new(model, i64::from(batch), i64::from(ctx) + WARMUP_CACHE_ROOM).map_err(model_error)?;
-    cache.fill_random(i64::from(ctx)).map_err(model_error)?;
-    let mut tokens = model.random_tokens(i64::from(batch), 1).map_err(model_error)?;
+    let (mut cache, mut tokens) = loop {
+        match warmup_state(model, batch, ctx) {
+            Ok(state) => break state,
+            Err(error)
+                if batch > 1 && matches!(CellStatus::from_failure(error.to_string()), CellStatus::Oom { .. }) =>
+            {
+                batch /= 2;
+            }
+            Err(error) => return Err(model_error(error)),
+        }
+    };
     let config = &suite.warmup;
     let start_s = telemetry.now_s();
     let mut detector = Detector::new(config.clone(), start_s);
@@ -245,6 +389,9 @@ fn warm_up(
     let mut steps = 0u64;
     let mut next_check_s = 0.0;
     loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
         if cache.len() == cache.capacity() {
             cache.truncate(i64::from(ctx));
         }
@@ -278,7 +425,7 @@ fn warm_up(
             Verdict::Reached(window) => (true, Some(window)),
             Verdict::GaveUp(window) => (false, window),
         };
-        return Ok(WarmupRecord {
+        return Ok(Some(WarmupRecord {
             duration_s: Finite::new(elapsed_s, "warm-up duration").map_err(StatsError::from)?,
             steps,
             batch,
@@ -287,7 +434,7 @@ fn warm_up(
             criteria: config.clone(),
             last_window: window,
             telemetry: Vec::new(),
-        });
+        }));
     }
 }
 
@@ -312,28 +459,54 @@ struct HeadOnly {
     model_layers: u32,
 }
 
-/// Measure one cell; a failure of any step fails the cell with its message. The cell's
-/// telemetry covers its own timed steps (not the head-only model's).
+/// Why a cell has no record.
+enum CellFailure {
+    /// A step failed: the cell is recorded as failed with this message.
+    Failed(String),
+    /// The stop flag was raised: the cell is left to be measured again.
+    Stopped,
+}
+
+impl From<String> for CellFailure {
+    fn from(message: String) -> Self {
+        CellFailure::Failed(message)
+    }
+}
+
+/// A libtorch error message without the C++ backtrace libtorch appends to it.
+fn without_backtrace(message: &str) -> String {
+    let end = message.find("\nException raised from").or_else(|| message.find("\nframe #")).unwrap_or(message.len());
+    message[..end].trim_end().to_owned()
+}
+
+/// Measure one cell; a failure of any step fails the cell with its message (out of memory or an
+/// error). The cell's telemetry covers its own timed steps (not the head-only model's). `None`
+/// when `stop` was raised before the cell finished.
 fn measure_cell(
     model: &Model,
     head_only: Option<&HeadOnly>,
     shape: CellShape,
     limits: &MeasureConfig,
     telemetry: &RunTelemetry,
-) -> CellRecord {
+    stop: &AtomicBool,
+) -> Option<CellRecord> {
     let clock = || telemetry.now_s();
-    let run = |model: &Model| -> Result<(StepTimeSummary, Measured), String> {
+    let run = |model: &Model| -> Result<(StepTimeSummary, Measured), CellFailure> {
         let measured = match shape {
-            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits, &clock),
-            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits, &clock),
+            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits, &clock, stop),
+            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits, &clock, stop),
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| without_backtrace(&e.to_string()))?
+        .ok_or(CellFailure::Stopped)?;
         Ok((StepTimeSummary::from_samples(&measured.step_s).map_err(|e| e.to_string())?, measured))
     };
     let summarised = run(model).and_then(|(summary, measured)| {
         let full_depth = match head_only {
             Some(head) => {
-                let (head_summary, _) = run(&head.model).map_err(|e| format!("head-only model: {e}"))?;
+                let (head_summary, _) = run(&head.model).map_err(|e| match e {
+                    CellFailure::Failed(message) => CellFailure::Failed(format!("head-only model: {message}")),
+                    stopped => stopped,
+                })?;
                 Some(FullDepth::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
             }
             None => None,
@@ -351,7 +524,11 @@ fn measure_cell(
             .and_then(|energy| Finite::new(energy.joules.get() / tokens as f64, "joules per token").ok());
         Ok(cell)
     });
-    summarised.unwrap_or_else(|message| CellRecord::failed(shape, message))
+    match summarised {
+        Ok(cell) => Some(cell),
+        Err(CellFailure::Failed(message)) => Some(CellRecord::failed(shape, message)),
+        Err(CellFailure::Stopped) => None,
+    }
 }
 
 /// A model's timed steps of one cell.
@@ -371,12 +548,13 @@ fn measure_prefill(
     prompt_len: u32,
     limits: &MeasureConfig,
     clock: &dyn Fn() -> f64,
-) -> Result<Measured, ModelError> {
+    stop: &AtomicBool,
+) -> Result<Option<Measured>, ModelError> {
     let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
     let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
     let mut step = || to_host(&model.prefill(&prompts, &mut cache)?);
     step()?;
-    timed_steps(limits, clock, step)
+    timed_steps(limits, clock, stop, step)
 }
 
 fn measure_decode(
@@ -385,38 +563,44 @@ fn measure_decode(
     ctx: u32,
     limits: &MeasureConfig,
     clock: &dyn Fn() -> f64,
-) -> Result<Measured, ModelError> {
+    stop: &AtomicBool,
+) -> Result<Option<Measured>, ModelError> {
     let ctx = i64::from(ctx);
     let mut cache = KvCache::new(model, i64::from(batch), ctx + i64::from(limits.max_steps))?;
     cache.fill_random(ctx)?;
     let mut tokens = model.random_tokens(i64::from(batch), 1)?;
     tokens = decode_step(model, &tokens, &mut cache)?;
     cache.truncate(ctx);
-    let mut measured = timed_steps(limits, clock, || {
+    let measured = timed_steps(limits, clock, stop, || {
         tokens = decode_step(model, &tokens, &mut cache)?;
         Ok(())
     })?;
-    measured.ctx_end = Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX));
-    Ok(measured)
+    Ok(measured.map(|m| Measured { ctx_end: Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX)), ..m }))
 }
 
-/// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times.
+/// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times; `None`
+/// when `stop` is raised first (checked between steps, so a step in flight finishes).
 fn timed_steps(
     limits: &MeasureConfig,
     clock: &dyn Fn() -> f64,
+    stop: &AtomicBool,
     mut step: impl FnMut() -> Result<(), ModelError>,
-) -> Result<Measured, ModelError> {
+) -> Result<Option<Measured>, ModelError> {
     let mut step_s = Vec::new();
     let window_start = clock();
     let start = Instant::now();
     while step_s.len() < limits.max_steps as usize
         && (step_s.len() < limits.min_steps as usize || start.elapsed().as_secs_f64() < limits.min_s)
     {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
         let step_start = Instant::now();
         step()?;
         step_s.push(step_start.elapsed().as_secs_f64());
     }
-    Ok(Measured { step_s, measured_s: start.elapsed().as_secs_f64(), ctx_end: None, window_s: (window_start, clock()) })
+    let measured_s = start.elapsed().as_secs_f64();
+    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s: (window_start, clock()) }))
 }
 
 fn unix_now_s() -> u64 {

@@ -10,8 +10,8 @@ use lynx_core::value::Finite;
 use lynx_nvml::NvmlSource;
 use lynx_rocm::RocmSource;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
-use std::fs::File;
-use std::io::BufWriter;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -52,15 +52,21 @@ pub struct RunTelemetry {
 }
 
 impl RunTelemetry {
-    /// Start sampling `device` at `rate_hz` into `path`: the host's source always, and the GPU's
-    /// own beside it (NVML found by UUID for NVIDIA, ROCm SMI for AMD; a source that cannot start
-    /// is recorded with the reason).
-    pub fn start(device: &Device, rate_hz: f64, path: &Path) -> Result<RunTelemetry, RunError> {
+    /// Start sampling `device` at `rate_hz`, appending to `path`: the host's source always, and
+    /// the GPU's own beside it (NVML found by UUID for NVIDIA, ROCm SMI for AMD; a source that
+    /// cannot start is recorded with the reason). Each process that works on a run is one
+    /// segment of its samples file: a `{"kind":"segment",...}` line opens it, and the times of
+    /// the samples after it count from that line.
+    pub fn start(device: &Device, rate_hz: f64, path: &Path, segment: Segment) -> Result<RunTelemetry, RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let sink = BufWriter::new(File::create(partial_path(path)).map_err(io)?);
+        let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        let mut header = serde_json::to_vec(&segment).map_err(|e| io(std::io::Error::other(e)))?;
+        header.push(b'\n');
+        file.write_all(&header).map_err(io)?;
+        let sink = BufWriter::new(file);
         let mut sources: Vec<Box<dyn TelemetrySource>> = Vec::new();
         let mut records = Vec::new();
         let gpu = gpu_source(device);
@@ -82,6 +88,7 @@ impl RunTelemetry {
             rate_hz: Finite::new(rate_hz, "telemetry rate").map_err(|e| RunError::Config(e.to_string()))?,
             samples_file: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             sources: records,
+            device_source: sampler.names()[0].clone(),
         };
         Ok(RunTelemetry { clock, sampler, path: path.to_path_buf(), record })
     }
@@ -89,11 +96,6 @@ impl RunTelemetry {
     /// Seconds on the run's telemetry clock.
     pub fn now_s(&self) -> f64 {
         self.clock.elapsed().as_secs_f64()
-    }
-
-    /// The name of the device's source: its own where it has one, else the host's.
-    pub fn device_source(&self) -> &str {
-        &self.sampler.names()[0]
     }
 
     /// The device's samples (its own source where it has one, else the host's) from the
@@ -112,16 +114,27 @@ impl RunTelemetry {
             .collect()
     }
 
-    /// Stop sampling and make the samples file durable under its final name (the partial file
-    /// committed: fsynced, renamed, the folder fsynced).
+    /// Stop sampling and make the samples file durable.
     pub fn finish(self) -> Result<(), RunError> {
         self.sampler.stop().map_err(|e| RunError::Telemetry(e.to_string()))?;
-        crate::store::commit(&partial_path(&self.path), &self.path)
+        File::open(&self.path)
+            .and_then(|file| file.sync_all())
+            .map_err(|source| RunError::Io { path: self.path.clone(), source })
     }
 }
 
-/// Where samples stream while the run goes: `<samples file>.partial`, renamed when the run
-/// ends, so that no half-written file ever has the final name (a killed run leaves this one).
-fn partial_path(path: &Path) -> PathBuf {
-    crate::store::with_suffix(path, ".partial")
+/// The line that opens one process's samples in a run's samples file.
+#[derive(serde::Serialize)]
+pub struct Segment {
+    kind: &'static str,
+    /// 1 for the process that started the run, then one more for each resume.
+    pub segment: u32,
+    /// When this segment's clock (`t_s` = 0) started (RFC 3339, UTC).
+    pub started_at: String,
+}
+
+impl Segment {
+    pub fn new(segment: u32, started_at: String) -> Segment {
+        Segment { kind: "segment", segment, started_at }
+    }
 }

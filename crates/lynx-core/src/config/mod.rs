@@ -13,7 +13,10 @@ pub use model::{
     SlidingLayers, SlidingWindow,
 };
 pub use scale::{shard, source_layers, Scale};
-pub use suite::{DecodeGrid, MeasureConfig, ParityConfig, PrefillGrid, Suite, TelemetryConfig, WarmupConfig};
+pub use suite::{
+    DecodeGrid, Ladder, LatencyBound, MeasureConfig, ParityConfig, PrefillGrid, SimulationConfig, Suite,
+    TelemetryConfig, WarmupConfig, Workload,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -27,6 +27,67 @@ pub struct Suite {
     pub telemetry: TelemetryConfig,
     pub prefill: PrefillGrid,
     pub decode: DecodeGrid,
+    /// The request shapes the derived figures are computed for (ISL/OSL, e.g. 1k/1k chat).
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<Workload>,
+    /// The latency bounds latency-bounded throughput is held to; MLPerf's server and interactive
+    /// bounds of the nearest model when none are given (see [`crate::latency::default_bounds`]).
+    #[serde(default, rename = "bound")]
+    pub bounds: Vec<LatencyBound>,
+    #[serde(default)]
+    pub simulation: SimulationConfig,
+}
+
+/// A request shape: input (prompt) and output lengths, in tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// A short name, e.g. `chat`, `summarise`, `reason`.
+    pub name: String,
+    /// Input sequence length.
+    pub isl: u32,
+    /// Output sequence length.
+    pub osl: u32,
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.name, self.isl, self.osl)
+    }
+}
+
+/// A p99 latency bound on time to first token and time per output token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyBound {
+    /// e.g. `server`, `interactive`.
+    pub name: String,
+    pub ttft_p99_s: f64,
+    pub tpot_p99_s: f64,
+    /// Where the bound comes from, when it is not the suite's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// The continuous-batching simulation behind latency-bounded throughput (docs/SWEEPS.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimulationConfig {
+    /// Requests simulated at each load; the first tenth warms the simulated server up and is
+    /// left out of the percentiles.
+    pub requests: u32,
+    /// Most sequences decoding at once; by default the largest decode batch measured without
+    /// failure at every context the workload passes through.
+    pub max_batch: Option<u32>,
+    /// Prefill in chunks of this many tokens, batched with the decode step (chunked prefill);
+    /// by default whole prompts are prefilled in their own steps, pausing decode.
+    pub chunked_prefill: Option<u32>,
+}
+
+impl Default for SimulationConfig {
+    fn default() -> Self {
+        SimulationConfig { requests: 2000, max_batch: None, chunked_prefill: None }
+    }
 }
 
 /// Warm-up to equilibrium (DESIGN.md section 6).
@@ -115,21 +176,75 @@ impl Default for TelemetryConfig {
     }
 }
 
-/// Prefill cells: every batch size at every prompt length.
+/// Prefill cells: a ladder of batch sizes (`batches`, or `max_batch`: see [`Ladder`]) at every
+/// prompt length.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrefillGrid {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batches: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<u32>,
     pub prompt_lens: Vec<u32>,
 }
 
-/// Decode cells: every batch size at every starting context length. The KV cache grows by one
-/// token per measured step from there.
+impl PrefillGrid {
+    pub fn ladder(&self) -> Ladder {
+        Ladder { batches: self.batches.clone(), max_batch: self.max_batch }
+    }
+}
+
+/// Decode cells: a ladder of batch sizes (`batches`, or `max_batch`: see [`Ladder`]) at every
+/// starting context length. The KV cache grows by one token per measured step from there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecodeGrid {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batches: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<u32>,
     pub ctxs: Vec<u32>,
+}
+
+impl DecodeGrid {
+    pub fn ladder(&self) -> Ladder {
+        Ladder { batches: self.batches.clone(), max_batch: self.max_batch }
+    }
+}
+
+/// The batch sizes one line of a sweep climbs: the listed `batches`, or (with `max_batch`)
+/// 1, 2, 4, … up to `max_batch`. Climbing stops early at the first batch that runs out of
+/// memory or whose step time passes the suite's largest latency bound.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ladder {
+    pub batches: Vec<u32>,
+    pub max_batch: Option<u32>,
+}
+
+impl Ladder {
+    /// The batch sizes in the order they run (ascending).
+    pub fn batches(&self) -> Vec<u32> {
+        match self.max_batch {
+            Some(max) => std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b <= max).collect(),
+            None => {
+                let mut batches = self.batches.clone();
+                batches.sort_unstable();
+                batches.dedup();
+                batches
+            }
+        }
+    }
+
+    fn validate(&self, check: &Checker, grid: &str) -> Result<(), ConfigError> {
+        match self.max_batch {
+            Some(_) if !self.batches.is_empty() => {
+                Err(check
+                    .invalid(&format!("{grid}.max_batch"), format!("and {grid}.batches are alternatives: give one")))
+            }
+            Some(max) => check.positive(&format!("{grid}.max_batch"), max),
+            None => check.sizes(&format!("{grid}.batches"), &self.batches),
+        }
+    }
 }
 
 impl Suite {
@@ -178,9 +293,28 @@ impl Suite {
         check.positive("parity.batch", self.parity.batch)?;
         check.positive("parity.prompt_len", self.parity.prompt_len)?;
         check.positive("parity.decode_steps", self.parity.decode_steps)?;
-        check.sizes("prefill.batches", &self.prefill.batches)?;
+        self.prefill.ladder().validate(&check, "prefill")?;
         check.sizes("prefill.prompt_lens", &self.prefill.prompt_lens)?;
-        check.sizes("decode.batches", &self.decode.batches)?;
-        check.sizes("decode.ctxs", &self.decode.ctxs)
+        self.decode.ladder().validate(&check, "decode")?;
+        check.sizes("decode.ctxs", &self.decode.ctxs)?;
+        for (i, workload) in self.workloads.iter().enumerate() {
+            check.name(&format!("workload[{i}].name"), &workload.name)?;
+            check.positive(&format!("workload[{i}].isl"), workload.isl)?;
+            check.positive(&format!("workload[{i}].osl"), workload.osl)?;
+        }
+        for (i, bound) in self.bounds.iter().enumerate() {
+            check.name(&format!("bound[{i}].name"), &bound.name)?;
+            check.positive_real(&format!("bound[{i}].ttft_p99_s"), bound.ttft_p99_s)?;
+            check.positive_real(&format!("bound[{i}].tpot_p99_s"), bound.tpot_p99_s)?;
+        }
+        let simulation = &self.simulation;
+        if simulation.requests < 100 {
+            return Err(check.invalid(
+                "simulation.requests",
+                format!("must be at least 100 (the p99 of fewer is one request), got {}", simulation.requests),
+            ));
+        }
+        check.positive("simulation.max_batch", simulation.max_batch.unwrap_or(1))?;
+        check.positive("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1))
     }
 }

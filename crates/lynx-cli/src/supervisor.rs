@@ -1,0 +1,157 @@
+//! `lynx run` as two processes: the supervisor, which owns the run folder's fate and signs the
+//! result, and a worker (`lynx worker RUN_DIR`), which does all device work. A worker that dies
+//! (a sticky CUDA error that aborts, a segfault in a kernel, the OOM killer) takes nothing with
+//! it: its finished cells are in the journal, the cell it died in is journaled as failed, and
+//! the supervisor starts a fresh worker for the rest.
+//!
+//! Signals: SIGINT and SIGTERM raise a flag. The worker finishes its current step, leaves the
+//! cell it was in unjournaled and exits with [`EXIT_STOPPED`]; the supervisor forwards SIGTERM
+//! to the worker, waits for it, then assembles and signs a `partial` result. The worker asks the
+//! kernel to kill it when the supervisor dies (PR_SET_PDEATHSIG), so a killed `lynx run` leaves
+//! no worker behind.
+
+use lynx_runner::RunDir;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+
+/// The worker's exit code when a signal stopped it cleanly.
+pub const EXIT_STOPPED: u8 = 3;
+/// The environment variable that tells a worker its supervisor's pid.
+const SUPERVISOR_PID: &str = "LYNX_SUPERVISOR_PID";
+/// Worker deaths in a row with no cell journaled after which the supervisor gives up.
+const MAX_FRUITLESS_DEATHS: u32 = 2;
+
+/// The signal that asked this process to stop (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Raised with [`SIGNAL`]; the runner polls it between steps.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Only atomic stores: async-signal-safe.
+    SIGNAL.store(signal, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Route SIGINT and SIGTERM to the stop flag.
+pub fn catch_stop_signals() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// The signal that stopped this process, if one did.
+pub fn stop_signal() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
+/// In a worker: die with the supervisor. `false` when the supervisor is already gone.
+pub fn bind_to_supervisor() -> bool {
+    let Some(supervisor) = std::env::var(SUPERVISOR_PID).ok().and_then(|p| p.parse::<i32>().ok()) else {
+        return true; // started by hand: nothing to bind to
+    };
+    // SAFETY: prctl(PR_SET_PDEATHSIG) and getppid take no pointers.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        // The supervisor may have died before the prctl: then the parent is no longer it.
+        libc::getppid() == supervisor
+    }
+}
+
+/// How supervision ended.
+pub enum Supervised {
+    /// The worker finished the sweep.
+    Done,
+    /// A signal stopped the run.
+    Stopped(i32),
+    /// The worker refused the run as bad input (it printed why).
+    BadInput,
+    /// Workers kept dying without progress; the last death, in words.
+    GaveUp(String),
+}
+
+/// The number of lines in the run's journal (cells journaled), read without its lock.
+fn journaled(run: &RunDir) -> usize {
+    std::fs::read(run.journal_path()).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count())
+}
+
+/// A worker's death in words, and whether SIGKILL caused it.
+fn death(status: ExitStatus) -> (String, bool) {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (format!("exited with code {code}"), false),
+        (None, Some(signal)) => {
+            let name = match signal {
+                libc::SIGKILL => "SIGKILL",
+                libc::SIGSEGV => "SIGSEGV",
+                libc::SIGABRT => "SIGABRT",
+                libc::SIGBUS => "SIGBUS",
+                libc::SIGFPE => "SIGFPE",
+                libc::SIGILL => "SIGILL",
+                _ => "a signal",
+            };
+            (format!("was killed by signal {signal} ({name})"), signal == libc::SIGKILL)
+        }
+        (None, None) => ("ended without an exit status".to_owned(), false),
+    }
+}
+
+/// Run workers on `run` until its sweep is done, a signal stops it, or workers keep dying.
+pub fn supervise(run: &RunDir) -> anyhow::Result<Supervised> {
+    let exe = std::env::current_exe()?;
+    let mut fruitless = 0;
+    loop {
+        let before = journaled(run);
+        let mut child = Command::new(&exe)
+            .arg("worker")
+            .arg(&run.dir)
+            .env(SUPERVISOR_PID, std::process::id().to_string())
+            .spawn()?;
+        let mut forwarded = false;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if !forwarded && stop_signal().is_some() {
+                forwarded = true;
+                // SAFETY: kill takes no pointers; the pid is our own child, not yet reaped.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        match status.code() {
+            Some(0) => return Ok(Supervised::Done),
+            Some(2) => return Ok(Supervised::BadInput),
+            Some(code) if code == i32::from(EXIT_STOPPED) => {
+                return Ok(Supervised::Stopped(stop_signal().unwrap_or(libc::SIGTERM)));
+            }
+            _ => {}
+        }
+        let (how, sigkill) = death(status);
+        let cell = lynx_runner::record_worker_death(run, &how, sigkill)?;
+        if let Some(signal) = stop_signal() {
+            return Ok(Supervised::Stopped(signal));
+        }
+        match &cell {
+            Some(shape) => eprintln!("lynx: the worker {how} during {shape}; that cell is recorded as failed"),
+            None => eprintln!("lynx: the worker {how} outside any cell"),
+        }
+        if cell.is_some() || journaled(run) > before {
+            fruitless = 0;
+        } else {
+            fruitless += 1;
+            if fruitless >= MAX_FRUITLESS_DEATHS {
+                return Ok(Supervised::GaveUp(format!(
+                    "the worker {how}, {fruitless} times in a row with no progress"
+                )));
+            }
+        }
+        eprintln!("lynx: starting a new worker for the cells left");
+    }
+}

@@ -1,0 +1,257 @@
+//! The figures buyers size fleets with, derived from a run's cells (DESIGN.md vocabulary): the
+//! decode frontier, the prefill throughput table, latency-bounded throughput per workload and
+//! bound (by [`crate::sim`]), joules per output token, and cost per million output tokens from a
+//! price the user gives. docs/SWEEPS.md states the method.
+
+use crate::config::{LatencyBound, Workload};
+use crate::latency::bounds_for;
+use crate::result::{CellRecord, CellShape, CellStatus, ConfigRecord};
+use crate::sim::{max_rate, SimSetup, StepTable, TablePoint};
+use crate::sweep::SweepLine;
+use crate::value::{Finite, Reported};
+use serde::{Deserialize, Serialize};
+
+/// Everything derived from a run's cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Derived {
+    /// The decode frontier at each measured context.
+    pub frontier: Vec<FrontierLine>,
+    /// Every prefill cell measured: time to first token and prefill throughput.
+    pub prefill: Vec<PrefillPoint>,
+    /// Latency-bounded throughput for each workload under each bound.
+    pub latency_bounded: Vec<LatencyBounded>,
+    /// The price inputs the cost figures use, as the user gave them.
+    pub price: PriceInputs,
+    /// How each line of the sweep ended.
+    pub sweep: Vec<SweepLine>,
+}
+
+/// The Pareto set of (tok/s/user, tok/s/device) over the decode cells at one context, ascending
+/// in tok/s/device (so descending in tok/s/user).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierLine {
+    pub ctx: u32,
+    pub points: Vec<FrontierPoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierPoint {
+    pub batch: u32,
+    pub tok_per_s_per_user: Finite,
+    pub tok_per_s_per_device: Finite,
+    pub joules_per_token: Option<Finite>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillPoint {
+    pub batch: u32,
+    pub prompt_len: u32,
+    /// The median prefill step: time to first token with no queueing.
+    pub ttft_s: Finite,
+    pub tok_per_s_per_device: Finite,
+    pub joules_per_token: Option<Finite>,
+}
+
+/// A price per device-hour and the share of hours the device does useful work. Never made up:
+/// without a price, costs are unavailable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriceInputs {
+    pub usd_per_device_hour: Option<Finite>,
+    pub utilisation: Finite,
+}
+
+/// One workload under one bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBounded {
+    pub workload: Workload,
+    pub bound: LatencyBound,
+    pub point: Reported<BoundedPoint>,
+}
+
+/// The highest load the simulated server sustains inside a bound, and its figures there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundedPoint {
+    pub request_rate_per_s: Finite,
+    pub output_tok_per_s_per_device: Finite,
+    /// 1 / median TPOT at that load.
+    pub tok_per_s_per_user: Finite,
+    pub ttft_p99_s: Finite,
+    pub tpot_p99_s: Finite,
+    /// The simulated server's limits.
+    pub max_batch: u32,
+    pub max_prefill_batch: u32,
+    pub chunked_prefill: Option<u32>,
+    pub requests: u32,
+    pub joules_per_output_token: Reported<Finite>,
+    pub usd_per_million_output_tokens: Reported<Finite>,
+    /// Some simulated step's length lay beyond the measured ones (extrapolated linearly).
+    pub extrapolated: bool,
+}
+
+/// Cost of a million output tokens at `tok_per_s` on a device rented at `price`.
+pub fn usd_per_million(price: &PriceInputs, tok_per_s: f64) -> Reported<Finite> {
+    let Some(per_hour) = price.usd_per_device_hour else {
+        return Reported::Unavailable { unavailable: "no price per device-hour given (--price-per-hour)".to_owned() };
+    };
+    let useful_tokens_per_hour = 3600.0 * tok_per_s * price.utilisation.get();
+    match Finite::new(per_hour.get() / useful_tokens_per_hour * 1e6, "cost per million tokens") {
+        Ok(cost) if useful_tokens_per_hour > 0.0 => Reported::Known(cost),
+        _ => Reported::Unavailable { unavailable: format!("no tokens at {tok_per_s} tok/s") },
+    }
+}
+
+fn finite(value: f64, what: &str) -> Result<Finite, String> {
+    Finite::new(value, what).map_err(|e| e.to_string())
+}
+
+/// Derive every figure from `cells` of a run configured as `config`.
+pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, sweep: Vec<SweepLine>) -> Derived {
+    let ok = || cells.iter().filter(|c| c.status == CellStatus::Ok);
+    let mut frontier: Vec<FrontierLine> = Vec::new();
+    for cell in ok() {
+        let (CellShape::Decode { batch, ctx }, Some(user), Some(device)) =
+            (cell.shape, cell.tok_per_s_per_user, cell.tok_per_s_per_device)
+        else {
+            continue;
+        };
+        let point = FrontierPoint {
+            batch,
+            tok_per_s_per_user: user,
+            tok_per_s_per_device: device,
+            joules_per_token: cell.joules_per_token,
+        };
+        match frontier.iter_mut().find(|line| line.ctx == ctx) {
+            Some(line) => line.points.push(point),
+            None => frontier.push(FrontierLine { ctx, points: vec![point] }),
+        }
+    }
+    for line in &mut frontier {
+        let all = line.points.clone();
+        let dominated = |p: &FrontierPoint| {
+            all.iter().any(|q| {
+                q.tok_per_s_per_user >= p.tok_per_s_per_user
+                    && q.tok_per_s_per_device >= p.tok_per_s_per_device
+                    && (q.tok_per_s_per_user > p.tok_per_s_per_user || q.tok_per_s_per_device > p.tok_per_s_per_device)
+            })
+        };
+        line.points.retain(|p| !dominated(p));
+        line.points.sort_by(|a, b| a.tok_per_s_per_device.get().total_cmp(&b.tok_per_s_per_device.get()));
+    }
+    frontier.sort_by_key(|line| line.ctx);
+
+    let prefill = ok()
+        .filter_map(|cell| match (cell.shape, cell.median_s(), cell.tok_per_s_per_device) {
+            (CellShape::Prefill { batch, prompt_len }, Some(median), Some(device)) => Some(PrefillPoint {
+                batch,
+                prompt_len,
+                ttft_s: Finite::new(median, "ttft").ok()?,
+                tok_per_s_per_device: device,
+                joules_per_token: cell.joules_per_token,
+            }),
+            _ => None,
+        })
+        .collect();
+
+    let table = |decode: bool| {
+        let points: Vec<TablePoint> = ok()
+            .filter(|c| matches!(c.shape, CellShape::Decode { .. }) == decode)
+            .filter_map(|c| {
+                Some(TablePoint {
+                    batch: c.shape.batch(),
+                    len: c.shape.length(),
+                    step_s: c.median_s()?,
+                    power_w: c.power_mean_w(),
+                })
+            })
+            .collect();
+        StepTable::new(&points)
+    };
+    let (prefill_table, decode_table) = (table(false), table(true));
+    let suite = &config.suite;
+    let mut latency_bounded = Vec::new();
+    for workload in &suite.workloads {
+        for bound in bounds_for(&suite.bounds, &config.model) {
+            let point = bounded(&prefill_table, &decode_table, config, workload, &bound, &price)
+                .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
+            latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point });
+        }
+    }
+    Derived { frontier, prefill, latency_bounded, price, sweep }
+}
+
+fn bounded(
+    prefill: &StepTable,
+    decode: &StepTable,
+    config: &ConfigRecord,
+    workload: &Workload,
+    bound: &LatencyBound,
+    price: &PriceInputs,
+) -> Result<BoundedPoint, String> {
+    if prefill.is_empty() || decode.is_empty() {
+        return Err("the run measured no prefill or no decode cell without failure".to_owned());
+    }
+    let simulation = &config.suite.simulation;
+    let (isl, osl) = (workload.isl, workload.osl);
+    let max_batch = simulation
+        .max_batch
+        .or_else(|| decode.max_batch(isl, isl + osl))
+        .ok_or("no decode batch measured at the workload's contexts")?;
+    let max_prefill_batch = prefill.max_batch(isl, isl).ok_or("no prefill batch measured")?;
+    let setup = SimSetup {
+        prefill,
+        decode,
+        isl,
+        osl,
+        max_batch,
+        max_prefill_batch,
+        chunk: simulation.chunked_prefill,
+        requests: simulation.requests,
+        seed: config.suite.seed,
+    };
+    let outcome = max_rate(&setup, bound.ttft_p99_s, bound.tpot_p99_s)
+        .map_err(|e| format!("simulation: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "no load keeps p99 TTFT within {} s and p99 TPOT within {} s: the measured steps are too slow",
+                bound.ttft_p99_s, bound.tpot_p99_s
+            )
+        })?;
+    let tok_per_s = outcome.output_tok_per_s;
+    Ok(BoundedPoint {
+        request_rate_per_s: finite(outcome.rate_per_s, "request rate")?,
+        output_tok_per_s_per_device: finite(tok_per_s, "output tok/s/device")?,
+        tok_per_s_per_user: finite(1.0 / outcome.tpot_p50_s.max(f64::MIN_POSITIVE), "tok/s/user")?,
+        ttft_p99_s: finite(outcome.ttft_p99_s, "p99 TTFT")?,
+        tpot_p99_s: finite(outcome.tpot_p99_s, "p99 TPOT")?,
+        max_batch,
+        max_prefill_batch,
+        chunked_prefill: simulation.chunked_prefill,
+        requests: simulation.requests,
+        joules_per_output_token: match outcome.joules_per_output_token {
+            Some(j) => Reported::Known(finite(j, "joules per output token")?),
+            None => Reported::Unavailable {
+                unavailable: "power was not measured in every cell the simulation used".to_owned(),
+            },
+        },
+        usd_per_million_output_tokens: usd_per_million(price, tok_per_s),
+        extrapolated: outcome.extrapolated,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_follows_price_throughput_and_utilisation() {
+        let price = PriceInputs {
+            usd_per_device_hour: Some(Finite::new(3.6, "p").unwrap()),
+            utilisation: Finite::new(0.5, "u").unwrap(),
+        };
+        // 1000 tok/s at half utilisation: 1.8 M useful tokens an hour for $3.60: $2 per million.
+        let Reported::Known(cost) = usd_per_million(&price, 1000.0) else { panic!() };
+        assert!((cost.get() - 2.0).abs() < 1e-12);
+        let no_price = PriceInputs { usd_per_device_hour: None, ..price };
+        assert!(matches!(usd_per_million(&no_price, 1000.0), Reported::Unavailable { .. }));
+    }
+}
