@@ -440,6 +440,7 @@ pub fn derived_report(derived: &Derived) -> String {
             "WORKLOAD",
             "BOUND",
             "P99 TTFT/TPOT",
+            "BATCH CAP",
             "REQ/S",
             "TOK/S/DEVICE",
             "TOK/S/USER",
@@ -447,32 +448,45 @@ pub fn derived_report(derived: &Derived) -> String {
             "$/M TOKENS",
         ]
         .map(str::to_owned)];
+        let mut reasons = Vec::new();
         for lb in &derived.latency_bounded {
             let bound = format!("{} ({} / {})", lb.bound.name, ms(lb.bound.ttft_p99_s), ms(lb.bound.tpot_p99_s));
-            let mut row: [String; 8] = Default::default();
+            let mut row: [String; 9] = Default::default();
             row[0] = lb.workload.to_string();
             row[1] = bound;
             match &lb.point {
                 Reported::Known(p) => {
                     row[2] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
-                    row[3] = format!("{:.3}", p.request_rate_per_s.get());
-                    row[4] =
+                    row[3] = p.max_batch.to_string();
+                    row[4] = format!("{:.4}", p.request_rate_per_s.get());
+                    row[5] =
                         format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
-                    row[5] = format!("{:.1}", p.tok_per_s_per_user.get());
-                    row[6] = match &p.joules_per_output_token {
+                    row[6] = format!("{:.1}", p.tok_per_s_per_user.get());
+                    row[7] = match &p.joules_per_output_token {
                         Reported::Known(j) => format!("{:.3}", j.get()),
                         Reported::Unavailable { .. } => "-".to_owned(),
                     };
-                    row[7] = match &p.usd_per_million_output_tokens {
+                    row[8] = match &p.usd_per_million_output_tokens {
                         Reported::Known(c) => format!("{:.2}", c.get()),
                         Reported::Unavailable { .. } => "-".to_owned(),
                     };
                 }
-                Reported::Unavailable { unavailable } => row[2] = format!("none: {unavailable}"),
+                Reported::Unavailable { unavailable } => {
+                    reasons.push(format!(
+                        "  ({}) {} under {}: {unavailable}",
+                        reasons.len() + 1,
+                        lb.workload,
+                        lb.bound.name
+                    ));
+                    row[2] = format!("none ({})", reasons.len());
+                }
             }
             rows.push(row);
         }
         out.push_str(&indent(&table(&rows)));
+        for reason in reasons {
+            let _ = writeln!(out, "{reason}");
+        }
         if derived.latency_bounded.iter().any(|lb| matches!(&lb.point, Reported::Known(p) if p.extrapolated)) {
             let _ = writeln!(out, "  * the simulation extrapolated step times beyond the measured contexts");
         }

@@ -153,6 +153,7 @@ mod tests {
             criteria: WarmupConfig::default(),
             last_window: None,
             telemetry: Vec::new(),
+            segment: Some(1),
         }
     }
 

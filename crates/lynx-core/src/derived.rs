@@ -3,7 +3,7 @@
 //! bound (by [`crate::sim`]), joules per output token, and cost per million output tokens from a
 //! price the user gives. docs/SWEEPS.md states the method.
 
-use crate::config::{LatencyBound, Workload};
+use crate::config::{LatencyBound, SimulationConfig, Workload};
 use crate::latency::bounds_for;
 use crate::result::{CellRecord, CellShape, CellStatus, ConfigRecord};
 use crate::sim::{max_rate, SimSetup, StepTable, TablePoint};
@@ -77,7 +77,8 @@ pub struct BoundedPoint {
     pub tok_per_s_per_user: Finite,
     pub ttft_p99_s: Finite,
     pub tpot_p99_s: Finite,
-    /// The simulated server's limits.
+    /// The simulated server's limits: the batch cap (the configured one, or the one of 1, 2, 4,
+    /// … up to the largest measured that gave the most throughput inside the bound).
     pub max_batch: u32,
     pub max_prefill_batch: u32,
     pub chunked_prefill: Option<u32>,
@@ -171,7 +172,7 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
     let mut latency_bounded = Vec::new();
     for workload in &suite.workloads {
         for bound in bounds_for(&suite.bounds, &config.model) {
-            let point = bounded(&prefill_table, &decode_table, config, workload, &bound, &price)
+            let point = bounded(&prefill_table, &decode_table, &suite.simulation, suite.seed, workload, &bound, &price)
                 .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
             latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point });
         }
@@ -182,7 +183,8 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
 fn bounded(
     prefill: &StepTable,
     decode: &StepTable,
-    config: &ConfigRecord,
+    simulation: &SimulationConfig,
+    seed: u64,
     workload: &Workload,
     bound: &LatencyBound,
     price: &PriceInputs,
@@ -190,32 +192,50 @@ fn bounded(
     if prefill.is_empty() || decode.is_empty() {
         return Err("the run measured no prefill or no decode cell without failure".to_owned());
     }
-    let simulation = &config.suite.simulation;
     let (isl, osl) = (workload.isl, workload.osl);
-    let max_batch = simulation
-        .max_batch
-        .or_else(|| decode.max_batch(isl, isl + osl))
-        .ok_or("no decode batch measured at the workload's contexts")?;
     let max_prefill_batch = prefill.max_batch(isl, isl).ok_or("no prefill batch measured")?;
-    let setup = SimSetup {
-        prefill,
-        decode,
-        isl,
-        osl,
-        max_batch,
-        max_prefill_batch,
-        chunk: simulation.chunked_prefill,
-        requests: simulation.requests,
-        seed: config.suite.seed,
+    // The server's batch cap is an operator's choice: the configured one, else the best of
+    // 1, 2, 4, … and the largest batch measured at every context the workload passes through
+    // (a tight TPOT bound may be met only by capping the batch).
+    let caps = match simulation.max_batch {
+        Some(cap) => vec![cap],
+        None => {
+            let largest =
+                decode.max_batch(isl, isl + osl).ok_or("no decode batch measured at the workload's contexts")?;
+            let mut caps: Vec<u32> =
+                std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b < largest).collect();
+            caps.push(largest);
+            caps
+        }
     };
-    let outcome = max_rate(&setup, bound.ttft_p99_s, bound.tpot_p99_s)
-        .map_err(|e| format!("simulation: {e}"))?
-        .ok_or_else(|| {
-            format!(
-                "no load keeps p99 TTFT within {} s and p99 TPOT within {} s: the measured steps are too slow",
-                bound.ttft_p99_s, bound.tpot_p99_s
-            )
-        })?;
+    let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
+    for cap in caps {
+        let setup = SimSetup {
+            prefill,
+            decode,
+            isl,
+            osl,
+            max_batch: cap,
+            max_prefill_batch: max_prefill_batch.min(cap),
+            chunk: simulation.chunked_prefill,
+            requests: simulation.requests,
+            seed,
+        };
+        let found = max_rate(&setup, bound.ttft_p99_s, bound.tpot_p99_s).map_err(|e| format!("simulation: {e}"))?;
+        if let Some(outcome) = found {
+            if best.as_ref().is_none_or(|(_, b)| outcome.output_tok_per_s > b.output_tok_per_s) {
+                best = Some((cap, outcome));
+            }
+        }
+    }
+    let (max_batch, outcome) = best.ok_or_else(|| {
+        format!(
+            "no load keeps p99 TTFT within {} s and p99 TPOT within {} s at any batch cap: the measured steps are \
+             too slow",
+            bound.ttft_p99_s, bound.tpot_p99_s
+        )
+    })?;
+    let max_prefill_batch = max_prefill_batch.min(max_batch);
     let tok_per_s = outcome.output_tok_per_s;
     Ok(BoundedPoint {
         request_rate_per_s: finite(outcome.rate_per_s, "request rate")?,
@@ -241,6 +261,28 @@ fn bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tight_tpot_bound_is_met_by_capping_the_batch() {
+        // A CPU-like device: batch 1 decodes in 31 ms, batch 2 in 60 ms, batch 16 in 70 ms. Under
+        // a 40 ms TPOT bound only sequences decoding alone qualify, so the best server caps the
+        // batch at 1 rather than letting any two overlap.
+        let point = |batch, len, step_s| TablePoint { batch, len, step_s, power_w: None };
+        let decode = StepTable::new(&[point(1, 128, 0.031), point(2, 128, 0.060), point(16, 128, 0.070)]);
+        let prefill = StepTable::new(&[point(1, 128, 0.16)]);
+        let workload = Workload { name: "chat".into(), isl: 128, osl: 128 };
+        let bound = LatencyBound { name: "interactive".into(), ttft_p99_s: 10.0, tpot_p99_s: 0.04, source: None };
+        let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
+        let simulation = SimulationConfig::default();
+        let best = bounded(&prefill, &decode, &simulation, 1, &workload, &bound, &price).unwrap();
+        assert_eq!(best.max_batch, 1);
+        let uncapped = SimulationConfig { max_batch: Some(16), ..SimulationConfig::default() };
+        let at_16 = bounded(&prefill, &decode, &uncapped, 1, &workload, &bound, &price).unwrap();
+        assert!(
+            best.output_tok_per_s_per_device.get() > 2.0 * at_16.output_tok_per_s_per_device.get(),
+            "capped {best:?} against uncapped {at_16:?}"
+        );
+    }
 
     #[test]
     fn cost_follows_price_throughput_and_utilisation() {

@@ -347,6 +347,9 @@ pub struct WarmupRecord {
     pub last_window: Option<WindowStats>,
     /// Each telemetry source over the warm-up.
     pub telemetry: Vec<WindowSummary>,
+    /// The segment of the samples file (the process) that warmed up.
+    #[serde(default)]
+    pub segment: Option<u32>,
 }
 
 /// What a cell measured: a prefill or a decode step at one shape.
@@ -456,6 +459,10 @@ pub struct CellRecord {
     pub tok_per_s_per_user: Option<Finite>,
     /// Decode: batch / median step time. Prefill: batch × prompt length / median step time.
     pub tok_per_s_per_device: Option<Finite>,
+    /// The segment of the samples file (the process) that measured the cell: its telemetry
+    /// windows' times count from that segment's start. `None` for a cell whose worker died.
+    #[serde(default)]
+    pub segment: Option<u32>,
 }
 
 impl CellRecord {
@@ -560,6 +567,7 @@ impl CellRecord {
             full_depth,
             telemetry: Vec::new(),
             joules_per_token: None,
+            segment: None,
         })
     }
 
@@ -576,6 +584,7 @@ impl CellRecord {
             joules_per_token: None,
             tok_per_s_per_user: None,
             tok_per_s_per_device: None,
+            segment: None,
         }
     }
 }

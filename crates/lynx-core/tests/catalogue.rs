@@ -163,3 +163,32 @@ fn every_catalogue_file_parses() {
         assert!(names.iter().any(|n| n == name), "{name} missing from models/");
     }
 }
+
+/// Every catalogue model gets the default latency bounds docs/SWEEPS.md says it does, and every
+/// suite in `models/suites/` parses and names a catalogue model.
+#[test]
+fn default_bounds_come_from_the_nearest_mlperf_model() {
+    let expected = [
+        ("lynx-ref-small", "Llama 2 70B"),
+        ("llama-3.1-8b", "Llama 2 70B"),
+        ("llama-3.3-70b", "Llama 2 70B"),
+        ("qwen3-32b", "Llama 2 70B"),
+        ("llama-3.1-405b", "Llama 3.1 405B"),
+        ("mixtral-8x7b", "gpt-oss-120b"),
+        ("qwen3-30b-a3b", "gpt-oss-120b"),
+        ("gpt-oss-120b", "gpt-oss-120b"),
+        ("deepseek-r1", "DeepSeek-R1"),
+    ];
+    for (model, mlperf) in expected {
+        let bounds = lynx_core::latency::default_bounds(&load(model));
+        let source = bounds[0].source.as_deref().unwrap();
+        assert!(source.starts_with(&format!("MLPerf Inference {mlperf} server")), "{model}: {source}");
+    }
+    for entry in std::fs::read_dir(models_dir().join("suites")).unwrap() {
+        let path = entry.unwrap().path();
+        let suite = lynx_core::config::Suite::from_toml(&std::fs::read_to_string(&path).unwrap(), "suite").unwrap();
+        let model = load(&suite.model);
+        assert!(!suite.workloads.is_empty(), "{}: no workloads", path.display());
+        assert_eq!(lynx_core::latency::bounds_for(&suite.bounds, &model).len(), 2, "{}", path.display());
+    }
+}

@@ -104,6 +104,10 @@ impl Journal {
     pub fn open(path: &Path) -> Result<(Journal, Vec<CellRecord>), RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io)?;
+        // The journal's own name must survive a crash too.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+        }
         let deadline = Instant::now() + LOCK_WAIT;
         loop {
             match file.try_lock() {

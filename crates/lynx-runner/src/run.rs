@@ -161,6 +161,17 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
 
     let earlier: Option<RunResult> =
         if run.result_path().exists() { Some(read_json(&run.result_path(), "result")?) } else { None };
+    // Cells of two boards in one result would be no one board's figures.
+    if let Some(before) = earlier.as_ref().and_then(|r| r.device.uuid.known()) {
+        if device.record.uuid.known().is_some_and(|now| now != before) {
+            return Err(RunError::Config(format!(
+                "{}: the run was measuring the board {before}, and {} is now {}; start a new run",
+                run.dir.display(),
+                plan.device,
+                device.record.uuid.known().map_or("", String::as_str)
+            )));
+        }
+    }
     // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
     // anything is measured.
     let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == "parity")) {
@@ -183,9 +194,13 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
             }
         }
     };
-    let segment = earlier.as_ref().map_or(1, |r| 2 + r.resumed_warmups.len() as u32 + u32::from(r.warmup.is_none()));
-    let segment = Segment::new(segment, rfc3339_utc(unix_now_s()));
-    let telemetry = RunTelemetry::start(&device, config.suite.telemetry.rate_hz, &run.samples_path(), segment)?;
+    let segment = next_segment(&run.samples_path())?;
+    let telemetry = RunTelemetry::start(
+        &device,
+        config.suite.telemetry.rate_hz,
+        &run.samples_path(),
+        Segment::new(segment, rfc3339_utc(unix_now_s())),
+    )?;
     let mut result = match earlier {
         Some(mut result) => {
             // Back to a run in progress: what the last assembly derived is derived again at the
@@ -235,6 +250,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         return Ok(WorkEnd::Stopped);
     };
     warmup.telemetry = telemetry.summaries(warmup_start_s, telemetry.now_s());
+    warmup.segment = Some(segment);
     observer.warmed(&warmup);
     match result.warmup {
         None => result.warmup = Some(warmup),
@@ -266,10 +282,11 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         }
         write_json_atomic(&run.current_path(), &shape)?;
         observer.cell_started(&shape, done.len() + 1, most_cells);
-        let Some(cell) = measure_cell(&model, head_only.as_ref(), shape, &suite.measure, &telemetry, stop) else {
+        let Some(mut cell) = measure_cell(&model, head_only.as_ref(), shape, &suite.measure, &telemetry, stop) else {
             end = WorkEnd::Stopped;
             break;
         };
+        cell.segment = Some(segment);
         journal.append(&cell)?;
         observer.cell_done(&cell);
         done.push(cell);
@@ -280,6 +297,18 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     remove(&run.current_path())?;
     telemetry.finish()?;
     Ok(end)
+}
+
+/// The number of the next segment of the samples file at `path`: one more than the segments it
+/// holds (a process killed before its sampler started adds none).
+fn next_segment(path: &Path) -> Result<u32, RunError> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(1),
+        Err(source) => return Err(RunError::Io { path: path.to_path_buf(), source }),
+    };
+    let segments = text.split(|&b| b == b'\n').filter(|line| line.starts_with(br#"{"kind":"segment""#)).count();
+    Ok(segments as u32 + 1)
 }
 
 /// Remove `path` if it is there.
@@ -296,18 +325,19 @@ fn remove(path: &Path) -> Result<(), RunError> {
 pub fn record_worker_death(run: &RunDir, how: &str, sigkill: bool) -> Result<Option<CellShape>, RunError> {
     let Some(shape) = run.current_cell()? else { return Ok(None) };
     let (mut journal, cells) = Journal::open(&run.journal_path())?;
-    if !cells.iter().any(|c| c.shape == shape) {
-        let message = format!("the worker process died during this cell: {how}");
-        let mut cell = CellRecord::failed(shape, message.clone());
-        if sigkill {
-            cell.status = CellStatus::Oom {
-                message: format!(
-                    "{message} (the kernel's out-of-memory killer sends SIGKILL when host memory runs out)"
-                ),
-            };
-        }
-        journal.append(&cell)?;
+    if cells.iter().any(|c| c.shape == shape) {
+        // It died after journaling the cell, before clearing the marker: between cells.
+        remove(&run.current_path())?;
+        return Ok(None);
     }
+    let message = format!("the worker process died during this cell: {how}");
+    let mut cell = CellRecord::failed(shape, message.clone());
+    if sigkill {
+        cell.status = CellStatus::Oom {
+            message: format!("{message} (the kernel's out-of-memory killer sends SIGKILL when host memory runs out)"),
+        };
+    }
+    journal.append(&cell)?;
     remove(&run.current_path())?;
     Ok(Some(shape))
 }
@@ -434,6 +464,7 @@ fn warm_up(
             criteria: config.clone(),
             last_window: window,
             telemetry: Vec::new(),
+            segment: None,
         }));
     }
 }
