@@ -363,6 +363,15 @@ fn wait_for_run_dir(out: &Path, child: &mut std::process::Child) -> PathBuf {
     }
 }
 
+/// `lynx run` started in the background with its output piped, and its run folder once the
+/// plan is written.
+fn spawn_run(models: &Path, out: &Path) -> (std::process::Child, PathBuf) {
+    let mut child =
+        lynx_command().args(run_args(models, out)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let dir = wait_for_run_dir(out, &mut child);
+    (child, dir)
+}
+
 fn journal_of(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join(format!("{}.journal.jsonl", dir.file_name().unwrap().to_string_lossy()))).unwrap_or_default()
 }
@@ -457,13 +466,7 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
-    let mut child = lynx_command()
-        .args(run_args(models.path(), out.path()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let dir = wait_for_run_dir(out.path(), &mut child);
+    let (child, dir) = spawn_run(models.path(), out.path());
     let deadline = Instant::now() + Duration::from_secs(120);
     while journal_of(&dir).iter().filter(|&&b| b == b'\n').count() < 2 {
         assert!(Instant::now() < deadline, "no two cells within 120 s");
@@ -515,13 +518,7 @@ fn a_worker_that_crashes_in_a_cell_loses_only_that_cell() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
-    let mut child = lynx_command()
-        .args(run_args(models.path(), out.path()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let dir = wait_for_run_dir(out.path(), &mut child);
+    let (mut child, dir) = spawn_run(models.path(), out.path());
     let current = dir.join(format!("{}.current.json", dir.file_name().unwrap().to_string_lossy()));
     let deadline = Instant::now() + Duration::from_secs(120);
     // Wait until the worker is early in a cell (at least 0.15 s each): one after the first,

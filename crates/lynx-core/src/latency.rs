@@ -80,28 +80,14 @@ pub fn bounds_for(own: &[LatencyBound], model: &ModelShape) -> Vec<LatencyBound>
 mod tests {
     use super::*;
 
-    fn shape(text: &str) -> ModelShape {
-        ModelShape::from_toml(text, "test").unwrap()
+    /// The catalogue's small dense reference model.
+    fn reference() -> ModelShape {
+        ModelShape::from_toml(include_str!("../../../models/lynx-ref-small.toml"), "lynx-ref-small").unwrap()
     }
-
-    const DENSE: &str = r#"
-name = "tiny"
-vocab_size = 4096
-hidden_size = 256
-num_layers = 2
-rms_norm_eps = 1e-5
-[attention]
-kind = "gqa"
-num_heads = 8
-num_kv_heads = 2
-rope_theta = 10000.0
-[mlp]
-intermediate_size = 704
-"#;
 
     #[test]
     fn a_small_dense_model_gets_llama_2_70b_server_and_interactive() {
-        let bounds = default_bounds(&shape(DENSE));
+        let bounds = default_bounds(&reference());
         assert_eq!(bounds.len(), 2);
         assert_eq!((bounds[0].name.as_str(), bounds[0].ttft_p99_s, bounds[0].tpot_p99_s), ("server", 2.0, 0.2));
         assert_eq!((bounds[1].name.as_str(), bounds[1].ttft_p99_s, bounds[1].tpot_p99_s), ("interactive", 0.45, 0.04));
@@ -111,6 +97,6 @@ intermediate_size = 704
     #[test]
     fn a_suites_own_bounds_win() {
         let own = vec![LatencyBound { name: "mine".into(), ttft_p99_s: 1.0, tpot_p99_s: 0.1, source: None }];
-        assert_eq!(bounds_for(&own, &shape(DENSE)), own);
+        assert_eq!(bounds_for(&own, &reference()), own);
     }
 }
