@@ -518,7 +518,7 @@ fn a_worker_that_crashes_in_a_cell_loses_only_that_cell() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
-    let (mut child, dir) = spawn_run(models.path(), out.path());
+    let (child, dir) = spawn_run(models.path(), out.path());
     let current = dir.join(format!("{}.current.json", dir.file_name().unwrap().to_string_lossy()));
     let deadline = Instant::now() + Duration::from_secs(120);
     // Wait until the worker is early in a cell (at least 0.15 s each): one after the first,
