@@ -15,4 +15,7 @@ cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 # securesystemslib: the independent DSSE implementation lynx's envelopes are checked against.
 LYNX_SSLIB_PYTHONPATH=$(scripts/sslib.sh)
 export LYNX_SSLIB_PYTHONPATH
+# NVRTC: the real CUDA compiler the probe kernels are compiled with in the tests (no GPU needed).
+LYNX_NVRTC_DIR=$(scripts/nvrtc.sh)
+export LYNX_NVRTC_DIR
 cargo test --workspace --locked

@@ -107,6 +107,20 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         utilisation: f64,
     },
+    /// Measure the device's ceilings and print them: memory bandwidth (libtorch copy; STREAM on
+    /// the CPU; native CUDA kernels on NVIDIA GPUs) and matmul rates (libtorch in every precision
+    /// the device runs; cuBLASLt on NVIDIA GPUs), and how far libtorch is from the native ones.
+    Roofline {
+        /// cpu, cuda:N or rocm:N; the first GPU if there is one, else the CPU.
+        #[arg(long)]
+        device: Option<String>,
+        /// Also measure sustained matmul rates, this many seconds each (0: burst only).
+        #[arg(long, default_value_t = 0.0)]
+        sustained_s: f64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// (internal) The worker process of `lynx run`: device work on one run folder.
     #[command(hide = true)]
     Worker { run_dir: PathBuf },
@@ -299,6 +313,34 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     outcome.path.display()
                 ))
             }
+        }
+        Command::Roofline { device, sustained_s, json } => {
+            let device_name: Option<DeviceName> =
+                device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
+            if !(sustained_s.is_finite() && sustained_s >= 0.0) {
+                return Err(
+                    BadInput(format!("--sustained-s {sustained_s}: must be a number of seconds, 0 or more")).into()
+                );
+            }
+            let host = lynx_runner::host_record();
+            let device = match device_name {
+                Some(name) => devices::find(name, &host)?,
+                None => devices::best(&host),
+            };
+            let _inference = libtorch::InferenceMode::enter();
+            let plan = lynx_runner::roofline::ProbePlan {
+                precision: None,
+                sustained_s: Some(sustained_s).filter(|&s| s > 0.0),
+            };
+            let mut record = lynx_runner::roofline::burst(&device, &plan);
+            lynx_runner::roofline::sustained(&device, &plan, &mut record);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&record)?);
+            } else {
+                println!("{} ({})", device.record.device, device.record.name);
+                print!("{}", output::roofline_table(&record));
+            }
+            Ok(())
         }
         Command::Worker { run_dir } => {
             if !supervisor::bind_to_supervisor() {

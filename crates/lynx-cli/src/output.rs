@@ -6,6 +6,7 @@ use lynx_core::config::Precision;
 use lynx_core::derived::Derived;
 use lynx_core::equilibrium::WindowStats;
 use lynx_core::result::{CellRecord, CellShape, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
+use lynx_core::roofline::{ProbeKind, RooflineRecord};
 use lynx_core::telemetry::Sample;
 use lynx_core::value::Finite;
 use lynx_core::value::Reported;
@@ -217,6 +218,12 @@ impl Observer for Progress {
         self.say(check_line(check));
     }
 
+    fn probed(&mut self, roofline: &RooflineRecord) {
+        for line in roofline_table(roofline).lines() {
+            self.say(format!("roofline: {line}"));
+        }
+    }
+
     fn cell_started(&mut self, shape: &CellShape, index: usize, total: usize) {
         self.status(format!("cell {index}/{total}: {shape}"));
         if self.bar.is_none() {
@@ -372,6 +379,26 @@ pub fn run_summary(outcome: &Outcome) -> String {
             let _ = writeln!(out, "  {}: {kind}: {}", cell.shape, cell.status.message().unwrap_or_default());
         }
     }
+    if let Some(roofline) = &result.roofline {
+        let _ = writeln!(out, "\nroofline (the device's measured ceilings):");
+        out.push_str(&indent(&roofline_table(roofline)));
+        let mut rows = vec![["CELL", "GB/S", "OF BANDWIDTH", "GFLOP/S", "OF MATMUL"].map(str::to_owned)];
+        for cell in &result.cells {
+            let Some(r) = &cell.roofline else { continue };
+            let share = |f: Option<Finite>| f.map_or("-".to_owned(), |f| format!("{:.1}%", f.get() * 100.0));
+            rows.push([
+                cell.shape.to_string(),
+                format!("{:.1}", r.achieved_bytes_per_s.get() / 1e9),
+                share(r.bandwidth_fraction),
+                format!("{:.1}", r.achieved_flops_per_s.get() / 1e9),
+                share(r.matmul_fraction),
+            ]);
+        }
+        if rows.len() > 1 {
+            let _ = writeln!(out, "\ncells against the ceilings (work per step: docs/ROOFLINE.md):");
+            out.push_str(&indent(&table(&rows)));
+        }
+    }
     if let Some(derived) = &result.derived {
         out.push_str(&derived_report(derived));
     }
@@ -391,6 +418,35 @@ fn status_word(status: RunStatus) -> &'static str {
         RunStatus::Partial => "PARTIAL: stopped before every cell ran",
         RunStatus::Incomplete => "incomplete",
     }
+}
+
+/// The probes of a roofline as a table (bandwidth in GB/s; matmul in TFLOP/s, or GFLOP/s below
+/// one TFLOP/s), then the gaps between libtorch and the native probes.
+pub fn roofline_table(record: &RooflineRecord) -> String {
+    let mut rows = vec![["PROBE", "DTYPE", "PHASE", "CEILING", "HOW"].map(str::to_owned)];
+    let mut notes = Vec::new();
+    for probe in &record.probes {
+        let value = match (&probe.value, probe.kind) {
+            (Reported::Known(v), ProbeKind::Bandwidth) => format!("{:.1} GB/s", v.get() / 1e9),
+            (Reported::Known(v), ProbeKind::Matmul) if v.get() >= 1e12 => format!("{:.1} TFLOP/s", v.get() / 1e12),
+            (Reported::Known(v), ProbeKind::Matmul) => format!("{:.1} GFLOP/s", v.get() / 1e9),
+            (Reported::Unavailable { unavailable }, _) => {
+                notes.push(format!("  ({}) {}: {unavailable}", notes.len() + 1, probe.name));
+                format!("unavailable ({})", notes.len())
+            }
+        };
+        let how: String = probe.method.chars().take(70).collect();
+        let how = if probe.method.chars().count() > 70 { format!("{how}…") } else { how };
+        rows.push([probe.name.clone(), probe.dtype.clone(), probe.phase.clone(), value, how]);
+    }
+    let mut out = table(&rows);
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
+    for gap in &record.gaps {
+        let _ = writeln!(out, "libtorch reaches {:.0}% of the native {}", gap.ratio.get() * 100.0, gap.what);
+    }
+    out
 }
 
 /// The frontier, the prefill table, latency-bounded throughput and cost, and how the sweep's

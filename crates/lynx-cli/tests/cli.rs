@@ -64,6 +64,9 @@ ctxs = [512]
 name = "chat"
 isl = 256
 osl = 64
+
+[roofline]
+sustained_s = 0.5
 "#;
 
 /// A models folder holding the test model and `suites/test.toml` (with `edit` applied).
@@ -178,7 +181,7 @@ fn a_run_writes_every_cell_with_sane_figures() {
     let checks = result["checks"].as_array().unwrap();
     let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
     // The host has no throttle state: no throttling check is claimed for it.
-    assert_eq!(names, ["parity", "equilibrium", "telemetry_coverage"], "{checks:?}");
+    assert_eq!(names, ["parity", "equilibrium", "telemetry_coverage", "roofline"], "{checks:?}");
     assert!(checks.iter().all(|c| c["passed"] == true), "{checks:?}");
     let parity = checks.iter().find(|c| c["name"] == "parity").expect("every run checks parity");
     assert_eq!(parity["passed"], true, "{parity}");
@@ -247,6 +250,26 @@ fn a_run_writes_every_cell_with_sane_figures() {
     let median = |i: usize| cells[i]["step_time"]["median_s"].as_f64().unwrap();
     assert!(median(3) > median(2), "decode at batch 8 ({}) not slower than at batch 1 ({})", median(3), median(2));
     assert!(median(1) > median(0), "prefill of 256 tokens not slower than of 16");
+
+    // The roofline: the CPU's ceilings were measured (libtorch copy and matmul, STREAM), burst
+    // and, after warm-up, sustained; every cell is a sane share of them.
+    let probes = result["roofline"]["probes"].as_array().unwrap();
+    let value = |name: &str, phase: &str| {
+        probes.iter().find(|p| p["name"] == name && p["phase"] == phase).map(|p| seconds(&p["value"]))
+    };
+    assert!(value("torch copy", "burst").unwrap() > 1e8, "{probes:?}");
+    assert!(value("cpu triad", "burst").unwrap() > 1e8, "{probes:?}");
+    assert!(value("torch matmul", "burst").unwrap() > 1e8, "{probes:?}");
+    assert!(value("torch matmul", "sustained").unwrap() > 1e8, "{probes:?}");
+    assert!(probes.iter().any(|p| p["name"] == "native" && p["value"]["unavailable"].is_string()));
+    for cell in cells {
+        let roofline = &cell["roofline"];
+        let bandwidth = roofline["bandwidth_fraction"].as_f64().unwrap();
+        let matmul = roofline["matmul_fraction"].as_f64().unwrap();
+        assert!(bandwidth > 0.0 && bandwidth <= 1.05 && matmul > 0.0 && matmul <= 1.05, "{cell}");
+        assert!(seconds(&roofline["work"]["bytes"]) > seconds(&roofline["work"]["weight_bytes"]) * 0.99);
+    }
+    assert!(stdout.contains("cells against the ceilings"), "{stdout}");
 
     // Derived figures: the frontier holds the undominated decode cells, the prefill table every
     // prefill cell, and the chat workload has a latency-bounded point under each default bound.
@@ -493,7 +516,15 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     assert_eq!(result["status"], "complete");
     assert_eq!(result["cells"].as_array().unwrap().len(), 14);
     let cells = result["cells"].as_array().unwrap();
-    assert_eq!(cells[..partial_cells], journal_cells(&dir)[..partial_cells]);
+    // The result's cells are the journal's, with their roofline figures added at assembly.
+    let without_roofline = |cell: &Value| {
+        let mut cell = cell.clone();
+        cell.as_object_mut().unwrap().remove("roofline");
+        cell
+    };
+    let journaled: Vec<Value> = journal_cells(&dir).iter().map(without_roofline).collect();
+    let assembled: Vec<Value> = cells.iter().map(without_roofline).collect();
+    assert_eq!(assembled[..partial_cells], journaled[..partial_cells]);
     // The resumed process is the samples file's second segment, and measured the later cells.
     assert!(cells[..partial_cells].iter().all(|c| c["segment"] == 1), "{cells:?}");
     assert!(cells[partial_cells..].iter().all(|c| c["segment"] == 2), "{cells:?}");
@@ -902,4 +933,33 @@ fn a_run_reads_weights_from_a_checkpoint() {
     let line = bad_input(&args);
     assert!(line.contains("no tensor model.layers.1.mlp.down_proj.weight"), "{line}");
     assert!(result_files(out.path()).is_empty());
+}
+
+#[test]
+fn roofline_measures_and_prints_the_cpus_ceilings() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = lynx(&["roofline", "--device", "cpu"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    for line in ["torch copy", "cpu copy", "cpu triad", "torch matmul  f32", "torch matmul  bf16"] {
+        assert!(stdout.contains(line), "no {line}: {stdout}");
+    }
+    assert!(stdout.contains("GB/s") && stdout.contains("FLOP/s"), "{stdout}");
+    assert!(stdout.contains("the native probes are GPU kernels"), "{stdout}");
+
+    let output = lynx(&["roofline", "--device", "cpu", "--json", "--sustained-s", "0.3"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let probes = record["probes"].as_array().unwrap();
+    let measured: Vec<&Value> = probes.iter().filter(|p| p["value"].is_number()).collect();
+    assert!(measured.len() >= 7, "{probes:?}");
+    for probe in measured {
+        seconds(&probe["value"]);
+    }
+    assert!(probes.iter().any(|p| p["phase"] == "sustained" && p["value"].is_number()), "{probes:?}");
+
+    let line = bad_input(&["roofline", "--device", "cuda:7"]);
+    assert!(line.contains("cuda:7"), "{line}");
+    let line = bad_input(&["roofline", "--sustained-s=-1"]);
+    assert!(line.contains("--sustained-s"), "{line}");
 }

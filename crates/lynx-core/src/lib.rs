@@ -13,6 +13,7 @@ pub mod device;
 pub mod equilibrium;
 pub mod latency;
 pub mod result;
+pub mod roofline;
 pub mod sim;
 pub mod stats;
 pub mod sweep;

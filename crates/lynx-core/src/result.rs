@@ -39,6 +39,9 @@ pub struct RunResult {
     pub resumed_warmups: Vec<WarmupRecord>,
     /// How telemetry was sampled, and from what.
     pub telemetry: TelemetryRecord,
+    /// The device's measured ceilings (memory bandwidth, matmul rates); `None` until probed.
+    #[serde(default)]
+    pub roofline: Option<crate::roofline::RooflineRecord>,
     /// Measured cells, in the order they ran.
     pub cells: Vec<CellRecord>,
     /// The named checks the run made; a failed one leaves every figure in place, marked by it.
@@ -463,6 +466,10 @@ pub struct CellRecord {
     /// windows' times count from that segment's start. `None` for a cell whose worker died.
     #[serde(default)]
     pub segment: Option<u32>,
+    /// The step's work and the cell's figures against the device's measured ceilings; set when
+    /// the run is assembled.
+    #[serde(default)]
+    pub roofline: Option<crate::roofline::CellRoofline>,
 }
 
 impl CellRecord {
@@ -568,6 +575,7 @@ impl CellRecord {
             telemetry: Vec::new(),
             joules_per_token: None,
             segment: None,
+            roofline: None,
         })
     }
 
@@ -585,6 +593,7 @@ impl CellRecord {
             tok_per_s_per_user: None,
             tok_per_s_per_device: None,
             segment: None,
+            roofline: None,
         }
     }
 }

@@ -1,11 +1,15 @@
-//! Native access to GPUs, beside libtorch: today the CUDA driver's view of a device (name,
-//! memory, UUID, compute capability); the roofline probes of the roofline issue join it.
+//! Native access to devices, beside libtorch: the CUDA driver's view of a device (name, memory,
+//! UUID, compute capability), and the roofline probes that measure a device's own ceilings:
+//! native CUDA memory bandwidth (`kernels/stream.cu` through NVRTC) and cuBLASLt matmul rates,
+//! and the CPU's STREAM bandwidth.
 //!
-//! The CUDA driver is loaded at run time through cudarc, so this crate builds with no CUDA
-//! toolkit and runs on hosts with no driver, where every call returns
-//! [`CudaUnavailable::NoDriver`] instead of panicking (cudarc panics on first use when libcuda is
-//! missing, so presence is checked before anything else).
+//! The CUDA libraries are loaded at run time through cudarc, so this crate builds with no CUDA
+//! toolkit and runs on hosts with no driver, where every call returns a typed "unavailable"
+//! instead of panicking (cudarc panics on first use when a library is missing, so presence is
+//! checked before anything else).
 
+pub mod cpu;
 mod cuda;
+pub mod native;
 
 pub use cuda::{cuda_device, CudaDevice, CudaUnavailable};

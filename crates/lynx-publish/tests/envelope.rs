@@ -156,7 +156,7 @@ fn a_signed_predicate_outside_the_schema_fails_at_schema() {
     let result: serde_json::Value = serde_json::from_slice(&std::fs::read(data("result.json")).unwrap()).unwrap();
     type Edit = fn(&mut serde_json::Value);
     let edits: [(&str, Edit); 3] = [
-        ("predicate.roofline", |r| r["roofline"] = serde_json::json!({"tflops": 9000})),
+        ("predicate.marketing", |r| r["marketing"] = serde_json::json!({"tflops": 9000})),
         ("missing field `cells`", |r| {
             r.as_object_mut().unwrap().remove("cells");
         }),

@@ -12,6 +12,7 @@ mod harness;
 pub mod journal;
 pub mod libtorch;
 pub mod parity;
+pub mod roofline;
 mod run;
 mod store;
 pub mod suite;

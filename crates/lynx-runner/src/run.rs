@@ -5,6 +5,7 @@ use crate::devices::Device;
 use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::load_gpu_backends;
 use crate::parity::ParityWeights;
+use crate::roofline::ProbePlan;
 use crate::store::write_json_atomic;
 use crate::telemetry::{RunTelemetry, Segment};
 use crate::RunError;
@@ -17,6 +18,7 @@ use lynx_core::result::{
     CellRecord, CellShape, CellStatus, Check, ConfigRecord, FullDepth, RunPlan, RunResult, RunStatus, WarmupRecord,
     WeightsRecord, RESULT_SCHEMA,
 };
+use lynx_core::roofline::{cell_roofline, roofline_check, RooflineRecord};
 use lynx_core::stats::{StatsError, StepTimeSummary};
 use lynx_core::sweep;
 use lynx_core::telemetry::Sample;
@@ -59,6 +61,8 @@ pub trait Observer {
     /// Cell `index` (from 1) of at most `total` is starting (a ladder may stop early).
     fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
     fn cell_done(&mut self, _cell: &CellRecord) {}
+    /// The roofline probes ran (burst before warm-up, sustained after).
+    fn probed(&mut self, _roofline: &RooflineRecord) {}
 }
 
 /// Where warm-up stands, for the observer.
@@ -228,6 +232,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
             cells: Vec::new(),
             checks: vec![parity],
             derived: None,
+            roofline: None,
         },
     };
     result.cells = done.clone();
@@ -243,6 +248,16 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     }
 
     let suite = result.config.suite.clone();
+    let probes = ProbePlan {
+        precision: Some(suite.precision),
+        sustained_s: Some(suite.roofline.sustained_s).filter(|&s| s > 0.0),
+    };
+    if suite.roofline.probe && result.roofline.is_none() {
+        let record = crate::roofline::burst(&device, &probes);
+        observer.probed(&record);
+        result.roofline = Some(record);
+        save(&mut result)?;
+    }
     let model = build(&shape, &layers, &format!("building {} on {}", suite.model, device.record.device))?;
     let warmup_start_s = telemetry.now_s();
     let Some(mut warmup) = warm_up(&model, &suite, observer, &telemetry, stop)? else {
@@ -257,6 +272,12 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         Some(_) => result.resumed_warmups.push(warmup),
     }
     save(&mut result)?;
+    // The sustained matmul rate, once per run, with the device at equilibrium.
+    if let Some(record) = result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != "sustained")) {
+        crate::roofline::sustained(&device, &probes, record);
+        observer.probed(record);
+        save(&mut result)?;
+    }
 
     // A layer subset is extrapolated to full depth from the same cell run with no layers.
     let head_only = match suite.scale.layers {
@@ -363,6 +384,20 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
     let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
     let checks = measurement_checks(&warmups, &result.cells, device_source);
     result.checks.extend(checks);
+    if let Some(ceilings) = &result.roofline {
+        for cell in &mut result.cells {
+            // A layer subset's figures are full-depth estimates: its work is the full depth's.
+            let mut shape = result.config.device_shape().clone();
+            if cell.full_depth.is_some() {
+                shape.num_layers = result.config.model.num_layers;
+                if let (Some(moe), Some(full)) = (&mut shape.moe, &result.config.model.moe) {
+                    moe.first_dense_layers = full.first_dense_layers;
+                }
+            }
+            cell.roofline = cell_roofline(&shape, result.config.suite.precision, cell, ceilings);
+        }
+        result.checks.extend(roofline_check(&result.cells, ceilings));
+    }
     result.derived = Some(derive(&result.config, &result.cells, price, plan.lines));
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&path, &result)?;

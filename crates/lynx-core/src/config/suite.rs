@@ -36,6 +36,24 @@ pub struct Suite {
     pub bounds: Vec<LatencyBound>,
     #[serde(default)]
     pub simulation: SimulationConfig,
+    #[serde(default)]
+    pub roofline: RooflineConfig,
+}
+
+/// The roofline probes a run makes (docs/ROOFLINE.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RooflineConfig {
+    /// Measure the device's ceilings before warm-up (bandwidth, burst matmul).
+    pub probe: bool,
+    /// Seconds of back-to-back matmuls for the sustained rate, after warm-up; 0 for none.
+    pub sustained_s: f64,
+}
+
+impl Default for RooflineConfig {
+    fn default() -> Self {
+        RooflineConfig { probe: true, sustained_s: 10.0 }
+    }
 }
 
 /// A request shape: input (prompt) and output lengths, in tokens.
@@ -314,6 +332,7 @@ impl Suite {
                 format!("must be at least 100 (the p99 of fewer is one request), got {}", simulation.requests),
             ));
         }
+        check.non_negative("roofline.sustained_s", self.roofline.sustained_s)?;
         check.positive("simulation.max_batch", simulation.max_batch.unwrap_or(1))?;
         check.positive("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1))
     }

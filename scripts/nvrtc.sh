@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install NVRTC (PyPI's nvidia-cuda-nvrtc wheel, the version torch's CUDA 13.0 toolkit pin
+# names; about 220 MB) into the cache folder once, and print the folder holding libnvrtc.so.13.
+# NVRTC compiles CUDA C++ to PTX with no GPU and no driver, so the tests compile lynx's probe
+# kernels with the real compiler on any host:
+#   export LYNX_NVRTC_DIR=$(scripts/nvrtc.sh)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+version=$(awk '/^\[/ { s = ($0 == "[workspace.metadata.libtorch]") } s && $1 == "nvidia-cuda-nvrtc" { gsub(/"/, "", $3); print $3 }' "$repo/Cargo.toml")
+[ -n "$version" ] || { echo "nvrtc: no nvidia-cuda-nvrtc in [workspace.metadata.libtorch] of Cargo.toml" >&2; exit 2; }
+cache=${LYNX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lynx}
+prefix="$cache/nvrtc/nvidia-cuda-nvrtc-$version"
+if [ ! -e "$prefix/.complete" ]; then
+  python=${LYNX_PYTHON:-python3}
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  PIP_ROOT_USER_ACTION=ignore "$python" -m pip install --quiet --disable-pip-version-check --no-deps --target "$prefix" \
+    "nvidia-cuda-nvrtc==$version.*" >&2
+  touch "$prefix/.complete"
+fi
+lib=$(dirname "$(find "$prefix" -name 'libnvrtc.so.*' -not -name '*alt*' | head -n 1)")
+[ -f "$lib/libnvrtc.so.13" ] || { echo "nvrtc: no libnvrtc.so.13 under $prefix" >&2; exit 1; }
+echo "$lib"
