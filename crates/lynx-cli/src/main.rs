@@ -121,6 +121,40 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rank devices for a workload from published results: verify each against the trusted keys
+    /// (unsigned, untrusted and tampered results are listed with the reason, never ranked),
+    /// re-derive latency-bounded throughput at the given p99 bounds from each result's cells,
+    /// and rank by cost per million output tokens at the prices given.
+    Shortlist {
+        /// Folders (searched for *.intoto.json) or envelope files.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// MODEL:ISL/OSL, e.g. llama-3.1-8b:1024/1024.
+        #[arg(long)]
+        workload: String,
+        /// p99 time to first token bound, e.g. 2s or 450ms.
+        #[arg(long)]
+        ttft_p99: String,
+        /// p99 time per output token bound, e.g. 200ms.
+        #[arg(long)]
+        tpot_p99: String,
+        /// DEVICE=USD_PER_HOUR, comma-separated or repeated; DEVICE is the device's name as in
+        /// the result, or its slug (e.g. nvidia-h200).
+        #[arg(long, value_delimiter = ',')]
+        price: Vec<String>,
+        /// Share of hours the devices serve at that load, in (0, 1].
+        #[arg(long, default_value_t = 1.0)]
+        utilisation: f64,
+        /// A trusted public key (SPKI PEM); repeatable.
+        #[arg(long)]
+        pubkey: Vec<PathBuf>,
+        /// A folder of trusted public keys (every *.pub in it).
+        #[arg(long)]
+        keys: Option<PathBuf>,
+        /// table, markdown, csv or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+    },
     /// (internal) The worker process of `lynx run`: device work on one run folder.
     #[command(hide = true)]
     Worker { run_dir: PathBuf },
@@ -342,6 +376,60 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Shortlist { dirs, workload, ttft_p99, tpot_p99, price, utilisation, pubkey, keys, format } => {
+            let format = output::Format::parse(&format).map_err(BadInput)?;
+            let (model, shape) = workload
+                .split_once(':')
+                .ok_or_else(|| BadInput(format!("--workload {workload}: expected MODEL:ISL/OSL")))?;
+            let (isl, osl) = shape
+                .split_once('/')
+                .and_then(|(i, o)| Some((i.parse::<u32>().ok()?, o.parse::<u32>().ok()?)))
+                .filter(|&(i, o)| i > 0 && o > 0)
+                .ok_or_else(|| BadInput(format!("--workload {workload}: ISL/OSL must be two positive token counts")))?;
+            let ttft_p99_s = parse_duration(&ttft_p99).map_err(|e| BadInput(format!("--ttft-p99 {e}")))?;
+            let tpot_p99_s = parse_duration(&tpot_p99).map_err(|e| BadInput(format!("--tpot-p99 {e}")))?;
+            let prices = price
+                .iter()
+                .map(|p| {
+                    let (device, usd) = p.rsplit_once('=')?;
+                    let usd: f64 = usd.trim().parse().ok().filter(|u: &f64| u.is_finite() && *u > 0.0)?;
+                    Some((device.trim().to_owned(), usd))
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| BadInput(format!("--price {}: expected DEVICE=USD_PER_HOUR", price.join(","))))?;
+            price_inputs(None, utilisation)?;
+            let mut key_files = pubkey;
+            if let Some(dir) = keys {
+                let entries =
+                    std::fs::read_dir(&dir).map_err(|e| BadInput(format!("--keys {}: {e}", dir.display())))?;
+                for entry in entries.flatten() {
+                    if entry.path().extension().is_some_and(|e| e == "pub") {
+                        key_files.push(entry.path());
+                    }
+                }
+            }
+            if key_files.is_empty() {
+                return Err(BadInput("no trusted keys: give --pubkey KEY or --keys DIR".to_owned()).into());
+            }
+            let trusted = key_files
+                .iter()
+                .map(|k| lynx_publish::read_verifying_key(k).map_err(|e| BadInput(format!("--pubkey {e}"))))
+                .collect::<Result<Vec<_>, _>>()?;
+            let files =
+                lynx_publish::shortlist::find_envelopes(&dirs).map_err(|e| BadInput(format!("results folder: {e}")))?;
+            let request = lynx_core::shortlist::Request {
+                model: model.to_owned(),
+                isl,
+                osl,
+                ttft_p99_s,
+                tpot_p99_s,
+                prices,
+                utilisation,
+            };
+            let list = lynx_publish::shortlist::shortlist(&files, &trusted, &request);
+            print!("{}", output::shortlist(&list, format)?);
+            Ok(())
+        }
         Command::Worker { run_dir } => {
             if !supervisor::bind_to_supervisor() {
                 return Err(anyhow::anyhow!("the supervising lynx run is gone"));
@@ -356,6 +444,24 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 lynx_runner::WorkEnd::Stopped => Err(Exit(supervisor::EXIT_STOPPED).into()),
             }
         }
+    }
+}
+
+/// Seconds from `2s`, `450ms`, `0.2` (seconds) or `200us`.
+fn parse_duration(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!("{text}: expected a positive duration such as 2s, 450ms or 0.2")),
     }
 }
 

@@ -590,3 +590,207 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
     }
     out
 }
+
+/// How a listing is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Markdown,
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub fn parse(text: &str) -> Result<Format, String> {
+        match text {
+            "table" => Ok(Format::Table),
+            "markdown" | "md" => Ok(Format::Markdown),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            other => Err(format!("--format {other}: use table, markdown, csv or json")),
+        }
+    }
+}
+
+/// Text from a result, made safe for a terminal: control characters (escape sequences that could
+/// rewrite the screen among them) shown as `\u{..}`, and at most `max` characters.
+pub fn terminal_text(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect();
+    if text.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// Text from a result in a Markdown table cell: markup characters escaped as HTML entities, so
+/// a renderer shows them as text and never as tags; the cell separator escaped.
+pub fn markdown_text(text: &str) -> String {
+    terminal_text(text, 200)
+        .chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_owned(),
+            '<' => "&lt;".to_owned(),
+            '>' => "&gt;".to_owned(),
+            '|' => "\\|".to_owned(),
+            '`' | '*' | '_' | '[' | ']' | '\\' => format!("\\{c}"),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// A CSV field (RFC 4180): quoted when it must be, and a leading `=`, `+`, `-` or `@` (which a
+/// spreadsheet would run as a formula) prefixed with `'`.
+pub fn csv_field(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@']) && text.parse::<f64>().is_err() {
+        format!("'{text}")
+    } else {
+        text.to_owned()
+    };
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
+    }
+}
+
+/// `lynx shortlist`'s listing in `format`.
+pub fn shortlist(list: &lynx_core::shortlist::Shortlist, format: Format) -> anyhow::Result<String> {
+    if format == Format::Json {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(list)?));
+    }
+    let request = &list.request;
+    let header = [
+        "RANK",
+        "DEVICE",
+        "$/M TOKENS",
+        "TOK/S/DEVICE",
+        "TOK/S/USER",
+        "P99 TTFT / TPOT",
+        "BATCH CAP",
+        "J/TOKEN",
+        "CHECKS",
+        "MEASURED",
+        "RESULT",
+    ];
+    let mut rows: Vec<[String; 11]> = Vec::new();
+    for (i, entry) in list.ranked.iter().enumerate() {
+        let mut row: [String; 11] = Default::default();
+        row[0] = (i + 1).to_string();
+        row[1] = entry.device.clone();
+        match &entry.point {
+            Reported::Known(p) => {
+                row[2] = match &p.usd_per_million_output_tokens {
+                    Reported::Known(c) => format!("{:.4}", c.get()),
+                    Reported::Unavailable { .. } => "no price".to_owned(),
+                };
+                row[3] = format!("{:.1}", p.output_tok_per_s_per_device.get());
+                row[4] = format!("{:.1}", p.tok_per_s_per_user.get());
+                row[5] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
+                row[6] = p.max_batch.to_string();
+                row[7] = match &p.joules_per_output_token {
+                    Reported::Known(j) => format!("{:.3}", j.get()),
+                    Reported::Unavailable { .. } => "-".to_owned(),
+                };
+            }
+            Reported::Unavailable { unavailable } => row[2] = format!("none: {unavailable}"),
+        }
+        row[8] = if entry.checks_passed {
+            "passed".to_owned()
+        } else {
+            format!("FAILED {}", entry.failed_checks.join(", "))
+        };
+        row[9] = entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned());
+        row[10] = entry.file.clone();
+        rows.push(row);
+    }
+    let title = format!(
+        "{} {}/{} under p99 TTFT {} and TPOT {}, {:.0}% utilisation",
+        request.model,
+        request.isl,
+        request.osl,
+        ms(request.ttft_p99_s),
+        ms(request.tpot_p99_s),
+        request.utilisation * 100.0
+    );
+    let mut out = String::new();
+    match format {
+        Format::Table => {
+            let _ = writeln!(out, "{}", terminal_text(&title, 200));
+            let mut all = vec![header.map(str::to_owned)];
+            all.extend(rows.iter().map(|r| r.clone().map(|c| terminal_text(&c, 80))));
+            out.push_str(&table(&all));
+            if !list.excluded.is_empty() {
+                let _ = writeln!(out, "\nnot ranked:");
+                for x in &list.excluded {
+                    let _ = writeln!(
+                        out,
+                        "  {} ({}): {}",
+                        terminal_text(&x.file, 200),
+                        x.kind,
+                        terminal_text(&x.reason, 200)
+                    );
+                }
+            }
+        }
+        Format::Markdown => {
+            let _ = writeln!(out, "**{}**\n", markdown_text(&title));
+            let _ = writeln!(out, "| {} |", header.join(" | "));
+            let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+            for row in &rows {
+                let cells: Vec<String> = row.iter().map(|c| markdown_text(c)).collect();
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
+            if !list.excluded.is_empty() {
+                let _ = writeln!(out, "\nNot ranked:\n");
+                for x in &list.excluded {
+                    let _ = writeln!(
+                        out,
+                        "- {} ({}): {}",
+                        markdown_text(&x.file),
+                        markdown_text(&x.kind),
+                        markdown_text(&x.reason)
+                    );
+                }
+            }
+        }
+        Format::Csv => {
+            let _ = writeln!(out, "{}", header.map(csv_field).join(","));
+            for row in &rows {
+                let _ = writeln!(out, "{}", row.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(","));
+            }
+            for x in &list.excluded {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    ["", "", &format!("not ranked ({}): {}", x.kind, x.reason), "", "", "", "", "", "", "", &x.file]
+                        .map(csv_field)
+                        .join(",")
+                );
+            }
+        }
+        Format::Json => unreachable!("handled above"),
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_text_is_shown_as_text() {
+        assert_eq!(terminal_text("GPU\u{1b}[2J", 80), "GPU\\u{1b}[2J");
+        assert_eq!(terminal_text(&"x".repeat(100), 5), "xxxxx…");
+        assert_eq!(
+            markdown_text("<script>alert(1)</script> | <img onerror=x>"),
+            "&lt;script&gt;alert(1)&lt;/script&gt; \\| &lt;img onerror=x&gt;"
+        );
+        assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_field("-1.5"), "-1.5");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+    }
+}

@@ -964,3 +964,167 @@ fn roofline_measures_and_prints_the_cpus_ceilings() {
     let line = bad_input(&["roofline", "--sustained-s=-1"]);
     assert!(line.contains("--sustained-s"), "{line}");
 }
+
+/// A copy of the run at `result_path` as another device's result: `name` for the device, step
+/// times multiplied by `slower`, written as `<stem>.json` with its samples file into `dir`, and
+/// sealed with `key` (unsigned when `None`). Returns the envelope's path.
+fn publish_as(
+    result_path: &Path,
+    dir: &Path,
+    stem: &str,
+    name: &str,
+    slower: f64,
+    key: Option<&lynx_publish::SigningKey>,
+) -> PathBuf {
+    let mut json: Value = serde_json::from_slice(&std::fs::read(result_path).unwrap()).unwrap();
+    json["device"]["name"] = Value::from(name);
+    for cell in json["cells"].as_array_mut().unwrap() {
+        if let Some(step) = cell["step_time"].as_object_mut() {
+            for field in ["median_s", "p90_s", "p99_s", "min_s", "max_s"] {
+                let t = step[field].as_f64().unwrap();
+                step.insert(field.to_owned(), Value::from(t * slower));
+            }
+        }
+    }
+    let samples = result_path.with_file_name(json["telemetry"]["samples_file"].as_str().unwrap());
+    let samples_name = format!("{stem}.samples.jsonl");
+    std::fs::copy(samples, dir.join(&samples_name)).unwrap();
+    json["telemetry"]["samples_file"] = Value::from(samples_name);
+    let result: lynx_core::result::RunResult = serde_json::from_value(json).unwrap();
+    let path = dir.join(format!("{stem}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&result).unwrap()).unwrap();
+    let envelope = lynx_publish::seal(&path, &result, key).unwrap();
+    let envelope_path = lynx_publish::envelope_path(&path);
+    std::fs::write(&envelope_path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    envelope_path
+}
+
+#[test]
+fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let measured = result_file(out.path());
+
+    let trusted = lynx_publish::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    lynx_publish::generate(other_dir.path(), false).unwrap();
+    let untrusted = lynx_publish::read_signing_key(&other_dir.path().join("lynx.key")).unwrap();
+    let published = tempfile::tempdir().unwrap();
+    let dir = published.path();
+    let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\u{1b}[2J";
+    publish_as(&measured, dir, "alpha", "Alpha GPU", 1.0, Some(&trusted));
+    publish_as(&measured, dir, "beta", "Beta GPU", 3.0, Some(&trusted));
+    publish_as(&measured, dir, "hostile", hostile, 1.0, Some(&trusted));
+    let tampered = publish_as(&measured, dir, "tampered", "Tampered GPU", 0.1, Some(&trusted));
+    let samples = dir.join("tampered.samples.jsonl");
+    let mut bytes = std::fs::read(&samples).unwrap();
+    bytes.extend_from_slice(b"{}\n");
+    std::fs::write(&samples, bytes).unwrap();
+    publish_as(&measured, dir, "unsigned", "Unsigned GPU", 0.1, None);
+    publish_as(&measured, dir, "untrusted", "Untrusted GPU", 0.1, Some(&untrusted));
+
+    let dir_arg = dir.to_str().unwrap();
+    let args = |format: &str| {
+        vec![
+            "shortlist".to_owned(),
+            dir_arg.to_owned(),
+            "--workload".to_owned(),
+            "test-small:256/64".to_owned(),
+            "--ttft-p99".to_owned(),
+            "2s".to_owned(),
+            "--tpot-p99".to_owned(),
+            "200ms".to_owned(),
+            "--price".to_owned(),
+            "Alpha GPU=2.0,beta-gpu=1.0".to_owned(),
+            "--price".to_owned(),
+            format!("{hostile}=5.0"),
+            "--utilisation".to_owned(),
+            "0.5".to_owned(),
+            "--pubkey".to_owned(),
+            pubkey(),
+            "--format".to_owned(),
+            format.to_owned(),
+        ]
+    };
+    let run = |format: &str| {
+        let output = lynx_command().args(args(format)).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let list: Value = serde_json::from_str(&run("json")).unwrap();
+    let ranked = list["ranked"].as_array().unwrap();
+    let devices: Vec<&str> = ranked.iter().map(|e| e["device"].as_str().unwrap()).collect();
+    assert_eq!(devices, ["Alpha GPU", "Beta GPU", hostile], "{list}");
+    // The ranking matches costs computed by hand from the same figures.
+    let mut costs = Vec::new();
+    for (entry, price) in ranked.iter().zip([2.0, 1.0, 5.0]) {
+        let point = &entry["point"];
+        let tok_per_s = seconds(&point["output_tok_per_s_per_device"]);
+        let by_hand = price / (3600.0 * tok_per_s * 0.5) * 1e6;
+        let cost = seconds(&point["usd_per_million_output_tokens"]);
+        assert!((cost - by_hand).abs() <= 1e-9 * by_hand, "{entry}");
+        assert!(seconds(&point["ttft_p99_s"]) <= 2.0 && seconds(&point["tpot_p99_s"]) <= 0.2, "{entry}");
+        assert_eq!(entry["checks_passed"], true);
+        costs.push(by_hand);
+    }
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
+    // The same bound and shape as the run's own chat workload under its server bound: the same
+    // figure the run derived.
+    let own: Value = serde_json::from_slice(&std::fs::read(&measured).unwrap()).unwrap();
+    let server =
+        own["derived"]["latency_bounded"].as_array().unwrap().iter().find(|b| b["bound"]["name"] == "server").unwrap();
+    assert_eq!(ranked[0]["point"]["output_tok_per_s_per_device"], server["point"]["output_tok_per_s_per_device"]);
+
+    let excluded = list["excluded"].as_array().unwrap();
+    let kind = |stem: &str| {
+        excluded
+            .iter()
+            .find(|x| x["file"].as_str().unwrap().ends_with(&format!("{stem}.intoto.json")))
+            .map(|x| (x["kind"].as_str().unwrap().to_owned(), x["reason"].as_str().unwrap().to_owned()))
+            .unwrap_or_else(|| panic!("{stem} not excluded: {list}"))
+    };
+    let (k, reason) = kind("tampered");
+    assert!(k == "rejected" && reason.starts_with("subject"), "{k}: {reason}");
+    assert_eq!(kind("unsigned").0, "unsigned");
+    let (k, reason) = kind("untrusted");
+    assert!(k == "untrusted" && reason.contains("not one of the 1 trusted keys"), "{k}: {reason}");
+    assert_eq!(excluded.len(), 3, "{excluded:?}");
+    assert!(tampered.exists());
+
+    // Text from results is text: no escape sequence reaches the terminal, no tag the Markdown.
+    let table = run("table");
+    assert!(!table.contains('\u{1b}') && table.contains("\\u{1b}"), "{table}");
+    assert!(table.contains("Alpha GPU") && table.contains("not ranked:"), "{table}");
+    let markdown = run("markdown");
+    assert!(!markdown.contains("<script>") && markdown.contains("&lt;script&gt;"), "{markdown}");
+    assert!(!markdown.contains("<img"), "{markdown}");
+    let csv = run("csv");
+    assert_eq!(csv.lines().next().unwrap().split(',').count(), 11, "{csv}");
+    assert!(csv.contains("Beta GPU"), "{csv}");
+
+    // Bad input: exit 2, one line naming it.
+    let key = pubkey();
+    let bad = |workload: &str, ttft: &str, key: &str| {
+        bad_input(&[
+            "shortlist",
+            dir_arg,
+            "--workload",
+            workload,
+            "--ttft-p99",
+            ttft,
+            "--tpot-p99",
+            "1s",
+            "--pubkey",
+            key,
+        ])
+    };
+    assert!(bad("test-small", "2s", &key).contains("MODEL:ISL/OSL"));
+    assert!(bad("test-small:0/64", "2s", &key).contains("positive token counts"));
+    assert!(bad("test-small:256/64", "fast", &key).contains("--ttft-p99"));
+    assert!(bad("test-small:256/64", "2s", "/no/such.pub").contains("/no/such.pub"));
+    let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
+    assert!(line.contains("no trusted keys"), "{line}");
+}

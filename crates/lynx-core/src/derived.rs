@@ -180,6 +180,35 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
     Derived { frontier, prefill, latency_bounded, price, sweep }
 }
 
+/// Latency-bounded throughput of `workload` under `bound` from a run's `cells` (those that
+/// succeeded), as [`derive`] computes it: for a buyer's own request shape and bound.
+pub fn latency_bounded_from_cells(
+    cells: &[CellRecord],
+    simulation: &SimulationConfig,
+    seed: u64,
+    workload: &Workload,
+    bound: &LatencyBound,
+    price: &PriceInputs,
+) -> Reported<BoundedPoint> {
+    let table = |decode: bool| {
+        let points: Vec<TablePoint> = cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Ok && matches!(c.shape, CellShape::Decode { .. }) == decode)
+            .filter_map(|c| {
+                Some(TablePoint {
+                    batch: c.shape.batch(),
+                    len: c.shape.length(),
+                    step_s: c.median_s()?,
+                    power_w: c.power_mean_w(),
+                })
+            })
+            .collect();
+        StepTable::new(&points)
+    };
+    bounded(&table(false), &table(true), simulation, seed, workload, bound, price)
+        .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
+}
+
 fn bounded(
     prefill: &StepTable,
     decode: &StepTable,

@@ -14,6 +14,7 @@ pub mod equilibrium;
 pub mod latency;
 pub mod result;
 pub mod roofline;
+pub mod shortlist;
 pub mod sim;
 pub mod stats;
 pub mod sweep;

@@ -9,6 +9,7 @@
 
 pub mod envelope;
 pub mod keys;
+pub mod shortlist;
 
 pub use envelope::{envelope_path, pae, seal, sign, statement, verify, Envelope, Verified, VerifyError};
 pub use keys::{default_key_dir, generate, key_id, read_signing_key, read_verifying_key, KeyError};

@@ -1,0 +1,61 @@
+//! A buyer's shortlist: verified results ranked by the cost of a million output tokens at the
+//! buyer's own latency bound, request shape and price (`lynx shortlist`).
+
+use crate::derived::BoundedPoint;
+use crate::value::Reported;
+use serde::{Deserialize, Serialize};
+
+/// What the buyer asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// The catalogue model the workload runs (a result of another model is not ranked).
+    pub model: String,
+    pub isl: u32,
+    pub osl: u32,
+    pub ttft_p99_s: f64,
+    pub tpot_p99_s: f64,
+    /// Device (by slug of its name) → USD per device-hour.
+    pub prices: Vec<(String, f64)>,
+    pub utilisation: f64,
+}
+
+/// One verified result of the requested model, with its figures at the buyer's bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The envelope, as found.
+    pub file: String,
+    /// The device's name in the result (text from the result: escape before display).
+    pub device: String,
+    /// The device's slug, which `--price` names.
+    pub device_slug: String,
+    pub run_id: String,
+    /// The id of the trusted key that signed it.
+    pub key_id: String,
+    pub usd_per_device_hour: Option<f64>,
+    /// The simulated point at the buyer's bound (its cost where a price was given).
+    pub point: Reported<BoundedPoint>,
+    /// Every check the result made passed.
+    pub checks_passed: bool,
+    /// The names of the checks that failed.
+    pub failed_checks: Vec<String>,
+    /// What was measured when not the whole model on one device (a layer subset, a shard).
+    pub measured_part: Option<String>,
+}
+
+/// A result that was not ranked, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Excluded {
+    pub file: String,
+    /// `rejected` (failed verification), `unsigned`, `untrusted`, `other model`, `no figure`.
+    pub kind: String,
+    pub reason: String,
+}
+
+/// The ranking: cheapest first among the priced entries with a figure, then the unpriced by
+/// throughput; then what was left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shortlist {
+    pub request: Request,
+    pub ranked: Vec<Entry>,
+    pub excluded: Vec<Excluded>,
+}
