@@ -155,6 +155,42 @@ enum Command {
         #[arg(long, default_value = "table")]
         format: String,
     },
+    /// Two signed results side by side: every figure both have, the second over the first, and
+    /// whether the second lies within the first's own spread; and how their devices, software
+    /// and configurations differ.
+    Compare {
+        first: PathBuf,
+        second: PathBuf,
+        /// The public key both are verified against (SPKI PEM).
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-run a published result's exact configuration on this node: verify it, warn where the
+    /// device or software differs, run, sign the local result (which records the published one's
+    /// digest), and print published, local and local/published for every figure.
+    Reproduce {
+        /// The published `.intoto.json` (its samples file beside it).
+        published: PathBuf,
+        /// The publisher's public key.
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// cpu, cuda:N or rocm:N; by default the published device's name if this host has it,
+        /// else the first GPU, else the CPU.
+        #[arg(long)]
+        device: Option<String>,
+        /// The checkpoint folder, when the published run read its weights from one.
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        #[arg(long, conflicts_with = "unsigned")]
+        key: Option<PathBuf>,
+        #[arg(long)]
+        unsigned: bool,
+    },
     /// (internal) The worker process of `lynx run`: device work on one run folder.
     #[command(hide = true)]
     Worker { run_dir: PathBuf },
@@ -296,57 +332,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     lynx_runner::start(&Plan { suite, model, device, results_dir: out, weights })?
                 }
             };
-            supervisor::catch_stop_signals();
-            let supervised = supervisor::supervise(&run)?;
-            if let supervisor::Supervised::BadInput = supervised {
-                // The worker said why. A new run it refused before measuring leaves no folder.
-                let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
-                if !resuming && !measured {
-                    let _ = std::fs::remove_dir_all(&run.dir);
-                }
-                return Err(Exit(2).into());
-            }
-            let outcome = lynx_runner::assemble(&run, price)?;
-            let envelope = lynx_publish::seal(&outcome.path, &outcome.result, signing_key.as_ref())
-                .with_context(|| format!("sealing {}", outcome.path.display()))?;
-            let envelope_path = lynx_publish::envelope_path(&outcome.path);
-            lynx_runner::write_json_atomic(&envelope_path, &envelope)?;
-            print!("{}", output::run_summary(&outcome));
-            match &signing_key {
-                Some(key) => println!(
-                    "signed: {} (key id {})",
-                    envelope_path.display(),
-                    lynx_publish::key_id(key.verifying_key())
-                ),
-                None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
-            }
-            match supervised {
-                supervisor::Supervised::Stopped(signal) => {
-                    eprintln!(
-                        "lynx: stopped by signal {signal}: the partial result above is signed; resume with `lynx run --resume {}`",
-                        run.dir.display()
-                    );
-                    return Err(Exit(128 + signal as u8).into());
-                }
-                supervisor::Supervised::GaveUp(why) => {
-                    return Err(anyhow::anyhow!(
-                        "{why}: the partial result above is signed; resume with `lynx run --resume {}`",
-                        run.dir.display()
-                    ));
-                }
-                _ => {}
-            }
-            let failed: Vec<&str> =
-                outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
-            if failed.is_empty() {
-                Ok(())
-            } else {
-                Err(anyhow::anyhow!(
-                    "the run failed its {} check; its figures are in {}",
-                    failed.join(", "),
-                    outcome.path.display()
-                ))
-            }
+            execute(&run, resuming, signing_key.as_ref(), price).map(|_| ())
         }
         Command::Roofline { device, sustained_s, json } => {
             let device_name: Option<DeviceName> =
@@ -430,6 +416,78 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             print!("{}", output::shortlist(&list, format)?);
             Ok(())
         }
+        Command::Compare { first, second, pubkey, json } => {
+            let key = lynx_publish::read_verifying_key(&pubkey).map_err(|e| BadInput(format!("--pubkey {e}")))?;
+            let a = verified(&first, &key)?.result;
+            let b = verified(&second, &key)?.result;
+            let comparison =
+                lynx_core::compare::compare(&first.display().to_string(), &a, &second.display().to_string(), &b);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&comparison)?);
+            } else {
+                print!("{}", output::comparison(&comparison, "first", "second"));
+            }
+            Ok(())
+        }
+        Command::Reproduce { published, pubkey, device, weights, out, key, unsigned } => {
+            let trusted = lynx_publish::read_verifying_key(&pubkey).map_err(|e| BadInput(format!("--pubkey {e}")))?;
+            let original = verified(&published, &trusted)?.result;
+            let signing_key = if unsigned { None } else { Some(read_run_key(key)?) };
+            let device_name: Option<DeviceName> =
+                device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
+            let host = lynx_runner::host_record();
+            let device = match device_name {
+                Some(name) => devices::find(name, &host)?,
+                None => devices::find(original.device.device, &host).unwrap_or_else(|_| devices::best(&host)),
+            };
+            if let lynx_core::result::WeightsRecord::Checkpoint { dir, .. } = &original.config.weights {
+                if weights.is_none() {
+                    return Err(BadInput(format!(
+                        "the published run read its weights from a checkpoint ({dir}); give the same checkpoint with --weights"
+                    ))
+                    .into());
+                }
+            }
+            for warning in output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()) {
+                eprintln!("lynx: warning: {warning}");
+            }
+            let digest = lynx_publish::envelope::file_sha256(&published)
+                .map_err(|e| BadInput(format!("{}: {e}", published.display())))?;
+            let plan = Plan {
+                suite: original.config.suite.clone(),
+                model: original.config.model.clone(),
+                device,
+                results_dir: out,
+                weights,
+            };
+            let reproduces = lynx_core::result::Reproduces {
+                envelope: published.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                envelope_sha256: digest,
+                run_id: original.run_id.clone(),
+                device: original.device.name.known().cloned().unwrap_or_else(|| original.device.device.to_string()),
+            };
+            let run = lynx_runner::start_reproduction(&plan, reproduces)?;
+            let price = PriceInputs {
+                usd_per_device_hour: original.derived.as_ref().and_then(|d| d.price.usd_per_device_hour),
+                utilisation: original
+                    .derived
+                    .as_ref()
+                    .map_or(Finite::new(1.0, "utilisation").expect("finite"), |d| d.price.utilisation),
+            };
+            let outcome = execute(&run, false, signing_key.as_ref(), price);
+            let local = match &outcome {
+                Ok(outcome) => outcome.result.clone(),
+                Err(_) => lynx_runner::journal::read_json(&run.result_path(), "result")?,
+            };
+            let comparison = lynx_core::compare::compare(
+                &published.display().to_string(),
+                &original,
+                &run.result_path().display().to_string(),
+                &local,
+            );
+            print!("\n{}", output::comparison(&comparison, "published", "local"));
+            outcome.map(|_| ())
+        }
         Command::Worker { run_dir } => {
             if !supervisor::bind_to_supervisor() {
                 return Err(anyhow::anyhow!("the supervising lynx run is gone"));
@@ -445,6 +503,70 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// Supervise `run` to its end, assemble, sign and report it; the outcome, or the error (exit
+/// code) the run ends with.
+fn execute(
+    run: &lynx_runner::RunDir,
+    resuming: bool,
+    signing_key: Option<&lynx_publish::SigningKey>,
+    price: PriceInputs,
+) -> anyhow::Result<lynx_runner::Outcome> {
+    supervisor::catch_stop_signals();
+    let supervised = supervisor::supervise(run)?;
+    if let supervisor::Supervised::BadInput = supervised {
+        // The worker said why. A new run it refused before measuring leaves no folder.
+        let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
+        if !resuming && !measured {
+            let _ = std::fs::remove_dir_all(&run.dir);
+        }
+        return Err(Exit(2).into());
+    }
+    let outcome = lynx_runner::assemble(run, price)?;
+    let envelope = lynx_publish::seal(&outcome.path, &outcome.result, signing_key)
+        .with_context(|| format!("sealing {}", outcome.path.display()))?;
+    let envelope_path = lynx_publish::envelope_path(&outcome.path);
+    lynx_runner::write_json_atomic(&envelope_path, &envelope)?;
+    print!("{}", output::run_summary(&outcome));
+    match signing_key {
+        Some(key) => {
+            println!("signed: {} (key id {})", envelope_path.display(), lynx_publish::key_id(key.verifying_key()))
+        }
+        None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
+    }
+    match supervised {
+        supervisor::Supervised::Stopped(signal) => {
+            eprintln!(
+                "lynx: stopped by signal {signal}: the partial result above is signed; resume with `lynx run --resume {}`",
+                run.dir.display()
+            );
+            return Err(Exit(128 + signal as u8).into());
+        }
+        supervisor::Supervised::GaveUp(why) => {
+            return Err(anyhow::anyhow!(
+                "{why}: the partial result above is signed; resume with `lynx run --resume {}`",
+                run.dir.display()
+            ));
+        }
+        _ => {}
+    }
+    let failed: Vec<&str> = outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+    if failed.is_empty() {
+        Ok(outcome)
+    } else {
+        Err(anyhow::anyhow!(
+            "the run failed its {} check; its figures are in {}",
+            failed.join(", "),
+            outcome.path.display()
+        ))
+    }
+}
+
+/// Verify `path` against `key`, or say why not (exit 1: a result that does not verify is not an
+/// input error, it is the answer).
+fn verified(path: &Path, key: &lynx_publish::VerifyingKey) -> anyhow::Result<lynx_publish::Verified> {
+    lynx_publish::verify(path, key).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
 }
 
 /// Seconds from `2s`, `450ms`, `0.2` (seconds) or `200us`.

@@ -777,6 +777,76 @@ pub fn shortlist(list: &lynx_core::shortlist::Shortlist, format: Format) -> anyh
     Ok(out)
 }
 
+/// Two results side by side, `first` and `second` naming their columns (e.g. published, local).
+pub fn comparison(comparison: &lynx_core::compare::Comparison, first: &str, second: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{first}: {}", terminal_text(&comparison.first, 200));
+    let _ = writeln!(out, "{second}: {}", terminal_text(&comparison.second, 200));
+    for difference in &comparison.differences {
+        let _ = writeln!(out, "differs: {}", terminal_text(difference, 300));
+    }
+    let ratio_header = format!("{second}/{first}");
+    let spread_header = format!("WITHIN {}'S SPREAD", first.to_uppercase());
+    let mut rows = vec![[
+        "FIGURE".to_owned(),
+        first.to_uppercase(),
+        second.to_uppercase(),
+        ratio_header.to_uppercase(),
+        spread_header,
+    ]];
+    let value =
+        |v: f64| if v.abs() >= 1e6 || (v != 0.0 && v.abs() < 1e-2) { format!("{v:.4e}") } else { format!("{v:.4}") };
+    for row in &comparison.rows {
+        rows.push([
+            terminal_text(&row.figure, 90),
+            value(row.first),
+            value(row.second),
+            format!("{:.3}", row.ratio),
+            match row.within_spread {
+                Some(true) => "yes".to_owned(),
+                Some(false) => "no".to_owned(),
+                None => "-".to_owned(),
+            },
+        ]);
+    }
+    out.push_str(&table(&rows));
+    for figure in &comparison.unmatched {
+        let _ = writeln!(out, "not compared: {}", terminal_text(figure, 200));
+    }
+    out
+}
+
+/// How this node differs from the one that published `original`.
+pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Runtime) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let show = |r: &Reported<String>| match r {
+        Reported::Known(v) => v.clone(),
+        Reported::Unavailable { unavailable } => format!("unavailable ({unavailable})"),
+    };
+    let (published, local) = (show(&original.device.name), show(&device.record.name));
+    if published != local || original.device.device != device.record.device {
+        warnings.push(format!(
+            "the published device is {} ({}), this one {} ({})",
+            terminal_text(&published, 100),
+            original.device.device,
+            terminal_text(&local, 100),
+            device.record.device
+        ));
+    }
+    if original.harness.lynx_version != env!("CARGO_PKG_VERSION") {
+        warnings.push(format!(
+            "published with lynx {}, this is lynx {}",
+            terminal_text(&original.harness.lynx_version, 40),
+            env!("CARGO_PKG_VERSION")
+        ));
+    }
+    let (theirs, ours) = (show(&original.harness.libtorch_runtime_version), show(&runtime.version));
+    if theirs != ours {
+        warnings.push(format!("published with libtorch {}, this node runs {ours}", terminal_text(&theirs, 60)));
+    }
+    warnings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1128,3 +1128,71 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
     assert!(line.contains("no trusted keys"), "{line}");
 }
+
+#[test]
+fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_figure() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let published_result = result_file(out.path());
+    let published = published_result.with_extension("intoto.json");
+    let original: Value = serde_json::from_slice(&std::fs::read(&published_result).unwrap()).unwrap();
+
+    // The reproduction needs no models folder: the configuration comes from the signed result.
+    let local_out = tempfile::tempdir().unwrap();
+    let key = pubkey();
+    let output = lynx(&[
+        "reproduce",
+        published.to_str().unwrap(),
+        "--pubkey",
+        &key,
+        "--out",
+        local_out.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let local_result = result_file(local_out.path());
+    let local: Value = serde_json::from_slice(&std::fs::read(&local_result).unwrap()).unwrap();
+    assert_eq!(local["config"]["sha256"], original["config"]["sha256"], "the same configuration, by digest");
+    let digest = lynx_publish::envelope::file_sha256(&published).unwrap();
+    assert_eq!(local["reproduces"]["envelope_sha256"], Value::from(digest));
+    assert_eq!(local["reproduces"]["run_id"], original["run_id"]);
+    let verify = lynx(&["verify", local_result.with_extension("intoto.json").to_str().unwrap(), "--pubkey", &key]);
+    assert!(verify.status.success(), "the reproduction is signed");
+
+    // The ratio table is complete: every cell both measured, both ways, and the derived and
+    // roofline figures; `lynx compare` gives the same rows.
+    let output = lynx(&[
+        "compare",
+        published.to_str().unwrap(),
+        local_result.with_extension("intoto.json").to_str().unwrap(),
+        "--pubkey",
+        &key,
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = comparison["rows"].as_array().unwrap();
+    let cells = original["cells"].as_array().unwrap().len();
+    assert_eq!(rows.iter().filter(|r| r["figure"].as_str().unwrap().ends_with("median step (s)")).count(), cells);
+    assert_eq!(rows.iter().filter(|r| r["figure"].as_str().unwrap().ends_with("tok/s/device")).count(), cells + 2);
+    assert!(rows.iter().any(|r| r["figure"].as_str().unwrap().starts_with("roofline torch matmul")));
+    for row in rows {
+        let (first, second, ratio) =
+            (row["first"].as_f64().unwrap(), row["second"].as_f64().unwrap(), row["ratio"].as_f64().unwrap());
+        assert!((ratio - second / first).abs() <= 1e-9 * ratio, "{row}");
+    }
+    assert!(comparison["unmatched"].as_array().unwrap().is_empty(), "{comparison}");
+    assert!(stdout.contains("LOCAL/PUBLISHED") && stdout.contains("WITHIN PUBLISHED'S SPREAD"), "{stdout}");
+    assert_eq!(stdout.lines().filter(|l| l.contains(": median step (s)")).count(), cells, "{stdout}");
+
+    // A published result that does not verify is not reproduced.
+    let other = tempfile::tempdir().unwrap();
+    lynx_publish::generate(other.path(), false).unwrap();
+    let output =
+        lynx(&["reproduce", published.to_str().unwrap(), "--pubkey", other.path().join("lynx.pub").to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID at signature"));
+}

@@ -7,6 +7,7 @@
 
 pub mod catalogue;
 pub mod checks;
+pub mod compare;
 pub mod config;
 pub mod derived;
 pub mod device;

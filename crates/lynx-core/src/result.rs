@@ -49,6 +49,9 @@ pub struct RunResult {
     /// The figures derived from the cells; `None` until the run is assembled at its end.
     #[serde(default)]
     pub derived: Option<crate::derived::Derived>,
+    /// The published result this run reproduces, by digest (`lynx reproduce`).
+    #[serde(default)]
+    pub reproduces: Option<Reproduces>,
 }
 
 /// What a run was asked to do, written into its folder before anything runs: the worker process
@@ -66,6 +69,20 @@ pub struct RunPlan {
     pub weights: Option<String>,
     /// sha256 of the lynx executable that started the run: a resume by another build is refused.
     pub binary_sha256: Reported<String>,
+    /// The published result this run reproduces (`lynx reproduce`).
+    #[serde(default)]
+    pub reproduces: Option<Reproduces>,
+}
+
+/// The published result a run reproduces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reproduces {
+    /// The published envelope's file name and sha256.
+    pub envelope: String,
+    pub envelope_sha256: String,
+    pub run_id: String,
+    /// The published device's name.
+    pub device: String,
 }
 
 /// Telemetry sampling of a run.

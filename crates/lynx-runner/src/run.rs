@@ -15,8 +15,8 @@ use lynx_core::derived::{derive, PriceInputs};
 use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
 use lynx_core::latency::bounds_for;
 use lynx_core::result::{
-    CellRecord, CellShape, CellStatus, Check, ConfigRecord, FullDepth, RunPlan, RunResult, RunStatus, WarmupRecord,
-    WeightsRecord, RESULT_SCHEMA,
+    CellRecord, CellShape, CellStatus, Check, ConfigRecord, FullDepth, Reproduces, RunPlan, RunResult, RunStatus,
+    WarmupRecord, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_core::roofline::{cell_roofline, roofline_check, RooflineRecord};
 use lynx_core::stats::{StatsError, StepTimeSummary};
@@ -95,6 +95,15 @@ pub enum WorkEnd {
 /// Create the run's folder and write its plan: nothing is measured yet. A suite whose scale
 /// cannot cut the model, or a checkpoint folder that is not one, is refused first.
 pub fn start(plan: &Plan) -> Result<RunDir, RunError> {
+    start_plan(plan, None)
+}
+
+/// [`start`] for a run that reproduces a published result, which its result will name.
+pub fn start_reproduction(plan: &Plan, reproduces: Reproduces) -> Result<RunDir, RunError> {
+    start_plan(plan, Some(reproduces))
+}
+
+fn start_plan(plan: &Plan, reproduces: Option<Reproduces>) -> Result<RunDir, RunError> {
     ConfigRecord::new(plan.suite.clone(), plan.model.clone(), WeightsRecord::Random { seed: plan.suite.seed })
         .map_err(|e| RunError::Config(format!("suite: {e}")))?;
     if let Some(dir) = &plan.weights {
@@ -112,6 +121,7 @@ pub fn start(plan: &Plan) -> Result<RunDir, RunError> {
         device: plan.device.record.device,
         weights: plan.weights.as_ref().map(|w| w.display().to_string()),
         binary_sha256: crate::harness::binary_sha256(),
+        reproduces,
     };
     write_json_atomic(&run.plan_path(), &record)?;
     Ok(run)
@@ -233,6 +243,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
             checks: vec![parity],
             derived: None,
             roofline: None,
+            reproduces: plan.reproduces.clone(),
         },
     };
     result.cells = done.clone();
