@@ -191,6 +191,17 @@ enum Command {
         #[arg(long)]
         unsigned: bool,
     },
+    /// Export a signed result as CSV (one row per cell, every figure) or Markdown (the record,
+    /// cells, roofline, derived figures and checks), after verifying it.
+    Export {
+        /// The `.intoto.json` envelope (its samples file beside it).
+        file: PathBuf,
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// csv or markdown.
+        #[arg(long, default_value = "markdown")]
+        format: String,
+    },
     /// (internal) The worker process of `lynx run`: device work on one run folder.
     #[command(hide = true)]
     Worker { run_dir: PathBuf },
@@ -487,6 +498,17 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             );
             print!("\n{}", output::comparison(&comparison, "published", "local"));
             outcome.map(|_| ())
+        }
+        Command::Export { file, pubkey, format } => {
+            let format = match output::Format::parse(&format).map_err(BadInput)? {
+                output::Format::Csv => output::Format::Csv,
+                output::Format::Markdown => output::Format::Markdown,
+                _ => return Err(BadInput(format!("--format {format}: use csv or markdown")).into()),
+            };
+            let key = lynx_publish::read_verifying_key(&pubkey).map_err(|e| BadInput(format!("--pubkey {e}")))?;
+            let verified = verified(&file, &key)?;
+            print!("{}", output::export(&verified.result, &verified.key_id, format));
+            Ok(())
         }
         Command::Worker { run_dir } => {
             if !supervisor::bind_to_supervisor() {

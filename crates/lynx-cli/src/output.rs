@@ -847,6 +847,127 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
     warnings
 }
 
+/// The columns of a result's cell export, in order.
+pub const CELL_COLUMNS: [&str; 21] = [
+    "step",
+    "batch",
+    "prompt_len",
+    "ctx",
+    "status",
+    "message",
+    "steps",
+    "median_s",
+    "p90_s",
+    "p99_s",
+    "min_s",
+    "max_s",
+    "cv",
+    "full_depth_median_s",
+    "tok_per_s_per_user",
+    "tok_per_s_per_device",
+    "joules_per_token",
+    "achieved_gb_per_s",
+    "bandwidth_fraction",
+    "achieved_gflop_per_s",
+    "matmul_fraction",
+];
+
+/// One cell's export fields, in [`CELL_COLUMNS`] order (empty where the cell has no such figure).
+fn cell_fields(cell: &CellRecord) -> [String; 21] {
+    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+    let (prompt_len, ctx) = match cell.shape {
+        CellShape::Prefill { prompt_len, .. } => (prompt_len.to_string(), String::new()),
+        CellShape::Decode { ctx, .. } => (String::new(), ctx.to_string()),
+    };
+    let status = match &cell.status {
+        CellStatus::Ok => "ok",
+        CellStatus::Oom { .. } => "oom",
+        CellStatus::Error { .. } => "error",
+    };
+    let t = cell.step_time.as_ref();
+    let r = cell.roofline.as_ref();
+    [
+        if matches!(cell.shape, CellShape::Prefill { .. }) { "prefill" } else { "decode" }.to_owned(),
+        cell.shape.batch().to_string(),
+        prompt_len,
+        ctx,
+        status.to_owned(),
+        cell.status.message().unwrap_or_default().to_owned(),
+        t.map_or(String::new(), |t| t.n.to_string()),
+        f(t.map(|t| t.median_s.get())),
+        f(t.map(|t| t.p90_s.get())),
+        f(t.map(|t| t.p99_s.get())),
+        f(t.map(|t| t.min_s.get())),
+        f(t.map(|t| t.max_s.get())),
+        f(t.and_then(|t| t.cv).map(Finite::get)),
+        f(cell.full_depth.as_ref().map(|d| d.median_s.get())),
+        f(cell.tok_per_s_per_user.map(Finite::get)),
+        f(cell.tok_per_s_per_device.map(Finite::get)),
+        f(cell.joules_per_token.map(Finite::get)),
+        f(r.map(|r| r.achieved_bytes_per_s.get() / 1e9)),
+        f(r.and_then(|r| r.bandwidth_fraction).map(Finite::get)),
+        f(r.map(|r| r.achieved_flops_per_s.get() / 1e9)),
+        f(r.and_then(|r| r.matmul_fraction).map(Finite::get)),
+    ]
+}
+
+/// A verified result (signed by `key_id`) as CSV or Markdown. Every string from the result is
+/// escaped for the format.
+pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
+    let mut out = String::new();
+    if format == Format::Csv {
+        let _ = writeln!(out, "{}", CELL_COLUMNS.join(","));
+        for cell in &result.cells {
+            let _ = writeln!(out, "{}", cell_fields(cell).iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(","));
+        }
+        return out;
+    }
+    let text = |r: &Reported<String>| match r {
+        Reported::Known(v) => markdown_text(v),
+        Reported::Unavailable { unavailable } => format!("unavailable ({})", markdown_text(unavailable)),
+    };
+    let config = &result.config;
+    let _ = writeln!(out, "# {} on {}\n", markdown_text(&config.suite.name), text(&result.device.name));
+    let _ = writeln!(out, "| | |\n|---|---|");
+    let facts = [
+        ("run", markdown_text(&result.run_id)),
+        ("status", format!("{:?}", result.status).to_lowercase()),
+        ("signed by key", markdown_text(key_id)),
+        ("device", format!("{} ({})", text(&result.device.name), result.device.device)),
+        ("host", text(&result.host.cpu_model)),
+        ("model", format!("{} at {}", markdown_text(&config.model.name), config.suite.precision)),
+        ("configuration sha256", markdown_text(&config.sha256)),
+        ("lynx", format!("{} ({})", markdown_text(&result.harness.lynx_version), text(&result.harness.git_commit))),
+        ("libtorch", text(&result.harness.libtorch_runtime_version)),
+        ("started", markdown_text(&result.started_at)),
+    ];
+    for (what, value) in facts {
+        let _ = writeln!(out, "| {what} | {value} |");
+    }
+    let _ = writeln!(out, "\n## Cells\n");
+    let _ = writeln!(out, "| {} |", CELL_COLUMNS.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(CELL_COLUMNS.len()));
+    for cell in &result.cells {
+        let fields: Vec<String> = cell_fields(cell).iter().map(|c| markdown_text(c)).collect();
+        let _ = writeln!(out, "| {} |", fields.join(" | "));
+    }
+    // Tables of figures in code blocks; result text in them was escaped for the terminal, and
+    // no fence inside can close the block.
+    let fenced = |text: String| text.replace("```", "'''");
+    if let Some(roofline) = &result.roofline {
+        let _ = writeln!(out, "\n## Roofline\n\n```text\n{}```", fenced(roofline_table(roofline)));
+    }
+    if let Some(derived) = &result.derived {
+        let _ = writeln!(out, "\n## Derived figures\n\n```text{}```", fenced(derived_report(derived)));
+    }
+    let _ = writeln!(out, "\n## Checks\n");
+    for check in &result.checks {
+        let verdict = if check.passed { "passed" } else { "FAILED" };
+        let _ = writeln!(out, "- **{}** {verdict}: {}", markdown_text(&check.name), markdown_text(&check.detail));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1092,7 +1092,6 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let (k, reason) = kind("untrusted");
     assert!(k == "untrusted" && reason.contains("not one of the 1 trusted keys"), "{k}: {reason}");
     assert_eq!(excluded.len(), 3, "{excluded:?}");
-    assert!(tampered.exists());
 
     // Text from results is text: no escape sequence reaches the terminal, no tag the Markdown.
     let table = run("table");
@@ -1104,6 +1103,25 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let csv = run("csv");
     assert_eq!(csv.lines().next().unwrap().split(',').count(), 11, "{csv}");
     assert!(csv.contains("Beta GPU"), "{csv}");
+
+    // Exports of one result from the one schema: a CSV row per cell with every column, and
+    // Markdown whose hostile device name is text.
+    let hostile_envelope = dir.join("hostile.intoto.json");
+    let export = |format: &str| {
+        let output = lynx(&["export", hostile_envelope.to_str().unwrap(), "--pubkey", &pubkey(), "--format", format]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let csv = export("csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + own["cells"].as_array().unwrap().len(), "{csv}");
+    assert!(lines.iter().all(|l| l.split(',').count() == 21), "{csv}");
+    assert!(lines[0].starts_with("step,batch,prompt_len,ctx,status"), "{csv}");
+    let markdown = export("markdown");
+    assert!(markdown.contains("&lt;script&gt;") && !markdown.contains("<script>") && !markdown.contains('\u{1b}'));
+    assert!(markdown.contains("## Cells") && markdown.contains("## Checks"), "{markdown}");
+    let output = lynx(&["export", tampered.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert_eq!(output.status.code(), Some(1), "a tampered result is not exported");
 
     // Bad input: exit 2, one line naming it.
     let key = pubkey();

@@ -49,8 +49,9 @@ pub struct RunResult {
     /// The figures derived from the cells; `None` until the run is assembled at its end.
     #[serde(default)]
     pub derived: Option<crate::derived::Derived>,
-    /// The published result this run reproduces, by digest (`lynx reproduce`).
-    #[serde(default)]
+    /// The published result this run reproduces, by digest (`lynx reproduce`). Absent, not
+    /// null, when none: results published before the field existed still verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reproduces: Option<Reproduces>,
 }
 
