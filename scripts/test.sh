@@ -10,6 +10,11 @@ if ! ldconfig -p 2>/dev/null | grep -q librocm_smi64.so.1 && [ "$(id -u)" = 0 ] 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq librocm-smi64-1) >&2 \
     || echo "test: librocm-smi64-1 could not be installed; the ROCm SMI test checks the missing-library path" >&2
 fi
+# The results site is checked in a real headless browser: Debian's chromium.
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
+    || echo "test: chromium could not be installed; the site test will fail saying so" >&2
+fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 # securesystemslib: the independent DSSE implementation lynx's envelopes are checked against.

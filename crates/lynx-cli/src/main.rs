@@ -202,6 +202,24 @@ enum Command {
         #[arg(long, default_value = "markdown")]
         format: String,
     },
+    /// Build a self-contained static site of results: SITE/index.html with every result's
+    /// verification status, per-workload frontier plots, latency-bounded throughput and cost
+    /// tables, roofline bars; a page per verified result with its record, checks, cells and a
+    /// telemetry timeline. SVG plots, no network, no scripts.
+    Report {
+        /// Folders (searched for *.intoto.json) or envelope files.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The site's folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// A trusted public key; repeatable.
+        #[arg(long)]
+        pubkey: Vec<PathBuf>,
+        /// A folder of trusted public keys (every *.pub in it).
+        #[arg(long)]
+        keys: Option<PathBuf>,
+    },
     /// (internal) The worker process of `lynx run`: device work on one run folder.
     #[command(hide = true)]
     Worker { run_dir: PathBuf },
@@ -395,23 +413,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| BadInput(format!("--price {}: expected DEVICE=USD_PER_HOUR", price.join(","))))?;
             price_inputs(None, utilisation)?;
-            let mut key_files = pubkey;
-            if let Some(dir) = keys {
-                let entries =
-                    std::fs::read_dir(&dir).map_err(|e| BadInput(format!("--keys {}: {e}", dir.display())))?;
-                for entry in entries.flatten() {
-                    if entry.path().extension().is_some_and(|e| e == "pub") {
-                        key_files.push(entry.path());
-                    }
-                }
-            }
-            if key_files.is_empty() {
-                return Err(BadInput("no trusted keys: give --pubkey KEY or --keys DIR".to_owned()).into());
-            }
-            let trusted = key_files
-                .iter()
-                .map(|k| lynx_publish::read_verifying_key(k).map_err(|e| BadInput(format!("--pubkey {e}"))))
-                .collect::<Result<Vec<_>, _>>()?;
+            let trusted = trusted_keys(pubkey, keys)?;
             let files =
                 lynx_publish::shortlist::find_envelopes(&dirs).map_err(|e| BadInput(format!("results folder: {e}")))?;
             let request = lynx_core::shortlist::Request {
@@ -510,6 +512,13 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             print!("{}", output::export(&verified.result, &verified.key_id, format));
             Ok(())
         }
+        Command::Report { dirs, out, pubkey, keys } => {
+            let trusted = trusted_keys(pubkey, keys)?;
+            let index = lynx_publish::report::build_site(&dirs, &trusted, &out)
+                .map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
+            println!("wrote {}", index.display());
+            Ok(())
+        }
         Command::Worker { run_dir } => {
             if !supervisor::bind_to_supervisor() {
                 return Err(anyhow::anyhow!("the supervising lynx run is gone"));
@@ -589,6 +598,26 @@ fn execute(
 /// input error, it is the answer).
 fn verified(path: &Path, key: &lynx_publish::VerifyingKey) -> anyhow::Result<lynx_publish::Verified> {
     lynx_publish::verify(path, key).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
+}
+
+/// The trusted public keys: each `--pubkey`, and every `*.pub` in `--keys`; none is bad input.
+fn trusted_keys(pubkey: Vec<PathBuf>, keys: Option<PathBuf>) -> Result<Vec<lynx_publish::VerifyingKey>, BadInput> {
+    let mut key_files = pubkey;
+    if let Some(dir) = keys {
+        let entries = std::fs::read_dir(&dir).map_err(|e| BadInput(format!("--keys {}: {e}", dir.display())))?;
+        for entry in entries.flatten() {
+            if entry.path().extension().is_some_and(|e| e == "pub") {
+                key_files.push(entry.path());
+            }
+        }
+    }
+    if key_files.is_empty() {
+        return Err(BadInput("no trusted keys: give --pubkey KEY or --keys DIR".to_owned()));
+    }
+    key_files
+        .iter()
+        .map(|k| lynx_publish::read_verifying_key(k).map_err(|e| BadInput(format!("--pubkey {e}"))))
+        .collect()
 }
 
 /// Seconds from `2s`, `450ms`, `0.2` (seconds) or `200us`.

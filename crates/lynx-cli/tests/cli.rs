@@ -1014,7 +1014,8 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let untrusted = lynx_publish::read_signing_key(&other_dir.path().join("lynx.key")).unwrap();
     let published = tempfile::tempdir().unwrap();
     let dir = published.path();
-    let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\u{1b}[2J";
+    let hostile = "<script>document.body.setAttribute('data-pwned','1')</script>\
+                   <img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">\u{1b}[2J";
     publish_as(&measured, dir, "alpha", "Alpha GPU", 1.0, Some(&trusted));
     publish_as(&measured, dir, "beta", "Beta GPU", 3.0, Some(&trusted));
     publish_as(&measured, dir, "hostile", hostile, 1.0, Some(&trusted));
@@ -1040,7 +1041,8 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
             "--price".to_owned(),
             "Alpha GPU=2.0,beta-gpu=1.0".to_owned(),
             "--price".to_owned(),
-            format!("{hostile}=5.0"),
+            // Its name holds commas, the price list's separator: priced by its slug.
+            format!("{}=5.0", lynx_core::device::slug(hostile)),
             "--utilisation".to_owned(),
             "0.5".to_owned(),
             "--pubkey".to_owned(),
@@ -1095,7 +1097,7 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
 
     // Text from results is text: no escape sequence reaches the terminal, no tag the Markdown.
     let table = run("table");
-    assert!(!table.contains('\u{1b}') && table.contains("\\u{1b}"), "{table}");
+    assert!(!table.contains('\u{1b}'), "{table}");
     assert!(table.contains("Alpha GPU") && table.contains("not ranked:"), "{table}");
     let markdown = run("markdown");
     assert!(!markdown.contains("<script>") && markdown.contains("&lt;script&gt;"), "{markdown}");
@@ -1122,6 +1124,43 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(markdown.contains("## Cells") && markdown.contains("## Checks"), "{markdown}");
     let output = lynx(&["export", tampered.to_str().unwrap(), "--pubkey", &pubkey()]);
     assert_eq!(output.status.code(), Some(1), "a tampered result is not exported");
+
+    // The site, from the same folder, in a real headless browser: every result listed with its
+    // verification, every plot drawn, the hostile name shown as text and no script run.
+    let site = tempfile::tempdir().unwrap();
+    let output = lynx(&["report", dir_arg, "--out", site.path().to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = site.path().join("index.html");
+    let (dom, console) = chromium(&["--dump-dom", &format!("file://{}", index.display())]);
+    // The hostile text names the attribute; only a script that ran would set it on <body>.
+    assert!(!dom.contains("data-pwned=\""), "a script from a result ran: {dom}");
+    assert!(!dom.contains("<script") && !dom.contains("<img"), "markup from a result became elements");
+    assert!(dom.contains("&lt;script&gt;document.body"), "the hostile name is shown as text");
+    assert_eq!(dom.matches("class=\"result\"").count(), 6, "three ranked, three excluded");
+    for shown in ["Alpha GPU", "Beta GPU", "rejected: subject", "unsigned", "untrusted"] {
+        assert!(dom.contains(shown), "no {shown} in the site");
+    }
+    // One frontier plot (one workload), bandwidth and matmul bars.
+    assert_eq!(dom.matches("<svg").count(), 3, "{dom}");
+    assert_eq!(dom.matches("class=\"series\"").count(), 3, "one frontier series per verified device");
+    let errors: Vec<&str> = console.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(errors.is_empty(), "console messages: {errors:?}");
+    let page = std::fs::read_dir(site.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
+        .unwrap();
+    let (dom, console) = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
+    assert!(dom.contains("Telemetry") && dom.contains("<svg") && !dom.contains("data-pwned=\""), "{dom}");
+    assert!(!console.contains("CONSOLE"), "{console}");
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("site-index.png");
+    chromium(&[
+        &format!("--screenshot={}", screenshot.display()),
+        "--window-size=1200,2000",
+        &format!("file://{}", index.display()),
+    ]);
+    assert!(std::fs::metadata(&screenshot).unwrap().len() > 10_000, "screenshot {}", screenshot.display());
+    println!("screenshot of the site: {}", screenshot.display());
 
     // Bad input: exit 2, one line naming it.
     let key = pubkey();
@@ -1213,4 +1252,19 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
         lynx(&["reproduce", published.to_str().unwrap(), "--pubkey", other.path().join("lynx.pub").to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID at signature"));
+}
+
+/// Run Debian's chromium headless with `args`; its stdout and the console lines it logged.
+fn chromium(args: &[&str]) -> (String, String) {
+    let binary = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("no chromium on this host: scripts/test.sh installs Debian's (apt-get install chromium)");
+    let output = Command::new(binary)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "chromium {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }

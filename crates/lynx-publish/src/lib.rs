@@ -9,6 +9,7 @@
 
 pub mod envelope;
 pub mod keys;
+pub mod report;
 pub mod shortlist;
 
 pub use envelope::{envelope_path, pae, seal, sign, statement, verify, Envelope, Verified, VerifyError};

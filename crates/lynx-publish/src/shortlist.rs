@@ -30,7 +30,10 @@ pub fn find_envelopes(dirs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 
 /// Verify `path` against whichever trusted key its signature names: the error says whether it
 /// is unsigned, signed by a key not trusted, or fails verification under a trusted key.
-fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<(crate::Verified, &'static str), (String, String)> {
+pub(crate) fn verify_trusted(
+    path: &Path,
+    keys: &[VerifyingKey],
+) -> Result<(crate::Verified, &'static str), (String, String)> {
     let named: Vec<String> = std::fs::read(path)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Envelope>(&bytes).ok())
