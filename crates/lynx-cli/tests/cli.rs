@@ -1026,6 +1026,10 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     std::fs::write(&samples, bytes).unwrap();
     publish_as(&measured, dir, "unsigned", "Unsigned GPU", 0.1, None);
     publish_as(&measured, dir, "untrusted", "Untrusted GPU", 0.1, Some(&untrusted));
+    // Deeply nested JSON where an envelope should be: refused unparsed, never a crash.
+    std::fs::write(dir.join("nested.intoto.json"), format!("{}{}", "[".repeat(100_000), "]".repeat(100_000))).unwrap();
+    // A device name of a megabyte, signed: ranked, but shown cut short.
+    publish_as(&measured, dir, "huge", &"H".repeat(1 << 20), 1.0, Some(&trusted));
 
     let dir_arg = dir.to_str().unwrap();
     let args = |format: &str| {
@@ -1059,7 +1063,8 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let list: Value = serde_json::from_str(&run("json")).unwrap();
     let ranked = list["ranked"].as_array().unwrap();
     let devices: Vec<&str> = ranked.iter().map(|e| e["device"].as_str().unwrap()).collect();
-    assert_eq!(devices, ["Alpha GPU", "Beta GPU", hostile], "{list}");
+    assert_eq!(devices[..3], ["Alpha GPU", "Beta GPU", hostile], "{list}");
+    assert_eq!(devices[3].len(), 1 << 20, "the unpriced device ranks after the priced ones");
     // The ranking matches costs computed by hand from the same figures.
     let mut costs = Vec::new();
     for (entry, price) in ranked.iter().zip([2.0, 1.0, 5.0]) {
@@ -1093,7 +1098,9 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert_eq!(kind("unsigned").0, "unsigned");
     let (k, reason) = kind("untrusted");
     assert!(k == "untrusted" && reason.contains("not one of the 1 trusted keys"), "{k}: {reason}");
-    assert_eq!(excluded.len(), 3, "{excluded:?}");
+    let (k, reason) = kind("nested");
+    assert!(k == "rejected" && reason.starts_with("envelope"), "{k}: {reason}");
+    assert_eq!(excluded.len(), 4, "{excluded:?}");
 
     // Text from results is text: no escape sequence reaches the terminal, no tag the Markdown.
     let table = run("table");
@@ -1136,13 +1143,14 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(!dom.contains("data-pwned=\""), "a script from a result ran: {dom}");
     assert!(!dom.contains("<script") && !dom.contains("<img"), "markup from a result became elements");
     assert!(dom.contains("&lt;script&gt;document.body"), "the hostile name is shown as text");
-    assert_eq!(dom.matches("class=\"result\"").count(), 6, "three ranked, three excluded");
+    assert_eq!(dom.matches("class=\"result\"").count(), 8, "four verified, four excluded");
+    assert!(!dom.contains(&"H".repeat(1000)), "a megabyte name is cut short in the site");
     for shown in ["Alpha GPU", "Beta GPU", "rejected: subject", "unsigned", "untrusted"] {
         assert!(dom.contains(shown), "no {shown} in the site");
     }
     // One frontier plot (one workload), bandwidth and matmul bars.
     assert_eq!(dom.matches("<svg").count(), 3, "{dom}");
-    assert_eq!(dom.matches("class=\"series\"").count(), 3, "one frontier series per verified device");
+    assert_eq!(dom.matches("class=\"series\"").count(), 4, "one frontier series per verified device");
     let errors: Vec<&str> = console.lines().filter(|l| l.contains("CONSOLE")).collect();
     assert!(errors.is_empty(), "console messages: {errors:?}");
     let page = std::fs::read_dir(site.path())
@@ -1267,4 +1275,36 @@ fn chromium(args: &[&str]) -> (String, String) {
         .unwrap();
     assert!(output.status.success(), "chromium {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[test]
+fn the_published_record_verifies_and_builds_the_site() {
+    let results = repo_path("results");
+    let keys = repo_path("results/keys");
+    let mut envelopes = Vec::new();
+    let mut stack = vec![PathBuf::from(&results)];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().ends_with(".intoto.json") {
+                envelopes.push(path);
+            }
+        }
+    }
+    assert!(!envelopes.is_empty(), "results/ holds no published result");
+    let key_files: Vec<PathBuf> = std::fs::read_dir(&keys).unwrap().map(|e| e.unwrap().path()).collect();
+    for envelope in &envelopes {
+        let valid = key_files.iter().any(|key| {
+            lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", key.to_str().unwrap()]).status.success()
+        });
+        assert!(valid, "{} does not verify against results/keys", envelope.display());
+    }
+    let site = tempfile::tempdir().unwrap();
+    let output = lynx(&["report", &results, "--keys", &keys, "--out", site.path().to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
+    assert_eq!(index.matches("class=\"result\"").count(), envelopes.len());
+    assert!(!index.contains("class=\"bad\">rejected") && !index.contains("untrusted"), "{index}");
 }

@@ -256,12 +256,20 @@ fn page(title: &str, body: &str) -> String {
     )
 }
 
+/// The device's name and kind, cut to [`MAX_NAME`] characters (names come from other people).
 fn device_label(result: &RunResult) -> String {
     match &result.device.name {
-        Reported::Known(name) => format!("{name} ({})", result.device.device),
+        Reported::Known(name) => {
+            let cut: String = name.chars().take(MAX_NAME).collect();
+            let more = if name.chars().count() > MAX_NAME { "…" } else { "" };
+            format!("{cut}{more} ({})", result.device.device)
+        }
         Reported::Unavailable { .. } => result.device.device.to_string(),
     }
 }
+
+/// Most characters of a device name the site shows.
+const MAX_NAME: usize = 160;
 
 /// Power, SM clock and temperature over the run from the device's source in the samples file
 /// beside `envelope`, segments laid end to end.
