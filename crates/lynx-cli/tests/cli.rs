@@ -365,7 +365,7 @@ fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unask
 /// A suite of many short cells: a kill lands in a cell, between cells, in warm-up or in set-up.
 fn many_cells(suite: &str) -> String {
     suite
-        .replace("min_s = 1.0\nmax_s = 3.0", "min_s = 0.2\nmax_s = 1.0")
+        .replace("min_s = 1.0\nmax_s = 3.0", "min_s = 0.2\nmax_s = 3.0")
         .replace("min_steps = 8\nmin_s = 0.3\nmax_steps = 200", "min_steps = 5\nmin_s = 0.15\nmax_steps = 100")
         .replace("batches = [1, 8]\nctxs = [512]", "max_batch = 8\nctxs = [64, 256, 512]")
 }
@@ -452,13 +452,22 @@ fn sigkill_at_twenty_random_moments_and_resume_loses_no_cell() {
         let now = journal_of(&dir);
         assert!(now.starts_with(&journal), "seed {seed}: a journaled cell changed after kill {kill}");
         journal = now;
-        let mut resume = quiet(lynx_command());
-        resume.args(["run", "--resume", &dir_arg]);
-        child = resume.spawn().unwrap();
+        if kill < 20 {
+            let mut resume = quiet(lynx_command());
+            resume.args(["run", "--resume", &dir_arg]);
+            child = resume.spawn().unwrap();
+        }
     }
     eprintln!("seed {seed}: {} of 22 cells journaled after 20 kills", journal.iter().filter(|&&b| b == b'\n').count());
-    let status = child.wait().unwrap();
-    assert!(status.success(), "seed {seed}: the last resume failed: {status:?}");
+    let last = lynx(&["run", "--resume", &dir_arg]);
+    let said = format!("{}{}", String::from_utf8_lossy(&last.stdout), String::from_utf8_lossy(&last.stderr));
+    // Twenty-one warm-ups on a shared 2-core machine: the checks of the machine's state
+    // (equilibrium, telemetry coverage) may fail, and say so with exit 1; nothing else may.
+    let machine_state = said
+        .lines()
+        .filter(|l| l.starts_with("check ") && l.contains("FAILED"))
+        .all(|l| l.starts_with("check equilibrium FAILED") || l.starts_with("check telemetry_coverage FAILED"));
+    assert!(last.status.success() || (last.status.code() == Some(1) && machine_state), "seed {seed}: {said}");
     assert!(journal_of(&dir).starts_with(&journal), "seed {seed}");
 
     let path = result_file(out.path());
