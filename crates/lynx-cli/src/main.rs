@@ -139,7 +139,7 @@ enum Command {
         #[arg(long)]
         tpot_p99: String,
         /// DEVICE=USD_PER_HOUR, comma-separated or repeated; DEVICE is the device's name as in
-        /// the result, or its slug (e.g. nvidia-h200).
+        /// the result, or its slug (e.g. nvidia-h200; a name holding a comma must be given by slug).
         #[arg(long, value_delimiter = ',')]
         price: Vec<String>,
         /// Share of hours the devices serve at that load, in (0, 1].

@@ -153,21 +153,7 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
         })
         .collect();
 
-    let table = |decode: bool| {
-        let points: Vec<TablePoint> = ok()
-            .filter(|c| matches!(c.shape, CellShape::Decode { .. }) == decode)
-            .filter_map(|c| {
-                Some(TablePoint {
-                    batch: c.shape.batch(),
-                    len: c.shape.length(),
-                    step_s: c.median_s()?,
-                    power_w: c.power_mean_w(),
-                })
-            })
-            .collect();
-        StepTable::new(&points)
-    };
-    let (prefill_table, decode_table) = (table(false), table(true));
+    let (prefill_table, decode_table) = step_tables(cells);
     let suite = &config.suite;
     let mut latency_bounded = Vec::new();
     for workload in &suite.workloads {
@@ -190,6 +176,14 @@ pub fn latency_bounded_from_cells(
     bound: &LatencyBound,
     price: &PriceInputs,
 ) -> Reported<BoundedPoint> {
+    let (prefill, decode) = step_tables(cells);
+    bounded(&prefill, &decode, simulation, seed, workload, bound, price)
+        .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
+}
+
+/// The prefill and decode step-time tables of the cells that succeeded (median step times, the
+/// full-depth estimate for a layer subset; mean power where measured).
+fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
     let table = |decode: bool| {
         let points: Vec<TablePoint> = cells
             .iter()
@@ -205,8 +199,7 @@ pub fn latency_bounded_from_cells(
             .collect();
         StepTable::new(&points)
     };
-    bounded(&table(false), &table(true), simulation, seed, workload, bound, price)
-        .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
+    (table(false), table(true))
 }
 
 fn bounded(
