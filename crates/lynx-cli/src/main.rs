@@ -3,6 +3,7 @@
 //! The only crate that prints. Exit codes: 0 success, 1 a run that failed, 2 bad input (unknown
 //! device, missing or malformed suite or model file, bad arguments).
 
+mod fleet;
 mod output;
 mod supervisor;
 
@@ -106,6 +107,19 @@ enum Command {
         /// Share of hours the device serves at the latency-bounded load, in (0, 1].
         #[arg(long, default_value_t = 1.0)]
         utilisation: f64,
+        /// Run on every GPU of this node (the CPU when it has none): one `lynx run` process per
+        /// device, one signed result each, and a node summary in OUT/nodes/.
+        #[arg(long, conflicts_with_all = ["device", "resume", "devices"])]
+        all_devices: bool,
+        /// Run on these devices, one process each, as --all-devices does (e.g. cuda:0,cuda:2).
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["device", "resume"])]
+        devices: Vec<String>,
+        /// With --all-devices or --devices: one device after another instead of all at once.
+        #[arg(long)]
+        one_at_a_time: bool,
+        /// (internal) Write the run's folder to this file once it exists.
+        #[arg(long, hide = true)]
+        report_run_dir: Option<PathBuf>,
     },
     /// Measure the device's ceilings and print them: memory bandwidth (libtorch copy; STREAM on
     /// the CPU; native CUDA kernels on NVIDIA GPUs) and matmul rates (libtorch in every precision
@@ -341,12 +355,75 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 Err(anyhow::anyhow!("{invalid} of {} results failed verification", verdicts.len()))
             }
         }
-        Command::Run { suite, device, models, out, weights, key, unsigned, resume, price_per_hour, utilisation } => {
+        Command::Run {
+            suite,
+            device,
+            models,
+            out,
+            weights,
+            key,
+            unsigned,
+            resume,
+            price_per_hour,
+            utilisation,
+            all_devices,
+            devices,
+            one_at_a_time,
+            report_run_dir,
+        } => {
             let device_name: Option<DeviceName> =
                 device.as_deref().map(str::parse).transpose().map_err(|e| BadInput(format!("--device {e}")))?;
             let price = price_inputs(price_per_hour, utilisation)?;
             // The key is read before anything is measured: a run that cannot be signed is refused.
-            let signing_key = if unsigned { None } else { Some(read_run_key(key)?) };
+            let signing_key = if unsigned { None } else { Some(read_run_key(key.clone())?) };
+            if all_devices || !devices.is_empty() {
+                let host = lynx_runner::host_record();
+                let names: Vec<String> = if devices.is_empty() {
+                    let all = devices::list(&host);
+                    let gpus: Vec<String> = all
+                        .iter()
+                        .filter(|d| d.record.device != DeviceName::Cpu)
+                        .map(|d| d.record.device.to_string())
+                        .collect();
+                    if gpus.is_empty() {
+                        vec!["cpu".to_owned()]
+                    } else {
+                        gpus
+                    }
+                } else {
+                    for name in &devices {
+                        let parsed: DeviceName = name.parse().map_err(|e| BadInput(format!("--devices {e}")))?;
+                        devices::find(parsed, &host)?;
+                    }
+                    devices
+                };
+                let mut run_args = vec!["--models".to_owned(), models.display().to_string()];
+                run_args.extend(["--out".to_owned(), out.display().to_string()]);
+                if let Some(suite) = &suite {
+                    run_args.extend(["--suite".to_owned(), suite.clone()]);
+                }
+                if let Some(weights) = &weights {
+                    run_args.extend(["--weights".to_owned(), weights.display().to_string()]);
+                }
+                match (&key, unsigned) {
+                    (_, true) => run_args.push("--unsigned".to_owned()),
+                    (Some(key), false) => run_args.extend(["--key".to_owned(), key.display().to_string()]),
+                    (None, false) => {}
+                }
+                if let Some(price) = price_per_hour {
+                    run_args.extend(["--price-per-hour".to_owned(), price.to_string()]);
+                }
+                run_args.extend(["--utilisation".to_owned(), utilisation.to_string()]);
+                let plan = fleet::NodePlan { devices: names, run_args, out, one_at_a_time };
+                let (summary, path) = fleet::run_node(&plan)?;
+                print!("{}", output::node_summary(&summary));
+                println!("node summary: {}", path.display());
+                return if summary.runs.iter().all(|r| r.exit == "exit 0") {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!("not every device's run succeeded; see the summary above"))
+                };
+            }
             let resuming = resume.is_some();
             let run = match resume {
                 Some(dir) => resumable(&dir, suite.as_deref(), device_name, weights.as_deref(), &models)?,
@@ -361,6 +438,10 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     lynx_runner::start(&Plan { suite, model, device, results_dir: out, weights })?
                 }
             };
+            if let Some(file) = &report_run_dir {
+                std::fs::write(file, run.dir.display().to_string())
+                    .map_err(|e| BadInput(format!("--report-run-dir {}: {e}", file.display())))?;
+            }
             execute(&run, resuming, signing_key.as_ref(), price).map(|_| ())
         }
         Command::Roofline { device, sustained_s, json } => {

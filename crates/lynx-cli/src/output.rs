@@ -968,6 +968,40 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     out
 }
 
+/// A node's runs, and the spread across its devices of the same model.
+pub fn node_summary(summary: &lynx_core::fleet::NodeSummary) -> String {
+    let mut rows = vec![["DEVICE", "NAME", "STATUS", "EXIT", "CHECKS", "RESULT"].map(str::to_owned)];
+    for run in &summary.runs {
+        rows.push([
+            run.device.clone(),
+            terminal_text(run.name.as_deref().unwrap_or("-"), 60),
+            run.status.clone(),
+            run.exit.clone(),
+            if run.checks_passed { "passed".to_owned() } else { "not all passed".to_owned() },
+            run.envelope.clone().or_else(|| run.run_dir.clone()).unwrap_or_else(|| "-".to_owned()),
+        ]);
+    }
+    let mut out = format!("node {}\n", terminal_text(&summary.node, 80));
+    out.push_str(&table(&rows));
+    if !summary.spreads.is_empty() {
+        let _ = writeln!(out, "\nspread across devices of the same model (median step time):");
+        let mut rows = vec![["NAME", "CELL", "DEVICES", "MIN", "MEDIAN", "MAX", "SPREAD"].map(str::to_owned)];
+        for s in &summary.spreads {
+            rows.push([
+                terminal_text(&s.name, 40),
+                s.cell.clone(),
+                s.devices.to_string(),
+                ms(s.min_s),
+                ms(s.median_s),
+                ms(s.max_s),
+                format!("{:.1}%", s.spread * 100.0),
+            ]);
+        }
+        out.push_str(&indent(&table(&rows)));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1317,3 +1317,62 @@ fn the_published_record_verifies_and_builds_the_site() {
     assert_eq!(index.matches("class=\"result\"").count(), envelopes.len());
     assert!(!index.contains("class=\"bad\">rejected") && !index.contains("untrusted"), "{index}");
 }
+
+#[test]
+fn all_devices_gives_one_result_per_device_and_a_killed_device_leaves_the_others_whole() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(many_cells);
+    let out = tempfile::tempdir().unwrap();
+    // Three CPU "devices": the node's device list overridden, one process each.
+    let mut args = run_args(models.path(), out.path());
+    let at = args.iter().position(|a| *a == "--device").unwrap();
+    args.splice(at..at + 2, ["--devices", "cpu,cpu,cpu"]);
+    let mut parent = lynx_command().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let nodes = out.path().join("nodes");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Wait until every device's run has journaled a cell.
+    let run_dirs = loop {
+        assert!(Instant::now() < deadline, "three runs did not each journal a cell within 120 s");
+        assert!(parent.try_wait().unwrap().is_none(), "the node run ended early");
+        let node = std::fs::read_dir(&nodes).ok().and_then(|mut d| d.next()).map(|e| e.unwrap().path());
+        let dirs: Vec<PathBuf> = (0..3)
+            .filter_map(|i| {
+                let file = node.as_ref()?.join(format!("device-{i}.run"));
+                std::fs::read_to_string(file).ok().map(|s| PathBuf::from(s.trim()))
+            })
+            .collect();
+        if dirs.len() == 3 && dirs.iter().all(|d| !journal_of(d).is_empty()) {
+            break dirs;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Kill the second device's process outright, as a fatal error would.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", parent.id())).unwrap();
+    let pids: Vec<i32> = children.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 3, "one process per device: {children}");
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(pids[1], libc::SIGKILL) };
+    let output = parent.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let summary_path = stdout.lines().find_map(|l| l.strip_prefix("node summary: ")).expect("a node summary");
+    let summary: Value = serde_json::from_slice(&std::fs::read(summary_path).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!((&runs[1]["exit"], &runs[1]["status"]), (&Value::from("signal 9"), &Value::from("incomplete")));
+    assert_eq!(runs[1]["run_dir"].as_str().unwrap(), run_dirs[1].to_str().unwrap(), "resumable from the summary");
+    for line in String::from_utf8(journal_of(&run_dirs[1])).unwrap().lines() {
+        serde_json::from_str::<Value>(line).expect("the killed run's journal is whole");
+    }
+    for i in [0, 2] {
+        assert_eq!(runs[i]["status"], "complete", "{summary}");
+        assert_eq!(runs[i]["exit"], "exit 0", "{summary}");
+        let envelope = runs[i]["envelope"].as_str().unwrap();
+        let verify = lynx(&["verify", envelope, "--pubkey", &pubkey()]);
+        assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    }
+    // The two whole results of the same CPU are compared cell by cell.
+    let spreads = summary["spreads"].as_array().unwrap();
+    assert!(!spreads.is_empty() && spreads.iter().all(|s| s["devices"] == 2), "{summary}");
+    assert!(stdout.contains("spread across devices of the same model"), "{stdout}");
+}

@@ -12,6 +12,7 @@ pub mod config;
 pub mod derived;
 pub mod device;
 pub mod equilibrium;
+pub mod fleet;
 pub mod latency;
 pub mod result;
 pub mod roofline;
