@@ -234,6 +234,21 @@ enum Command {
         #[arg(long)]
         keys: Option<PathBuf>,
     },
+    /// Gather results from many nodes into one results folder: verify each envelope against the
+    /// trusted keys, copy it with its result and samples into DIR/<device>/<run id>/, refuse
+    /// tampered, unsigned and untrusted ones and a second, different copy of a run, and write
+    /// DIR/index.json. Exit 1 when anything was refused (the rest is collected).
+    Collect {
+        /// Folders (searched for *.intoto.json) or envelope files.
+        #[arg(required = true)]
+        sources: Vec<PathBuf>,
+        #[arg(long)]
+        into: PathBuf,
+        #[arg(long)]
+        pubkey: Vec<PathBuf>,
+        #[arg(long)]
+        keys: Option<PathBuf>,
+    },
     /// (internal) The worker process of `lynx run`: device work on one run folder.
     #[command(hide = true)]
     Worker { run_dir: PathBuf },
@@ -599,6 +614,31 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                 .map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
             println!("wrote {}", index.display());
             Ok(())
+        }
+        Command::Collect { sources, into, pubkey, keys } => {
+            let trusted = trusted_keys(pubkey, keys)?;
+            std::fs::create_dir_all(&into).map_err(|e| BadInput(format!("--into {}: {e}", into.display())))?;
+            let outcomes = lynx_publish::collect::collect(&sources, &into, &trusted)?;
+            let mut refused = 0;
+            for (envelope, outcome) in &outcomes {
+                let shown = output::terminal_text(&envelope.display().to_string(), 300);
+                match outcome {
+                    lynx_publish::collect::Outcome::Collected(to) => println!("collected {shown} -> {}", to.display()),
+                    lynx_publish::collect::Outcome::Duplicate(at) => {
+                        println!("already collected {shown} (identical to {})", at.display())
+                    }
+                    lynx_publish::collect::Outcome::Refused(reason) => {
+                        refused += 1;
+                        println!("REFUSED {shown}: {}", output::terminal_text(reason, 300));
+                    }
+                }
+            }
+            println!("index: {}", into.join("index.json").display());
+            if refused == 0 {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!("{refused} of {} results were refused", outcomes.len()))
+            }
         }
         Command::Worker { run_dir } => {
             if !supervisor::bind_to_supervisor() {

@@ -1179,6 +1179,32 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(std::fs::metadata(&screenshot).unwrap().len() > 10_000, "screenshot {}", screenshot.display());
     println!("screenshot of the site: {}", screenshot.display());
 
+    // Collect the folder into one results folder: the four verified results, nothing else;
+    // collecting again skips identical copies; a different copy of a collected run is refused.
+    let collected = tempfile::tempdir().unwrap();
+    let into = collected.path().to_str().unwrap();
+    let output = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("collected ")).count(), 4, "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("REFUSED ")).count(), 4, "{said}");
+    let index: Value = serde_json::from_slice(&std::fs::read(collected.path().join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["results"].as_array().unwrap().len(), 4, "{index}");
+    let again = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert_eq!(said.lines().filter(|l| l.starts_with("already collected ")).count(), 4, "{said}");
+    let other = tempfile::tempdir().unwrap();
+    publish_as(&measured, other.path(), "alpha-again", "Alpha GPU", 2.0, Some(&trusted));
+    let output = lynx(&["collect", other.path().to_str().unwrap(), "--into", into, "--pubkey", &pubkey()]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.code() == Some(1) && said.contains("REFUSED") && said.contains("different contents"),
+        "{said}"
+    );
+    let report =
+        lynx(&["report", into, "--out", site.path().join("collected").to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(report.status.success(), "the collected folder still verifies and builds a site");
+
     // Bad input: exit 2, one line naming it.
     let key = pubkey();
     let bad = |workload: &str, ttft: &str, key: &str| {

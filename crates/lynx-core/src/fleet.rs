@@ -83,3 +83,25 @@ pub fn spreads(results: &[RunResult]) -> Vec<CellSpread> {
     }
     out
 }
+
+/// One result in a collected results folder's index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Collected {
+    /// The envelope, relative to the folder.
+    pub envelope: String,
+    pub run_id: String,
+    pub device: String,
+    pub model: String,
+    pub suite: String,
+    pub status: String,
+    pub checks_passed: bool,
+    /// The trusted key that signed it.
+    pub key_id: String,
+}
+
+/// `index.json` of a collected results folder: every verified result in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectIndex {
+    pub updated_at: String,
+    pub results: Vec<Collected>,
+}

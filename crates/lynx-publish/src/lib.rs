@@ -7,6 +7,7 @@
 //! names has the digest it states, and its predicate is a result of the schema. The first step
 //! that fails is named.
 
+pub mod collect;
 pub mod envelope;
 pub mod keys;
 pub mod report;

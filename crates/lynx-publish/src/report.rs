@@ -434,7 +434,8 @@ pub fn build_site(dirs: &[PathBuf], keys: &[VerifyingKey], out: &Path) -> std::i
     for (i, file) in files.into_iter().enumerate() {
         let verdict = verify_trusted(&file, keys).map(|(v, _)| (v.result, v.key_id));
         let page = match &verdict {
-            Ok((result, _)) => format!("result-{i}-{}.html", slug(&result.run_id)),
+            // File names from result text stay short whatever the result holds.
+            Ok((result, _)) => format!("result-{i}-{}.html", slug(&result.run_id).chars().take(64).collect::<String>()),
             Err(_) => String::new(),
         };
         entries.push(Entry { file, verdict, page });
