@@ -23,4 +23,7 @@ export LYNX_SSLIB_PYTHONPATH
 # NVRTC: the real CUDA compiler the probe kernels are compiled with in the tests (no GPU needed).
 LYNX_NVRTC_DIR=$(scripts/nvrtc.sh)
 export LYNX_NVRTC_DIR
+# kubernetes-validate: the Kubernetes schemas the fleet manifest is validated against.
+LYNX_KVALIDATE_PYTHONPATH=$(scripts/kvalidate.sh)
+export LYNX_KVALIDATE_PYTHONPATH
 cargo test --workspace --locked

@@ -1402,3 +1402,36 @@ fn all_devices_gives_one_result_per_device_and_a_killed_device_leaves_the_others
     assert!(!spreads.is_empty() && spreads.iter().all(|s| s["devices"] == 2), "{summary}");
     assert!(stdout.contains("spread across devices of the same model"), "{stdout}");
 }
+
+/// The folder holding kubernetes-validate, installing it once if need be.
+fn kvalidate_path() -> String {
+    if let Ok(path) = std::env::var("LYNX_KVALIDATE_PYTHONPATH") {
+        return path;
+    }
+    let output = Command::new("bash").arg(repo_path("scripts/kvalidate.sh")).output().unwrap();
+    assert!(output.status.success(), "scripts/kvalidate.sh: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn the_kubernetes_manifest_validates_against_the_kubernetes_schema() {
+    let validate = |file: &str| {
+        Command::new(std::env::var("LYNX_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
+            .env("PYTHONPATH", kvalidate_path())
+            .args(["-m", "kubernetes_validate", "--strict", file])
+            .output()
+            .unwrap()
+    };
+    let manifest = repo_path("scripts/kubernetes/lynx-job.yaml");
+    let output = validate(&manifest);
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && said.contains("passed"), "{said}");
+    // The validator is real: a misspelt field fails it.
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(text.contains("completionMode: Indexed") && text.contains("nvidia.com/gpu"));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, text.replace("parallelism: 2", "paralelism: 2")).unwrap();
+    let output = validate(bad.to_str().unwrap());
+    assert!(!output.status.success(), "a misspelt field passed validation");
+}
