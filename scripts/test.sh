@@ -10,6 +10,11 @@ if ! ldconfig -p 2>/dev/null | grep -q librocm_smi64.so.1 && [ "$(id -u)" = 0 ] 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq librocm-smi64-1) >&2 \
     || echo "test: librocm-smi64-1 could not be installed; the ROCm SMI test checks the missing-library path" >&2
 fi
+# The Slurm template runs on a real one-node cluster in the tests: Debian's slurm-wlm and munge.
+if ! command -v slurmctld >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge) >&2 \
+    || echo "test: slurm-wlm could not be installed; the Slurm test will say it skipped" >&2
+fi
 # The results site is checked in a real headless browser: Debian's chromium.
 if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
@@ -27,3 +32,5 @@ export LYNX_NVRTC_DIR
 LYNX_KVALIDATE_PYTHONPATH=$(scripts/kvalidate.sh)
 export LYNX_KVALIDATE_PYTHONPATH
 cargo test --workspace --locked
+# Whether the Slurm test ran on a real cluster or could not start one (and why).
+cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"

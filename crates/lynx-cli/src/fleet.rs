@@ -28,7 +28,8 @@ fn host_name() -> String {
 pub fn run_node(plan: &NodePlan) -> anyhow::Result<(NodeSummary, PathBuf)> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let node = lynx_core::device::slug(&host_name());
-    let dir = plan.out.join("nodes").join(format!("{node}-{}", compact_utc(now)));
+    // The pid too: two jobs on one node (array tasks) may start in the same second.
+    let dir = plan.out.join("nodes").join(format!("{node}-{}-{}", compact_utc(now), std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let exe = std::env::current_exe()?;
     supervisor::catch_stop_signals();

@@ -1435,3 +1435,91 @@ fn the_kubernetes_manifest_validates_against_the_kubernetes_schema() {
     let output = validate(bad.to_str().unwrap());
     assert!(!output.status.success(), "a misspelt field passed validation");
 }
+
+/// Stops the local Slurm cluster's daemons (only those it started) when the test ends.
+struct Cluster(PathBuf);
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(repo_path("scripts/slurm/local-cluster.sh")).arg("stop").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // What this test did, for CI's log (scripts/test.sh prints it): ran, or skipped and why.
+    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("slurm-test.txt");
+    let work = tempfile::tempdir().unwrap();
+    let cluster_dir = work.path().join("cluster");
+    std::fs::create_dir(&cluster_dir).unwrap();
+    let start = Command::new("bash")
+        .arg(repo_path("scripts/slurm/local-cluster.sh"))
+        .arg("start")
+        .arg(&cluster_dir)
+        .output()
+        .unwrap();
+    let _cluster = Cluster(cluster_dir.clone());
+    let stderr = String::from_utf8_lossy(&start.stderr).into_owned();
+    if start.status.code() == Some(3) {
+        let line = format!("slurm test SKIPPED: the daemons cannot start on this machine: {}", stderr.trim());
+        eprintln!("{line}");
+        std::fs::write(&record, format!("{line}\n")).unwrap();
+        return;
+    }
+    assert!(start.status.success(), "local-cluster.sh start: {stderr}");
+    let conf = String::from_utf8(start.stdout).unwrap().trim().to_owned();
+
+    let models = models(str::to_owned);
+    let out = work.path().join("results");
+    let output = Command::new("sbatch")
+        .current_dir(work.path())
+        .env("SLURM_CONF", &conf)
+        .env("XDG_CONFIG_HOME", config_home())
+        .env("LYNX", env!("CARGO_BIN_EXE_lynx"))
+        .env("LYNX_OUT", &out)
+        .env("LYNX_SUITE", "test")
+        .env("LYNX_MODELS_DIR", models.path())
+        .args(["--wait", "--array=0-1", "--time=10"])
+        .arg(repo_path("scripts/slurm/lynx.sbatch"))
+        .output()
+        .unwrap();
+    let logs: String = std::fs::read_dir(work.path())
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            path.extension().is_some_and(|x| x == "out").then(|| std::fs::read_to_string(path).unwrap_or_default())
+        })
+        .collect();
+    assert!(
+        output.status.success(),
+        "sbatch: {}{}\n{logs}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut envelopes = Vec::new();
+    let mut stack = vec![out.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().ends_with(".intoto.json") {
+                envelopes.push(path);
+            }
+        }
+    }
+    assert_eq!(envelopes.len(), 2, "one result per array task: {envelopes:?}\n{logs}");
+    for envelope in &envelopes {
+        let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+        assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    }
+    let summaries = std::fs::read_dir(out.join("nodes"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"));
+    assert_eq!(summaries.count(), 2, "a node summary per task");
+    let line =
+        format!("slurm test RAN: a 2-task job array on a local slurmctld/slurmd, {} results verified", envelopes.len());
+    eprintln!("{line}");
+    std::fs::write(&record, format!("{line}\n")).unwrap();
+}
