@@ -1523,3 +1523,21 @@ fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
     eprintln!("{line}");
     std::fs::write(&record, format!("{line}\n")).unwrap();
 }
+
+#[test]
+fn one_at_a_time_runs_the_devices_in_turn() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(many_cells);
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    let at = args.iter().position(|a| *a == "--device").unwrap();
+    args.splice(at..at + 2, ["--devices", "cpu,cpu", "--one-at-a-time"]);
+    let output = lynx(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut results: Vec<Value> =
+        result_files(out.path()).iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
+    assert_eq!(results.len(), 2);
+    results.sort_by_key(|r| r["started_at"].as_str().unwrap().to_owned());
+    // RFC 3339 UTC strings of one format order as times: the second began after the first ended.
+    assert!(results[1]["started_at"].as_str() >= results[0]["updated_at"].as_str(), "{results:?}");
+}
