@@ -974,6 +974,17 @@ fn roofline_measures_and_prints_the_cpus_ceilings() {
     assert!(line.contains("--sustained-s"), "{line}");
 }
 
+/// A run of the test suite: its models folder, its results folder (both kept while in scope),
+/// and its result file.
+fn measured_run() -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result = result_file(out.path());
+    (models, out, result)
+}
+
 /// A copy of the run at `result_path` as another device's result: `name` for the device, step
 /// times multiplied by `slower`, written as `<stem>.json` with its samples file into `dir`, and
 /// sealed with `key` (unsigned when `None`). Returns the envelope's path.
@@ -1011,11 +1022,7 @@ fn publish_as(
 #[test]
 fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(str::to_owned);
-    let out = tempfile::tempdir().unwrap();
-    let output = lynx(&run_args(models.path(), out.path()));
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let measured = result_file(out.path());
+    let (_models, _out, measured) = measured_run();
 
     let trusted = lynx_publish::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
     let other_dir = tempfile::tempdir().unwrap();
@@ -1232,11 +1239,7 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
 #[test]
 fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_figure() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(str::to_owned);
-    let out = tempfile::tempdir().unwrap();
-    let output = lynx(&run_args(models.path(), out.path()));
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let published_result = result_file(out.path());
+    let (_models, _out, published_result) = measured_run();
     let published = published_result.with_extension("intoto.json");
     let original: Value = serde_json::from_slice(&std::fs::read(&published_result).unwrap()).unwrap();
 
