@@ -120,12 +120,20 @@ pub fn line_chart(
     if from_zero {
         (x0, y0) = (x0.min(0.0), y0.min(0.0));
     }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    if y1 <= y0 {
-        y1 = y0 + 1.0;
-    }
+    // A flat series gets a span of at least 2% of its value (or 1), centred on it, so its ticks
+    // are distinct numbers.
+    let widen = |lo: f64, hi: f64| {
+        let least = (0.02 * lo.abs().max(hi.abs())).max(1.0);
+        if hi - lo >= least {
+            (lo, hi)
+        } else {
+            let middle = (lo + hi) / 2.0;
+            let lo = if from_zero && lo >= 0.0 { (middle - least / 2.0).max(0.0) } else { middle - least / 2.0 };
+            (lo, lo + least)
+        }
+    };
+    (x0, x1) = widen(x0, x1);
+    (y0, y1) = widen(y0, y1);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let sx = |x: f64| left + (x - x0) / (x1 - x0) * pw;
     let sy = |y: f64| top + ph - (y - y0) / (y1 - y0) * ph;
@@ -571,6 +579,16 @@ results contribute figures. Text from results is shown as text.</p><h2>Results</
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flat_series_gets_distinct_ticks() {
+        let svg = line_chart("clock", "s", "MHz", &[("clock".into(), vec![(0.0, 2596.1), (10.0, 2596.1)])], false);
+        let labels: Vec<&str> =
+            svg.split("text-anchor=\"end\">").skip(1).map(|rest| rest.split('<').next().unwrap()).collect();
+        let mut distinct = labels.clone();
+        distinct.dedup();
+        assert!(labels.len() >= 3 && distinct.len() == labels.len(), "{labels:?}");
+    }
 
     #[test]
     fn tick_labels_keep_their_zeros() {
