@@ -29,11 +29,7 @@ pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
             Reported::Known(bytes) => format!("{:.1} GiB", *bytes as f64 / GIB),
             Reported::Unavailable { .. } => "unavailable".to_owned(),
         };
-        let name = match &device.record.name {
-            Reported::Known(name) => name.clone(),
-            Reported::Unavailable { unavailable } => format!("unavailable ({unavailable})"),
-        };
-        rows.push([device.record.device.to_string(), name, memory, libtorch.clone()]);
+        rows.push([device.record.device.to_string(), device.record.name.to_string(), memory, libtorch.clone()]);
     }
     let mut out = table(&rows);
     for backend in &runtime.gpu_backends {
@@ -819,11 +815,7 @@ pub fn comparison(comparison: &lynx_core::compare::Comparison, first: &str, seco
 /// How this node differs from the one that published `original`.
 pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Runtime) -> Vec<String> {
     let mut warnings = Vec::new();
-    let show = |r: &Reported<String>| match r {
-        Reported::Known(v) => v.clone(),
-        Reported::Unavailable { unavailable } => format!("unavailable ({unavailable})"),
-    };
-    let (published, local) = (show(&original.device.name), show(&device.record.name));
+    let (published, local) = (original.device.name.to_string(), device.record.name.to_string());
     if published != local || original.device.device != device.record.device {
         warnings.push(format!(
             "the published device is {} ({}), this one {} ({})",
@@ -840,7 +832,7 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
             env!("CARGO_PKG_VERSION")
         ));
     }
-    let (theirs, ours) = (show(&original.harness.libtorch_runtime_version), show(&runtime.version));
+    let (theirs, ours) = (original.harness.libtorch_runtime_version.to_string(), runtime.version.to_string());
     if theirs != ours {
         warnings.push(format!("published with libtorch {}, this node runs {ours}", terminal_text(&theirs, 60)));
     }

@@ -41,16 +41,12 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
             out.push(format!("{what}: {x} vs {y}"));
         }
     };
-    let show = |r: &Reported<String>| match r {
-        Reported::Known(v) => v.clone(),
-        Reported::Unavailable { unavailable } => format!("unavailable ({unavailable})"),
-    };
-    differ("device", show(&a.device.name), show(&b.device.name));
+    differ("device", a.device.name.to_string(), b.device.name.to_string());
     differ("device kind", a.device.device.to_string(), b.device.device.to_string());
-    differ("host CPU", show(&a.host.cpu_model), show(&b.host.cpu_model));
+    differ("host CPU", a.host.cpu_model.to_string(), b.host.cpu_model.to_string());
     differ("lynx", a.harness.lynx_version.clone(), b.harness.lynx_version.clone());
-    differ("lynx commit", show(&a.harness.git_commit), show(&b.harness.git_commit));
-    differ("libtorch", show(&a.harness.libtorch_runtime_version), show(&b.harness.libtorch_runtime_version));
+    differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
+    differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
     differ("libtorch threads", a.harness.torch_threads.to_string(), b.harness.torch_threads.to_string());
     differ("configuration digest", a.config.sha256.clone(), b.config.sha256.clone());
     out
