@@ -1319,18 +1319,7 @@ fn chromium(args: &[&str]) -> (String, String) {
 fn the_published_record_verifies_and_builds_the_site() {
     let results = repo_path("results");
     let keys = repo_path("results/keys");
-    let mut envelopes = Vec::new();
-    let mut stack = vec![PathBuf::from(&results)];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.to_string_lossy().ends_with(".intoto.json") {
-                envelopes.push(path);
-            }
-        }
-    }
+    let envelopes = lynx_publish::shortlist::find_envelopes(&[PathBuf::from(&results)]).unwrap();
     assert!(!envelopes.is_empty(), "results/ holds no published result");
     let key_files: Vec<PathBuf> = std::fs::read_dir(&keys).unwrap().map(|e| e.unwrap().path()).collect();
     for envelope in &envelopes {
@@ -1347,15 +1336,21 @@ fn the_published_record_verifies_and_builds_the_site() {
     assert!(!index.contains("class=\"bad\">rejected") && !index.contains("untrusted"), "{index}");
 }
 
+/// `run_args` for a node: `--device cpu` replaced by `node` (a device list and its options).
+fn node_args<'a>(models: &'a Path, out: &'a Path, node: &[&'a str]) -> Vec<&'a str> {
+    let mut args = run_args(models, out);
+    let at = args.iter().position(|a| *a == "--device").unwrap();
+    args.splice(at..at + 2, node.iter().copied());
+    args
+}
+
 #[test]
 fn all_devices_gives_one_result_per_device_and_a_killed_device_leaves_the_others_whole() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
     // Three CPU "devices": the node's device list overridden, one process each.
-    let mut args = run_args(models.path(), out.path());
-    let at = args.iter().position(|a| *a == "--device").unwrap();
-    args.splice(at..at + 2, ["--devices", "cpu,cpu,cpu"]);
+    let args = node_args(models.path(), out.path(), &["--devices", "cpu,cpu,cpu"]);
     let mut parent = lynx_command().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let nodes = out.path().join("nodes");
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -1500,18 +1495,7 @@ fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let mut envelopes = Vec::new();
-    let mut stack = vec![out.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.to_string_lossy().ends_with(".intoto.json") {
-                envelopes.push(path);
-            }
-        }
-    }
+    let envelopes = lynx_publish::shortlist::find_envelopes(std::slice::from_ref(&out)).unwrap();
     assert_eq!(envelopes.len(), 2, "one result per array task: {envelopes:?}\n{logs}");
     for envelope in &envelopes {
         let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
@@ -1532,9 +1516,7 @@ fn one_at_a_time_runs_the_devices_in_turn() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
-    let mut args = run_args(models.path(), out.path());
-    let at = args.iter().position(|a| *a == "--device").unwrap();
-    args.splice(at..at + 2, ["--devices", "cpu,cpu", "--one-at-a-time"]);
+    let args = node_args(models.path(), out.path(), &["--devices", "cpu,cpu", "--one-at-a-time"]);
     let output = lynx(&args);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let mut results: Vec<Value> =
