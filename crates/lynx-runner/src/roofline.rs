@@ -228,54 +228,64 @@ fn cpu_stream() -> Vec<Probe> {
         .collect()
 }
 
-/// The native CUDA probes, or one probe per kind saying why they could not run.
-fn native(device: &Device, lib_dir: Option<&std::path::Path>, sustained_s: Option<f64>, bandwidth: bool) -> Vec<Probe> {
-    let DeviceName::Cuda(ordinal) = device.record.device else {
-        let reason = match device.record.device {
-            DeviceName::Rocm(_) => "the native probes are CUDA kernels; ROCm devices are measured through libtorch",
-            _ => "the native probes are GPU kernels; the CPU is measured by the STREAM probes",
-        };
-        return vec![Probe {
-            name: "native".to_owned(),
-            kind: if bandwidth { ProbeKind::Bandwidth } else { ProbeKind::Matmul },
-            dtype: "-".to_owned(),
-            phase: "burst".to_owned(),
-            value: unavailable(reason.to_owned()),
-            method: String::new(),
-        }];
+/// A probe that could not run, and why.
+fn unavailable_probe(name: &str, kind: ProbeKind, dtype: &str, phase: &str, reason: String) -> Probe {
+    Probe {
+        name: name.to_owned(),
+        kind,
+        dtype: dtype.to_owned(),
+        phase: phase.to_owned(),
+        value: unavailable(reason),
+        method: String::new(),
+    }
+}
+
+/// The CUDA ordinal the native probes run on, or why a device has no native probes.
+fn cuda_ordinal(device: &Device) -> Result<u32, &'static str> {
+    match device.record.device {
+        DeviceName::Cuda(ordinal) => Ok(ordinal),
+        DeviceName::Rocm(_) => Err("the native probes are CUDA kernels; ROCm devices are measured through libtorch"),
+        DeviceName::Cpu => Err("the native probes are GPU kernels; the CPU is measured by the STREAM probes"),
+    }
+}
+
+/// The native bandwidth kernels, or one probe saying why they could not run.
+fn native_bandwidth_probes(device: &Device, lib_dir: Option<&std::path::Path>) -> Vec<Probe> {
+    let ordinal = match cuda_ordinal(device) {
+        Ok(ordinal) => ordinal,
+        Err(reason) => return vec![unavailable_probe("native", ProbeKind::Bandwidth, "-", "burst", reason.to_owned())],
     };
-    let dirs = cuda_wheel_dirs(lib_dir);
-    let phase = if sustained_s.is_some() { "sustained" } else { "burst" };
-    if bandwidth {
-        return match native_bandwidth(ordinal, &dirs) {
-            Ok(figures) => figures
-                .kernels
-                .iter()
-                .map(|(kernel, rate)| Probe {
-                    name: format!("native {kernel}"),
-                    kind: ProbeKind::Bandwidth,
-                    dtype: "f32".to_owned(),
-                    phase: "burst".to_owned(),
-                    value: known(*rate, "native bandwidth"),
-                    method: format!(
-                        "kernels/stream.cu {kernel} (NVRTC, 16-byte accesses) over {} MiB arrays, median of {} launches \
-                         timed with CUDA events",
-                        figures.array_bytes >> 20,
-                        figures.repetitions
-                    ),
-                })
-                .collect(),
-            Err(e) => vec![Probe {
-                name: "native bandwidth".to_owned(),
+    match native_bandwidth(ordinal, &cuda_wheel_dirs(lib_dir)) {
+        Ok(figures) => figures
+            .kernels
+            .iter()
+            .map(|(kernel, rate)| Probe {
+                name: format!("native {kernel}"),
                 kind: ProbeKind::Bandwidth,
                 dtype: "f32".to_owned(),
-                phase: phase.to_owned(),
-                value: unavailable(e.to_string()),
-                method: String::new(),
-            }],
-        };
+                phase: "burst".to_owned(),
+                value: known(*rate, "native bandwidth"),
+                method: format!(
+                    "kernels/stream.cu {kernel} (NVRTC, 16-byte accesses) over {} MiB arrays, median of {} launches \
+                     timed with CUDA events",
+                    figures.array_bytes >> 20,
+                    figures.repetitions
+                ),
+            })
+            .collect(),
+        Err(e) => vec![unavailable_probe("native bandwidth", ProbeKind::Bandwidth, "f32", "burst", e.to_string())],
     }
-    let mut probes = match native_matmul(ordinal, &dirs, sustained_s) {
+}
+
+/// cuBLASLt's matmul rates (burst, or sustained over `sustained_s`), or a probe saying why they
+/// could not run; and the fp8 probe cuBLASLt cannot make here.
+fn native_matmul_probes(device: &Device, lib_dir: Option<&std::path::Path>, sustained_s: Option<f64>) -> Vec<Probe> {
+    let phase = if sustained_s.is_some() { "sustained" } else { "burst" };
+    let ordinal = match cuda_ordinal(device) {
+        Ok(ordinal) => ordinal,
+        Err(reason) => return vec![unavailable_probe("native", ProbeKind::Matmul, "-", phase, reason.to_owned())],
+    };
+    let mut probes = match native_matmul(ordinal, &cuda_wheel_dirs(lib_dir), sustained_s) {
         Ok(rates) => rates
             .iter()
             .map(|rate| Probe {
@@ -297,27 +307,17 @@ fn native(device: &Device, lib_dir: Option<&std::path::Path>, sustained_s: Optio
                 ),
             })
             .collect(),
-        Err(e) => vec![Probe {
-            name: "cublaslt matmul".to_owned(),
-            kind: ProbeKind::Matmul,
-            dtype: "-".to_owned(),
-            phase: phase.to_owned(),
-            value: unavailable(e.to_string()),
-            method: String::new(),
-        }],
+        Err(e) => vec![unavailable_probe("cublaslt matmul", ProbeKind::Matmul, "-", phase, e.to_string())],
     };
-    probes.push(Probe {
-        name: "cublaslt matmul".to_owned(),
-        kind: ProbeKind::Matmul,
-        dtype: "fp8".to_owned(),
-        phase: phase.to_owned(),
-        value: unavailable(
-            "cudarc's cuBLASLt wrapper has no fp8 matmul (it needs scale pointers); fp8 is measured through \
-             libtorch's _scaled_mm"
-                .to_owned(),
-        ),
-        method: String::new(),
-    });
+    probes.push(unavailable_probe(
+        "cublaslt matmul",
+        ProbeKind::Matmul,
+        "fp8",
+        phase,
+        "cudarc's cuBLASLt wrapper has no fp8 matmul (it needs scale pointers); fp8 is measured through \
+         libtorch's _scaled_mm"
+            .to_owned(),
+    ));
     probes
 }
 
@@ -337,12 +337,12 @@ pub fn burst(device: &Device, plan: &ProbePlan) -> RooflineRecord {
     if device.record.device == DeviceName::Cpu {
         probes.extend(cpu_stream());
     }
-    probes.extend(native(device, lib_dir.as_deref(), None, true));
+    probes.extend(native_bandwidth_probes(device, lib_dir.as_deref()));
     for precision in torch_dtypes(device, plan.precision) {
         probes.push(torch_matmul(device, precision, None));
     }
     if device.record.device != DeviceName::Cpu {
-        probes.extend(native(device, lib_dir.as_deref(), None, false));
+        probes.extend(native_matmul_probes(device, lib_dir.as_deref(), None));
     }
     RooflineRecord::with_gaps(probes)
 }
@@ -355,7 +355,7 @@ pub fn sustained(device: &Device, plan: &ProbePlan, record: &mut RooflineRecord)
         record.probes.push(torch_matmul(device, precision, Some(seconds)));
     }
     if matches!(device.record.device, DeviceName::Cuda(_)) {
-        record.probes.extend(native(device, lib_dir.as_deref(), Some(seconds), false));
+        record.probes.extend(native_matmul_probes(device, lib_dir.as_deref(), Some(seconds)));
     }
     *record = RooflineRecord::with_gaps(std::mem::take(&mut record.probes));
 }
