@@ -99,15 +99,11 @@ pub fn run_node(plan: &NodePlan) -> anyhow::Result<(NodeSummary, PathBuf)> {
     for (index, device) in plan.devices.iter().enumerate() {
         let run_dir =
             std::fs::read_to_string(dir.join(format!("device-{index}.run"))).ok().map(|s| s.trim().to_owned());
-        let result: Option<RunResult> = run_dir.as_ref().and_then(|d| {
-            let run = lynx_runner::RunDir::open(Path::new(d)).ok()?;
-            lynx_runner::journal::read_json(&run.result_path(), "result").ok()
-        });
-        let envelope = run_dir.as_ref().and_then(|d| {
-            let run = lynx_runner::RunDir::open(Path::new(d)).ok()?;
-            let envelope = lynx_publish::envelope_path(&run.result_path());
-            envelope.exists().then(|| envelope.display().to_string())
-        });
+        let run = run_dir.as_ref().and_then(|d| lynx_runner::RunDir::open(Path::new(d)).ok());
+        let result: Option<RunResult> =
+            run.as_ref().and_then(|run| lynx_runner::journal::read_json(&run.result_path(), "result").ok());
+        let envelope = run.as_ref().map(|run| lynx_publish::envelope_path(&run.result_path()));
+        let envelope = envelope.filter(|e| e.exists()).map(|e| e.display().to_string());
         let exit = exits[index].clone().unwrap_or_else(|| "unknown".to_owned());
         runs.push(DeviceRun {
             device: device.clone(),
