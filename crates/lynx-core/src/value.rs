@@ -79,6 +79,14 @@ impl<T> Reported<T> {
             Reported::Unavailable { .. } => None,
         }
     }
+
+    /// Why the value is unavailable; `None` when it is known.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Reported::Known(_) => None,
+            Reported::Unavailable { unavailable } => Some(unavailable),
+        }
+    }
 }
 
 impl<T, E: std::fmt::Display> From<Result<T, E>> for Reported<T> {

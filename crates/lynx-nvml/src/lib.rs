@@ -6,48 +6,75 @@
 //! gives it, never by index (CUDA_VISIBLE_DEVICES and NVML order devices differently).
 //!
 //! Readings (NVML API reference): power from the instantaneous field `NVML_FI_DEV_POWER_INSTANT`
-//! through `nvmlDeviceGetFieldValues` where the device has it, else `nvmlDeviceGetPowerUsage`
-//! (a 1-second average on Ampere and newer), labelled as such; the total-energy counter (mJ);
-//! SM and memory clocks; the hotter of the GPU and memory (HBM) temperatures; utilisation;
-//! memory used; and the clock-event (throttle) reasons, decoded into names. Power, energy and
-//! memory temperature come from one batched `nvmlDeviceGetFieldValues` call per sample, each
-//! falling back to its own call where the field does not answer.
+//! through `nvmlDeviceGetFieldValues` where the device has it, else the averaged field or
+//! `nvmlDeviceGetPowerUsage` (a 1-second average on Ampere and newer), labelled as such; the
+//! total-energy counter (mJ); SM and memory clocks; the hotter of the GPU and memory (HBM)
+//! temperatures; utilisation; memory used; and the clock-event (throttle) reasons, decoded into
+//! names. Power, energy and memory temperature come from one batched `nvmlDeviceGetFieldValues`
+//! call per sample, each falling back to its own call where the field does not answer.
+//!
+//! A source reads the device once when it is made: whatever the device does not answer then is
+//! listed in [`TelemetrySource::unavailable`] with NVML's reason, so a reading that is never
+//! there (throttle reasons, above all) is never mistaken for a reading of zero.
+//!
+//! The tests run all of this against `lynx-fakes`' stand-in libnvidia-ml.
 
 use lynx_core::result::BoardRecord;
 use lynx_core::telemetry::{Sample, ThrottleReason};
 use lynx_core::value::Reported;
 use lynx_telemetry::TelemetrySource;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-use nvml_wrapper::struct_wrappers::device::FieldValueSample;
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
 };
 use nvml_wrapper::{Device, Nvml};
+use std::path::Path;
 use std::sync::OnceLock;
 
-/// The process's NVML handle, initialised once and kept for the process's life (devices borrow
-/// it), or why NVML cannot be used here.
+/// The process's NVML handle (libnvidia-ml.so.1 from the loader's search path), initialised
+/// once and kept for the process's life (devices borrow it), or why NVML cannot be used here.
 pub fn nvml() -> Result<&'static Nvml, String> {
     static NVML: OnceLock<Result<&'static Nvml, String>> = OnceLock::new();
-    NVML.get_or_init(|| {
-        Nvml::init().map(|nvml| &*Box::leak(Box::new(nvml))).map_err(|e| format!("NVML is unavailable: {e}"))
-    })
-    .clone()
+    NVML.get_or_init(|| Nvml::init().map(leak).map_err(|e| format!("NVML is unavailable: {e}"))).clone()
 }
 
-fn device(uuid: &str) -> Result<Device<'static>, String> {
-    nvml()?.device_by_uuid(uuid).map_err(|e| format!("NVML has no device {uuid}: {e}"))
+/// NVML loaded from the library at `path`, initialised and kept for the process's life, or why
+/// it cannot be. Each call loads and initialises it again (NVML counts its initialisations).
+pub fn open(path: &Path) -> Result<&'static Nvml, String> {
+    Nvml::builder()
+        .lib_path(path.as_os_str())
+        .init()
+        .map(leak)
+        .map_err(|e| format!("NVML is unavailable from {}: {e}", path.display()))
 }
 
-fn reported<T>(result: Result<T, nvml_wrapper::error::NvmlError>) -> Reported<T> {
+fn leak(nvml: Nvml) -> &'static Nvml {
+    Box::leak(Box::new(nvml))
+}
+
+fn device(nvml: &'static Nvml, uuid: &str) -> Result<Device<'static>, String> {
+    nvml.device_by_uuid(uuid).map_err(|e| format!("NVML has no device {uuid}: {e}"))
+}
+
+fn reported<T>(result: Result<T, NvmlError>) -> Reported<T> {
     result.map_err(|e| e.to_string()).into()
 }
 
 /// The board record of the GPU with `uuid`, or why NVML cannot give it.
 pub fn board(uuid: &str) -> Reported<BoardRecord> {
-    let (nvml, device) = match nvml().and_then(|nvml| Ok((nvml, device(uuid)?))) {
-        Ok(found) => found,
+    match nvml() {
+        Ok(nvml) => board_of(nvml, uuid),
+        Err(reason) => Reported::unavailable(reason),
+    }
+}
+
+/// The board record of the GPU with `uuid`, read through `nvml`.
+pub fn board_of(nvml: &'static Nvml, uuid: &str) -> Reported<BoardRecord> {
+    let device = match device(nvml, uuid) {
+        Ok(device) => device,
         Err(reason) => return Reported::unavailable(reason),
     };
     let watts = |milliwatts: Result<u32, _>| reported(milliwatts).map_known(|mw| f64::from(mw) / 1000.0);
@@ -72,42 +99,170 @@ pub struct NvmlSource {
     name: String,
     /// Whether the instantaneous power field answered on the first reading.
     instant_power: bool,
+    labels: Vec<(String, String)>,
+    unavailable: Vec<(String, String)>,
+}
+
+/// One reading, with why each missing value is missing (collected only when asked for).
+struct Reading {
+    sample: Sample,
+    missing: Vec<(&'static str, String)>,
 }
 
 impl NvmlSource {
     /// The source for the GPU with `uuid`, or why it cannot be had.
     pub fn for_uuid(uuid: &str) -> Result<NvmlSource, String> {
-        let device = device(uuid)?;
-        let instant_power = matches!(power_instant(&device), Some(Ok(_)));
-        Ok(NvmlSource { device, name: format!("nvml:{uuid}"), instant_power })
+        NvmlSource::new(nvml()?, uuid)
+    }
+
+    /// The source for the GPU with `uuid`, read through `nvml`.
+    pub fn new(nvml: &'static Nvml, uuid: &str) -> Result<NvmlSource, String> {
+        let device = device(nvml, uuid)?;
+        let instant_power = matches!(batched_fields(&device, &[NVML_FI_DEV_POWER_INSTANT]).as_slice(), [Ok(_)]);
+        let mut source = NvmlSource {
+            device,
+            name: format!("nvml:{uuid}"),
+            instant_power,
+            labels: Vec::new(),
+            unavailable: Vec::new(),
+        };
+        let first = source.read(true);
+        let memory_sensor = first.missing.iter().find(|(what, _)| *what == "memory_temperature_c");
+        let temperature = match memory_sensor {
+            None => "the hotter of the GPU and memory (NVML_FI_DEV_MEMORY_TEMP) sensors".to_owned(),
+            Some((_, reason)) => format!("the GPU sensor only: the memory sensor does not answer ({reason})"),
+        };
+        let power = if instant_power {
+            "NVML_FI_DEV_POWER_INSTANT (instantaneous board power)"
+        } else {
+            "averaged power, NVML_FI_DEV_POWER_AVERAGE or else nvmlDeviceGetPowerUsage (a 1-second average on \
+             Ampere and newer): the device has no instantaneous field"
+        };
+        source.labels = vec![
+            ("power_w".to_owned(), power.to_owned()),
+            (
+                "energy_j".to_owned(),
+                "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, the total-energy counter (updated every 10-100 ms)".to_owned(),
+            ),
+            ("temperature_c".to_owned(), temperature),
+        ];
+        source.unavailable = first
+            .missing
+            .into_iter()
+            .filter(|(what, _)| *what != "memory_temperature_c")
+            .map(|(what, reason)| (what.to_owned(), reason))
+            .collect();
+        Ok(source)
+    }
+
+    /// One reading of every value; with `explain`, why each missing one is missing.
+    fn read(&self, explain: bool) -> Reading {
+        let d = &self.device;
+        let mut missing = Vec::new();
+        let mut note = |what: &'static str, reasons: &[&dyn std::fmt::Display]| {
+            if explain {
+                let text: Vec<String> = reasons.iter().map(|r| r.to_string()).collect();
+                missing.push((what, text.join("; ")));
+            }
+        };
+        let power_field = if self.instant_power { NVML_FI_DEV_POWER_INSTANT } else { NVML_FI_DEV_POWER_AVERAGE };
+        let fields = batched_fields(d, &[power_field, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML_FI_DEV_MEMORY_TEMP]);
+        let [power, energy, memory_temperature] = <[Result<f64, String>; 3]>::try_from(fields)
+            .unwrap_or_else(|_| unreachable!("batched_fields answers one result per field asked for"));
+        // NVML gives power in mW and energy in mJ.
+        let power_w = match power.map(|mw| mw / 1000.0) {
+            Ok(w) => Some(w),
+            Err(field) => match d.power_usage() {
+                Ok(mw) => Some(f64::from(mw) / 1000.0),
+                Err(call) => {
+                    note("power_w", &[&format!("power field: {field}"), &format!("nvmlDeviceGetPowerUsage: {call}")]);
+                    None
+                }
+            },
+        };
+        let energy_j = match energy.map(|mj| mj / 1000.0) {
+            Ok(j) => Some(j),
+            Err(field) => match d.total_energy_consumption() {
+                Ok(mj) => Some(mj as f64 / 1000.0),
+                Err(call) => {
+                    note(
+                        "energy_j",
+                        &[
+                            &format!("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: {field}"),
+                            &format!("nvmlDeviceGetTotalEnergyConsumption: {call}"),
+                        ],
+                    );
+                    None
+                }
+            },
+        };
+        let gpu_temperature = d.temperature(TemperatureSensor::Gpu).map(f64::from);
+        if let Err(e) = &memory_temperature {
+            note("memory_temperature_c", &[e]);
+        }
+        let temperature_c = match (&gpu_temperature, &memory_temperature) {
+            (Ok(gpu), Ok(memory)) => Some(gpu.max(*memory)),
+            (Ok(only), Err(_)) | (Err(_), Ok(only)) => Some(*only),
+            (Err(gpu), Err(memory)) => {
+                note("temperature_c", &[&format!("GPU sensor: {gpu}"), &format!("memory sensor: {memory}")]);
+                None
+            }
+        };
+        let mut value = |what: &'static str, result: Result<f64, NvmlError>| match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                note(what, &[&e]);
+                None
+            }
+        };
+        let sm_clock_mhz = value("sm_clock_mhz", d.clock_info(Clock::SM).map(f64::from));
+        let mem_clock_mhz = value("mem_clock_mhz", d.clock_info(Clock::Memory).map(f64::from));
+        let utilisation = value("utilisation", d.utilization_rates().map(|u| f64::from(u.gpu) / 100.0));
+        let memory_used_bytes = value("memory_used_bytes", d.memory_info().map(|m| m.used as f64)).map(|b| b as u64);
+        let throttle = match d.current_throttle_reasons() {
+            Ok(reasons) => ThrottleReason::from_nvml_bits(reasons.bits()),
+            Err(e) => {
+                note("throttle", &[&format!("nvmlDeviceGetCurrentClocksThrottleReasons: {e}")]);
+                Vec::new()
+            }
+        };
+        Reading {
+            sample: Sample {
+                t_s: 0.0,
+                power_w,
+                energy_j,
+                sm_clock_mhz,
+                mem_clock_mhz,
+                temperature_c,
+                utilisation,
+                memory_used_bytes,
+                core_utilisation: Vec::new(),
+                core_mhz: Vec::new(),
+                throttle,
+            },
+            missing,
+        }
     }
 }
 
-/// The instantaneous power field, in watts.
-fn power_instant(device: &Device<'static>) -> Option<Result<f64, String>> {
-    let values = device.field_values_for(&[FieldId(NVML_FI_DEV_POWER_INSTANT)]).ok()?;
-    let value: Result<FieldValueSample, _> = values.into_iter().next()?;
-    Some(value.map_err(|e| e.to_string()).and_then(|sample| match sample.value {
-        Ok(v) => Ok(sample_value_f64(&v) / 1000.0),
-        Err(e) => Err(e.to_string()),
-    }))
-}
-
-/// Power (W), energy (J) and memory temperature (°C) from one field-values call.
-fn batched_fields(device: &Device<'static>, instant_power: bool) -> [Option<f64>; 3] {
-    let power = if instant_power { NVML_FI_DEV_POWER_INSTANT } else { NVML_FI_DEV_POWER_AVERAGE };
-    let ids = [FieldId(power), FieldId(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION), FieldId(NVML_FI_DEV_MEMORY_TEMP)];
-    let Ok(values) = device.field_values_for(&ids) else { return [None; 3] };
-    let mut out = [None; 3];
-    for (slot, value) in out.iter_mut().zip(values) {
-        *slot = value.ok().and_then(|sample| sample.value.ok()).map(|v| sample_value_f64(&v));
+/// The values of `ids` from one field-values call, in order, or why each is missing.
+fn batched_fields(device: &Device<'static>, ids: &[u32]) -> Vec<Result<f64, String>> {
+    let ids: Vec<FieldId> = ids.iter().map(|&id| FieldId(id)).collect();
+    match device.field_values_for(&ids) {
+        Ok(values) => values
+            .into_iter()
+            .map(|value| value.and_then(|sample| sample.value).map(|v| sample_value_f64(&v)).map_err(|e| e.to_string()))
+            .chain(std::iter::repeat_with(|| Err("nvmlDeviceGetFieldValues answered fewer fields".to_owned())))
+            .take(ids.len())
+            .collect(),
+        Err(e) => {
+            let reason = format!("nvmlDeviceGetFieldValues: {e}");
+            ids.iter().map(|_| Err(reason.clone())).collect()
+        }
     }
-    // NVML gives power in mW and energy in mJ.
-    [out[0].map(|mw| mw / 1000.0), out[1].map(|mj| mj / 1000.0), out[2]]
 }
 
-fn sample_value_f64(value: &nvml_wrapper::enums::device::SampleValue) -> f64 {
-    use nvml_wrapper::enums::device::SampleValue;
+fn sample_value_f64(value: &SampleValue) -> f64 {
     match *value {
         SampleValue::F64(v) => v,
         SampleValue::U32(v) => f64::from(v),
@@ -122,51 +277,15 @@ impl TelemetrySource for NvmlSource {
     }
 
     fn unavailable(&self) -> Vec<(String, String)> {
-        Vec::new()
+        self.unavailable.clone()
     }
 
     fn labels(&self) -> Vec<(String, String)> {
-        let power = if self.instant_power {
-            "NVML_FI_DEV_POWER_INSTANT (instantaneous board power)"
-        } else {
-            "averaged power, NVML_FI_DEV_POWER_AVERAGE or else nvmlDeviceGetPowerUsage (a 1-second average on \
-             Ampere and newer): the device has no instantaneous field"
-        };
-        vec![
-            ("power_w".to_owned(), power.to_owned()),
-            (
-                "energy_j".to_owned(),
-                "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, the total-energy counter (updated every 10-100 ms)".to_owned(),
-            ),
-            (
-                "temperature_c".to_owned(),
-                "the hotter of the GPU and memory (NVML_FI_DEV_MEMORY_TEMP) sensors".to_owned(),
-            ),
-        ]
+        self.labels.clone()
     }
 
     fn sample(&mut self) -> Sample {
-        let d = &self.device;
-        let [power_w, energy_j, memory_temperature_c] = batched_fields(d, self.instant_power);
-        let power_w = power_w.or_else(|| d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0));
-        let energy_j = energy_j.or_else(|| d.total_energy_consumption().ok().map(|mj| mj as f64 / 1000.0));
-        let gpu_temperature_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
-        Sample {
-            t_s: 0.0,
-            power_w,
-            energy_j,
-            sm_clock_mhz: d.clock_info(Clock::SM).ok().map(f64::from),
-            mem_clock_mhz: d.clock_info(Clock::Memory).ok().map(f64::from),
-            temperature_c: gpu_temperature_c.into_iter().chain(memory_temperature_c).reduce(f64::max),
-            utilisation: d.utilization_rates().ok().map(|u| f64::from(u.gpu) / 100.0),
-            memory_used_bytes: d.memory_info().ok().map(|m| m.used),
-            core_utilisation: Vec::new(),
-            core_mhz: Vec::new(),
-            throttle: d
-                .current_throttle_reasons()
-                .map(|r| ThrottleReason::from_nvml_bits(r.bits()))
-                .unwrap_or_default(),
-        }
+        self.read(false).sample
     }
 }
 
@@ -186,5 +305,11 @@ mod tests {
                 assert_eq!(NvmlSource::for_uuid("GPU-x").err(), Some(reason));
             }
         }
+    }
+
+    #[test]
+    fn a_library_that_is_not_there_is_a_reason() {
+        let Err(reason) = open(Path::new("/nonexistent/libnvidia-ml.so.1")) else { panic!("no library at that path") };
+        assert!(reason.starts_with("NVML is unavailable from /nonexistent/libnvidia-ml.so.1: "), "{reason}");
     }
 }
