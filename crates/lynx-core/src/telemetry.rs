@@ -16,8 +16,10 @@ use crate::value::{Finite, NotFinite};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Why a device ran below its clocks, as NVML's clock-event reasons name them
-/// (`nvmlClocksEventReasons`; bit values in [`ThrottleReason::from_nvml_bits`]).
+/// Why a device ran below its clocks: NVML's clock-event reasons (`nvmlClocksEventReasons`; bit
+/// values in [`ThrottleReason::from_nvml_bits`]), and the groups of AMD's ASIC-independent
+/// throttler bits (`SMU_THROTTLER_*` in the amdgpu driver, reported in `gpu_metrics`'
+/// `indep_throttle_status`; bit values in [`ThrottleReason::from_amd_indep_bits`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ThrottleReason {
@@ -30,6 +32,17 @@ pub enum ThrottleReason {
     HwThermalSlowdown,
     HwPowerBrakeSlowdown,
     DisplayClockSetting,
+    /// AMD: a package power tracking or sustained/fast power limit (PPT0-3, SPL, FPPT, SPPT).
+    AmdPowerLimit,
+    /// AMD: a thermal or electrical design current limit, or APCC (TDC, EDC, APCC).
+    AmdCurrentLimit,
+    /// AMD: a temperature limit (GPU, core, memory, edge, hotspot, SoC, voltage regulators,
+    /// liquid) or a voltage regulator's VRHOT.
+    AmdThermalLimit,
+    /// AMD: an external PROCHOT assertion.
+    AmdProchot,
+    /// AMD: platform power management (PPM) or the reliability (FIT) limiter.
+    AmdPlatformLimit,
 }
 
 impl ThrottleReason {
@@ -50,6 +63,24 @@ impl ThrottleReason {
         ThrottleReason::BITS.iter().filter(|(bit, _)| bits & bit != 0).map(|&(_, reason)| reason).collect()
     }
 
+    /// The groups set in an AMD `indep_throttle_status` (bit numbers of the amdgpu driver's
+    /// `SMU_THROTTLER_*_BIT`: power 0-7, current 16-23, temperature 32-45, PROCHOT 46-47, PPM
+    /// 56, FIT 57), each group once.
+    pub fn from_amd_indep_bits(bits: u64) -> Vec<ThrottleReason> {
+        let group = |low: u32, high: u32| bits & ((u64::MAX >> (63 - high)) & (u64::MAX << low)) != 0;
+        [
+            (group(0, 7), ThrottleReason::AmdPowerLimit),
+            (group(16, 23), ThrottleReason::AmdCurrentLimit),
+            (group(32, 45), ThrottleReason::AmdThermalLimit),
+            (group(46, 47), ThrottleReason::AmdProchot),
+            (group(56, 57), ThrottleReason::AmdPlatformLimit),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .map(|(_, reason)| reason)
+        .collect()
+    }
+
     /// Whether the reason is the hardware slowing the device down (as opposed to idling or a
     /// setting): these block equilibrium.
     pub fn is_hardware_slowdown(self) -> bool {
@@ -60,6 +91,11 @@ impl ThrottleReason {
                 | ThrottleReason::HwPowerBrakeSlowdown
                 | ThrottleReason::SwThermalSlowdown
                 | ThrottleReason::SwPowerCap
+                | ThrottleReason::AmdPowerLimit
+                | ThrottleReason::AmdCurrentLimit
+                | ThrottleReason::AmdThermalLimit
+                | ThrottleReason::AmdProchot
+                | ThrottleReason::AmdPlatformLimit
         )
     }
 }
@@ -333,5 +369,37 @@ mod tests {
         assert!(!ThrottleReason::GpuIdle.is_hardware_slowdown());
         let sample = Sample { power_w: Some(f64::NAN), sm_clock_mhz: Some(1.0), ..Sample::default() }.sanitised();
         assert_eq!((sample.power_w, sample.sm_clock_mhz), (None, Some(1.0)));
+    }
+
+    #[test]
+    fn amd_independent_throttler_bits_decode_to_their_groups() {
+        use ThrottleReason::*;
+        let bit = |n: u32| 1u64 << n;
+        assert!(ThrottleReason::from_amd_indep_bits(0).is_empty());
+        // The first and last bit of each group, alone.
+        for (n, reason) in [
+            (0, AmdPowerLimit),
+            (7, AmdPowerLimit),
+            (16, AmdCurrentLimit),
+            (23, AmdCurrentLimit),
+            (32, AmdThermalLimit),
+            (45, AmdThermalLimit),
+            (46, AmdProchot),
+            (47, AmdProchot),
+            (56, AmdPlatformLimit),
+            (57, AmdPlatformLimit),
+        ] {
+            assert_eq!(ThrottleReason::from_amd_indep_bits(bit(n)), [reason], "bit {n}");
+            assert!(reason.is_hardware_slowdown());
+        }
+        // Bits between the groups name nothing; several bits of a group name it once.
+        for n in [8, 15, 24, 31, 48, 55, 58, 63] {
+            assert!(ThrottleReason::from_amd_indep_bits(bit(n)).is_empty(), "bit {n}");
+        }
+        assert_eq!(
+            ThrottleReason::from_amd_indep_bits(bit(0) | bit(3) | bit(36) | bit(34)),
+            [AmdPowerLimit, AmdThermalLimit]
+        );
+        assert_eq!(serde_json::to_string(&AmdThermalLimit).unwrap(), "\"amd_thermal_limit\"");
     }
 }

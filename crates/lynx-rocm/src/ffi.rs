@@ -41,11 +41,24 @@ fn describe(lib: &Library, status: Status) -> String {
 }
 
 impl RocmSmiLib {
-    /// Load librocm_smi64 and call `rsmi_init`, or say which step failed and why.
+    /// Load librocm_smi64 from the loader's search path and call `rsmi_init`, or say which step
+    /// failed and why.
     pub fn load() -> Result<RocmSmiLib, String> {
         // SAFETY: loading the library runs its initialisers; ROCm SMI's have no preconditions.
         let lib = unsafe { Library::new("librocm_smi64.so.1").or_else(|_| Library::new("librocm_smi64.so")) }
             .map_err(|e| format!("librocm_smi64 cannot be loaded: {e}"))?;
+        RocmSmiLib::init(lib)
+    }
+
+    /// Load the library at `path` and call `rsmi_init`, or say which step failed and why.
+    pub fn load_from(path: &std::path::Path) -> Result<RocmSmiLib, String> {
+        // SAFETY: as in `load`.
+        let lib = unsafe { Library::new(path) }
+            .map_err(|e| format!("librocm_smi64 cannot be loaded from {}: {e}", path.display()))?;
+        RocmSmiLib::init(lib)
+    }
+
+    fn init(lib: Library) -> Result<RocmSmiLib, String> {
         // SAFETY: rsmi_init(uint64_t flags) with no flags; rsmi_version_get fills a struct of
         // three uint32 and a const char* build string, which we do not read beyond.
         unsafe {

@@ -8,16 +8,26 @@
 //! `rsmi_dev_current_socket_power_get` (MI300 and newer report current power) else average,
 //! labelled; the energy accumulator times its counter resolution; the system (SM) and memory
 //! clocks; the hottest of the edge, junction and memory sensors; busy percent; VRAM in use.
-//! Throttle status is inside the version-dependent `gpu_metrics` table and is not read yet.
+//! Throttle status comes from the driver's `gpu_metrics` table beside the device's PCI function
+//! in sysfs ([`metrics`]), where its version carries the ASIC-independent status.
+//!
+//! The tests run all of this against `lynx-fakes`' stand-in librocm_smi64 (5.x and 6.x).
 
 mod ffi;
+pub mod metrics;
 
-use ffi::RocmSmiLib;
+pub use ffi::RocmSmiLib;
 use lynx_core::result::BoardRecord;
-use lynx_core::telemetry::Sample;
+use lynx_core::telemetry::{Sample, ThrottleReason};
 use lynx_core::value::Reported;
 use lynx_telemetry::TelemetrySource;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+/// Where Linux lists PCI functions, each with the amdgpu driver's `gpu_metrics` beside it.
+pub const PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
 /// The process's ROCm SMI, loaded and initialised once, or why it cannot be used here.
 pub fn rocm_smi() -> Result<&'static RocmSmiLib, String> {
@@ -28,9 +38,20 @@ pub fn rocm_smi() -> Result<&'static RocmSmiLib, String> {
     .clone()
 }
 
+/// ROCm SMI loaded from the library at `path` and initialised, kept for the process's life, or
+/// why it cannot be.
+pub fn open(path: &Path) -> Result<&'static RocmSmiLib, String> {
+    RocmSmiLib::load_from(path)
+        .map(|lib| &*Box::leak(Box::new(lib)))
+        .map_err(|e| format!("ROCm SMI is unavailable: {e}"))
+}
+
 /// The SMI device for HIP ordinal `index`, or why there is none.
 fn device(index: u32) -> Result<(&'static RocmSmiLib, u32), String> {
-    let smi = rocm_smi()?;
+    device_of(rocm_smi()?, index)
+}
+
+fn device_of(smi: &'static RocmSmiLib, index: u32) -> Result<(&'static RocmSmiLib, u32), String> {
     let count = smi.device_count().map_err(|e| format!("rsmi_num_monitor_devices: {e}"))?;
     if index >= count {
         return Err(format!("ROCm SMI sees {count} devices; rocm:{index} is not among them"));
@@ -52,18 +73,28 @@ fn not_by_smi<T>(what: &str) -> Reported<T> {
 
 /// The board record of `rocm:index`, or why ROCm SMI cannot give it.
 pub fn board(index: u32) -> Reported<BoardRecord> {
-    let (smi, d) = match device(index) {
+    match rocm_smi() {
+        Ok(smi) => board_of(smi, index),
+        Err(reason) => Reported::unavailable(reason),
+    }
+}
+
+/// The PCI bus id (`dddd:bb:dd.f`) of a ROCm SMI BDFID: domain << 32 | bus << 8 | device << 3 |
+/// function.
+fn pci_bus_id(bdf: u64) -> String {
+    format!("{:04x}:{:02x}:{:02x}.{}", bdf >> 32, (bdf >> 8) & 0xff, (bdf >> 3) & 0x1f, bdf & 0x7)
+}
+
+/// The board record of SMI device `index` of `smi`.
+pub fn board_of(smi: &'static RocmSmiLib, index: u32) -> Reported<BoardRecord> {
+    let (smi, d) = match device_of(smi, index) {
         Ok(found) => found,
         Err(reason) => return Reported::unavailable(reason),
     };
     let watts = |uw: Result<u64, String>| Reported::from(uw).map_known(|uw| uw as f64 / 1e6);
-    let pci = smi.pci_id(d).map(|bdf| {
-        // BDFID: domain << 32 | bus << 8 | device << 3 | function.
-        format!("{:04x}:{:02x}:{:02x}.{}", bdf >> 32, (bdf >> 8) & 0xff, (bdf >> 3) & 0x1f, bdf & 0x7)
-    });
     Reported::Known(BoardRecord {
         serial: smi.serial(d).into(),
-        pci_bus_id: pci.into(),
+        pci_bus_id: smi.pci_id(d).map(pci_bus_id).into(),
         vbios: smi.vbios(d).into(),
         driver_version: not_by_smi("the driver version through this library"),
         cuda_driver_version: Reported::unavailable("not an NVIDIA GPU"),
@@ -80,14 +111,45 @@ pub struct RocmSource {
     smi: &'static RocmSmiLib,
     device: u32,
     current_power: bool,
+    /// The device's `gpu_metrics`, open, or why its throttle status cannot be read.
+    metrics: Result<(PathBuf, File), String>,
 }
 
 impl RocmSource {
     /// The source for HIP ordinal `index`, or why it cannot be had.
     pub fn for_index(index: u32) -> Result<RocmSource, String> {
         let (smi, device) = device(index)?;
-        Ok(RocmSource { smi, device, current_power: smi.current_socket_power_uw(device).is_ok() })
+        RocmSource::new(smi, device, Path::new(PCI_DEVICES))
     }
+
+    /// The source for SMI device `index` of `smi`, with the device's `gpu_metrics` found under
+    /// `pci_devices` (the real one is [`PCI_DEVICES`]) by its PCI bus id.
+    pub fn new(smi: &'static RocmSmiLib, index: u32, pci_devices: &Path) -> Result<RocmSource, String> {
+        let (smi, device) = device_of(smi, index)?;
+        let metrics = smi
+            .pci_id(device)
+            .map_err(|e| format!("rsmi_dev_pci_id_get, to find gpu_metrics by: {e}"))
+            .and_then(|bdf| {
+                let path = pci_devices.join(pci_bus_id(bdf)).join("gpu_metrics");
+                let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                Ok((path, file))
+            })
+            .and_then(|(path, file)| {
+                // Only a table that gives the status now is worth reading at every sample.
+                read_throttle(&file).map_err(|e| format!("{}: {e}", path.display()))?;
+                Ok((path, file))
+            });
+        Ok(RocmSource { smi, device, current_power: smi.current_socket_power_uw(device).is_ok(), metrics })
+    }
+}
+
+/// The ASIC-independent throttle status in the `gpu_metrics` table open as `file`.
+fn read_throttle(file: &File) -> Result<u64, String> {
+    // The driver fills the table afresh on each read from offset 0; it is a few hundred bytes
+    // (v1.3 is 120).
+    let mut table = [0u8; 4096];
+    let n = file.read_at(&mut table, 0).map_err(|e| e.to_string())?;
+    metrics::indep_throttle_status(&table[..n])
 }
 
 impl TelemetrySource for RocmSource {
@@ -96,10 +158,10 @@ impl TelemetrySource for RocmSource {
     }
 
     fn unavailable(&self) -> Vec<(String, String)> {
-        let mut missing = vec![(
-            "throttle".to_owned(),
-            "ROCm SMI keeps throttle status in the version-dependent gpu_metrics table, not read yet".to_owned(),
-        )];
+        let mut missing = Vec::new();
+        if let Err(reason) = &self.metrics {
+            missing.push(("throttle".to_owned(), format!("the driver's gpu_metrics table: {reason}")));
+        }
         if let Err(reason) = self.smi.clock_mhz(self.device, 0) {
             missing.push(("sm_clock_mhz".to_owned(), reason.clone()));
             missing.push(("mem_clock_mhz".to_owned(), reason));
@@ -113,13 +175,20 @@ impl TelemetrySource for RocmSource {
         } else {
             "rsmi_dev_power_ave_get (average socket power): no current-power reading in this library or device"
         };
-        vec![
+        let mut labels = vec![
             ("power_w".to_owned(), power.to_owned()),
             (
                 "device".to_owned(),
                 format!("ROCm SMI device {} taken as HIP ordinal {}, by index", self.device, self.device),
             ),
-        ]
+        ];
+        if let Ok((path, _)) = &self.metrics {
+            labels.push((
+                "throttle".to_owned(),
+                format!("indep_throttle_status of {} (gpu_metrics v1.3), by throttler group", path.display()),
+            ));
+        }
+        labels
     }
 
     fn sample(&mut self) -> Sample {
@@ -136,7 +205,10 @@ impl TelemetrySource for RocmSource {
             memory_used_bytes: smi.memory_used(d).ok(),
             core_utilisation: Vec::new(),
             core_mhz: Vec::new(),
-            throttle: Vec::new(),
+            throttle: match &self.metrics {
+                Ok((_, file)) => read_throttle(file).map(ThrottleReason::from_amd_indep_bits).unwrap_or_default(),
+                Err(_) => Vec::new(),
+            },
         }
     }
 }
