@@ -262,6 +262,10 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert!(value("torch matmul", "burst").unwrap() > 1e8, "{probes:?}");
     assert!(value("torch matmul", "sustained").unwrap() > 1e8, "{probes:?}");
     assert!(probes.iter().any(|p| p["name"] == "native" && p["value"]["unavailable"].is_string()));
+    if std::path::Path::new("/sys/devices/system/cpu/cpu0/cache").exists() {
+        // The last-level cache, which decides which cells the bandwidth ceiling bounds.
+        assert!(result["roofline"]["cache_bytes"].as_u64().is_some_and(|b| b >= 1 << 16), "{}", result["roofline"]);
+    }
     for cell in cells {
         let roofline = &cell["roofline"];
         let bandwidth = roofline["bandwidth_fraction"].as_f64().unwrap();

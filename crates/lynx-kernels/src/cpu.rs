@@ -47,7 +47,7 @@ pub fn default_elements() -> usize {
 }
 
 /// The largest cache sysfs describes for CPU 0, in bytes.
-fn largest_cache_bytes() -> Option<u64> {
+pub fn largest_cache_bytes() -> Option<u64> {
     let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
     dir.filter_map(|entry| {
         let size = std::fs::read_to_string(entry.ok()?.path().join("size")).ok()?;

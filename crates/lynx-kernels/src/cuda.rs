@@ -13,6 +13,8 @@ pub struct CudaDevice {
     pub uuid: String,
     /// Compute capability, e.g. `9.0`.
     pub compute_capability: String,
+    /// L2 cache size, bytes.
+    pub l2_bytes: u64,
 }
 
 /// Why the CUDA driver cannot describe a device.
@@ -47,12 +49,14 @@ pub fn cuda_device(ordinal: u32) -> Result<CudaDevice, CudaUnavailable> {
     };
     let major = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let l2_bytes = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?.max(0) as u64;
     let uuid = result::device::get_uuid(device)?;
     Ok(CudaDevice {
         name: result::device::get_name(device)?,
         memory_bytes: memory_bytes as u64,
         uuid: format_uuid(&uuid.bytes.map(|b| b as u8)),
         compute_capability: format!("{major}.{minor}"),
+        l2_bytes,
     })
 }
 
