@@ -18,10 +18,12 @@ fn a_window_of_nvml_samples_is_summarised_from_the_counter() {
     let sampler =
         Sampler::start(vec![Box::new(source)], 100.0, clock, Box::new(file.reopen().unwrap())).expect("sampler starts");
     std::thread::sleep(Duration::from_millis(600));
-    let end = clock.elapsed().as_secs_f64();
     let samples = sampler.stop().expect("sampler stops").remove(0);
+    // The window ends after the last sample, so it holds every sample taken.
+    let end = clock.elapsed().as_secs_f64();
     let summary = summarise(&format!("nvml:{NVML_FULL_UUID}"), &samples, 0.0, end, 100.0).unwrap();
     let n = summary.samples;
+    assert_eq!(n, samples.len() as u64);
     assert!(n >= 30, "{n} samples in {end:.2} s at 100 Hz");
     let energy = summary.energy.expect("the board has an energy counter");
     assert_eq!(energy.method, "counter");
