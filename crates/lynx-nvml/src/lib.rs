@@ -118,7 +118,7 @@ impl NvmlSource {
     /// The source for the GPU with `uuid`, read through `nvml`.
     pub fn new(nvml: &'static Nvml, uuid: &str) -> Result<NvmlSource, String> {
         let device = device(nvml, uuid)?;
-        let instant_power = matches!(batched_fields(&device, &[NVML_FI_DEV_POWER_INSTANT]).as_slice(), [Ok(_)]);
+        let instant_power = matches!(batched_fields(&device, [NVML_FI_DEV_POWER_INSTANT]), [Ok(_)]);
         let mut source = NvmlSource {
             device,
             name: format!("nvml:{uuid}"),
@@ -158,74 +158,53 @@ impl NvmlSource {
     /// One reading of every value; with `explain`, why each missing one is missing.
     fn read(&self, explain: bool) -> Reading {
         let d = &self.device;
-        let mut missing = Vec::new();
-        let mut note = |what: &'static str, reasons: &[&dyn std::fmt::Display]| {
-            if explain {
-                let text: Vec<String> = reasons.iter().map(|r| r.to_string()).collect();
-                missing.push((what, text.join("; ")));
-            }
-        };
+        let mut missing = Missing { explain, list: Vec::new() };
         let power_field = if self.instant_power { NVML_FI_DEV_POWER_INSTANT } else { NVML_FI_DEV_POWER_AVERAGE };
-        let fields = batched_fields(d, &[power_field, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML_FI_DEV_MEMORY_TEMP]);
-        let [power, energy, memory_temperature] = <[Result<f64, String>; 3]>::try_from(fields)
-            .unwrap_or_else(|_| unreachable!("batched_fields answers one result per field asked for"));
+        let [power, energy, memory_temperature] =
+            batched_fields(d, [power_field, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML_FI_DEV_MEMORY_TEMP]);
         // NVML gives power in mW and energy in mJ.
-        let power_w = match power.map(|mw| mw / 1000.0) {
-            Ok(w) => Some(w),
-            Err(field) => match d.power_usage() {
-                Ok(mw) => Some(f64::from(mw) / 1000.0),
-                Err(call) => {
-                    note("power_w", &[&format!("power field: {field}"), &format!("nvmlDeviceGetPowerUsage: {call}")]);
-                    None
-                }
-            },
-        };
-        let energy_j = match energy.map(|mj| mj / 1000.0) {
-            Ok(j) => Some(j),
-            Err(field) => match d.total_energy_consumption() {
-                Ok(mj) => Some(mj as f64 / 1000.0),
-                Err(call) => {
-                    note(
-                        "energy_j",
-                        &[
-                            &format!("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: {field}"),
-                            &format!("nvmlDeviceGetTotalEnergyConsumption: {call}"),
-                        ],
-                    );
-                    None
-                }
-            },
-        };
+        let power_w = match power {
+            Ok(mw) => Ok(mw / 1000.0),
+            Err(field) => d.power_usage().map(|mw| f64::from(mw) / 1000.0).map_err(|call| {
+                missing
+                    .note("power_w", &[&format!("power field: {field}"), &format!("nvmlDeviceGetPowerUsage: {call}")])
+            }),
+        }
+        .ok();
+        let energy_j = match energy {
+            Ok(mj) => Ok(mj / 1000.0),
+            Err(field) => d.total_energy_consumption().map(|mj| mj as f64 / 1000.0).map_err(|call| {
+                missing.note(
+                    "energy_j",
+                    &[
+                        &format!("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: {field}"),
+                        &format!("nvmlDeviceGetTotalEnergyConsumption: {call}"),
+                    ],
+                )
+            }),
+        }
+        .ok();
         let gpu_temperature = d.temperature(TemperatureSensor::Gpu).map(f64::from);
         if let Err(e) = &memory_temperature {
-            note("memory_temperature_c", &[e]);
+            missing.note("memory_temperature_c", &[e]);
         }
         let temperature_c = match (&gpu_temperature, &memory_temperature) {
             (Ok(gpu), Ok(memory)) => Some(gpu.max(*memory)),
             (Ok(only), Err(_)) | (Err(_), Ok(only)) => Some(*only),
             (Err(gpu), Err(memory)) => {
-                note("temperature_c", &[&format!("GPU sensor: {gpu}"), &format!("memory sensor: {memory}")]);
+                missing.note("temperature_c", &[&format!("GPU sensor: {gpu}"), &format!("memory sensor: {memory}")]);
                 None
             }
         };
-        let mut value = |what: &'static str, result: Result<f64, NvmlError>| match result {
-            Ok(v) => Some(v),
-            Err(e) => {
-                note(what, &[&e]);
-                None
-            }
-        };
-        let sm_clock_mhz = value("sm_clock_mhz", d.clock_info(Clock::SM).map(f64::from));
-        let mem_clock_mhz = value("mem_clock_mhz", d.clock_info(Clock::Memory).map(f64::from));
-        let utilisation = value("utilisation", d.utilization_rates().map(|u| f64::from(u.gpu) / 100.0));
-        let memory_used_bytes = value("memory_used_bytes", d.memory_info().map(|m| m.used as f64)).map(|b| b as u64);
-        let throttle = match d.current_throttle_reasons() {
-            Ok(reasons) => ThrottleReason::from_nvml_bits(reasons.bits()),
-            Err(e) => {
-                note("throttle", &[&format!("nvmlDeviceGetCurrentClocksThrottleReasons: {e}")]);
-                Vec::new()
-            }
-        };
+        let sm_clock_mhz = missing.ok("sm_clock_mhz", d.clock_info(Clock::SM).map(f64::from));
+        let mem_clock_mhz = missing.ok("mem_clock_mhz", d.clock_info(Clock::Memory).map(f64::from));
+        let utilisation = missing.ok("utilisation", d.utilization_rates().map(|u| f64::from(u.gpu) / 100.0));
+        let memory_used_bytes = missing.ok("memory_used_bytes", d.memory_info().map(|m| m.used));
+        let throttle = d
+            .current_throttle_reasons()
+            .map(|reasons| ThrottleReason::from_nvml_bits(reasons.bits()))
+            .map_err(|e| missing.note("throttle", &[&format!("nvmlDeviceGetCurrentClocksThrottleReasons: {e}")]))
+            .unwrap_or_default();
         Reading {
             sample: Sample {
                 t_s: 0.0,
@@ -240,24 +219,48 @@ impl NvmlSource {
                 core_mhz: Vec::new(),
                 throttle,
             },
-            missing,
+            missing: missing.list,
         }
     }
 }
 
+/// Why values of one reading are missing, collected only when the reading is to explain itself
+/// (a source's first reading); later readings keep none.
+struct Missing {
+    explain: bool,
+    list: Vec<(&'static str, String)>,
+}
+
+impl Missing {
+    /// Record that `what` is missing, for `reasons` (joined by "; ").
+    fn note(&mut self, what: &'static str, reasons: &[&dyn std::fmt::Display]) {
+        if self.explain {
+            let text: Vec<String> = reasons.iter().map(|r| r.to_string()).collect();
+            self.list.push((what, text.join("; ")));
+        }
+    }
+
+    /// The value of `result`, or `None` with its error noted against `what`.
+    fn ok<T>(&mut self, what: &'static str, result: Result<T, NvmlError>) -> Option<T> {
+        result.map_err(|e| self.note(what, &[&e])).ok()
+    }
+}
+
 /// The values of `ids` from one field-values call, in order, or why each is missing.
-fn batched_fields(device: &Device<'static>, ids: &[u32]) -> Vec<Result<f64, String>> {
-    let ids: Vec<FieldId> = ids.iter().map(|&id| FieldId(id)).collect();
-    match device.field_values_for(&ids) {
-        Ok(values) => values
-            .into_iter()
-            .map(|value| value.and_then(|sample| sample.value).map(|v| sample_value_f64(&v)).map_err(|e| e.to_string()))
-            .chain(std::iter::repeat_with(|| Err("nvmlDeviceGetFieldValues answered fewer fields".to_owned())))
-            .take(ids.len())
-            .collect(),
+fn batched_fields<const N: usize>(device: &Device<'static>, ids: [u32; N]) -> [Result<f64, String>; N] {
+    match device.field_values_for(&ids.map(FieldId)) {
+        Ok(values) => {
+            let mut values = values.into_iter();
+            std::array::from_fn(|_| match values.next() {
+                Some(value) => {
+                    value.and_then(|sample| sample.value).map(|v| sample_value_f64(&v)).map_err(|e| e.to_string())
+                }
+                None => Err("nvmlDeviceGetFieldValues answered fewer fields".to_owned()),
+            })
+        }
         Err(e) => {
             let reason = format!("nvmlDeviceGetFieldValues: {e}");
-            ids.iter().map(|_| Err(reason.clone())).collect()
+            std::array::from_fn(|_| Err(reason.clone()))
         }
     }
 }
