@@ -12,6 +12,9 @@ pub struct Device {
     pub record: DeviceRecord,
     /// The libtorch device it maps to.
     pub torch: tch::Device,
+    /// Its largest cache, bytes: a CPU's from sysfs, an NVIDIA GPU's L2 from the CUDA driver;
+    /// `None` for ROCm devices (not read) and wherever it cannot be had.
+    pub cache_bytes: Option<u64>,
 }
 
 impl Device {
@@ -93,10 +96,12 @@ fn cpu(host: &HostRecord) -> Device {
             board: Reported::unavailable("a CPU has no GPU board"),
         },
         torch: tch::Device::Cpu,
+        cache_bytes: lynx_kernels::cpu::largest_cache_bytes(),
     }
 }
 
 fn gpu_device(name: DeviceName, index: u32) -> Device {
+    let mut cache_bytes = None;
     let record = match name {
         DeviceName::Rocm(_) => {
             let (gpu_name, memory_bytes) = lynx_rocm::name_and_memory(index);
@@ -110,14 +115,17 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
             }
         }
         _ => match lynx_kernels::cuda_device(index) {
-            Ok(cuda) => DeviceRecord {
-                device: name,
-                name: Reported::Known(cuda.name),
-                memory_bytes: Reported::Known(cuda.memory_bytes),
-                board: lynx_nvml::board(&cuda.uuid),
-                uuid: Reported::Known(cuda.uuid),
-                compute_capability: Reported::Known(cuda.compute_capability),
-            },
+            Ok(cuda) => {
+                cache_bytes = Some(cuda.l2_bytes).filter(|&bytes| bytes > 0);
+                DeviceRecord {
+                    device: name,
+                    name: Reported::Known(cuda.name),
+                    memory_bytes: Reported::Known(cuda.memory_bytes),
+                    board: lynx_nvml::board(&cuda.uuid),
+                    uuid: Reported::Known(cuda.uuid),
+                    compute_capability: Reported::Known(cuda.compute_capability),
+                }
+            }
             Err(error) => DeviceRecord {
                 device: name,
                 name: Reported::unavailable(error.to_string()),
@@ -128,5 +136,5 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
             },
         },
     };
-    Device { record, torch: tch::Device::Cuda(index as usize) }
+    Device { record, torch: tch::Device::Cuda(index as usize), cache_bytes }
 }

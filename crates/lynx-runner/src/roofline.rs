@@ -344,17 +344,7 @@ pub fn burst(device: &Device, plan: &ProbePlan) -> RooflineRecord {
     if device.record.device != DeviceName::Cpu {
         probes.extend(native_matmul_probes(device, lib_dir.as_deref(), None));
     }
-    RooflineRecord { cache_bytes: cache_bytes(device), ..RooflineRecord::with_gaps(probes) }
-}
-
-/// The device's largest cache: the CPU's from sysfs, an NVIDIA GPU's L2 from the CUDA driver;
-/// `None` for ROCm devices (not read) and wherever it cannot be had.
-fn cache_bytes(device: &Device) -> Option<u64> {
-    match device.record.device {
-        DeviceName::Cpu => lynx_kernels::cpu::largest_cache_bytes(),
-        DeviceName::Cuda(index) => lynx_kernels::cuda_device(index).ok().map(|d| d.l2_bytes).filter(|&b| b > 0),
-        DeviceName::Rocm(_) => None,
-    }
+    RooflineRecord { cache_bytes: device.cache_bytes, ..RooflineRecord::with_gaps(probes) }
 }
 
 /// Sustained matmul rates (after the device reached equilibrium), added to `record`.
