@@ -10,14 +10,8 @@ version=$(awk '/^\[/ { s = ($0 == "[workspace.metadata.libtorch]") } s && $1 == 
 [ -n "$version" ] || { echo "nvrtc: no nvidia-cuda-nvrtc in [workspace.metadata.libtorch] of Cargo.toml" >&2; exit 2; }
 cache=${LYNX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lynx}
 prefix="$cache/nvrtc/nvidia-cuda-nvrtc-$version"
-if [ ! -e "$prefix/.complete" ]; then
-  python=${LYNX_PYTHON:-python3}
-  rm -rf "$prefix"
-  mkdir -p "$prefix"
-  PIP_ROOT_USER_ACTION=ignore "$python" -m pip install --quiet --disable-pip-version-check --no-deps --target "$prefix" \
-    "nvidia-cuda-nvrtc==$version.*" >&2
-  touch "$prefix/.complete"
-fi
+source "$repo/scripts/pip-target.sh"
+lynx_pip_target "$prefix" --no-deps "nvidia-cuda-nvrtc==$version.*"
 lib=$(dirname "$(find "$prefix" -name 'libnvrtc.so.*' -not -name '*alt*' | head -n 1)")
 [ -f "$lib/libnvrtc.so.13" ] || { echo "nvrtc: no libnvrtc.so.13 under $prefix" >&2; exit 1; }
 echo "$lib"

@@ -6,12 +6,6 @@ set -euo pipefail
 version=1.6.0
 cache=${LYNX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lynx}
 prefix="$cache/python/securesystemslib-$version"
-if [ ! -e "$prefix/.complete" ]; then
-  python=${LYNX_PYTHON:-python3}
-  rm -rf "$prefix"
-  mkdir -p "$prefix"
-  "$python" -m pip install --quiet --disable-pip-version-check --target "$prefix" \
-    "securesystemslib[crypto]==$version" >&2
-  touch "$prefix/.complete"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/pip-target.sh"
+lynx_pip_target "$prefix" "securesystemslib[crypto]==$version"
 echo "$prefix"
