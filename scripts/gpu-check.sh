@@ -6,31 +6,42 @@
 #   - bf16 matmul (cuBLASLt, and libtorch through lynx) at least 85% of what a large
 #     torch.matmul reaches in Python PyTorch on the same card, measured here when Python has torch.
 #
-#   scripts/gpu-check.sh [--device cuda:0] [--datasheet-tbs 4.8] [--python python3]
+#   scripts/gpu-check.sh [--device cuda:0] [--datasheet-tbs 4.8] [--python python3] [--quick]
 #
 # Prints a table with the figures, the goals and PASS/FAIL, and exits 1 if a goal is missed.
+# --quick (the test suite's check that the script still works, on any host): the CPU unless
+# --device is given, burst probes only, and a goal nothing here could measure is shown as not
+# measured without failing.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 device=cuda:0
 datasheet=4.8
 python=${LYNX_BENCH_PYTHON:-python3}
+quick=false
+device_given=false
+sustained_s=10
 while [ $# -gt 0 ]; do
   case "$1" in
-    --device) device=$2; shift 2 ;;
+    --device) device=$2; device_given=true; shift 2 ;;
+    --quick) quick=true; shift ;;
     --datasheet-tbs) datasheet=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if $quick; then
+  $device_given || device=cpu
+  sustained_s=0
+fi
 lynx=${LYNX_BIN:-$repo/target/release/lynx}
 [ -x "$lynx" ] || { echo "gpu-check: no lynx binary at $lynx (build with scripts/lynx, or set LYNX_BIN)" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-"$lynx" roofline --device "$device" --sustained-s 10 --json > "$out/roofline.json"
+"$lynx" roofline --device "$device" --sustained-s "$sustained_s" --json > "$out/roofline.json"
 
 python_tflops=""
-if "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if [ "${device%%:*}" = cuda ] && "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   index=${device#cuda:}
   python_tflops=$("$python" - "$index" <<'PY'
 import sys, torch
@@ -57,11 +68,12 @@ PY
 fi
 
 status=0
-python3 - "$out/roofline.json" "$datasheet" "$python_tflops" <<'PY' || status=1
+python3 - "$out/roofline.json" "$datasheet" "$python_tflops" "$quick" <<'PY' || status=1
 import json, sys
 record = json.load(open(sys.argv[1]))
 datasheet = float(sys.argv[2]) * 1e12
 python_tflops = float(sys.argv[3]) * 1e12 if sys.argv[3] else None
+quick = sys.argv[4] == "true"
 
 def best(kind, name_prefix, dtype=None, phase=None):
     values = [p["value"] for p in record["probes"]
@@ -79,8 +91,8 @@ failed = False
 def goal(what, value, target, unit, scale):
     global failed
     if value is None or target is None:
-        print(f"{what:<44} not measured")
-        failed = True
+        print(f"{what:<44} not measured" + (" (quick mode: not a failure)" if quick else ""))
+        failed |= not quick
         return
     ok = value >= 0.85 * target
     failed |= not ok

@@ -31,6 +31,9 @@ export LYNX_NVRTC_DIR
 # kubernetes-validate: the Kubernetes schemas the fleet manifest is validated against.
 LYNX_KVALIDATE_PYTHONPATH=$(scripts/kvalidate.sh)
 export LYNX_KVALIDATE_PYTHONPATH
+# Python PyTorch of lynx's libtorch version: scripts/bench-eager.sh --quick runs in the tests.
+LYNX_BENCH_PYTHON=$(scripts/bench-python.sh)
+export LYNX_BENCH_PYTHON
 cargo test --workspace --locked
 # Whether the Slurm test ran on a real cluster or could not start one (and why).
 cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"

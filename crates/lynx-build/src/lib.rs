@@ -110,6 +110,38 @@ fn locked_version(lock: &str, name: &str) -> Option<String> {
     Some(line.strip_prefix("version = \"")?.strip_suffix('"')?.to_owned())
 }
 
+/// Embed the model catalogue in the calling crate: writes `$OUT_DIR/catalogue.rs`, which
+/// defines `EMBEDDED_MODELS` and `EMBEDDED_SUITES`, each a sorted `&[(name, toml text)]` of the
+/// `*.toml` files of `models` (relative to the calling crate) and of its `suites/` folder.
+pub fn embed_catalogue(models: &str) {
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join(models);
+    let list = |folder: &Path| -> String {
+        println!("cargo:rerun-if-changed={}", folder.display());
+        let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+            .unwrap_or_else(|e| panic!("the model catalogue {}: {e}", folder.display()))
+            .map(|entry| entry.expect("a readable catalogue entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|path| {
+                let name = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 catalogue file name");
+                let path = path.canonicalize().expect("a catalogue file's path");
+                format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string())
+            })
+            .collect()
+    };
+    let text = format!(
+        "/// The model shapes built into the binary: (name, TOML).\npub static EMBEDDED_MODELS: &[(&str, &str)] = &[\n{}];\n\
+         /// The suites built into the binary: (name, TOML).\npub static EMBEDDED_SUITES: &[(&str, &str)] = &[\n{}];\n",
+        list(&dir),
+        list(&dir.join("suites"))
+    );
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("catalogue.rs");
+    std::fs::write(&out, text).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

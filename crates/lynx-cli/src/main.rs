@@ -37,9 +37,9 @@ enum Command {
     Models {
         #[command(subcommand)]
         action: Option<ModelsAction>,
-        /// Folder of model shape files.
-        #[arg(long, env = "LYNX_MODELS_DIR", default_value = "models", global = true)]
-        models: PathBuf,
+        /// A folder of model shape files that adds to or overrides the built-in catalogue.
+        #[arg(long, env = "LYNX_MODELS_DIR", global = true)]
+        models: Option<PathBuf>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -71,18 +71,20 @@ enum Command {
     /// result. The run lives in OUT/<device>/<run id>/; a run that was killed resumes with
     /// --resume that folder. SIGINT or SIGTERM finish the current step and sign a partial result.
     Run {
-        /// Suite name (models/suites/NAME.toml) or path to a suite file; by default `standard`
-        /// on a GPU and `cpu` on the CPU.
+        /// A suite's name (built in, or MODELS/suites/NAME.toml) or a suite file; by default
+        /// `standard` on a GPU and `cpu` on the CPU.
         #[arg(long)]
         suite: Option<String>,
         /// cpu, cuda:N or rocm:N; the first GPU if there is one, else the CPU.
         #[arg(long)]
         device: Option<String>,
-        /// Folder of model shape files and of suites/.
-        #[arg(long, env = "LYNX_MODELS_DIR", default_value = "models")]
-        models: PathBuf,
-        /// Results go to OUT/<device>/<run id>.json.
-        #[arg(long, default_value = "results")]
+        /// A folder of model shape files and of suites/ that adds to or overrides the built-in
+        /// catalogue.
+        #[arg(long, env = "LYNX_MODELS_DIR")]
+        models: Option<PathBuf>,
+        /// The run lives in OUT/<device>/<run id>/. Local runs never go into the published record
+        /// (`results/`): publishing is `lynx collect OUT --into results`.
+        #[arg(long, default_value = "runs")]
         out: PathBuf,
         /// Read the weights from this Hugging Face safetensors checkpoint folder instead of
         /// drawing them from the suite's seed.
@@ -198,7 +200,8 @@ enum Command {
         /// The checkpoint folder, when the published run read its weights from one.
         #[arg(long)]
         weights: Option<PathBuf>,
-        #[arg(long, default_value = "results")]
+        /// The local run lives in OUT/<device>/<run id>/.
+        #[arg(long, default_value = "runs")]
         out: PathBuf,
         #[arg(long, conflicts_with = "unsigned")]
         key: Option<PathBuf>,
@@ -311,7 +314,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Models { action: None, models, json } => {
-            let shapes = suite::list_models(&models)?;
+            let shapes = suite::Catalogue::new(models).models()?;
             let summaries: Vec<_> = shapes.iter().map(lynx_core::catalogue::ModelSummary::of).collect();
             if json {
                 println!("{}", serde_json::to_string_pretty(&summaries)?);
@@ -412,8 +415,10 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                     }
                     devices
                 };
-                let mut run_args = vec!["--models".to_owned(), models.display().to_string()];
-                run_args.extend(["--out".to_owned(), out.display().to_string()]);
+                let mut run_args = vec!["--out".to_owned(), out.display().to_string()];
+                if let Some(models) = &models {
+                    run_args.extend(["--models".to_owned(), models.display().to_string()]);
+                }
                 if let Some(suite) = &suite {
                     run_args.extend(["--suite".to_owned(), suite.clone()]);
                 }
@@ -441,7 +446,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             }
             let resuming = resume.is_some();
             let run = match resume {
-                Some(dir) => resumable(&dir, suite.as_deref(), device_name, weights.as_deref(), &models)?,
+                Some(dir) => resumable(&dir, suite.as_deref(), device_name, weights.as_deref(), models)?,
                 None => {
                     let host = lynx_runner::host_record();
                     let device = match device_name {
@@ -449,7 +454,8 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
                         None => devices::best(&host),
                     };
                     let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
-                    let (suite, model) = suite::load(suite.as_deref().unwrap_or(default_suite), &models)?;
+                    let (suite, model) =
+                        suite::Catalogue::new(models).suite(suite.as_deref().unwrap_or(default_suite))?;
                     lynx_runner::start(&Plan { suite, model, device, results_dir: out, weights })?
                 }
             };
@@ -780,13 +786,13 @@ fn resumable(
     suite: Option<&str>,
     device: Option<DeviceName>,
     weights: Option<&Path>,
-    models: &Path,
+    models: Option<PathBuf>,
 ) -> anyhow::Result<lynx_runner::RunDir> {
     let refuse = |what: String| BadInput(format!("--resume {}: {what}", dir.display()));
     let run = lynx_runner::RunDir::open(dir)?;
     let plan = run.read_plan()?;
     if let Some(name) = suite {
-        let (suite, model) = suite::load(name, models)?;
+        let (suite, model) = suite::Catalogue::new(models).suite(name)?;
         let given = lynx_core::result::config_sha256(&suite, &model);
         let started = lynx_core::result::config_sha256(&plan.suite, &plan.model);
         if given != started {
@@ -826,14 +832,26 @@ fn resumable(
 #[error("exit {0}")]
 struct Exit(u8);
 
-/// The run's signing key: `--key`, else lynx.key in the default key folder; unreadable is bad
-/// input, refused before any measurement.
+/// The run's signing key: `--key`, else lynx.key in the default key folder, made there (and
+/// said so) when that folder has none; an unreadable key is bad input, refused before any
+/// measurement.
 fn read_run_key(key: Option<PathBuf>) -> Result<lynx_publish::SigningKey, BadInput> {
     let path = match key {
         Some(path) => path,
-        None => lynx_publish::default_key_dir()
-            .map(|dir| lynx_publish::keys::key_paths(&dir).0)
-            .ok_or_else(|| BadInput("no --key and no default key folder (neither XDG_CONFIG_HOME nor HOME is set); pass --key or --unsigned".to_owned()))?,
+        None => {
+            let dir = lynx_publish::default_key_dir().ok_or_else(|| BadInput("no --key and no default key folder (neither XDG_CONFIG_HOME nor HOME is set); pass --key or --unsigned".to_owned()))?;
+            let (private, public) = lynx_publish::keys::key_paths(&dir);
+            if !private.exists() {
+                let id = lynx_publish::generate(&dir, false).map_err(|e| BadInput(format!("signing key {e}")))?;
+                eprintln!(
+                    "lynx: made a signing key for this run and the next: {} (key id {id}); publish its public half, {}, \
+                     beside your results (results/keys/) so others can verify them",
+                    private.display(),
+                    public.display()
+                );
+            }
+            private
+        }
     };
     lynx_publish::read_signing_key(&path).map_err(|e| {
         BadInput(format!("signing key {e}; make one with `lynx keygen`, pass --key FILE, or run with --unsigned"))

@@ -1,110 +1,13 @@
 //! `lynx` end to end through the binary, on CPU with real libtorch: a run and its result file,
 //! an interrupted run, and every kind of bad input.
 
+mod common;
+
+use common::{config_home, lynx, lynx_command, models, pubkey, repo_path, DEVICE};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Held by every test that runs a model: two runs sharing this machine's cores would distort
-/// each other's timings (libtorch's threads spin while they wait).
-static DEVICE: Mutex<()> = Mutex::new(());
-
-const MODEL: &str = r#"
-name = "test-small"
-vocab_size = 4096
-hidden_size = 256
-num_layers = 2
-rms_norm_eps = 1e-5
-[attention]
-kind = "gqa"
-num_heads = 8
-num_kv_heads = 2
-rope_theta = 10000.0
-[mlp]
-intermediate_size = 704
-"#;
-
-const SUITE: &str = r#"
-name = "test"
-model = "test-small"
-precision = "fp32"
-seed = 11
-
-# Loose bounds: these tests check the harness, not this shared machine's thermal state, so
-# equilibrium is reached once min_s has passed (the detector has tests of its own).
-[warmup]
-min_s = 1.0
-max_s = 3.0
-window_s = 1.0
-max_drift = 10.0
-max_spread = 100.0
-max_clock_drift = 10.0
-max_power_drift = 10.0
-max_temperature_change_c = 1000.0
-
-[telemetry]
-rate_hz = 20.0
-
-[measure]
-min_steps = 8
-min_s = 0.3
-max_steps = 200
-
-[prefill]
-batches = [1]
-prompt_lens = [16, 256]
-
-[decode]
-batches = [1, 8]
-ctxs = [512]
-
-[[workload]]
-name = "chat"
-isl = 256
-osl = 64
-
-[roofline]
-sustained_s = 0.5
-"#;
-
-/// A models folder holding the test model and `suites/test.toml` (with `edit` applied).
-fn models(edit: impl Fn(&str) -> String) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("suites")).unwrap();
-    std::fs::write(dir.path().join("test-small.toml"), MODEL).unwrap();
-    std::fs::write(dir.path().join("suites/test.toml"), edit(SUITE)).unwrap();
-    dir
-}
-
-/// The config folder every test's lynx sees as XDG_CONFIG_HOME: `lynx keygen` (no --out) made
-/// its default signing key there once, so runs are signed without --key.
-fn config_home() -> &'static Path {
-    static HOME: OnceLock<PathBuf> = OnceLock::new();
-    HOME.get_or_init(|| {
-        let home = tempfile::tempdir().unwrap().keep();
-        let output =
-            Command::new(env!("CARGO_BIN_EXE_lynx")).arg("keygen").env("XDG_CONFIG_HOME", &home).output().unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        home
-    })
-}
-
-/// The public half of the default test key.
-fn pubkey() -> String {
-    config_home().join("lynx/lynx.pub").to_str().unwrap().to_owned()
-}
-
-fn lynx_command() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lynx"));
-    command.env("XDG_CONFIG_HOME", config_home());
-    command
-}
-
-fn lynx(args: &[&str]) -> Output {
-    lynx_command().args(args).output().unwrap()
-}
 
 fn run_args<'a>(models: &'a Path, out: &'a Path) -> Vec<&'a str> {
     vec![
@@ -327,14 +230,33 @@ fn a_run_without_a_readable_key_is_refused_before_measuring() {
     let line = bad_input(&args);
     assert!(line.contains("/no/such/lynx.key") && line.contains("--unsigned"), "{line}");
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started without its key");
+}
 
-    // No key in the default folder either.
+#[test]
+fn a_first_run_makes_its_signing_key_and_says_where_it_is() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
     let output =
         lynx_command().args(run_args(models.path(), out.path())).env("XDG_CONFIG_HOME", empty.path()).output().unwrap();
-    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("lynx keygen"));
-    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started without its key");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let (private, public) = (empty.path().join("lynx/lynx.key"), empty.path().join("lynx/lynx.pub"));
+    assert!(stderr.contains(private.to_str().unwrap()) && stderr.contains(public.to_str().unwrap()), "{stderr}");
+    let envelope = result_file(out.path()).with_extension("intoto.json");
+    let output = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", public.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+
+    // The next run signs with the same key and makes none.
+    let key = std::fs::read(&private).unwrap();
+    let again = tempfile::tempdir().unwrap();
+    let args: Vec<&str> =
+        run_args(models.path(), again.path()).into_iter().map(|a| if a == "cpu" { "cuda:99" } else { a }).collect();
+    let output = lynx_command().args(&args).env("XDG_CONFIG_HOME", empty.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("made a signing key"));
+    assert_eq!(std::fs::read(&private).unwrap(), key, "the key was replaced");
 }
 
 #[test]
@@ -704,6 +626,8 @@ fn missing_files_are_bad_input() {
     let models = models(str::to_owned);
     let line = bad_input(&["run", "--suite", "nonexistent", "--models", models.path().to_str().unwrap()]);
     assert!(line.contains("suites/nonexistent.toml") && line.contains("does not exist"), "{line}");
+    let line = bad_input(&["run", "--suite", "nonexistent"]);
+    assert!(line.contains("'nonexistent'") && line.contains("no built-in suite"), "{line}");
     let line = bad_input(&["run", "--suite", "/no/such/suite.toml"]);
     assert!(line.contains("/no/such/suite.toml"), "{line}");
 }
@@ -722,13 +646,12 @@ fn devices_lists_the_cpu_with_its_libtorch() {
     assert!(devices[0]["memory_bytes"].as_u64().unwrap() > 0);
 }
 
-fn repo_path(relative: &str) -> String {
-    format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn models_lists_the_catalogue() {
-    let output = lynx(&["models", "--models", &repo_path("models")]);
+    // Built into the binary: listed from any folder, with no models folder.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().arg("models").current_dir(elsewhere.path()).env_remove("LYNX_MODELS_DIR").output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     for name in ["llama-3.1-8b", "llama-3.3-70b", "llama-3.1-405b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1"] {
@@ -737,7 +660,7 @@ fn models_lists_the_catalogue() {
     let deepseek = stdout.lines().find(|l| l.starts_with("deepseek-r1")).unwrap();
     assert!(deepseek.contains("671.03 B") && deepseek.contains("8 of 256 +1"), "{deepseek}");
 
-    let output = lynx(&["models", "--json", "--models", &repo_path("models")]);
+    let output = lynx_command().args(["models", "--json"]).current_dir(elsewhere.path()).output().unwrap();
     let models: Value = serde_json::from_slice(&output.stdout).unwrap();
     let llama = models.as_array().unwrap().iter().find(|m| m["name"] == "llama-3.1-8b").unwrap();
     assert_eq!(llama["parameters"], 8_030_261_248u64);
@@ -812,7 +735,7 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
             .replace("prompt_lens = [16, 256]", "prompt_lens = [64]")
     });
     // Layers heavy enough that two of them clearly outweigh the embedding and lm head.
-    let wide = MODEL
+    let wide = common::fixture("models/test-small.toml")
         .replace("num_layers = 2", "num_layers = 8")
         .replace("intermediate_size = 704", "intermediate_size = 4096");
     std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
@@ -1323,15 +1246,9 @@ fn chromium(args: &[&str]) -> (String, String) {
 fn the_published_record_verifies_and_builds_the_site() {
     let results = repo_path("results");
     let keys = repo_path("results/keys");
+    let unverified = common::unverified(Path::new(&results), Path::new(&keys));
+    assert!(unverified.is_empty(), "{unverified:?} do not verify against results/keys");
     let envelopes = lynx_publish::shortlist::find_envelopes(&[PathBuf::from(&results)]).unwrap();
-    assert!(!envelopes.is_empty(), "results/ holds no published result");
-    let key_files: Vec<PathBuf> = std::fs::read_dir(&keys).unwrap().map(|e| e.unwrap().path()).collect();
-    for envelope in &envelopes {
-        let valid = key_files.iter().any(|key| {
-            lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", key.to_str().unwrap()]).status.success()
-        });
-        assert!(valid, "{} does not verify against results/keys", envelope.display());
-    }
     let site = tempfile::tempdir().unwrap();
     let output = lynx(&["report", &results, "--keys", &keys, "--out", site.path().to_str().unwrap()]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

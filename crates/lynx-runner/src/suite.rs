@@ -1,37 +1,103 @@
-//! Finding and reading suite and model files.
+//! Finding and reading suites and model shapes: the catalogue built into the binary (`models/`
+//! at build time), with a models folder beside it that adds to it or overrides it by name.
 
 use crate::RunError;
 use lynx_core::config::{ModelShape, Suite};
 use std::path::{Path, PathBuf};
 
-/// The suite `name_or_path` and the model it names. A name is looked up as
-/// `<models_dir>/suites/<name>.toml`; anything with a `/` or ending in `.toml` is a path. The
-/// model is `<models_dir>/<model>.toml`.
-pub fn load(name_or_path: &str, models_dir: &Path) -> Result<(Suite, ModelShape), RunError> {
-    let suite_path = if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
-        PathBuf::from(name_or_path)
-    } else {
-        models_dir.join("suites").join(format!("{name_or_path}.toml"))
-    };
-    let suite = Suite::from_toml(&read(&suite_path, "suite")?, &suite_path.display().to_string())
-        .map_err(|e| RunError::Config(format!("suite file {e}")))?;
-    let model = load_model(&suite.model, models_dir)?;
-    Ok((suite, model))
+include!(concat!(env!("OUT_DIR"), "/catalogue.rs"));
+
+/// Where suites and model shapes come from: `dir` (a models folder: `<name>.toml` and
+/// `suites/<name>.toml`) first, where one is given, then the built-in catalogue.
+#[derive(Debug, Clone, Default)]
+pub struct Catalogue {
+    /// The models folder that adds to or overrides the built-in catalogue.
+    pub dir: Option<PathBuf>,
 }
 
-/// The model shape `<models_dir>/<name>.toml`.
-pub fn load_model(name: &str, models_dir: &Path) -> Result<ModelShape, RunError> {
-    let path = models_dir.join(format!("{name}.toml"));
-    let model = ModelShape::from_toml(&read(&path, "model")?, &path.display().to_string())
-        .map_err(|e| RunError::Config(format!("model file {e}")))?;
-    if model.name != name {
-        return Err(RunError::Config(format!(
-            "model file {}: name '{}' does not match the file name '{name}'",
-            path.display(),
-            model.name
-        )));
+/// A suite's or model's TOML and the name it is reported under.
+struct Source {
+    text: String,
+    shown: String,
+}
+
+impl Catalogue {
+    /// The built-in catalogue, with `dir` over it.
+    pub fn new(dir: Option<PathBuf>) -> Catalogue {
+        Catalogue { dir }
     }
-    Ok(model)
+
+    /// The suite `name_or_path` and the model it names. A name is `suites/<name>.toml` of the
+    /// models folder, else the built-in suite of that name; anything with a `/` or ending in
+    /// `.toml` is a path.
+    pub fn suite(&self, name_or_path: &str) -> Result<(Suite, ModelShape), RunError> {
+        let source = if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+            let path = PathBuf::from(name_or_path);
+            Source { text: read(&path, "suite")?, shown: path.display().to_string() }
+        } else {
+            self.find(
+                &Path::new("suites").join(format!("{name_or_path}.toml")),
+                name_or_path,
+                EMBEDDED_SUITES,
+                "suite",
+            )?
+        };
+        let suite =
+            Suite::from_toml(&source.text, &source.shown).map_err(|e| RunError::Config(format!("suite file {e}")))?;
+        let model = self.model(&suite.model)?;
+        Ok((suite, model))
+    }
+
+    /// The model shape `name`: `<name>.toml` of the models folder, else the built-in one.
+    pub fn model(&self, name: &str) -> Result<ModelShape, RunError> {
+        let source = self.find(Path::new(&format!("{name}.toml")), name, EMBEDDED_MODELS, "model")?;
+        let model = ModelShape::from_toml(&source.text, &source.shown)
+            .map_err(|e| RunError::Config(format!("model file {e}")))?;
+        if model.name != name {
+            return Err(RunError::Config(format!(
+                "model file {}: name '{}' does not match the file name '{name}'",
+                source.shown, model.name
+            )));
+        }
+        Ok(model)
+    }
+
+    /// Every model shape, built-in and in the models folder (which wins on a shared name), by name.
+    pub fn models(&self) -> Result<Vec<ModelShape>, RunError> {
+        let mut names: Vec<String> = EMBEDDED_MODELS.iter().map(|(name, _)| (*name).to_owned()).collect();
+        if let Some(dir) = &self.dir {
+            let entries = std::fs::read_dir(dir)
+                .map_err(|e| RunError::Config(format!("models folder {}: {e}", dir.display())))?;
+            for entry in entries {
+                let path = entry.map_err(|e| RunError::Io { path: dir.to_path_buf(), source: e })?.path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                        names.push(stem.to_owned());
+                    }
+                }
+            }
+        }
+        names.sort();
+        names.dedup();
+        names.iter().map(|name| self.model(name)).collect()
+    }
+
+    /// `relative` in the models folder if it is there, else the built-in `name` of `embedded`.
+    fn find(&self, relative: &Path, name: &str, embedded: &[(&str, &str)], what: &str) -> Result<Source, RunError> {
+        if let Some(path) = self.dir.as_ref().map(|dir| dir.join(relative)).filter(|path| path.exists()) {
+            return Ok(Source { text: read(&path, what)?, shown: path.display().to_string() });
+        }
+        if let Some((_, text)) = embedded.iter().find(|(known, _)| *known == name) {
+            return Ok(Source { text: (*text).to_owned(), shown: format!("(built-in) models/{}", relative.display()) });
+        }
+        Err(RunError::Config(match &self.dir {
+            Some(dir) => format!(
+                "{what} file {}: does not exist, and no built-in {what} is named '{name}'",
+                dir.join(relative).display()
+            ),
+            None => format!("{what} '{name}': no built-in {what} has that name (a --models folder can add one)"),
+        }))
+    }
 }
 
 fn read(path: &Path, what: &str) -> Result<String, RunError> {
@@ -42,23 +108,6 @@ fn read(path: &Path, what: &str) -> Result<String, RunError> {
         };
         RunError::Config(format!("{what} file {}: {reason}", path.display()))
     })
-}
-
-/// Every model shape in `models_dir` (its `*.toml` files; suites live in `suites/`), by name.
-pub fn list_models(models_dir: &Path) -> Result<Vec<ModelShape>, RunError> {
-    let entries = std::fs::read_dir(models_dir)
-        .map_err(|e| RunError::Config(format!("models folder {}: {e}", models_dir.display())))?;
-    let mut names = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| RunError::Io { path: models_dir.to_path_buf(), source: e })?.path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
-                names.push(stem.to_owned());
-            }
-        }
-    }
-    names.sort();
-    names.iter().map(|name| load_model(name, models_dir)).collect()
 }
 
 /// A model name from a config file's path: its folder's name for a `config.json` (Hugging Face
@@ -100,4 +149,49 @@ pub fn import_model(config: &Path, name: &str, out: &Path, force: bool) -> Resul
     }
     std::fs::write(out, text).map_err(|e| RunError::Io { path: out.to_path_buf(), source: e })?;
     Ok(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The built-in catalogue is the repository's `models/`, file for file.
+    #[test]
+    fn the_built_in_catalogue_is_the_models_folder() {
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+        for (folder, embedded) in [(models.clone(), EMBEDDED_MODELS), (models.join("suites"), EMBEDDED_SUITES)] {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+                    let (_, text) = embedded.iter().find(|(known, _)| *known == name).unwrap();
+                    assert_eq!(*text, std::fs::read_to_string(&path).unwrap(), "{}", path.display());
+                    names.push(name);
+                }
+            }
+            assert_eq!(names.len(), embedded.len(), "{}", folder.display());
+        }
+        let (suite, model) = Catalogue::default().suite("cpu").unwrap();
+        assert_eq!((suite.name.as_str(), model.name.as_str()), ("cpu", "lynx-ref-small"));
+    }
+
+    /// A models folder adds models and overrides a built-in one by name.
+    #[test]
+    fn a_models_folder_adds_to_and_overrides_the_built_in_catalogue() {
+        let dir = tempfile::tempdir().unwrap();
+        let builtin = EMBEDDED_MODELS.iter().find(|(name, _)| *name == "lynx-ref-small").unwrap().1;
+        let layers = Catalogue::default().model("lynx-ref-small").unwrap().num_layers;
+        let overridden = layers + 1;
+        let changed = builtin.replace(&format!("num_layers = {layers}\n"), &format!("num_layers = {overridden}\n"));
+        assert_ne!(changed, builtin);
+        std::fs::write(dir.path().join("lynx-ref-small.toml"), &changed).unwrap();
+        let extra = builtin.replace("name = \"lynx-ref-small\"", "name = \"extra\"");
+        std::fs::write(dir.path().join("extra.toml"), extra).unwrap();
+        let catalogue = Catalogue::new(Some(dir.path().to_path_buf()));
+        assert_eq!(catalogue.model("lynx-ref-small").unwrap().num_layers, overridden);
+        let names: Vec<String> = catalogue.models().unwrap().into_iter().map(|m| m.name).collect();
+        assert!(names.contains(&"extra".to_owned()) && names.contains(&"llama-3.1-8b".to_owned()), "{names:?}");
+        assert!(matches!(Catalogue::default().model("extra"), Err(RunError::Config(_))));
+    }
 }

@@ -1,0 +1,118 @@
+//! The scripts under `scripts/`, each in its quick mode, and the README's two commands in the
+//! README's order on a clean copy of the repository: a layout change that breaks one of them
+//! fails here.
+
+mod common;
+
+use common::{repo_path, DEVICE};
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `bash scripts/<script> args…` from the repository root, run with the lynx under test.
+fn script(root: &Path, script: &str, args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg(root.join("scripts").join(script))
+        .args(args)
+        .current_dir(root)
+        .env("LYNX_BIN", env!("CARGO_BIN_EXE_lynx"))
+        .output()
+        .unwrap()
+}
+
+fn succeeded(what: &str, output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{what}: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn bench_eager_quick_prints_lynx_against_python_eager() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = script(Path::new(&repo_path("")), "bench-eager.sh", &["--quick"]);
+    let table = succeeded("bench-eager.sh --quick", &output);
+    assert!(table.contains("decode step, tiny") && table.contains("EAGER/LYNX"), "{table}");
+    let row =
+        table.lines().find(|l| l.split_whitespace().take(2).eq(["1", "128"])).unwrap_or_else(|| panic!("{table}"));
+    let ratio: f64 = row.split_whitespace().nth(4).unwrap().parse().unwrap_or_else(|e| panic!("{row}: {e}"));
+    assert!(ratio.is_finite() && ratio > 0.0, "{row}");
+}
+
+#[test]
+fn gpu_check_quick_prints_its_goals() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = script(Path::new(&repo_path("")), "gpu-check.sh", &["--quick"]);
+    let table = succeeded("gpu-check.sh --quick", &output);
+    assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
+    assert!(table.contains("native copy bandwidth vs datasheet") && table.contains("quick mode"), "{table}");
+}
+
+/// The repository's files as a clean checkout has them: every file git tracks or would track
+/// (so uncommitted work is tested too), nothing it ignores.
+fn clean_copy(to: &Path) {
+    let root = repo_path("");
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "git ls-files: {}", String::from_utf8_lossy(&listed.stderr));
+    for name in listed.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = std::str::from_utf8(name).unwrap();
+        let from = Path::new(&root).join(name);
+        if !from.is_file() {
+            continue; // deleted in the working tree
+        }
+        std::fs::create_dir_all(to.join(name).parent().unwrap()).unwrap();
+        std::fs::copy(&from, to.join(name)).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(["-c", "user.name=lynx tests", "-c", "user.email=tests@lynxbench.invalid"])
+            .args(args)
+            .current_dir(to)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "the working tree"]);
+}
+
+/// README: `scripts/lynx run`, then `scripts/test.sh`. The run must make its key, say where,
+/// and leave the published record as it was, so the test suite's check of `results/` still
+/// passes. (The run uses the fixture suite rather than `cpu` to keep this test short; the test
+/// command's own check of `results/` is the part of it a run could break.)
+#[test]
+fn the_readmes_two_commands_work_in_the_readmes_order_on_a_clean_copy() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let clone = tempfile::tempdir().unwrap();
+    clean_copy(clone.path());
+    let suite = clone.path().join("test-suite.toml");
+    std::fs::write(&suite, common::fixture("models/suites/test.toml").replace("test-small", "lynx-ref-small")).unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let output = Command::new("bash")
+        .args(["scripts/lynx", "run", "--suite", suite.to_str().unwrap()])
+        .current_dir(clone.path())
+        .env("LYNX_BIN", env!("CARGO_BIN_EXE_lynx"))
+        .env("XDG_CONFIG_HOME", config.path())
+        .env_remove("LYNX_MODELS_DIR")
+        .output()
+        .unwrap();
+    let stdout = succeeded("scripts/lynx run", &output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("made a signing key") && stderr.contains("lynx.pub"), "{stderr}");
+    assert!(stdout.contains("signed: runs/"), "{stdout}");
+
+    // Nothing the run wrote is in the published record, or anywhere git would see it.
+    std::fs::remove_file(&suite).unwrap();
+    let status = Command::new("git").args(["status", "--porcelain"]).current_dir(clone.path()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "", "the run left files git sees");
+    let unverified = common::unverified(&clone.path().join("results"), &clone.path().join("results/keys"));
+    assert!(unverified.is_empty(), "{unverified:?} do not verify against results/keys");
+}
