@@ -17,7 +17,7 @@
 //! window's figures say so (`None`). Thresholds and their sources: docs/EQUILIBRIUM.md.
 
 use crate::config::WarmupConfig;
-use crate::stats::{quantile_sorted, sorted_finite, StatsError};
+use crate::stats::{Sorted, StatsError};
 use crate::telemetry::{Sample, ThrottleReason};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -82,10 +82,8 @@ fn halves(values: &[(f64, f64)], middle_s: f64) -> Option<(f64, f64)> {
     }
     let first: Vec<f64> = values.iter().filter(|v| v.0 < middle_s).map(|v| v.1).collect();
     let second: Vec<f64> = values.iter().filter(|v| v.0 >= middle_s).map(|v| v.1).collect();
-    let first = sorted_finite(&first).ok()?;
-    let second = sorted_finite(&second).ok()?;
-    let first_median = quantile_sorted(&first, 0.5);
-    Some((quantile_sorted(&second, 0.5) - first_median, first_median))
+    let first_median = Sorted::new(first).ok()?.median();
+    Some((Sorted::new(second).ok()?.median() - first_median, first_median))
 }
 
 impl Detector {
@@ -119,11 +117,10 @@ impl Detector {
         }
         let times: Vec<f64> = self.steps.iter().map(|&(_, step_s)| step_s).collect();
         let half = times.len() / 2;
-        let first = sorted_finite(&times[..half])?;
-        let second = sorted_finite(&times[times.len() - half..])?;
-        let all = sorted_finite(&times)?;
-        let first_median = quantile_sorted(&first, 0.5);
-        let median = quantile_sorted(&all, 0.5);
+        let first_median = Sorted::new(&times[..half])?.median();
+        let second_median = Sorted::new(&times[times.len() - half..])?.median();
+        let all = Sorted::new(times.as_slice())?;
+        let median = all.median();
         let (from_s, to_s) = (self.steps.front().map_or(0.0, |s| s.0), self.steps.back().map_or(0.0, |s| s.0));
         let middle_s = (from_s + to_s) / 2.0;
         let inside: Vec<&Sample> = self.samples.iter().filter(|s| s.t_s >= from_s && s.t_s <= to_s).collect();
@@ -142,8 +139,8 @@ impl Detector {
             steps: times.len(),
             span_s: to_s - from_s,
             median_step_s: median,
-            drift: (quantile_sorted(&second, 0.5) - first_median) / first_median,
-            spread: (quantile_sorted(&all, 0.75) - quantile_sorted(&all, 0.25)) / median,
+            drift: (second_median - first_median) / first_median,
+            spread: (all.quantile(0.75) - all.quantile(0.25)) / median,
             clock_drift: relative(signal(&|s| s.sm_clock_mhz)),
             power_drift: relative(signal(&|s| s.power_w)),
             temperature_change_c: halves(&signal(&|s| s.temperature_c), middle_s).map(|(change, _)| change),

@@ -60,7 +60,7 @@ pub fn spreads(results: &[RunResult]) -> Vec<CellSpread> {
             continue;
         }
         for cell in same[0].cells.iter().filter(|c| c.status == CellStatus::Ok) {
-            let mut times: Vec<f64> = same
+            let times: Vec<f64> = same
                 .iter()
                 .filter_map(|r| r.cells.iter().find(|c| c.shape == cell.shape && c.status == CellStatus::Ok))
                 .filter_map(|c| c.median_s())
@@ -68,14 +68,14 @@ pub fn spreads(results: &[RunResult]) -> Vec<CellSpread> {
             if times.len() != same.len() {
                 continue;
             }
-            times.sort_by(f64::total_cmp);
-            let (min, max) = (times[0], times[times.len() - 1]);
+            let Ok(times) = crate::stats::Sorted::new(times) else { continue };
+            let (min, max) = (times.min(), times.max());
             out.push(CellSpread {
                 name: name.clone(),
                 cell: cell.shape.to_string(),
                 devices: times.len(),
                 min_s: min,
-                median_s: crate::stats::quantile_sorted(&times, 0.5),
+                median_s: times.median(),
                 max_s: max,
                 spread: max / min - 1.0,
             });

@@ -7,7 +7,7 @@
 //! gains one token per decode step. Step times come from the measured tables, interpolated
 //! linearly over batch and length; nothing here is assumed about the device.
 
-use crate::stats::quantile_sorted;
+use crate::stats::Sorted;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -151,6 +151,8 @@ pub enum SimError {
     NoStepTime { what: &'static str, batch: u32 },
     #[error("{0}")]
     Setup(String),
+    #[error("simulated latencies: {0}")]
+    Latencies(#[from] crate::stats::StatsError),
 }
 
 /// A seeded generator (splitmix64): the same seed gives the same arrivals on every platform.
@@ -310,13 +312,12 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
 
     let skip = n / 10;
     let measured = &requests[skip..];
-    let mut ttft: Vec<f64> = measured.iter().map(|r| r.first_token_s - r.arrival_s).collect();
-    ttft.sort_by(f64::total_cmp);
+    let ttft = Sorted::new(measured.iter().map(|r| r.first_token_s - r.arrival_s).collect::<Vec<f64>>())?;
     let (tpot_p99_s, tpot_p50_s) = if setup.osl > 1 {
-        let mut tpot: Vec<f64> =
-            measured.iter().map(|r| (r.finish_s - r.first_token_s) / f64::from(setup.osl - 1)).collect();
-        tpot.sort_by(f64::total_cmp);
-        (quantile_sorted(&tpot, 0.99), quantile_sorted(&tpot, 0.5))
+        let tpot = Sorted::new(
+            measured.iter().map(|r| (r.finish_s - r.first_token_s) / f64::from(setup.osl - 1)).collect::<Vec<f64>>(),
+        )?;
+        (tpot.quantile(0.99), tpot.median())
     } else {
         (0.0, 0.0)
     };
@@ -324,7 +325,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
     let tokens = n as f64 * f64::from(setup.osl);
     Ok(SimOutcome {
         rate_per_s,
-        ttft_p99_s: quantile_sorted(&ttft, 0.99),
+        ttft_p99_s: ttft.quantile(0.99),
         tpot_p99_s,
         tpot_p50_s,
         output_tok_per_s: tokens / (last - requests[0].arrival_s),

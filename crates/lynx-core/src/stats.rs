@@ -36,31 +36,67 @@ pub enum StatsError {
     NotFinite(#[from] NotFinite),
 }
 
-/// The `q`-quantile (0 ≤ q ≤ 1) of `sorted`, which must be sorted ascending and non-empty.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
-    debug_assert!(!sorted.is_empty() && (0.0..=1.0).contains(&q));
-    let rank = q * (sorted.len() - 1) as f64;
-    let below = rank.floor() as usize;
-    let above = rank.ceil() as usize;
-    sorted[below] + (sorted[above] - sorted[below]) * (rank - below as f64)
-}
+/// Finite samples sorted ascending, at least one: the only input the quantiles take, so no
+/// caller can hand them unsorted data or pick a middle element by hand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sorted(Vec<f64>);
 
-/// Sorted copy of `samples`, refusing non-finite values.
-pub fn sorted_finite(samples: &[f64]) -> Result<Vec<f64>, StatsError> {
-    if samples.is_empty() {
-        return Err(StatsError::Empty);
+impl Sorted {
+    /// `samples` sorted, refusing an empty set and non-finite values.
+    pub fn new(samples: impl Into<Vec<f64>>) -> Result<Sorted, StatsError> {
+        let mut samples = samples.into();
+        if samples.is_empty() {
+            return Err(StatsError::Empty);
+        }
+        for &sample in &samples {
+            Finite::new(sample, "a sample")?;
+        }
+        samples.sort_by(f64::total_cmp);
+        Ok(Sorted(samples))
     }
-    for &sample in samples {
-        Finite::new(sample, "a sample")?;
+
+    /// The `q`-quantile, 0 ≤ q ≤ 1 (clamped): Hyndman & Fan definition 7.
+    pub fn quantile(&self, q: f64) -> f64 {
+        let rank = q.clamp(0.0, 1.0) * (self.0.len() - 1) as f64;
+        let below = rank.floor() as usize;
+        let above = rank.ceil() as usize;
+        self.0[below] + (self.0[above] - self.0[below]) * (rank - below as f64)
     }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    Ok(sorted)
+
+    /// The median: the mean of the middle two of an even-sized sample.
+    pub fn median(&self) -> f64 {
+        self.quantile(0.5)
+    }
+
+    /// The smallest sample.
+    pub fn min(&self) -> f64 {
+        self.0[0]
+    }
+
+    /// The largest sample.
+    pub fn max(&self) -> f64 {
+        self.0[self.0.len() - 1]
+    }
+
+    /// The samples, ascending.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.0
+    }
+
+    /// How many samples.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never true: a `Sorted` holds at least one sample.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Median of `samples`.
 pub fn median(samples: &[f64]) -> Result<f64, StatsError> {
-    Ok(quantile_sorted(&sorted_finite(samples)?, 0.5))
+    Ok(Sorted::new(samples)?.median())
 }
 
 /// Coefficient of variation with the sample (n − 1) standard deviation; `None` below two samples.
@@ -77,8 +113,8 @@ pub fn coefficient_of_variation(samples: &[f64]) -> Option<f64> {
 impl StepTimeSummary {
     /// Summarise step times in seconds.
     pub fn from_samples(step_s: &[f64]) -> Result<StepTimeSummary, StatsError> {
-        let sorted = sorted_finite(step_s)?;
-        let at = |q: f64, what: &str| Finite::new(quantile_sorted(&sorted, q), what);
+        let sorted = Sorted::new(step_s)?;
+        let at = |q: f64, what: &str| Finite::new(sorted.quantile(q), what);
         Ok(StepTimeSummary {
             n: sorted.len(),
             median_s: at(0.5, "median step time")?,
@@ -86,7 +122,7 @@ impl StepTimeSummary {
             p99_s: at(0.99, "p99 step time")?,
             min_s: at(0.0, "min step time")?,
             max_s: at(1.0, "max step time")?,
-            cv: coefficient_of_variation(&sorted).map(|cv| Finite::new(cv, "step time CV")).transpose()?,
+            cv: coefficient_of_variation(sorted.as_slice()).map(|cv| Finite::new(cv, "step time CV")).transpose()?,
         })
     }
 }
@@ -124,6 +160,16 @@ mod tests {
     #[test]
     fn odd_median_is_the_middle_sample() {
         assert!(close(median(&[3.0, 1.0, 2.0]).unwrap(), 2.0));
+    }
+
+    /// Regression (issue 14): an even-sized sample's median is the mean of the middle two, not
+    /// the upper-middle value `values[len / 2]` that two probes took.
+    #[test]
+    fn even_median_is_the_mean_of_the_middle_two() {
+        assert!(close(median(&[4.0, 1.0, 2.0, 3.0]).unwrap(), 2.5));
+        let sorted = Sorted::new(vec![4.0, 1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(sorted.as_slice(), &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!((sorted.min(), sorted.max(), sorted.len()), (1.0, 4.0, 4));
     }
 
     #[test]

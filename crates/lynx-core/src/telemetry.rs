@@ -11,7 +11,7 @@
 //!   the samples, each labelled with its method;
 //! - throttle fractions: the share of samples in which each reason was active.
 
-use crate::stats::quantile_sorted;
+use crate::stats::Sorted;
 use crate::value::{Finite, NotFinite};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -226,12 +226,8 @@ pub fn summarise(
     let finite = |x: f64| Finite::new(x, "telemetry").ok();
     let values = |get: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> { inside.iter().filter_map(|s| get(s)).collect() };
     let spread = |v: Vec<f64>| -> Option<Spread> {
-        let mut v = v;
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        Some(Spread { min: finite(v[0])?, median: finite(quantile_sorted(&v, 0.5))?, max: finite(v[v.len() - 1])? })
+        let v = Sorted::new(v).ok()?;
+        Some(Spread { min: finite(v.min())?, median: finite(v.median())?, max: finite(v.max())? })
     };
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let power = values(&|s| s.power_w);

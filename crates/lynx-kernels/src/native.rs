@@ -43,6 +43,8 @@ pub enum NativeUnavailable {
     Driver(String),
     #[error("cuBLASLt: {0}")]
     Blas(String),
+    #[error("timing: {0}")]
+    Timing(#[from] lynx_core::stats::StatsError),
 }
 
 impl From<cudarc::driver::DriverError> for NativeUnavailable {
@@ -188,9 +190,8 @@ fn milliseconds(
     Ok(f64::from(start.elapsed_ms(&end)?))
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+fn median(values: Vec<f64>) -> Result<f64, NativeUnavailable> {
+    Ok(lynx_core::stats::median(&values)?)
 }
 
 /// Measure copy, triad and read on device `ordinal`: arrays of at least 1 GiB and eight times the
@@ -257,7 +258,7 @@ pub fn native_bandwidth(ordinal: u32, library_dirs: &[PathBuf]) -> Result<Native
                 "lynx_triad" => "triad",
                 _ => "read",
             },
-            kernel_bytes(name, elements) as f64 / median(times),
+            kernel_bytes(name, elements) as f64 / median(times)?,
         ));
     }
     Ok(NativeBandwidth { kernels, array_bytes, repetitions: REPETITIONS })
@@ -359,7 +360,7 @@ where
         for _ in 0..REPETITIONS {
             times.push(milliseconds(context, &stream, &mut launch)? / 1e3);
         }
-        let burst = flops / median(times);
+        let burst = flops / median(times)?;
         let sustained = match sustained_s {
             Some(seconds) => {
                 let start = Instant::now();
@@ -368,7 +369,7 @@ where
                     rates.push(flops / (milliseconds(context, &stream, &mut launch)? / 1e3));
                 }
                 let tail = rates.split_off(rates.len() * 2 / 3);
-                Some(median(if tail.is_empty() { rates } else { tail }))
+                Some(median(if tail.is_empty() { rates } else { tail })?)
             }
             None => None,
         };

@@ -72,9 +72,9 @@ fn timed(
     Ok(times)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+/// The median of `values`; NaN (which [`known`] reports as unavailable) when there are none.
+fn median(values: Vec<f64>) -> f64 {
+    lynx_core::stats::median(&values).unwrap_or(f64::NAN)
 }
 
 /// libtorch's device-to-device copy of a random f32 buffer.
