@@ -4,9 +4,10 @@
 //! across devices of the same model.
 
 use crate::supervisor;
-use lynx_core::fleet::{spreads, DeviceRun, NodeSummary};
-use lynx_core::result::RunResult;
-use lynx_core::time::{compact_utc, rfc3339_utc};
+use lynx_analysis::fleet::spreads;
+use lynx_schema::fleet::{DeviceRun, NodeSummary};
+use lynx_schema::result::RunResult;
+use lynx_schema::time::{compact_utc, rfc3339_utc};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// What every device's run is given, as `lynx run` arguments (suite, models, out, key, prices).
 pub struct NodePlan {
     pub devices: Vec<String>,
-    pub run_args: Vec<String>,
+    pub run_args: Vec<std::ffi::OsString>,
     pub out: PathBuf,
     pub one_at_a_time: bool,
 }
@@ -27,7 +28,7 @@ fn host_name() -> String {
 /// Run every device of `plan`; the summary and where it was written.
 pub fn run_node(plan: &NodePlan) -> anyhow::Result<(NodeSummary, PathBuf)> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let node = lynx_core::device::slug(&host_name());
+    let node = lynx_schema::device::slug(&host_name());
     // The pid too: two jobs on one node (array tasks) may start in the same second.
     let dir = plan.out.join("nodes").join(format!("{node}-{}-{}", compact_utc(now), std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -102,7 +103,7 @@ pub fn run_node(plan: &NodePlan) -> anyhow::Result<(NodeSummary, PathBuf)> {
         let run = run_dir.as_ref().and_then(|d| lynx_runner::RunDir::open(Path::new(d)).ok());
         let result: Option<RunResult> =
             run.as_ref().and_then(|run| lynx_runner::journal::read_json(&run.result_path(), "result").ok());
-        let envelope = run.as_ref().map(|run| lynx_publish::envelope_path(&run.result_path()));
+        let envelope = run.as_ref().map(|run| lynx_attest::envelope_path(&run.result_path()));
         let envelope = envelope.filter(|e| e.exists()).map(|e| e.display().to_string());
         let exit = exits[index].clone().unwrap_or_else(|| "unknown".to_owned());
         runs.push(DeviceRun {

@@ -1,24 +1,20 @@
 //! What lynx prints: tables on stdout, progress on stderr.
 
-use indicatif::{ProgressBar, ProgressStyle};
-use lynx_core::catalogue::ModelSummary;
-use lynx_core::config::Precision;
-use lynx_core::derived::Derived;
-use lynx_core::equilibrium::WindowStats;
-use lynx_core::result::{CellRecord, CellShape, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
-use lynx_core::roofline::{ProbeKind, RooflineRecord};
-use lynx_core::telemetry::Sample;
-use lynx_core::value::Finite;
-use lynx_core::value::Reported;
+use lynx_report::escape::{csv_field, markdown_text, terminal_text};
 use lynx_runner::libtorch::Runtime;
-use lynx_runner::{Device, Observer, Outcome, WarmupProgress};
+use lynx_runner::{Device, Outcome};
+use lynx_schema::catalogue::ModelSummary;
+use lynx_schema::config::Precision;
+use lynx_schema::derived::Derived;
+use lynx_schema::equilibrium::WindowStats;
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
+use lynx_schema::roofline::{ProbeKind, RooflineRecord};
+use lynx_schema::value::Finite;
+use lynx_schema::value::Reported;
 use std::fmt::Write;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const GIB: f64 = (1u64 << 30) as f64;
-/// Seconds between warm-up progress lines.
-const WARMUP_REPORT_S: f64 = 5.0;
 
 /// `lynx devices` as a table.
 pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
@@ -101,159 +97,7 @@ fn count(n: u64) -> String {
     }
 }
 
-/// Progress of a run, on stderr: on a terminal a live status line (elapsed time, the current
-/// cell, the device's clock, temperature and power, whether equilibrium holds) under the lines
-/// that stay; elsewhere (logs, CI) only those lines, and warm-up every few seconds.
-pub struct Progress {
-    /// Where the result is kept, once the run has written it.
-    pub result_path: Option<PathBuf>,
-    bar: Option<ProgressBar>,
-    next_warmup_report_s: f64,
-}
-
-impl Progress {
-    pub fn new() -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("a valid template"));
-            bar.enable_steady_tick(std::time::Duration::from_millis(200));
-            bar
-        });
-        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S }
-    }
-
-    /// A line that stays (above the status line on a terminal).
-    fn say(&self, line: String) {
-        match &self.bar {
-            Some(bar) => bar.println(format!("lynx: {line}")),
-            None => eprintln!("lynx: {line}"),
-        }
-    }
-
-    /// Replace the live status line (a terminal only).
-    fn status(&self, message: String) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(message);
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-/// The device's clock, temperature and power from a sample, as far as it has them.
-fn device_state(sample: Option<&Sample>) -> String {
-    let Some(s) = sample else { return String::new() };
-    let mut parts = Vec::new();
-    if let Some(mhz) = s.sm_clock_mhz {
-        parts.push(format!("{mhz:.0} MHz"));
-    }
-    if let Some(c) = s.temperature_c {
-        parts.push(format!("{c:.0} °C"));
-    }
-    if let Some(w) = s.power_w {
-        parts.push(format!("{w:.0} W"));
-    }
-    parts.iter().map(|p| format!(" · {p}")).collect()
-}
-
-impl Observer for Progress {
-    fn started(&mut self, result_path: &Path, result: &RunResult) {
-        self.result_path = Some(result_path.to_path_buf());
-        let config = &result.config;
-        self.say(format!(
-            "{} on {} ({}): model {} ({:.1} M parameters, {}), at most {} cells{}",
-            config.suite.name,
-            result.device.device,
-            result.device.name,
-            config.model.name,
-            config.model_parameters as f64 / 1e6,
-            config.suite.precision,
-            config.suite.prefill.ladder().batches().len() * config.suite.prefill.prompt_lens.len()
-                + config.suite.decode.ladder().batches().len() * config.suite.decode.ctxs.len(),
-            if result.cells.is_empty() {
-                String::new()
-            } else {
-                format!(", resuming with {} in the journal", result.cells.len())
-            }
-        ));
-        let dir = result_path.parent().unwrap_or(Path::new("."));
-        self.say(format!("result file {} (resume with `lynx run --resume {}`)", result_path.display(), dir.display()));
-    }
-
-    fn warming(&mut self, progress: &WarmupProgress) {
-        let (elapsed_s, max_s) = (progress.elapsed_s, progress.max_s);
-        let state = match progress.window {
-            Some(w) => format!(
-                ": step {}, drift {:+.1}%, spread {:.1}%{}",
-                ms(w.median_step_s),
-                w.drift * 100.0,
-                w.spread * 100.0,
-                telemetry_criteria(w)
-            ),
-            None => String::new(),
-        };
-        let holds = if progress.holds { " · criteria met, waiting for min_s" } else { " · settling" };
-        self.status(format!("warm-up {elapsed_s:.0}/{max_s:.0} s{state}{}{holds}", device_state(progress.latest)));
-        if self.bar.is_none() && elapsed_s >= self.next_warmup_report_s {
-            self.next_warmup_report_s = elapsed_s + WARMUP_REPORT_S;
-            self.say(format!("warm-up {elapsed_s:.0}/{max_s:.0} s{state}"));
-        }
-    }
-
-    fn warmed(&mut self, warmup: &WarmupRecord) {
-        self.say(warmup_line(warmup));
-    }
-
-    fn checked(&mut self, check: &Check) {
-        self.say(check_line(check));
-    }
-
-    fn probed(&mut self, roofline: &RooflineRecord) {
-        for line in roofline_table(roofline).lines() {
-            self.say(format!("roofline: {line}"));
-        }
-    }
-
-    fn cell_started(&mut self, shape: &CellShape, index: usize, total: usize) {
-        self.status(format!("cell {index}/{total}: {shape}"));
-        if self.bar.is_none() {
-            self.say(format!("measuring {shape}"));
-        }
-    }
-
-    fn cell_done(&mut self, cell: &CellRecord) {
-        match (&cell.status, &cell.step_time) {
-            (CellStatus::Oom { message }, _) => self.say(format!("{} out of memory: {message}", cell.shape)),
-            (CellStatus::Error { message }, _) => self.say(format!("{} failed: {message}", cell.shape)),
-            (CellStatus::Ok, Some(t)) if self.bar.is_some() => {
-                let telemetry = cell.telemetry.first().map_or(String::new(), |w| {
-                    let mut parts = Vec::new();
-                    if let Some(clock) = &w.sm_clock_mhz {
-                        parts.push(format!("{:.0} MHz", clock.median.get()));
-                    }
-                    if let Some(c) = w.temperature_max_c {
-                        parts.push(format!("max {:.0} °C", c.get()));
-                    }
-                    if let Some(p) = w.power_mean_w {
-                        parts.push(format!("{:.0} W", p.get()));
-                    }
-                    parts.iter().map(|p| format!(" · {p}")).collect()
-                });
-                let cv = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
-                self.say(format!("{}: median {}, CV {cv}{telemetry}", cell.shape, ms(t.median_s.get())));
-            }
-            _ => {}
-        }
-    }
-}
-
-fn scale_words(scale: &lynx_core::config::Scale) -> String {
+fn scale_words(scale: &lynx_schema::config::Scale) -> String {
     let mut parts = Vec::new();
     if let Some(layers) = scale.layers {
         parts.push(format!("{layers} layer{}", if layers == 1 { "" } else { "s" }));
@@ -264,13 +108,13 @@ fn scale_words(scale: &lynx_core::config::Scale) -> String {
     parts.join(", ")
 }
 
-fn check_line(check: &Check) -> String {
+pub fn check_line(check: &Check) -> String {
     let verdict = if check.passed { "passed" } else { "FAILED" };
     format!("check {} {verdict}: {}", check.name, check.detail)
 }
 
 /// The telemetry criteria a window judged: clock and power drift, temperature change, slowdowns.
-fn telemetry_criteria(w: &WindowStats) -> String {
+pub fn telemetry_criteria(w: &WindowStats) -> String {
     let mut parts = Vec::new();
     if let Some(d) = w.clock_drift {
         parts.push(format!("clock {:+.1}%", d * 100.0));
@@ -287,7 +131,7 @@ fn telemetry_criteria(w: &WindowStats) -> String {
     parts.iter().map(|p| format!(", {p}")).collect()
 }
 
-fn warmup_line(warmup: &WarmupRecord) -> String {
+pub fn warmup_line(warmup: &WarmupRecord) -> String {
     let state = if warmup.equilibrium_reached { "equilibrium reached" } else { "equilibrium NOT reached" };
     let window = warmup.last_window.as_ref().map_or(String::new(), |w| {
         format!(
@@ -560,7 +404,7 @@ fn indent(text: &str) -> String {
 }
 
 /// Milliseconds with three significant figures' worth of precision for typical step times.
-fn ms(seconds: f64) -> String {
+pub fn ms(seconds: f64) -> String {
     let ms = seconds * 1e3;
     if ms >= 100.0 {
         format!("{ms:.0} ms")
@@ -596,65 +440,8 @@ pub enum Format {
     Json,
 }
 
-impl Format {
-    pub fn parse(text: &str) -> Result<Format, String> {
-        match text {
-            "table" => Ok(Format::Table),
-            "markdown" | "md" => Ok(Format::Markdown),
-            "csv" => Ok(Format::Csv),
-            "json" => Ok(Format::Json),
-            other => Err(format!("--format {other}: use table, markdown, csv or json")),
-        }
-    }
-}
-
-/// Text from a result, made safe for a terminal: control characters (escape sequences that could
-/// rewrite the screen among them) shown as `\u{..}`, and at most `max` characters.
-pub fn terminal_text(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect();
-    if text.chars().count() > max {
-        out.push('…');
-    }
-    out
-}
-
-/// Text from a result in a Markdown table cell: markup characters escaped as HTML entities, so
-/// a renderer shows them as text and never as tags; the cell separator escaped.
-pub fn markdown_text(text: &str) -> String {
-    terminal_text(text, 200)
-        .chars()
-        .map(|c| match c {
-            '&' => "&amp;".to_owned(),
-            '<' => "&lt;".to_owned(),
-            '>' => "&gt;".to_owned(),
-            '|' => "\\|".to_owned(),
-            '`' | '*' | '_' | '[' | ']' | '\\' => format!("\\{c}"),
-            c => c.to_string(),
-        })
-        .collect()
-}
-
-/// A CSV field (RFC 4180): quoted when it must be, and a leading `=`, `+`, `-` or `@` (which a
-/// spreadsheet would run as a formula) prefixed with `'`.
-pub fn csv_field(text: &str) -> String {
-    let text = if text.starts_with(['=', '+', '-', '@']) && text.parse::<f64>().is_err() {
-        format!("'{text}")
-    } else {
-        text.to_owned()
-    };
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text
-    }
-}
-
 /// `lynx shortlist`'s listing in `format`.
-pub fn shortlist(list: &lynx_core::shortlist::Shortlist, format: Format) -> anyhow::Result<String> {
+pub fn shortlist(list: &lynx_schema::shortlist::Shortlist, format: Format) -> anyhow::Result<String> {
     if format == Format::Json {
         return Ok(format!("{}\n", serde_json::to_string_pretty(list)?));
     }
@@ -774,7 +561,7 @@ pub fn shortlist(list: &lynx_core::shortlist::Shortlist, format: Format) -> anyh
 }
 
 /// Two results side by side, `first` and `second` naming their columns (e.g. published, local).
-pub fn comparison(comparison: &lynx_core::compare::Comparison, first: &str, second: &str) -> String {
+pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{first}: {}", terminal_text(&comparison.first, 200));
     let _ = writeln!(out, "{second}: {}", terminal_text(&comparison.second, 200));
@@ -961,7 +748,7 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
 }
 
 /// A node's runs, and the spread across its devices of the same model.
-pub fn node_summary(summary: &lynx_core::fleet::NodeSummary) -> String {
+pub fn node_summary(summary: &lynx_schema::fleet::NodeSummary) -> String {
     let mut rows = vec![["DEVICE", "NAME", "STATUS", "EXIT", "CHECKS", "RESULT"].map(str::to_owned)];
     for run in &summary.runs {
         rows.push([
@@ -992,22 +779,4 @@ pub fn node_summary(summary: &lynx_core::fleet::NodeSummary) -> String {
         out.push_str(&indent(&table(&rows)));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hostile_text_is_shown_as_text() {
-        assert_eq!(terminal_text("GPU\u{1b}[2J", 80), "GPU\\u{1b}[2J");
-        assert_eq!(terminal_text(&"x".repeat(100), 5), "xxxxx…");
-        assert_eq!(
-            markdown_text("<script>alert(1)</script> | <img onerror=x>"),
-            "&lt;script&gt;alert(1)&lt;/script&gt; \\| &lt;img onerror=x&gt;"
-        );
-        assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
-        assert_eq!(csv_field("-1.5"), "-1.5");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-    }
 }

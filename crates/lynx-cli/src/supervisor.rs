@@ -11,9 +11,11 @@
 //! no worker behind.
 
 use lynx_runner::RunDir;
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 /// The worker's exit code when a signal stopped it cleanly.
@@ -24,31 +26,27 @@ const SUPERVISOR_PID: &str = "LYNX_SUPERVISOR_PID";
 const MAX_FRUITLESS_DEATHS: u32 = 2;
 
 /// The signal that asked this process to stop (0: none).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
+static SIGNAL: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsize::new(0)));
 /// Raised with [`SIGNAL`]; the runner polls it between steps.
-pub static STOP: AtomicBool = AtomicBool::new(false);
+pub static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
-extern "C" fn on_signal(signal: libc::c_int) {
-    // Only atomic stores: async-signal-safe.
-    SIGNAL.store(signal, Ordering::SeqCst);
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Route SIGINT and SIGTERM to the stop flag.
+/// Route SIGINT and SIGTERM to the stop flag (once per process; later calls change nothing).
 pub fn catch_stop_signals() {
-    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to atomics, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, handler);
-        libc::signal(libc::SIGTERM, handler);
-    }
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        for signal in [SIGINT, SIGTERM] {
+            // Registration fails only for the signals signal-hook forbids (SIGKILL, SIGSTOP...).
+            let _ = signal_hook::flag::register_usize(signal, Arc::clone(&SIGNAL), signal as usize);
+            let _ = signal_hook::flag::register(signal, Arc::clone(&STOP));
+        }
+    });
 }
 
 /// The signal that stopped this process, if one did.
 pub fn stop_signal() -> Option<i32> {
     match SIGNAL.load(Ordering::SeqCst) {
         0 => None,
-        signal => Some(signal),
+        signal => i32::try_from(signal).ok(),
     }
 }
 

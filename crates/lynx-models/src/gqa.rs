@@ -12,7 +12,7 @@ use crate::linear::Linear;
 use crate::rope::{self, Rope, RopeTable};
 use crate::weights::{RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
-use lynx_core::config::{AttentionBias, Gqa};
+use lynx_schema::config::{AttentionBias, Gqa};
 use tch::{Device, Kind, Tensor};
 
 /// The cache of one GQA layer: `[batch, kv_heads, capacity, head_dim]` keys and values.
@@ -58,8 +58,8 @@ impl GqaAttention {
             |name: &str, out: i64, input: i64, bias: bool| source.linear(&format!("{prefix}.{name}"), out, input, bias);
         let qkv_bias = config.bias != AttentionBias::None;
         let window = config.sliding_window.as_ref().and_then(|w| match w.layers {
-            lynx_core::config::SlidingLayers::All => Some(i64::from(w.size)),
-            lynx_core::config::SlidingLayers::Even => layer.is_multiple_of(2).then_some(i64::from(w.size)),
+            lynx_schema::config::SlidingLayers::All => Some(i64::from(w.size)),
+            lynx_schema::config::SlidingLayers::Even => layer.is_multiple_of(2).then_some(i64::from(w.size)),
         });
         Ok(GqaAttention {
             wq: linear("q_proj", q_width, hidden, qkv_bias)?,

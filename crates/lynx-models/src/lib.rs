@@ -18,7 +18,7 @@ pub mod moe;
 pub mod rope;
 pub mod weights;
 
-use lynx_core::config::Precision;
+use lynx_schema::config::Precision;
 use tch::Kind;
 
 pub use model::{KvCache, Logits, Model};

@@ -14,7 +14,7 @@ use crate::linear::Linear;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
 use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{Convert, ModelError};
-use lynx_core::config::{Mla, RopeScaling};
+use lynx_schema::config::{Mla, RopeScaling};
 use tch::{Device, Kind, Tensor};
 
 /// Row order that turns `blocks` blocks of `block` rows, each ending in `rope` interleaved RoPE

@@ -4,7 +4,7 @@
 use crate::linear::Linear;
 use crate::weights::WeightSource;
 use crate::{Convert, ModelError};
-use lynx_core::config::Activation;
+use lynx_schema::config::Activation;
 use tch::Tensor;
 
 /// One gated MLP.

@@ -10,7 +10,7 @@ use crate::mlp::{Mlp, GATE_UP_DOWN};
 use crate::moe::{MoeLayer, MoeLayout};
 use crate::weights::{Checkpoint, Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, holding, with_generator, Convert, ModelError};
-use lynx_core::config::{Activation, Attention, ModelShape, Precision};
+use lynx_schema::config::{Activation, Attention, ModelShape, Precision};
 use tch::{Device, Kind, Tensor};
 
 /// Layer `i` named as layer `i`.

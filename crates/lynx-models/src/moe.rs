@@ -13,7 +13,7 @@ use crate::linear::Linear;
 use crate::mlp::{Mlp, GATE_UP_DOWN, W1_W3_W2};
 use crate::weights::{Checkpoint, Init, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
-use lynx_core::config::{Activation, Moe, Router};
+use lynx_schema::config::{Activation, Moe, Router};
 use tch::{Device, Kind, Tensor};
 
 pub struct MoeLayer {

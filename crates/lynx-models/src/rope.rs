@@ -4,7 +4,7 @@
 //! `modeling_rope_utils.py`; rotation uses its rotate-half convention.
 
 use crate::{accumulation_kind, Convert, ModelError};
-use lynx_core::config::RopeScaling;
+use lynx_schema::config::RopeScaling;
 use std::f64::consts::PI;
 use tch::{Device, Kind, Tensor};
 

@@ -1,10 +1,10 @@
 //! Weights read from Hugging Face safetensors checkpoints that the tests write.
 
-use lynx_core::config::{Activation, ModelShape, Moe, Precision, Router};
 use lynx_models::moe::{MoeLayer, MoeLayout};
 use lynx_models::rope::{self, Rope};
 use lynx_models::weights::WeightSource;
 use lynx_models::{Checkpoint, KvCache, Logits, Model};
+use lynx_schema::config::{Activation, ModelShape, Moe, Precision, Router};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 

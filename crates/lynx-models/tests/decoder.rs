@@ -1,8 +1,8 @@
 //! The decoder's behaviour on CPU with real libtorch, for a tiny model of every architecture in
 //! the catalogue: shapes, KV-cached decoding against a full forward pass, causal masking.
 
-use lynx_core::config::{ModelShape, Precision};
 use lynx_models::{KvCache, Logits, Model};
+use lynx_schema::config::{ModelShape, Precision};
 use tch::{Device, Kind, Tensor};
 
 const DENSE: &str = r#"

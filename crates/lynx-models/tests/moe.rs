@@ -1,8 +1,8 @@
 //! Mixture-of-experts routing and batched expert execution against a naive per-token reference.
 
-use lynx_core::config::{Activation, Moe, Router};
 use lynx_models::moe::{MoeLayer, MoeLayout};
 use lynx_models::weights::WeightSource;
+use lynx_schema::config::{Activation, Moe, Router};
 use tch::{Device, Kind, Tensor};
 
 fn layer(router: Router, experts: u32, k: u32, shared: u32) -> MoeLayer {

@@ -19,9 +19,9 @@
 //!
 //! The tests run all of this against `lynx-fakes`' stand-in libnvidia-ml.
 
-use lynx_core::result::BoardRecord;
-use lynx_core::telemetry::{Sample, ThrottleReason};
-use lynx_core::value::Reported;
+use lynx_schema::result::BoardRecord;
+use lynx_schema::telemetry::{Sample, ThrottleReason};
+use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
@@ -202,7 +202,7 @@ impl NvmlSource {
         let memory_used_bytes = missing.ok("memory_used_bytes", d.memory_info().map(|m| m.used));
         let throttle = d
             .current_throttle_reasons()
-            .map(|reasons| ThrottleReason::from_nvml_bits(reasons.bits()))
+            .map(|reasons| throttle_reasons(reasons.bits()))
             .map_err(|e| missing.note("throttle", &[&format!("nvmlDeviceGetCurrentClocksThrottleReasons: {e}")]))
             .unwrap_or_default();
         Reading {
@@ -292,6 +292,24 @@ impl TelemetrySource for NvmlSource {
     }
 }
 
+/// NVML's clock-event (throttle) reason bits (`nvmlClocksEventReasons` in `nvml.h`).
+const THROTTLE_BITS: [(u64, ThrottleReason); 9] = [
+    (0x1, ThrottleReason::GpuIdle),
+    (0x2, ThrottleReason::ApplicationsClocksSetting),
+    (0x4, ThrottleReason::SwPowerCap),
+    (0x8, ThrottleReason::HwSlowdown),
+    (0x10, ThrottleReason::SyncBoost),
+    (0x20, ThrottleReason::SwThermalSlowdown),
+    (0x40, ThrottleReason::HwThermalSlowdown),
+    (0x80, ThrottleReason::HwPowerBrakeSlowdown),
+    (0x100, ThrottleReason::DisplayClockSetting),
+];
+
+/// The reasons set in an NVML clock-event reasons bitmask.
+pub fn throttle_reasons(bits: u64) -> Vec<ThrottleReason> {
+    THROTTLE_BITS.iter().filter(|(bit, _)| bits & bit != 0).map(|&(_, reason)| reason).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +332,12 @@ mod tests {
     fn a_library_that_is_not_there_is_a_reason() {
         let Err(reason) = open(Path::new("/nonexistent/libnvidia-ml.so.1")) else { panic!("no library at that path") };
         assert!(reason.starts_with("NVML is unavailable from /nonexistent/libnvidia-ml.so.1: "), "{reason}");
+    }
+
+    #[test]
+    fn nvml_bits_decode_to_names() {
+        assert_eq!(throttle_reasons(0x4 | 0x40), [ThrottleReason::SwPowerCap, ThrottleReason::HwThermalSlowdown]);
+        assert!(throttle_reasons(0).is_empty());
+        assert!(!ThrottleReason::GpuIdle.is_hardware_slowdown());
     }
 }

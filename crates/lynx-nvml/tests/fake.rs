@@ -2,10 +2,10 @@
 //! the fallbacks of an older board and the throttle reasons, through the same nvml-wrapper
 //! calls a real driver answers. The expected values are the readings lynx-fakes documents.
 
-use lynx_core::telemetry::{Sample, ThrottleReason};
-use lynx_core::value::Reported;
 use lynx_fakes::{NVML, NVML_FULL_UUID, NVML_OLDER_UUID};
 use lynx_nvml::{board_of, open, NvmlSource};
+use lynx_schema::telemetry::{Sample, ThrottleReason};
+use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,9 +2,10 @@
 //! the window summary: energy by the board's counter, power, clocks and throttle shares. Its own
 //! test binary, so no other test reads the stand-in's energy counter meanwhile.
 
-use lynx_core::telemetry::{summarise, ThrottleReason};
+use lynx_analysis::telemetry::summarise;
 use lynx_fakes::{NVML, NVML_FULL_UUID};
 use lynx_nvml::{open, NvmlSource};
+use lynx_schema::telemetry::ThrottleReason;
 use lynx_telemetry::Sampler;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -17,9 +17,9 @@ mod ffi;
 pub mod metrics;
 
 pub use ffi::RocmSmiLib;
-use lynx_core::result::BoardRecord;
-use lynx_core::telemetry::{Sample, ThrottleReason};
-use lynx_core::value::Reported;
+use lynx_schema::result::BoardRecord;
+use lynx_schema::telemetry::Sample;
+use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -206,7 +206,7 @@ impl TelemetrySource for RocmSource {
             core_utilisation: Vec::new(),
             core_mhz: Vec::new(),
             throttle: match &self.metrics {
-                Ok((_, file)) => read_throttle(file).map(ThrottleReason::from_amd_indep_bits).unwrap_or_default(),
+                Ok((_, file)) => read_throttle(file).map(metrics::throttle_reasons).unwrap_or_default(),
                 Err(_) => Vec::new(),
             },
         }

@@ -8,6 +8,7 @@
 //! The table is read by the kernel ABI, not through ROCm SMI, whose own copy of the structure
 //! changes layout between library versions.
 
+use lynx_schema::telemetry::ThrottleReason;
 use std::mem::{offset_of, size_of};
 
 /// `struct metrics_table_header`.
@@ -100,6 +101,24 @@ pub fn v1_3_table(bits: u64) -> Vec<u8> {
     table
 }
 
+/// The groups set in an AMD `indep_throttle_status` (bit numbers of the amdgpu driver's
+/// `SMU_THROTTLER_*_BIT`: power 0-7, current 16-23, temperature 32-45, PROCHOT 46-47, PPM
+/// 56, FIT 57), each group once.
+pub fn throttle_reasons(bits: u64) -> Vec<ThrottleReason> {
+    let group = |low: u32, high: u32| bits & ((u64::MAX >> (63 - high)) & (u64::MAX << low)) != 0;
+    [
+        (group(0, 7), ThrottleReason::AmdPowerLimit),
+        (group(16, 23), ThrottleReason::AmdCurrentLimit),
+        (group(32, 45), ThrottleReason::AmdThermalLimit),
+        (group(46, 47), ThrottleReason::AmdProchot),
+        (group(56, 57), ThrottleReason::AmdPlatformLimit),
+    ]
+    .into_iter()
+    .filter(|(set, _)| *set)
+    .map(|(_, reason)| reason)
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +157,33 @@ mod tests {
         let mut wrong_size = table.clone();
         wrong_size[0] = 96;
         assert!(indep_throttle_status(&wrong_size).unwrap_err().starts_with("gpu_metrics v1.3 states 96 bytes"));
+    }
+
+    #[test]
+    fn amd_independent_throttler_bits_decode_to_their_groups() {
+        use ThrottleReason::*;
+        let bit = |n: u32| 1u64 << n;
+        assert!(throttle_reasons(0).is_empty());
+        // The first and last bit of each group, alone.
+        for (n, reason) in [
+            (0, AmdPowerLimit),
+            (7, AmdPowerLimit),
+            (16, AmdCurrentLimit),
+            (23, AmdCurrentLimit),
+            (32, AmdThermalLimit),
+            (45, AmdThermalLimit),
+            (46, AmdProchot),
+            (47, AmdProchot),
+            (56, AmdPlatformLimit),
+            (57, AmdPlatformLimit),
+        ] {
+            assert_eq!(throttle_reasons(bit(n)), [reason], "bit {n}");
+            assert!(reason.is_hardware_slowdown());
+        }
+        // Bits between the groups name nothing; several bits of a group name it once.
+        for n in [8, 15, 24, 31, 48, 55, 58, 63] {
+            assert!(throttle_reasons(bit(n)).is_empty(), "bit {n}");
+        }
+        assert_eq!(throttle_reasons(bit(0) | bit(3) | bit(36) | bit(34)), [AmdPowerLimit, AmdThermalLimit]);
     }
 }

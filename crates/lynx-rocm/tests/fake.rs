@@ -3,11 +3,11 @@
 //! clock choices by library version, and the throttle status. The expected values are the
 //! readings lynx-fakes documents.
 
-use lynx_core::telemetry::ThrottleReason;
-use lynx_core::value::Reported;
 use lynx_fakes::{ROCM_SMI_5, ROCM_SMI_6};
 use lynx_rocm::metrics::v1_3_table;
 use lynx_rocm::{board_of, open, RocmSource};
+use lynx_schema::telemetry::ThrottleReason;
+use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
 use std::collections::BTreeMap;
 use std::path::Path;

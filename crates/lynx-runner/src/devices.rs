@@ -2,9 +2,9 @@
 
 use crate::libtorch::load_gpu_backends;
 use crate::RunError;
-use lynx_core::device::{slug, DeviceName};
-use lynx_core::result::{DeviceRecord, HostRecord};
-use lynx_core::value::Reported;
+use lynx_schema::device::{slug, DeviceName};
+use lynx_schema::result::{DeviceRecord, HostRecord};
+use lynx_schema::value::Reported;
 
 /// A device lynx can run on.
 #[derive(Debug, Clone)]
@@ -18,6 +18,16 @@ pub struct Device {
 }
 
 impl Device {
+    /// What the roofline probes need of this device.
+    pub fn probe_target(&self) -> lynx_probes::roofline::Target {
+        lynx_probes::roofline::Target {
+            device: self.record.device,
+            torch: self.torch,
+            cache_bytes: self.cache_bytes,
+            lib_dir: load_gpu_backends().lib_dir.known().cloned(),
+        }
+    }
+
     /// Folder name of this device's results: the device's name in kebab case, and for a GPU the
     /// first block of its UUID (or its index), so the GPUs of one node stay apart.
     pub fn slug(&self) -> String {
@@ -96,7 +106,7 @@ fn cpu(host: &HostRecord) -> Device {
             board: Reported::unavailable("a CPU has no GPU board"),
         },
         torch: tch::Device::Cpu,
-        cache_bytes: lynx_kernels::cpu::largest_cache_bytes(),
+        cache_bytes: lynx_probes::cpu::largest_cache_bytes(),
     }
 }
 
@@ -114,7 +124,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                 board: lynx_rocm::board(index),
             }
         }
-        _ => match lynx_kernels::cuda_device(index) {
+        _ => match lynx_probes::cuda_device(index) {
             Ok(cuda) => {
                 cache_bytes = Some(cuda.l2_bytes).filter(|&bytes| bytes > 0);
                 DeviceRecord {

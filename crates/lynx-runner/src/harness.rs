@@ -1,8 +1,8 @@
 //! What a result records about the software that measured.
 
 use crate::libtorch::Runtime;
-use lynx_core::result::{hex, Harness};
-use lynx_core::value::Reported;
+use lynx_schema::result::{hex, Harness};
+use lynx_schema::value::Reported;
 use sha2::{Digest, Sha256};
 
 /// The harness section of a result for this process.

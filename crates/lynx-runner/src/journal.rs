@@ -11,7 +11,7 @@
 //! One process at a time works on a run: the journal is held under an exclusive lock.
 
 use crate::RunError;
-use lynx_core::result::{CellRecord, CellShape, RunPlan};
+use lynx_schema::result::{CellRecord, CellShape, RunPlan};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};

@@ -12,7 +12,6 @@ mod harness;
 pub mod journal;
 pub mod libtorch;
 pub mod parity;
-pub mod roofline;
 mod run;
 mod store;
 pub mod suite;
@@ -47,7 +46,7 @@ pub enum RunError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("warm-up: {0}")]
-    Warmup(#[from] lynx_core::stats::StatsError),
+    Warmup(#[from] lynx_analysis::stats::StatsError),
     #[error("telemetry: {0}")]
     Telemetry(String),
     /// A run that stopped before it measured anything.

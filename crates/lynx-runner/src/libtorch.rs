@@ -11,8 +11,8 @@
 //!
 //! This is the only module with `unsafe` code.
 
-use lynx_core::result::BackendLoad;
-use lynx_core::value::Reported;
+use lynx_schema::result::BackendLoad;
+use lynx_schema::value::Reported;
 use std::ffi::{c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -13,11 +13,11 @@
 //! so. A wrong kernel moves every position it touches, and prefill and decode run different
 //! kernels, so each gets its own median. The worst position is reported beside them.
 
-use lynx_core::config::{source_layers, ModelShape, ParityConfig, Precision};
-use lynx_core::result::Check;
-use lynx_core::stats::median;
-use lynx_core::value::Finite;
+use lynx_analysis::stats::median;
 use lynx_models::{Checkpoint, KvCache, Logits, Model, ModelError};
+use lynx_schema::config::{source_layers, ModelShape, ParityConfig, Precision};
+use lynx_schema::result::Check;
+use lynx_schema::value::Finite;
 use tch::{Device, Kind, Tensor};
 
 /// Largest median relative logit error each precision may show. The median errors CPU kernels
@@ -181,12 +181,12 @@ mod tests {
             s.vocab_size = 256;
             s.hidden_size = 64;
             match &mut s.attention {
-                lynx_core::config::Attention::Gqa(g) => {
+                lynx_schema::config::Attention::Gqa(g) => {
                     g.num_heads = 4;
                     g.num_kv_heads = 2;
                     g.head_dim = Some(16);
                 }
-                lynx_core::config::Attention::Mla(m) => {
+                lynx_schema::config::Attention::Mla(m) => {
                     m.num_heads = 4;
                     m.q_lora_rank = Some(32);
                     m.kv_lora_rank = 16;
@@ -202,7 +202,7 @@ mod tests {
                 moe.num_experts = moe.num_experts.min(16);
                 moe.experts_per_token = moe.experts_per_token.min(4);
                 moe.intermediate_size = 32;
-                if let lynx_core::config::Router::SigmoidGrouped { groups, topk_groups, .. } = &mut moe.router {
+                if let lynx_schema::config::Router::SigmoidGrouped { groups, topk_groups, .. } = &mut moe.router {
                     *groups = 4;
                     *topk_groups = 2;
                 }

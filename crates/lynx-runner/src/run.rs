@@ -5,26 +5,30 @@ use crate::devices::Device;
 use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::load_gpu_backends;
 use crate::parity::ParityWeights;
-use crate::roofline::ProbePlan;
 use crate::store::write_json_atomic;
 use crate::telemetry::{RunTelemetry, Segment};
 use crate::RunError;
-use lynx_core::checks::measurement_checks;
-use lynx_core::config::{source_layers, MeasureConfig, ModelShape, Suite};
-use lynx_core::derived::{derive, PriceInputs};
-use lynx_core::equilibrium::{Detector, Verdict, WindowStats};
-use lynx_core::latency::bounds_for;
-use lynx_core::result::{
-    CellRecord, CellShape, CellStatus, Check, ConfigRecord, FullDepth, Reproduces, RunPlan, RunResult, RunStatus,
-    WarmupRecord, WeightsRecord, RESULT_SCHEMA,
-};
-use lynx_core::roofline::{cell_roofline, roofline_check, RooflineRecord};
-use lynx_core::stats::{StatsError, StepTimeSummary};
-use lynx_core::sweep;
-use lynx_core::telemetry::Sample;
-use lynx_core::time::{compact_utc, rfc3339_utc};
-use lynx_core::value::Finite;
+use lynx_analysis::checks::measurement_checks;
+use lynx_analysis::derived::derive;
+use lynx_analysis::equilibrium::{Detector, Verdict};
+use lynx_analysis::latency::bounds_for;
+use lynx_analysis::roofline::{cell_roofline, roofline_check};
+use lynx_analysis::stats::StatsError;
+use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, KvCache, Model, ModelError};
+use lynx_probes::roofline::ProbePlan;
+use lynx_schema::config::{source_layers, MeasureConfig, ModelShape, Suite};
+use lynx_schema::derived::PriceInputs;
+use lynx_schema::equilibrium::WindowStats;
+use lynx_schema::result::{
+    CellRecord, CellShape, CellStatus, Check, ConfigRecord, Reproduces, RunPlan, RunResult, RunStatus, WarmupRecord,
+    WeightsRecord, RESULT_SCHEMA,
+};
+use lynx_schema::roofline::RooflineRecord;
+use lynx_schema::stats::StepTimeSummary;
+use lynx_schema::telemetry::Sample;
+use lynx_schema::time::{compact_utc, rfc3339_utc};
+use lynx_schema::value::Finite;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -264,7 +268,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         sustained_s: Some(suite.roofline.sustained_s).filter(|&s| s > 0.0),
     };
     if suite.roofline.probe && result.roofline.is_none() {
-        let record = crate::roofline::burst(&device, &probes);
+        let record = lynx_probes::roofline::burst(&device.probe_target(), &probes);
         observer.probed(&record);
         result.roofline = Some(record);
         save(&mut result)?;
@@ -285,7 +289,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     save(&mut result)?;
     // The sustained matmul rate, once per run, with the device at equilibrium.
     if let Some(record) = result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != "sustained")) {
-        crate::roofline::sustained(&device, &probes, record);
+        lynx_probes::roofline::sustained(&device.probe_target(), &probes, record);
         observer.probed(record);
         save(&mut result)?;
     }
@@ -575,7 +579,7 @@ fn measure_cell(
         }
         .map_err(|e| without_backtrace(&e.to_string()))?
         .ok_or(CellFailure::Stopped)?;
-        Ok((StepTimeSummary::from_samples(&measured.step_s).map_err(|e| e.to_string())?, measured))
+        Ok((lynx_analysis::stats::summarise(&measured.step_s).map_err(|e| e.to_string())?, measured))
     };
     let summarised = run(model).and_then(|(summary, measured)| {
         let full_depth = match head_only {
@@ -584,13 +588,13 @@ fn measure_cell(
                     CellFailure::Failed(message) => CellFailure::Failed(format!("head-only model: {message}")),
                     stopped => stopped,
                 })?;
-                Some(FullDepth::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
+                Some(lynx_analysis::cell::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
             }
             None => None,
         };
         let steps = summary.n as u64;
         let measured_s = Finite::new(measured.measured_s, "measured time").map_err(|e| e.to_string())?;
-        let mut cell = CellRecord::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
+        let mut cell = lynx_analysis::cell::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         let tokens = steps * shape.tokens_per_step();

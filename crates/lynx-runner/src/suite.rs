@@ -2,7 +2,7 @@
 //! at build time), with a models folder beside it that adds to it or overrides it by name.
 
 use crate::RunError;
-use lynx_core::config::{ModelShape, Suite};
+use lynx_schema::config::{ModelShape, Suite};
 use std::path::{Path, PathBuf};
 
 include!(concat!(env!("OUT_DIR"), "/catalogue.rs"));
@@ -134,7 +134,7 @@ pub fn model_name_for(config: &Path) -> String {
 /// (refusing to replace a file unless `force`). Returns the shape written.
 pub fn import_model(config: &Path, name: &str, out: &Path, force: bool) -> Result<ModelShape, RunError> {
     let json = read(config, "config")?;
-    let shape = lynx_core::config::hf::import(&json, &config.display().to_string(), name)
+    let shape = lynx_schema::config::hf::import(&json, &config.display().to_string(), name)
         .map_err(|e| RunError::Config(format!("config file {e}")))?;
     if out.exists() && !force {
         return Err(RunError::Config(format!("{} exists; pass --force to replace it", out.display())));

@@ -3,12 +3,13 @@
 
 use crate::devices::Device;
 use crate::RunError;
-use lynx_core::device::DeviceName;
-use lynx_core::result::{SourceRecord, TelemetryRecord};
-use lynx_core::telemetry::{summarise, Sample, WindowSummary};
-use lynx_core::value::Finite;
+use lynx_analysis::telemetry::summarise;
 use lynx_nvml::NvmlSource;
 use lynx_rocm::RocmSource;
+use lynx_schema::device::DeviceName;
+use lynx_schema::result::{SourceRecord, TelemetryRecord};
+use lynx_schema::telemetry::{Sample, WindowSummary};
+use lynx_schema::value::Finite;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};

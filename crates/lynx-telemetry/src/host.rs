@@ -4,7 +4,7 @@
 //! derived from it. What the machine does not expose is listed with the reason.
 
 use crate::sampler::TelemetrySource;
-use lynx_core::telemetry::Sample;
+use lynx_schema::telemetry::Sample;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

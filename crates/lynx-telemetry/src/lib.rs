@@ -12,8 +12,8 @@ mod sampler;
 pub use host::{parse_cpuinfo_mhz, parse_meminfo, parse_proc_stat, utilisation, CpuTimes, HostSource};
 pub use sampler::{Sampler, SamplerError, TelemetrySource};
 
-use lynx_core::result::HostRecord;
-use lynx_core::value::Reported;
+use lynx_schema::result::HostRecord;
+use lynx_schema::value::Reported;
 use sysinfo::System;
 
 /// The host's identity. Values the OS does not expose are `Unavailable` with the reason.

@@ -1,7 +1,7 @@
 //! The sampling thread: reads every source at a fixed rate on the run's monotonic clock, writes
 //! each reading to the run's raw-samples file as it goes, and keeps them for window summaries.
 
-use lynx_core::telemetry::Sample;
+use lynx_schema::telemetry::Sample;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -149,7 +149,7 @@ impl Drop for Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lynx_core::telemetry::summarise;
+    use lynx_analysis::telemetry::summarise;
 
     /// A source whose readings follow a script: power 100 W + 10 W per reading.
     struct Scripted {

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test file uses its own part of this module
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
@@ -63,7 +64,7 @@ pub fn lynx(args: &[&str]) -> Output {
 
 /// The envelopes under `dir` that verify against none of the public keys in `keys`.
 pub fn unverified(dir: &Path, keys: &Path) -> Vec<PathBuf> {
-    let envelopes = lynx_publish::shortlist::find_envelopes(&[dir.to_path_buf()]).unwrap();
+    let envelopes = lynx_attest::trust::find_envelopes(&[dir.to_path_buf()]).unwrap();
     assert!(!envelopes.is_empty(), "{} holds no result", dir.display());
     let key_files: Vec<PathBuf> = std::fs::read_dir(keys).unwrap().map(|e| e.unwrap().path()).collect();
     envelopes
@@ -74,4 +75,110 @@ pub fn unverified(dir: &Path, keys: &Path) -> Vec<PathBuf> {
             })
         })
         .collect()
+}
+
+pub fn run_args<'a>(models: &'a Path, out: &'a Path) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--suite",
+        "test",
+        "--device",
+        "cpu",
+        "--models",
+        models.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]
+}
+
+/// The run folders under `out` (`out/<device>/<run id>/`).
+pub fn run_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for device in std::fs::read_dir(out).into_iter().flatten() {
+        for run in std::fs::read_dir(device.unwrap().path()).into_iter().flatten() {
+            dirs.push(run.unwrap().path());
+        }
+    }
+    dirs
+}
+
+/// The result files under `out`: `<run id>.json` in each run folder.
+pub fn result_files(out: &Path) -> Vec<PathBuf> {
+    run_dirs(out)
+        .into_iter()
+        .map(|dir| dir.join(format!("{}.json", dir.file_name().unwrap().to_string_lossy())))
+        .filter(|path| path.exists())
+        .collect()
+}
+
+/// The one result file under `out`.
+pub fn result_file(out: &Path) -> PathBuf {
+    let mut files = result_files(out);
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.pop().unwrap()
+}
+
+pub fn seconds(value: &Value) -> f64 {
+    let x = value.as_f64().unwrap_or_else(|| panic!("{value} is not a number"));
+    assert!(x.is_finite() && x > 0.0, "{x}");
+    x
+}
+
+/// Runs lynx expecting exit code 2 and one line on stderr; returns that line.
+pub fn bad_input(args: &[&str]) -> String {
+    let output = lynx(args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?}: printed {}", String::from_utf8_lossy(&output.stdout));
+    stderr
+}
+
+/// Bad input in the test suite's text (`edit` applied): exit 2 with a line containing `names`.
+pub fn bad_suite(edit: impl Fn(&str) -> String, names: &[&str]) {
+    let models = models(edit);
+    let out = tempfile::tempdir().unwrap();
+    let line = bad_input(&run_args(models.path(), out.path()));
+    for name in names {
+        assert!(line.contains(name), "{line} does not name {name}");
+    }
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a result was written for bad input");
+}
+
+/// A run of the test suite: its models folder, its results folder (both kept while in scope),
+/// and its result file.
+pub fn measured_run() -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result = result_file(out.path());
+    (models, out, result)
+}
+
+/// Run Debian's chromium headless with `args`; its stdout and the console lines it logged.
+pub fn chromium(args: &[&str]) -> (String, String) {
+    let binary = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("no chromium on this host: scripts/test.sh installs Debian's (apt-get install chromium)");
+    let output = Command::new(binary)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "chromium {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// A suite of many short cells: a kill lands in a cell, between cells, in warm-up or in set-up.
+pub fn many_cells(suite: &str) -> String {
+    suite
+        .replace("min_s = 1.0\nmax_s = 3.0", "min_s = 0.2\nmax_s = 3.0")
+        .replace("min_steps = 8\nmin_s = 0.3\nmax_steps = 200", "min_steps = 5\nmin_s = 0.15\nmax_steps = 100")
+        .replace("batches = [1, 8]\nctxs = [512]", "max_batch = 8\nctxs = [64, 256, 512]")
+}
+
+pub fn journal_of(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join(format!("{}.journal.jsonl", dir.file_name().unwrap().to_string_lossy()))).unwrap_or_default()
 }

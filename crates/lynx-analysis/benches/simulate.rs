@@ -1,0 +1,58 @@
+//! The latency-bounded throughput search: what one figure of a result costs to derive, and so
+//! what a shortlist that re-derives figures for a buyer's own bounds pays per device.
+//!
+//! The step tables are synthetic (a fixed cost plus a per-token-of-context cost, in the shape of
+//! the standard suite's grid: decode batch 1 to 1024 at five contexts, prefill batch 1 to 64 at
+//! two prompt lengths); the simulation's cost depends on the grid and the request count, not on
+//! the values.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use lynx_analysis::sim::{max_rate, SimSetup, StepTable, TablePoint};
+
+fn tables() -> (StepTable, StepTable) {
+    let mut decode = Vec::new();
+    for ctx in [1024u32, 2048, 4096, 8192, 9216] {
+        for batch in (0..=10).map(|k| 1u32 << k) {
+            let step_s = 0.006 + 2e-10 * f64::from(batch) * f64::from(ctx) + 1e-5 * f64::from(batch);
+            decode.push(TablePoint { batch, len: ctx, step_s, power_w: Some(500.0 + f64::from(batch) / 4.0) });
+        }
+    }
+    let mut prefill = Vec::new();
+    for len in [1024u32, 8192] {
+        for batch in (0..=6).map(|k| 1u32 << k) {
+            let tokens = f64::from(batch) * f64::from(len);
+            prefill.push(TablePoint { batch, len, step_s: 0.01 + 6e-8 * tokens, power_w: Some(650.0) });
+        }
+    }
+    (StepTable::new(&prefill), StepTable::new(&decode))
+}
+
+fn bench(c: &mut Criterion) {
+    let (prefill, decode) = tables();
+    let mut group = c.benchmark_group("latency_bounded");
+    group.sample_size(10);
+    for (name, isl, osl) in [("chat 1k/1k", 1024, 1024), ("summarise 8k/1k", 8192, 1024), ("reason 1k/8k", 1024, 8192)]
+    {
+        let setup = SimSetup {
+            prefill: &prefill,
+            decode: &decode,
+            isl,
+            osl,
+            max_batch: 1024,
+            max_prefill_batch: 64,
+            chunk: None,
+            requests: 2000,
+            seed: 1,
+        };
+        let found = max_rate(&setup, 2.0, 0.2).unwrap().unwrap();
+        println!(
+            "{name}: {:.1} req/s, {:.0} output tok/s under 2 s / 200 ms",
+            found.rate_per_s, found.output_tok_per_s
+        );
+        group.bench_function(name, |b| b.iter(|| max_rate(&setup, 2.0, 0.2).unwrap()));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,111 @@
+//! A measured cell's figures (DESIGN.md vocabulary: tok/s/user, tok/s/device) from its step
+//! times, and the full-depth extrapolation of a layer subset.
+
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth};
+use lynx_schema::stats::StepTimeSummary;
+use lynx_schema::value::{Finite, NotFinite};
+
+/// T_full = T₀ + (L / k)·(T_k − T₀), with T₀ the head-only median, applied to each statistic
+/// of the k-layer step time. The per-layer part is assumed to scale with depth and to vary as
+/// the measured layers' does; the fixed part (embedding, lm head) is measured, not assumed.
+pub fn extrapolate(
+    measured: &StepTimeSummary,
+    head_only: StepTimeSummary,
+    measured_layers: u32,
+    model_layers: u32,
+) -> Result<FullDepth, String> {
+    let fixed = head_only.median_s.get();
+    if measured.median_s.get() <= fixed {
+        return Err(format!(
+            "cannot extrapolate to full depth: {measured_layers} layers measured no slower ({:.3e} s) than the \
+             head alone ({fixed:.3e} s)",
+            measured.median_s.get()
+        ));
+    }
+    let ratio = f64::from(model_layers) / f64::from(measured_layers);
+    let scale = |t: Finite, what: &str| {
+        Finite::new(fixed + ratio * (t.get() - fixed).max(0.0), what).map_err(|e| e.to_string())
+    };
+    Ok(FullDepth {
+        measured_layers,
+        model_layers,
+        median_s: scale(measured.median_s, "full-depth median")?,
+        p90_s: scale(measured.p90_s, "full-depth p90")?,
+        p99_s: scale(measured.p99_s, "full-depth p99")?,
+        min_s: scale(measured.min_s, "full-depth min")?,
+        max_s: scale(measured.max_s, "full-depth max")?,
+        method: format!(
+            "head-only median T0 + {model_layers}/{measured_layers} x (measured statistic - T0), from {} \
+             {measured_layers}-layer steps and {} head-only steps",
+            measured.n, head_only.n
+        ),
+        head_only,
+    })
+}
+
+/// A measured cell with its figures derived from the step times (DESIGN.md vocabulary).
+pub fn measured(
+    shape: CellShape,
+    step_time: StepTimeSummary,
+    measured_s: Finite,
+    ctx_end: Option<u32>,
+    full_depth: Option<FullDepth>,
+) -> Result<CellRecord, NotFinite> {
+    let median_s = full_depth.as_ref().map_or(step_time.median_s, |f| f.median_s).get();
+    let per_user = match shape {
+        CellShape::Decode { .. } => Some(Finite::new(1.0 / median_s, "tok/s/user")?),
+        CellShape::Prefill { .. } => None,
+    };
+    let tokens_per_step = shape.tokens_per_step() as f64;
+    Ok(CellRecord {
+        shape,
+        status: CellStatus::Ok,
+        tok_per_s_per_user: per_user,
+        tok_per_s_per_device: Some(Finite::new(tokens_per_step / median_s, "tok/s/device")?),
+        step_time: Some(step_time),
+        measured_s: Some(measured_s),
+        ctx_end,
+        full_depth,
+        telemetry: Vec::new(),
+        joules_per_token: None,
+        segment: None,
+        roofline: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(median_s: f64) -> StepTimeSummary {
+        crate::stats::summarise(&[median_s; 3]).unwrap()
+    }
+
+    #[test]
+    fn decode_figures_follow_the_vocabulary() {
+        let shape = CellShape::Decode { batch: 8, ctx: 128 };
+        let cell = measured(shape, summary(0.02), Finite::new(1.0, "t").unwrap(), Some(140), None).unwrap();
+        assert!((cell.tok_per_s_per_user.unwrap().get() - 50.0).abs() < 1e-9);
+        assert!((cell.tok_per_s_per_device.unwrap().get() - 400.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn prefill_throughput_counts_every_prompt_token() {
+        let shape = CellShape::Prefill { batch: 2, prompt_len: 512 };
+        let cell = measured(shape, summary(0.5), Finite::new(1.0, "t").unwrap(), None, None).unwrap();
+        assert_eq!(cell.tok_per_s_per_user, None);
+        assert!((cell.tok_per_s_per_device.unwrap().get() - 2048.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn full_depth_scales_the_layer_part_and_keeps_the_fixed_part() {
+        // Head alone 2 ms; 4 of 32 layers measured at 10 ms: 8 ms for 4 layers, 64 ms for 32.
+        let full = extrapolate(&summary(0.010), summary(0.002), 4, 32).unwrap();
+        assert!((full.median_s.get() - 0.066).abs() < 1e-12);
+        let shape = CellShape::Decode { batch: 2, ctx: 64 };
+        let cell = measured(shape, summary(0.010), Finite::new(1.0, "t").unwrap(), None, Some(full)).unwrap();
+        assert!((cell.tok_per_s_per_device.unwrap().get() - 2.0 / 0.066).abs() < 1e-9, "figures use the estimate");
+        let error = extrapolate(&summary(0.001), summary(0.002), 4, 32).unwrap_err();
+        assert!(error.contains("cannot extrapolate"), "{error}");
+    }
+}

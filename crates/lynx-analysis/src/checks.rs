@@ -1,0 +1,212 @@
+//! The checks a finished measurement is held to, derived from the result itself.
+//!
+//! - `equilibrium`: warm-up reached equilibrium (docs/EQUILIBRIUM.md).
+//! - `telemetry_coverage`: the device's source covered at least [`MIN_COVERAGE`] of the
+//!   measurement windows' total time (gaps as `telemetry::summarise` defines them).
+//! - `throttling`: no hardware slowdown reason during any cell's timed steps; each reason found
+//!   is named with its largest share of a cell's samples. Made only where the device's source
+//!   reports throttle state at all: a check that cannot be evaluated is left out, and the source
+//!   record says why, rather than counted as a pass.
+
+use lynx_schema::result::{CellRecord, Check, SourceRecord, WarmupRecord};
+use lynx_schema::telemetry::ThrottleReason;
+use lynx_schema::value::Finite;
+use std::collections::BTreeMap;
+
+/// Share of measurement time telemetry must cover.
+pub const MIN_COVERAGE: f64 = 0.95;
+
+fn check(name: &str, passed: bool, detail: String, measured: Option<f64>, limit: Option<f64>) -> Check {
+    Check {
+        name: name.to_owned(),
+        passed,
+        detail,
+        measured: measured.and_then(|m| Finite::new(m, name).ok()),
+        limit: limit.and_then(|l| Finite::new(l, name).ok()),
+    }
+}
+
+/// The checks of a run whose warm-up and cells are done; `device_source` is the source the
+/// device's telemetry came from (the first of the run's sources).
+pub fn measurement_checks(
+    warmups: &[&WarmupRecord],
+    cells: &[CellRecord],
+    device_source: Option<&SourceRecord>,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let reached = !warmups.is_empty() && warmups.iter().all(|w| w.equilibrium_reached);
+    let describe = |w: &WarmupRecord| {
+        if w.equilibrium_reached {
+            format!("reached after {:.1} s of warm-up", w.duration_s.get())
+        } else {
+            format!("not reached in {:.1} s of warm-up (see its last_window)", w.duration_s.get())
+        }
+    };
+    checks.push(check(
+        "equilibrium",
+        reached,
+        match warmups {
+            [] => "the run did not warm up".to_owned(),
+            [only] => describe(only),
+            all => format!(
+                "{} warm-ups (the run was resumed): {}",
+                all.len(),
+                all.iter().map(|w| describe(w)).collect::<Vec<_>>().join("; ")
+            ),
+        },
+        None,
+        None,
+    ));
+
+    let Some(source) = device_source else { return checks };
+    let windows: Vec<_> = cells
+        .iter()
+        .flat_map(|c| c.telemetry.iter().filter(|w| w.source == source.name).map(move |w| (c, w)))
+        .collect();
+    let total: f64 = windows.iter().map(|(_, w)| w.end_s.get() - w.start_s.get()).sum();
+    let covered: f64 = windows.iter().map(|(_, w)| (w.end_s.get() - w.start_s.get()) * w.coverage.get()).sum();
+    let coverage = if total > 0.0 { covered / total } else { 0.0 };
+    checks.push(check(
+        "telemetry_coverage",
+        coverage >= MIN_COVERAGE,
+        format!(
+            "{} covered {:.1}% of {:.1} s of measurement in {} windows (limit {:.0}%)",
+            source.name,
+            coverage * 100.0,
+            total,
+            windows.len(),
+            MIN_COVERAGE * 100.0
+        ),
+        Some(coverage),
+        Some(MIN_COVERAGE),
+    ));
+
+    if !source.unavailable.contains_key("throttle") {
+        let mut worst: BTreeMap<ThrottleReason, (f64, String)> = BTreeMap::new();
+        for (cell, window) in &windows {
+            for (reason, share) in window.throttle.iter().filter(|(r, _)| r.is_hardware_slowdown()) {
+                let entry = worst.entry(*reason).or_insert((0.0, String::new()));
+                if share.get() > entry.0 {
+                    *entry = (share.get(), cell.shape.to_string());
+                }
+            }
+        }
+        let detail = if worst.is_empty() {
+            format!("no hardware slowdown reported by {} during measurement", source.name)
+        } else {
+            worst
+                .iter()
+                .map(|(reason, (share, cell))| format!("{reason:?} in {:.0}% of samples of {cell}", share * 100.0))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let share = worst.values().map(|(s, _)| *s).fold(0.0, f64::max);
+        checks.push(check("throttling", worst.is_empty(), detail, Some(share), Some(0.0)));
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::summarise;
+    use lynx_schema::config::WarmupConfig;
+    use lynx_schema::result::CellShape;
+    use lynx_schema::telemetry::Sample;
+
+    fn source(throttle_known: bool) -> SourceRecord {
+        let mut unavailable = BTreeMap::new();
+        if !throttle_known {
+            unavailable.insert("throttle".to_owned(), "not exposed".to_owned());
+        }
+        SourceRecord { name: "gpu".to_owned(), labels: BTreeMap::new(), unavailable }
+    }
+
+    /// A decode cell whose window [0, 1] s holds samples every `period` s, throttled after 0.5 s.
+    fn cell(period: f64, reason: Option<ThrottleReason>) -> CellRecord {
+        let samples: Vec<Sample> = (0..=(1.0 / period).round() as usize)
+            .map(|i| {
+                let t = i as f64 * period;
+                Sample { t_s: t, throttle: reason.filter(|_| t > 0.5).into_iter().collect(), ..Sample::default() }
+            })
+            .collect();
+        let summary = crate::stats::summarise(&[0.01; 4]).unwrap();
+        let mut cell = crate::cell::measured(
+            CellShape::Decode { batch: 1, ctx: 8 },
+            summary,
+            Finite::new(1.0, "t").unwrap(),
+            Some(11),
+            None,
+        )
+        .unwrap();
+        cell.telemetry = vec![summarise("gpu", &samples, 0.0, 1.0, 20.0).unwrap()];
+        cell
+    }
+
+    fn warmup(reached: bool) -> WarmupRecord {
+        WarmupRecord {
+            duration_s: Finite::new(61.0, "t").unwrap(),
+            steps: 100,
+            batch: 1,
+            ctx: 8,
+            equilibrium_reached: reached,
+            criteria: WarmupConfig::default(),
+            last_window: None,
+            telemetry: Vec::new(),
+            segment: Some(1),
+        }
+    }
+
+    fn named<'a>(checks: &'a [Check], name: &str) -> Option<&'a Check> {
+        checks.iter().find(|c| c.name == name)
+    }
+
+    #[test]
+    fn every_warm_up_of_a_resumed_run_must_reach_equilibrium() {
+        let checks = measurement_checks(&[&warmup(true), &warmup(false)], &[cell(0.05, None)], Some(&source(true)));
+        let equilibrium = named(&checks, "equilibrium").unwrap();
+        assert!(!equilibrium.passed && equilibrium.detail.starts_with("2 warm-ups"), "{equilibrium:?}");
+    }
+
+    #[test]
+    fn a_steady_covered_run_passes_every_check() {
+        let checks = measurement_checks(&[&warmup(true)], &[cell(0.05, None)], Some(&source(true)));
+        assert!(checks.iter().all(|c| c.passed), "{checks:?}");
+        assert_eq!(checks.len(), 3);
+    }
+
+    #[test]
+    fn throttling_names_the_reason_and_its_share() {
+        let checks = measurement_checks(
+            &[&warmup(true)],
+            &[cell(0.05, Some(ThrottleReason::HwThermalSlowdown))],
+            Some(&source(true)),
+        );
+        let throttling = named(&checks, "throttling").unwrap();
+        assert!(!throttling.passed);
+        assert!(
+            throttling.detail.starts_with("HwThermalSlowdown in 48% of samples of decode batch 1 ctx 8"),
+            "{}",
+            throttling.detail
+        );
+        // GpuIdle is not a slowdown.
+        let idle =
+            measurement_checks(&[&warmup(true)], &[cell(0.05, Some(ThrottleReason::GpuIdle))], Some(&source(true)));
+        assert!(named(&idle, "throttling").unwrap().passed);
+    }
+
+    #[test]
+    fn a_source_without_throttle_state_gets_no_throttling_check() {
+        let checks = measurement_checks(&[&warmup(true)], &[cell(0.05, None)], Some(&source(false)));
+        assert!(named(&checks, "throttling").is_none());
+    }
+
+    #[test]
+    fn sparse_telemetry_and_no_equilibrium_fail() {
+        // Samples every 0.25 s at a 20 Hz target: every interval is a gap.
+        let checks = measurement_checks(&[&warmup(false)], &[cell(0.25, None)], Some(&source(true)));
+        assert!(!named(&checks, "equilibrium").unwrap().passed);
+        let coverage = named(&checks, "telemetry_coverage").unwrap();
+        assert!(!coverage.passed && coverage.measured.unwrap().get() < 0.95, "{coverage:?}");
+    }
+}

@@ -1,0 +1,243 @@
+//! The figures buyers size fleets with, derived from a run's cells (DESIGN.md vocabulary): the
+//! decode frontier, the prefill throughput table, latency-bounded throughput per workload and
+//! bound (by [`crate::sim`]), joules per output token, and cost per million output tokens from a
+//! price the user gives. docs/SWEEPS.md states the method.
+
+use crate::latency::bounds_for;
+use crate::sim::{max_rate, SimSetup, StepTable, TablePoint};
+use lynx_schema::config::{LatencyBound, SimulationConfig, Workload};
+pub use lynx_schema::derived::*;
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord};
+use lynx_schema::sweep::SweepLine;
+use lynx_schema::value::{Finite, Reported};
+
+/// Cost of a million output tokens at `tok_per_s` on a device rented at `price`.
+pub fn usd_per_million(price: &PriceInputs, tok_per_s: f64) -> Reported<Finite> {
+    let Some(per_hour) = price.usd_per_device_hour else {
+        return Reported::Unavailable { unavailable: "no price per device-hour given (--price-per-hour)".to_owned() };
+    };
+    let useful_tokens_per_hour = 3600.0 * tok_per_s * price.utilisation.get();
+    match Finite::new(per_hour.get() / useful_tokens_per_hour * 1e6, "cost per million tokens") {
+        Ok(cost) if useful_tokens_per_hour > 0.0 => Reported::Known(cost),
+        _ => Reported::Unavailable { unavailable: format!("no tokens at {tok_per_s} tok/s") },
+    }
+}
+
+fn finite(value: f64, what: &str) -> Result<Finite, String> {
+    Finite::new(value, what).map_err(|e| e.to_string())
+}
+
+/// Derive every figure from `cells` of a run configured as `config`.
+pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, sweep: Vec<SweepLine>) -> Derived {
+    let ok = || cells.iter().filter(|c| c.status == CellStatus::Ok);
+    let mut frontier: Vec<FrontierLine> = Vec::new();
+    for cell in ok() {
+        let (CellShape::Decode { batch, ctx }, Some(user), Some(device)) =
+            (cell.shape, cell.tok_per_s_per_user, cell.tok_per_s_per_device)
+        else {
+            continue;
+        };
+        let point = FrontierPoint {
+            batch,
+            tok_per_s_per_user: user,
+            tok_per_s_per_device: device,
+            joules_per_token: cell.joules_per_token,
+        };
+        match frontier.iter_mut().find(|line| line.ctx == ctx) {
+            Some(line) => line.points.push(point),
+            None => frontier.push(FrontierLine { ctx, points: vec![point] }),
+        }
+    }
+    for line in &mut frontier {
+        let all = line.points.clone();
+        let dominated = |p: &FrontierPoint| {
+            all.iter().any(|q| {
+                q.tok_per_s_per_user >= p.tok_per_s_per_user
+                    && q.tok_per_s_per_device >= p.tok_per_s_per_device
+                    && (q.tok_per_s_per_user > p.tok_per_s_per_user || q.tok_per_s_per_device > p.tok_per_s_per_device)
+            })
+        };
+        line.points.retain(|p| !dominated(p));
+        line.points.sort_by(|a, b| a.tok_per_s_per_device.get().total_cmp(&b.tok_per_s_per_device.get()));
+    }
+    frontier.sort_by_key(|line| line.ctx);
+
+    let prefill = ok()
+        .filter_map(|cell| match (cell.shape, cell.median_s(), cell.tok_per_s_per_device) {
+            (CellShape::Prefill { batch, prompt_len }, Some(median), Some(device)) => Some(PrefillPoint {
+                batch,
+                prompt_len,
+                ttft_s: Finite::new(median, "ttft").ok()?,
+                tok_per_s_per_device: device,
+                joules_per_token: cell.joules_per_token,
+            }),
+            _ => None,
+        })
+        .collect();
+
+    let (prefill_table, decode_table) = step_tables(cells);
+    let suite = &config.suite;
+    let mut latency_bounded = Vec::new();
+    for workload in &suite.workloads {
+        for bound in bounds_for(&suite.bounds, &config.model) {
+            let point = bounded(&prefill_table, &decode_table, &suite.simulation, suite.seed, workload, &bound, &price)
+                .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
+            latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point });
+        }
+    }
+    Derived { frontier, prefill, latency_bounded, price, sweep }
+}
+
+/// Latency-bounded throughput of `workload` under `bound` from a run's `cells` (those that
+/// succeeded), as [`derive`] computes it: for a buyer's own request shape and bound.
+pub fn latency_bounded_from_cells(
+    cells: &[CellRecord],
+    simulation: &SimulationConfig,
+    seed: u64,
+    workload: &Workload,
+    bound: &LatencyBound,
+    price: &PriceInputs,
+) -> Reported<BoundedPoint> {
+    let (prefill, decode) = step_tables(cells);
+    bounded(&prefill, &decode, simulation, seed, workload, bound, price)
+        .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
+}
+
+/// The prefill and decode step-time tables of the cells that succeeded (median step times, the
+/// full-depth estimate for a layer subset; mean power where measured).
+fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
+    let table = |decode: bool| {
+        let points: Vec<TablePoint> = cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Ok && matches!(c.shape, CellShape::Decode { .. }) == decode)
+            .filter_map(|c| {
+                Some(TablePoint {
+                    batch: c.shape.batch(),
+                    len: c.shape.length(),
+                    step_s: c.median_s()?,
+                    power_w: c.power_mean_w(),
+                })
+            })
+            .collect();
+        StepTable::new(&points)
+    };
+    (table(false), table(true))
+}
+
+fn bounded(
+    prefill: &StepTable,
+    decode: &StepTable,
+    simulation: &SimulationConfig,
+    seed: u64,
+    workload: &Workload,
+    bound: &LatencyBound,
+    price: &PriceInputs,
+) -> Result<BoundedPoint, String> {
+    if prefill.is_empty() || decode.is_empty() {
+        return Err("the run measured no prefill or no decode cell without failure".to_owned());
+    }
+    let (isl, osl) = (workload.isl, workload.osl);
+    let max_prefill_batch = prefill.max_batch(isl, isl).ok_or("no prefill batch measured")?;
+    // The server's batch cap is an operator's choice: the configured one, else the best of
+    // 1, 2, 4, … and the largest batch measured at every context the workload passes through
+    // (a tight TPOT bound may be met only by capping the batch).
+    let caps = match simulation.max_batch {
+        Some(cap) => vec![cap],
+        None => {
+            let largest =
+                decode.max_batch(isl, isl + osl).ok_or("no decode batch measured at the workload's contexts")?;
+            let mut caps: Vec<u32> =
+                std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b < largest).collect();
+            caps.push(largest);
+            caps
+        }
+    };
+    let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
+    for cap in caps {
+        let setup = SimSetup {
+            prefill,
+            decode,
+            isl,
+            osl,
+            max_batch: cap,
+            max_prefill_batch: max_prefill_batch.min(cap),
+            chunk: simulation.chunked_prefill,
+            requests: simulation.requests,
+            seed,
+        };
+        let found = max_rate(&setup, bound.ttft_p99_s, bound.tpot_p99_s).map_err(|e| format!("simulation: {e}"))?;
+        if let Some(outcome) = found {
+            if best.as_ref().is_none_or(|(_, b)| outcome.output_tok_per_s > b.output_tok_per_s) {
+                best = Some((cap, outcome));
+            }
+        }
+    }
+    let (max_batch, outcome) = best.ok_or_else(|| {
+        format!(
+            "no load keeps p99 TTFT within {} s and p99 TPOT within {} s at any batch cap: the measured steps are \
+             too slow",
+            bound.ttft_p99_s, bound.tpot_p99_s
+        )
+    })?;
+    let max_prefill_batch = max_prefill_batch.min(max_batch);
+    let tok_per_s = outcome.output_tok_per_s;
+    Ok(BoundedPoint {
+        request_rate_per_s: finite(outcome.rate_per_s, "request rate")?,
+        output_tok_per_s_per_device: finite(tok_per_s, "output tok/s/device")?,
+        tok_per_s_per_user: finite(1.0 / outcome.tpot_p50_s.max(f64::MIN_POSITIVE), "tok/s/user")?,
+        ttft_p99_s: finite(outcome.ttft_p99_s, "p99 TTFT")?,
+        tpot_p99_s: finite(outcome.tpot_p99_s, "p99 TPOT")?,
+        max_batch,
+        max_prefill_batch,
+        chunked_prefill: simulation.chunked_prefill,
+        requests: simulation.requests,
+        joules_per_output_token: match outcome.joules_per_output_token {
+            Some(j) => Reported::Known(finite(j, "joules per output token")?),
+            None => Reported::Unavailable {
+                unavailable: "power was not measured in every cell the simulation used".to_owned(),
+            },
+        },
+        usd_per_million_output_tokens: usd_per_million(price, tok_per_s),
+        extrapolated: outcome.extrapolated,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tight_tpot_bound_is_met_by_capping_the_batch() {
+        // A CPU-like device: batch 1 decodes in 31 ms, batch 2 in 60 ms, batch 16 in 70 ms. Under
+        // a 40 ms TPOT bound only sequences decoding alone qualify, so the best server caps the
+        // batch at 1 rather than letting any two overlap.
+        let point = |batch, len, step_s| TablePoint { batch, len, step_s, power_w: None };
+        let decode = StepTable::new(&[point(1, 128, 0.031), point(2, 128, 0.060), point(16, 128, 0.070)]);
+        let prefill = StepTable::new(&[point(1, 128, 0.16)]);
+        let workload = Workload { name: "chat".into(), isl: 128, osl: 128 };
+        let bound = LatencyBound { name: "interactive".into(), ttft_p99_s: 10.0, tpot_p99_s: 0.04, source: None };
+        let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
+        let simulation = SimulationConfig::default();
+        let best = bounded(&prefill, &decode, &simulation, 1, &workload, &bound, &price).unwrap();
+        assert_eq!(best.max_batch, 1);
+        let uncapped = SimulationConfig { max_batch: Some(16), ..SimulationConfig::default() };
+        let at_16 = bounded(&prefill, &decode, &uncapped, 1, &workload, &bound, &price).unwrap();
+        assert!(
+            best.output_tok_per_s_per_device.get() > 2.0 * at_16.output_tok_per_s_per_device.get(),
+            "capped {best:?} against uncapped {at_16:?}"
+        );
+    }
+
+    #[test]
+    fn cost_follows_price_throughput_and_utilisation() {
+        let price = PriceInputs {
+            usd_per_device_hour: Some(Finite::new(3.6, "p").unwrap()),
+            utilisation: Finite::new(0.5, "u").unwrap(),
+        };
+        // 1000 tok/s at half utilisation: 1.8 M useful tokens an hour for $3.60: $2 per million.
+        let Reported::Known(cost) = usd_per_million(&price, 1000.0) else { panic!() };
+        assert!((cost.get() - 2.0).abs() < 1e-12);
+        let no_price = PriceInputs { usd_per_device_hour: None, ..price };
+        assert!(matches!(usd_per_million(&no_price, 1000.0), Reported::Unavailable { .. }));
+    }
+}

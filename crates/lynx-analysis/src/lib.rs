@@ -1,0 +1,21 @@
+//! The pure maths on lynx's schema: step-time statistics, the warm-up equilibrium detector,
+//! telemetry window summaries, the adaptive sweep plan, the continuous-batching simulation,
+//! MLPerf latency bounds, the derived figures, the roofline's work and check, the measurement
+//! checks, comparisons and a node's spreads.
+//!
+//! Deterministic and free of I/O, devices and libtorch: the same inputs give the same figures.
+//! It defines no serialised type (those are lynx-schema's).
+
+pub mod cell;
+pub mod checks;
+pub mod compare;
+pub mod derived;
+pub mod equilibrium;
+pub mod fleet;
+pub mod latency;
+pub mod roofline;
+pub mod shortlist;
+pub mod sim;
+pub mod stats;
+pub mod sweep;
+pub mod telemetry;

@@ -1,0 +1,106 @@
+//! Which results to believe: finding envelopes under folders, and verifying each against
+//! whichever trusted key it names, with a verdict that says why one is not believed.
+
+use crate::envelope::{verify, Envelope, VerifyError};
+use crate::Verified;
+use p256::ecdsa::VerifyingKey;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Why a result is not believed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distrust {
+    /// Its envelope carries no signature.
+    Unsigned,
+    /// Signed by a key that is not trusted.
+    Untrusted,
+    /// Under a trusted key it fails verification (tampered), or it is not an envelope at all.
+    Rejected,
+}
+
+impl Distrust {
+    /// The word shown and exported for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Distrust::Unsigned => "unsigned",
+            Distrust::Untrusted => "untrusted",
+            Distrust::Rejected => "rejected",
+        }
+    }
+}
+
+impl fmt::Display for Distrust {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A result that is not believed, and why in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotTrusted {
+    pub kind: Distrust,
+    pub reason: String,
+}
+
+/// Every `*.intoto.json` under `dirs` (files given directly are taken as they are), sorted.
+/// Symlinks inside a folder are not followed, so a walk never leaves the folders it was given.
+pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for dir in dirs {
+        for entry in walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(true) {
+            let entry = entry?;
+            if entry.file_type().is_file() && entry.file_name().to_string_lossy().ends_with(".intoto.json") {
+                found.push(entry.into_path());
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Verify `path` against whichever trusted key its signature names.
+pub fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, NotTrusted> {
+    let named: Vec<String> = std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Envelope>(&bytes).ok())
+        .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())
+        .unwrap_or_default();
+    let rejected = |e: VerifyError| NotTrusted { kind: Distrust::Rejected, reason: e.to_string() };
+    if let Some(key) = keys.iter().find(|k| named.contains(&crate::keys::key_id(k))) {
+        return verify(path, key).map_err(rejected);
+    }
+    match keys.first().map(|key| verify(path, key)) {
+        Some(Err(VerifyError::Unsigned(reason))) => Err(NotTrusted { kind: Distrust::Unsigned, reason }),
+        Some(Err(e @ (VerifyError::Read(_) | VerifyError::Envelope(_) | VerifyError::Base64(_)))) => Err(rejected(e)),
+        _ => Err(NotTrusted {
+            kind: Distrust::Untrusted,
+            reason: format!(
+                "signed by {}, not one of the {} trusted keys",
+                if named.is_empty() { "no key".to_owned() } else { format!("key {}", named.join(", ")) },
+                keys.len()
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 14): a symlink inside a results folder is not followed out of it.
+    #[test]
+    fn finding_envelopes_does_not_follow_symlinks_out_of_the_folder() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("elsewhere.intoto.json"), "{}").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        std::fs::write(dir.path().join("run/a.intoto.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("run/a.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let found = find_envelopes(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(found, [dir.path().join("run/a.intoto.json")]);
+        // A file given directly is taken as it is.
+        let direct = outside.path().join("elsewhere.intoto.json");
+        assert_eq!(find_envelopes(std::slice::from_ref(&direct)).unwrap(), [direct]);
+    }
+}

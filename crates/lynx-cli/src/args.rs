@@ -1,0 +1,418 @@
+//! The command line: every subcommand's arguments, parsed and checked by clap (value parsers for
+//! devices, durations, workloads, prices and shares), so nothing downstream parses text again.
+
+use crate::output::Format;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lynx_schema::device::DeviceName;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "lynx", version, about = "Benchmark how a device runs the public PyTorch stack")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// List the devices libtorch can use, with name, memory and the libtorch that runs them.
+    Devices {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the model catalogue (total and active parameters, weight and KV-cache bytes per
+    /// precision), or import a Hugging Face config.json into it.
+    Models(ModelsArgs),
+    /// Make an ECDSA P-256 signing key pair: DIR/lynx.key (PKCS#8 PEM, mode 0600) and
+    /// DIR/lynx.pub (SPKI PEM).
+    Keygen {
+        /// The key folder; by default $XDG_CONFIG_HOME/lynx (or ~/.config/lynx).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an existing key.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Verify signed results (DSSE envelopes) against a pinned public key: exit 0 when every one
+    /// is valid, otherwise 1 naming the first failed step of each.
+    Verify {
+        /// The `.intoto.json` envelopes; each one's samples file must be beside it.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The signer's public key (SPKI PEM).
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// Print one JSON verdict per file (an array) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Warm the device up to equilibrium, sweep the suite's cells, derive the figures, sign the
+    /// result. The run lives in OUT/<device>/<run id>/; a run that was killed resumes with
+    /// --resume that folder. SIGINT or SIGTERM finish the current step and sign a partial result.
+    Run(RunArgs),
+    /// Measure the device's ceilings and print them: memory bandwidth (libtorch copy; STREAM on
+    /// the CPU; native CUDA kernels on NVIDIA GPUs) and matmul rates (libtorch in every precision
+    /// the device runs; cuBLASLt on NVIDIA GPUs), and how far libtorch is from the native ones.
+    Roofline {
+        /// cpu, cuda:N or rocm:N; the first GPU if there is one, else the CPU.
+        #[arg(long)]
+        device: Option<DeviceName>,
+        /// Also measure sustained matmul rates, this many seconds each (0: burst only).
+        #[arg(long, default_value_t = 0.0, value_parser = seconds_or_zero)]
+        sustained_s: f64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rank devices for a workload from published results: verify each against the trusted keys
+    /// (unsigned, untrusted and tampered results are listed with the reason, never ranked),
+    /// re-derive latency-bounded throughput at the given p99 bounds from each result's cells,
+    /// and rank by cost per million output tokens at the prices given.
+    Shortlist(ShortlistArgs),
+    /// Two signed results side by side: every figure both have, the second over the first, and
+    /// whether the second lies within the first's own spread; and how their devices, software
+    /// and configurations differ.
+    Compare {
+        first: PathBuf,
+        second: PathBuf,
+        /// The public key both are verified against (SPKI PEM).
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-run a published result's exact configuration on this node: verify it, warn where the
+    /// device or software differs, run, sign the local result (which records the published one's
+    /// digest), and print published, local and local/published for every figure.
+    Reproduce(ReproduceArgs),
+    /// Export a signed result as CSV (one row per cell, every figure) or Markdown (the record,
+    /// cells, roofline, derived figures and checks), after verifying it.
+    Export {
+        /// The `.intoto.json` envelope (its samples file beside it).
+        file: PathBuf,
+        #[arg(long)]
+        pubkey: PathBuf,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Markdown)]
+        format: ExportFormat,
+    },
+    /// Build a self-contained static site of results: SITE/index.html with every result's
+    /// verification status, per-workload frontier plots, latency-bounded throughput and cost
+    /// tables, roofline bars; a page per verified result with its record, checks, cells and a
+    /// telemetry timeline. SVG plots, no network, no scripts.
+    Report {
+        /// Folders (searched for *.intoto.json) or envelope files.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The site's folder.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        trust: TrustArgs,
+    },
+    /// Gather results from many nodes into one results folder: verify each envelope against the
+    /// trusted keys, copy it with its result and samples into DIR/<device>/<run id>/, refuse
+    /// tampered, unsigned and untrusted ones and a second, different copy of a run, and write
+    /// DIR/index.json. Exit 1 when anything was refused (the rest is collected).
+    Collect {
+        /// Folders (searched for *.intoto.json) or envelope files.
+        #[arg(required = true)]
+        sources: Vec<PathBuf>,
+        #[arg(long)]
+        into: PathBuf,
+        #[command(flatten)]
+        trust: TrustArgs,
+    },
+    /// (internal) The worker process of `lynx run`: device work on one run folder.
+    #[command(hide = true)]
+    Worker { run_dir: PathBuf },
+}
+
+#[derive(Args)]
+pub struct ModelsArgs {
+    #[command(subcommand)]
+    pub action: Option<ModelsAction>,
+    /// A folder of model shape files that adds to or overrides the built-in catalogue.
+    #[arg(long, env = "LYNX_MODELS_DIR", global = true)]
+    pub models: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum ModelsAction {
+    /// Write the shape a Hugging Face config.json describes (model types llama, mistral,
+    /// mixtral, qwen2, qwen3, qwen3_moe, gpt_oss, deepseek_v3) as models/NAME.toml.
+    Import {
+        /// The config.json.
+        file: PathBuf,
+        /// The model's name; by default the config's folder (or file) name in lower case.
+        #[arg(long)]
+        name: Option<String>,
+        /// Where to write; by default models/NAME.toml under the current folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// How a run is signed: `--key`, `--unsigned`, or the default key.
+#[derive(Args, Clone)]
+pub struct SigningArgs {
+    /// Sign the result with this key (PKCS#8 PEM); by default lynx.key in the default key
+    /// folder, made there by the first run that finds none (see `lynx keygen`).
+    #[arg(long, conflicts_with = "unsigned")]
+    pub key: Option<PathBuf>,
+    /// Publish the result unsigned (its envelope has no signature; `lynx verify` says so).
+    #[arg(long)]
+    pub unsigned: bool,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// A suite's name (built in, or MODELS/suites/NAME.toml) or a suite file; by default
+    /// `standard` on a GPU and `cpu` on the CPU.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// cpu, cuda:N or rocm:N; the first GPU if there is one, else the CPU.
+    #[arg(long)]
+    pub device: Option<DeviceName>,
+    /// A folder of model shape files and of suites/ that adds to or overrides the built-in
+    /// catalogue.
+    #[arg(long, env = "LYNX_MODELS_DIR")]
+    pub models: Option<PathBuf>,
+    /// The run lives in OUT/<device>/<run id>/. Local runs never go into the published record
+    /// (`results/`): publishing is `lynx collect OUT --into results`.
+    #[arg(long, default_value = "runs")]
+    pub out: PathBuf,
+    /// Read the weights from this Hugging Face safetensors checkpoint folder instead of
+    /// drawing them from the suite's seed.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    #[command(flatten)]
+    pub signing: SigningArgs,
+    /// Resume the run in this folder: only the cells its journal lacks are run, with the
+    /// configuration it was started with (a different --suite, --device or --weights is
+    /// refused).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    /// Price of one device-hour in USD, for the cost per million output tokens (no price, no
+    /// cost figure).
+    #[arg(long, value_name = "USD", value_parser = positive)]
+    pub price_per_hour: Option<f64>,
+    /// Share of hours the device serves at the latency-bounded load, in (0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = share)]
+    pub utilisation: f64,
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// (internal) Write the run's folder to this file once it exists.
+    #[arg(long, hide = true)]
+    pub report_run_dir: Option<PathBuf>,
+}
+
+/// A node's runs: one `lynx run` process per device.
+#[derive(Args)]
+pub struct NodeArgs {
+    /// Run on every GPU of this node (the CPU when it has none): one `lynx run` process per
+    /// device, one signed result each, and a node summary in OUT/nodes/.
+    #[arg(long, conflicts_with_all = ["device", "resume", "devices"])]
+    pub all_devices: bool,
+    /// Run on these devices, one process each, as --all-devices does (e.g. cuda:0,cuda:2).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["device", "resume"])]
+    pub devices: Vec<DeviceName>,
+    /// With --all-devices or --devices: one device after another instead of all at once.
+    #[arg(long)]
+    pub one_at_a_time: bool,
+}
+
+impl NodeArgs {
+    /// Whether this is a node's run rather than one device's.
+    pub fn is_node(&self) -> bool {
+        self.all_devices || !self.devices.is_empty()
+    }
+}
+
+/// The public keys results are trusted under.
+#[derive(Args)]
+pub struct TrustArgs {
+    /// A trusted public key (SPKI PEM); repeatable.
+    #[arg(long)]
+    pub pubkey: Vec<PathBuf>,
+    /// A folder of trusted public keys (every *.pub in it).
+    #[arg(long)]
+    pub keys: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ShortlistArgs {
+    /// Folders (searched for *.intoto.json) or envelope files.
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// MODEL:ISL/OSL, e.g. llama-3.1-8b:1024/1024.
+    #[arg(long, value_parser = workload)]
+    pub workload: WorkloadArg,
+    /// p99 time to first token bound, e.g. 2s or 450ms.
+    #[arg(long, value_parser = duration_s)]
+    pub ttft_p99: f64,
+    /// p99 time per output token bound, e.g. 200ms.
+    #[arg(long, value_parser = duration_s)]
+    pub tpot_p99: f64,
+    /// DEVICE=USD_PER_HOUR, comma-separated or repeated; DEVICE is the device's name as in
+    /// the result, or its slug (e.g. nvidia-h200; a name holding a comma must be given by slug).
+    #[arg(long, value_delimiter = ',', value_parser = price)]
+    pub price: Vec<(String, f64)>,
+    /// Share of hours the devices serve at that load, in (0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = share)]
+    pub utilisation: f64,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// The published `.intoto.json` (its samples file beside it).
+    pub published: PathBuf,
+    /// The publisher's public key.
+    #[arg(long)]
+    pub pubkey: PathBuf,
+    /// cpu, cuda:N or rocm:N; by default the published device's name if this host has it,
+    /// else the first GPU, else the CPU.
+    #[arg(long)]
+    pub device: Option<DeviceName>,
+    /// The checkpoint folder, when the published run read its weights from one.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    /// The local run lives in OUT/<device>/<run id>/.
+    #[arg(long, default_value = "runs")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub signing: SigningArgs,
+}
+
+/// `lynx shortlist`'s listing formats.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ListFormat {
+    Table,
+    #[value(alias = "md")]
+    Markdown,
+    Csv,
+    Json,
+}
+
+/// `lynx export`'s formats.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ExportFormat {
+    #[value(alias = "md")]
+    Markdown,
+    Csv,
+}
+
+impl From<ListFormat> for Format {
+    fn from(format: ListFormat) -> Format {
+        match format {
+            ListFormat::Table => Format::Table,
+            ListFormat::Markdown => Format::Markdown,
+            ListFormat::Csv => Format::Csv,
+            ListFormat::Json => Format::Json,
+        }
+    }
+}
+
+impl From<ExportFormat> for Format {
+    fn from(format: ExportFormat) -> Format {
+        match format {
+            ExportFormat::Markdown => Format::Markdown,
+            ExportFormat::Csv => Format::Csv,
+        }
+    }
+}
+
+/// A buyer's request shape: MODEL:ISL/OSL.
+#[derive(Clone)]
+pub struct WorkloadArg {
+    pub model: String,
+    pub isl: u32,
+    pub osl: u32,
+}
+
+fn workload(text: &str) -> Result<WorkloadArg, String> {
+    let (model, shape) = text.split_once(':').ok_or("expected MODEL:ISL/OSL")?;
+    let (isl, osl) = shape
+        .split_once('/')
+        .and_then(|(i, o)| Some((i.parse::<u32>().ok()?, o.parse::<u32>().ok()?)))
+        .filter(|&(i, o)| i > 0 && o > 0)
+        .ok_or("ISL/OSL must be two positive token counts")?;
+    Ok(WorkloadArg { model: model.to_owned(), isl, osl })
+}
+
+/// Seconds from `2s`, `450ms`, `0.2` (seconds) or `200us`.
+pub fn duration_s(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!("{text}: expected a positive duration such as 2s, 450ms or 0.2")),
+    }
+}
+
+fn price(text: &str) -> Result<(String, f64), String> {
+    let (device, usd) = text.rsplit_once('=').ok_or("expected DEVICE=USD_PER_HOUR")?;
+    let usd = positive(usd.trim()).map_err(|_| "expected DEVICE=USD_PER_HOUR with a positive price".to_owned())?;
+    Ok((device.trim().to_owned(), usd))
+}
+
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("must be a positive number".to_owned()),
+    }
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err("must be in (0, 1]".to_owned()),
+    }
+}
+
+fn seconds_or_zero(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err("must be a number of seconds, 0 or more".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_workloads_and_prices_parse_or_say_why_not() {
+        assert_eq!(duration_s("450ms"), Ok(0.45));
+        assert_eq!(duration_s("2s"), Ok(2.0));
+        assert_eq!(duration_s("0.2"), Ok(0.2));
+        assert!((duration_s("200us").unwrap() - 2e-4).abs() < 1e-15);
+        assert!(duration_s("fast").unwrap_err().contains("positive duration"));
+        assert!(duration_s("-1s").is_err());
+        let w = workload("llama-3.1-8b:1024/128").unwrap();
+        assert_eq!((w.model.as_str(), w.isl, w.osl), ("llama-3.1-8b", 1024, 128));
+        assert!(workload("m:0/1").is_err() && workload("m").is_err());
+        assert_eq!(price("NVIDIA H200 = 3.5"), Ok(("NVIDIA H200".to_owned(), 3.5)));
+        assert!(price("h200=0").is_err() && price("h200").is_err());
+        assert!(share("1").is_ok() && share("0").is_err() && share("1.5").is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! `lynx collect`: verified results from many nodes into one results folder.
+
+use crate::args::TrustArgs;
+use crate::BadInput;
+use lynx_attest::collect::Outcome;
+use lynx_report::escape::terminal_text;
+use std::path::{Path, PathBuf};
+
+pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result<()> {
+    let trusted = super::trusted_keys(trust)?;
+    std::fs::create_dir_all(into).map_err(|e| BadInput(format!("--into {}: {e}", into.display())))?;
+    let outcomes = lynx_attest::collect::collect(sources, into, &trusted)?;
+    let mut refused = 0;
+    for (envelope, outcome) in &outcomes {
+        let shown = terminal_text(&envelope.display().to_string(), 300);
+        match outcome {
+            Outcome::Collected(to) => println!("collected {shown} -> {}", to.display()),
+            Outcome::Duplicate(at) => println!("already collected {shown} (identical to {})", at.display()),
+            Outcome::Refused(reason) => {
+                refused += 1;
+                println!("REFUSED {shown}: {}", terminal_text(reason, 300));
+            }
+        }
+    }
+    println!("index: {}", into.join("index.json").display());
+    if refused == 0 {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("{refused} of {} results were refused", outcomes.len()))
+    }
+}

@@ -1,0 +1,128 @@
+//! One module per subcommand, each a `run` taking its parsed arguments; and what several of them
+//! share: trusted keys, verification, the run's signing key.
+
+mod collect;
+mod compare;
+mod devices;
+mod export;
+mod keygen;
+mod models;
+mod report;
+mod reproduce;
+mod roofline;
+mod run;
+mod shortlist;
+mod verify;
+mod worker;
+
+use crate::args::{Command, SigningArgs, TrustArgs};
+use crate::BadInput;
+use lynx_schema::derived::PriceInputs;
+use lynx_schema::value::Finite;
+use std::path::{Path, PathBuf};
+
+/// Run `command`.
+pub fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Devices { json } => devices::run(json),
+        Command::Models(args) => models::run(args),
+        Command::Keygen { out, force } => keygen::run(out, force),
+        Command::Verify { files, pubkey, json } => verify::run(&files, &pubkey, json),
+        Command::Run(args) => run::run(args),
+        Command::Roofline { device, sustained_s, json } => roofline::run(device, sustained_s, json),
+        Command::Shortlist(args) => shortlist::run(args),
+        Command::Compare { first, second, pubkey, json } => compare::run(&first, &second, &pubkey, json),
+        Command::Reproduce(args) => reproduce::run(args),
+        Command::Export { file, pubkey, format } => export::run(&file, &pubkey, format),
+        Command::Report { dirs, out, trust } => report::run(&dirs, &out, trust),
+        Command::Collect { sources, into, trust } => collect::run(&sources, &into, trust),
+        Command::Worker { run_dir } => worker::run(&run_dir),
+    }
+}
+
+/// The public key in `path` (`--pubkey`); unreadable is bad input.
+fn pubkey(path: &Path) -> Result<lynx_attest::VerifyingKey, BadInput> {
+    lynx_attest::read_verifying_key(path).map_err(|e| BadInput(format!("--pubkey {e}")))
+}
+
+/// Verify `path` against `key`, or say why not (exit 1: a result that does not verify is not an
+/// input error, it is the answer).
+fn verified(path: &Path, key: &lynx_attest::VerifyingKey) -> anyhow::Result<lynx_attest::Verified> {
+    lynx_attest::verify(path, key).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
+}
+
+/// The trusted public keys: each `--pubkey`, and every `*.pub` in `--keys`; none is bad input.
+fn trusted_keys(trust: TrustArgs) -> Result<Vec<lynx_attest::VerifyingKey>, BadInput> {
+    let mut key_files = trust.pubkey;
+    if let Some(dir) = trust.keys {
+        let entries = std::fs::read_dir(&dir).map_err(|e| BadInput(format!("--keys {}: {e}", dir.display())))?;
+        for entry in entries.flatten() {
+            if entry.path().extension().is_some_and(|e| e == "pub") {
+                key_files.push(entry.path());
+            }
+        }
+    }
+    if key_files.is_empty() {
+        return Err(BadInput("no trusted keys: give --pubkey KEY or --keys DIR".to_owned()));
+    }
+    key_files.iter().map(|k| pubkey(k)).collect()
+}
+
+/// Every envelope under `dirs`, each verified against the trusted `keys`: its verified result
+/// and key id, or why it is not believed (kind, reason).
+fn listed(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<lynx_report::site::Listed>, BadInput> {
+    let files = lynx_attest::trust::find_envelopes(dirs).map_err(|e| BadInput(format!("results folder: {e}")))?;
+    Ok(files
+        .into_iter()
+        .map(|file| {
+            let verdict = lynx_attest::trust::verify_trusted(&file, keys)
+                .map(|v| (v.result, v.key_id))
+                .map_err(|not| (not.kind.to_string(), not.reason));
+            (file, verdict)
+        })
+        .collect())
+}
+
+/// The price inputs (`--price-per-hour`, `--utilisation`), already checked by their parsers.
+fn price_inputs(price_per_hour: Option<f64>, utilisation: f64) -> Result<PriceInputs, BadInput> {
+    let finite = |value: f64, what: &str| Finite::new(value, what).map_err(|e| BadInput(e.to_string()));
+    Ok(PriceInputs {
+        usd_per_device_hour: price_per_hour.map(|p| finite(p, "--price-per-hour")).transpose()?,
+        utilisation: finite(utilisation, "--utilisation")?,
+    })
+}
+
+/// The run's signing key (`None` for `--unsigned`): `--key`, else lynx.key in the default key
+/// folder, made there (and said so) when that folder has none; an unreadable key is bad input,
+/// refused before any measurement.
+fn signing_key(signing: &SigningArgs) -> Result<Option<lynx_attest::SigningKey>, BadInput> {
+    if signing.unsigned {
+        return Ok(None);
+    }
+    let path: PathBuf = match &signing.key {
+        Some(path) => path.clone(),
+        None => {
+            let dir = lynx_attest::default_key_dir().ok_or_else(|| {
+                BadInput(
+                    "no --key and no default key folder (neither XDG_CONFIG_HOME nor HOME is set); pass --key or \
+                     --unsigned"
+                        .to_owned(),
+                )
+            })?;
+            let (private, public) = lynx_attest::keys::key_paths(&dir);
+            if !private.exists() {
+                let id = lynx_attest::generate(&dir, false).map_err(|e| BadInput(format!("signing key {e}")))?;
+                eprintln!(
+                    "lynx: made a signing key for this run and the next: {} (key id {id}); publish its public half, {}, \
+                     beside your results (results/keys/) so others can verify them",
+                    private.display(),
+                    public.display()
+                );
+            }
+            private
+        }
+    };
+    lynx_attest::read_signing_key(&path).map(Some).map_err(|e| {
+        BadInput(format!("signing key {e}; make one with `lynx keygen`, pass --key FILE, or run with --unsigned"))
+    })
+}

@@ -1,0 +1,68 @@
+//! `lynx reproduce`: a published result's configuration run on this node, and the ratio of
+//! every figure.
+
+use crate::args::ReproduceArgs;
+use crate::{output, BadInput};
+use lynx_runner::{devices, libtorch, Plan};
+use lynx_schema::derived::PriceInputs;
+use lynx_schema::result::{Reproduces, WeightsRecord};
+use lynx_schema::value::Finite;
+
+pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
+    let trusted = super::pubkey(&args.pubkey)?;
+    let published = &args.published;
+    let original = super::verified(published, &trusted)?.result;
+    let signing_key = super::signing_key(&args.signing)?;
+    let host = lynx_runner::host_record();
+    let device = match args.device {
+        Some(name) => devices::find(name, &host)?,
+        None => devices::find(original.device.device, &host).unwrap_or_else(|_| devices::best(&host)),
+    };
+    if let WeightsRecord::Checkpoint { dir, .. } = &original.config.weights {
+        if args.weights.is_none() {
+            return Err(BadInput(format!(
+                "the published run read its weights from a checkpoint ({dir}); give the same checkpoint with --weights"
+            ))
+            .into());
+        }
+    }
+    for warning in output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()) {
+        eprintln!("lynx: warning: {warning}");
+    }
+    let digest =
+        lynx_attest::envelope::file_sha256(published).map_err(|e| BadInput(format!("{}: {e}", published.display())))?;
+    let plan = Plan {
+        suite: original.config.suite.clone(),
+        model: original.config.model.clone(),
+        device,
+        results_dir: args.out,
+        weights: args.weights,
+    };
+    let reproduces = Reproduces {
+        envelope: published.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        envelope_sha256: digest,
+        run_id: original.run_id.clone(),
+        device: original.device.name.known().cloned().unwrap_or_else(|| original.device.device.to_string()),
+    };
+    let run = lynx_runner::start_reproduction(&plan, reproduces)?;
+    let price = PriceInputs {
+        usd_per_device_hour: original.derived.as_ref().and_then(|d| d.price.usd_per_device_hour),
+        utilisation: original
+            .derived
+            .as_ref()
+            .map_or(Finite::new(1.0, "utilisation").expect("finite"), |d| d.price.utilisation),
+    };
+    let outcome = super::run::execute(&run, false, signing_key.as_ref(), price);
+    let local = match &outcome {
+        Ok(outcome) => outcome.result.clone(),
+        Err(_) => lynx_runner::journal::read_json(&run.result_path(), "result")?,
+    };
+    let comparison = lynx_analysis::compare::compare(
+        &published.display().to_string(),
+        &original,
+        &run.result_path().display().to_string(),
+        &local,
+    );
+    print!("\n{}", output::comparison(&comparison, "published", "local"));
+    outcome.map(|_| ())
+}

@@ -1,0 +1,26 @@
+//! `lynx roofline`: the device's ceilings.
+
+use crate::output;
+use lynx_runner::{devices, libtorch};
+use lynx_schema::device::DeviceName;
+
+pub fn run(device: Option<DeviceName>, sustained_s: f64, json: bool) -> anyhow::Result<()> {
+    let host = lynx_runner::host_record();
+    let device = match device {
+        Some(name) => devices::find(name, &host)?,
+        None => devices::best(&host),
+    };
+    let _inference = libtorch::InferenceMode::enter();
+    let plan =
+        lynx_probes::roofline::ProbePlan { precision: None, sustained_s: Some(sustained_s).filter(|&s| s > 0.0) };
+    let target = device.probe_target();
+    let mut record = lynx_probes::roofline::burst(&target, &plan);
+    lynx_probes::roofline::sustained(&target, &plan, &mut record);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&record)?);
+    } else {
+        println!("{} ({})", device.record.device, device.record.name);
+        print!("{}", output::roofline_table(&record));
+    }
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! `lynx run`: one device's run under a supervisor, or a node's runs (`--all-devices`,
+//! `--devices`); and what `lynx reproduce` shares with it: supervising a run to its signed end.
+
+use crate::args::{NodeArgs, RunArgs};
+use crate::{fleet, output, supervisor, BadInput, Exit};
+use anyhow::Context;
+use lynx_runner::{devices, suite, Plan};
+use lynx_schema::derived::PriceInputs;
+use lynx_schema::device::DeviceName;
+use lynx_schema::value::Reported;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let price = super::price_inputs(args.price_per_hour, args.utilisation)?;
+    // The key is read before anything is measured: a run that cannot be signed is refused.
+    let signing_key = super::signing_key(&args.signing)?;
+    if args.node.is_node() {
+        return run_node(&args.node, args.out);
+    }
+    let resuming = args.resume.is_some();
+    let run = match &args.resume {
+        Some(dir) => resumable(dir, &args)?,
+        None => {
+            let host = lynx_runner::host_record();
+            let device = match args.device {
+                Some(name) => devices::find(name, &host)?,
+                None => devices::best(&host),
+            };
+            let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
+            let (suite, model) =
+                suite::Catalogue::new(args.models).suite(args.suite.as_deref().unwrap_or(default_suite))?;
+            lynx_runner::start(&Plan { suite, model, device, results_dir: args.out, weights: args.weights })?
+        }
+    };
+    if let Some(file) = &args.report_run_dir {
+        std::fs::write(file, run.dir.display().to_string())
+            .map_err(|e| BadInput(format!("--report-run-dir {}: {e}", file.display())))?;
+    }
+    execute(&run, resuming, signing_key.as_ref(), price).map(|_| ())
+}
+
+/// One `lynx run` per device of the node, given this process's own arguments but for the
+/// node's flags, and the node summary.
+fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
+    let host = lynx_runner::host_record();
+    let names: Vec<String> = if node.devices.is_empty() {
+        let gpus: Vec<String> = devices::list(&host)
+            .iter()
+            .filter(|d| d.record.device != DeviceName::Cpu)
+            .map(|d| d.record.device.to_string())
+            .collect();
+        if gpus.is_empty() {
+            vec!["cpu".to_owned()]
+        } else {
+            gpus
+        }
+    } else {
+        for &name in &node.devices {
+            devices::find(name, &host)?;
+        }
+        node.devices.iter().map(DeviceName::to_string).collect()
+    };
+    let plan = fleet::NodePlan { devices: names, run_args: device_run_args(), out, one_at_a_time: node.one_at_a_time };
+    let (summary, path) = fleet::run_node(&plan)?;
+    print!("{}", output::node_summary(&summary));
+    println!("node summary: {}", path.display());
+    if summary.runs.iter().all(|r| r.exit == "exit 0") {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("not every device's run succeeded; see the summary above"))
+    }
+}
+
+/// This process's `lynx run` arguments without the node's flags (`--all-devices`, `--devices`,
+/// `--one-at-a-time`): what each device's own `lynx run` is given, so that every option the
+/// user set reaches it unchanged.
+fn device_run_args() -> Vec<OsString> {
+    let mut given = std::env::args_os().skip_while(|arg| arg != "run").skip(1);
+    let mut kept = Vec::new();
+    while let Some(arg) = given.next() {
+        match arg.to_str() {
+            Some("--all-devices" | "--one-at-a-time") => {}
+            Some("--devices") => {
+                given.next();
+            }
+            Some(text) if text.starts_with("--devices=") => {}
+            _ => kept.push(arg),
+        }
+    }
+    kept
+}
+
+/// Supervise `run` to its end, assemble, sign and report it; the outcome, or the error (exit
+/// code) the run ends with.
+pub fn execute(
+    run: &lynx_runner::RunDir,
+    resuming: bool,
+    signing_key: Option<&lynx_attest::SigningKey>,
+    price: PriceInputs,
+) -> anyhow::Result<lynx_runner::Outcome> {
+    supervisor::catch_stop_signals();
+    let supervised = supervisor::supervise(run)?;
+    if let supervisor::Supervised::BadInput = supervised {
+        // The worker said why. A new run it refused before measuring leaves no folder.
+        let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
+        if !resuming && !measured {
+            let _ = std::fs::remove_dir_all(&run.dir);
+        }
+        return Err(Exit(2).into());
+    }
+    let outcome = lynx_runner::assemble(run, price)?;
+    let envelope = lynx_attest::seal(&outcome.path, &outcome.result, signing_key)
+        .with_context(|| format!("sealing {}", outcome.path.display()))?;
+    let envelope_path = lynx_attest::envelope_path(&outcome.path);
+    lynx_runner::write_json_atomic(&envelope_path, &envelope)?;
+    print!("{}", output::run_summary(&outcome));
+    match signing_key {
+        Some(key) => {
+            println!("signed: {} (key id {})", envelope_path.display(), lynx_attest::key_id(key.verifying_key()))
+        }
+        None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
+    }
+    match supervised {
+        supervisor::Supervised::Stopped(signal) => {
+            eprintln!(
+                "lynx: stopped by signal {signal}: the partial result above is signed; resume with `lynx run --resume {}`",
+                run.dir.display()
+            );
+            return Err(Exit(128 + signal as u8).into());
+        }
+        supervisor::Supervised::GaveUp(why) => {
+            return Err(anyhow::anyhow!(
+                "{why}: the partial result above is signed; resume with `lynx run --resume {}`",
+                run.dir.display()
+            ));
+        }
+        _ => {}
+    }
+    let failed: Vec<&str> = outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+    if failed.is_empty() {
+        Ok(outcome)
+    } else {
+        Err(anyhow::anyhow!(
+            "the run failed its {} check; its figures are in {}",
+            failed.join(", "),
+            outcome.path.display()
+        ))
+    }
+}
+
+/// The run in `dir`, after checking that whatever the command line also gave matches how it was
+/// started, and that this is the binary that started it.
+fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runner::RunDir> {
+    let refuse = |what: String| BadInput(format!("--resume {}: {what}", dir.display()));
+    let run = lynx_runner::RunDir::open(dir)?;
+    let plan = run.read_plan()?;
+    if let Some(name) = &args.suite {
+        let (suite, model) = suite::Catalogue::new(args.models.clone()).suite(name)?;
+        let given = lynx_schema::result::config_sha256(&suite, &model);
+        let started = lynx_schema::result::config_sha256(&plan.suite, &plan.model);
+        if given != started {
+            return Err(refuse(format!(
+                "the suite '{name}' (config {}) differs from the one the run started with (config {}); \
+                 resume without --suite, or start a new run",
+                &given[..12],
+                &started[..12]
+            ))
+            .into());
+        }
+    }
+    if let Some(device) = args.device.filter(|d| *d != plan.device) {
+        return Err(refuse(format!("the run measures {}, not {device}", plan.device)).into());
+    }
+    let given_weights = args.weights.as_ref().map(|w| w.display().to_string());
+    if args.weights.is_some() && given_weights != plan.weights {
+        return Err(refuse(format!("the run's weights are {:?}, not {:?}", plan.weights, given_weights)).into());
+    }
+    if let (Reported::Known(started), Reported::Known(this)) =
+        (&plan.binary_sha256, &lynx_runner::harness_binary_sha256())
+    {
+        if started != this {
+            return Err(refuse(format!(
+                "the run was started by another lynx build (binary sha256 {}…, this one {}…); resume it with that build",
+                &started[..12],
+                &this[..12]
+            ))
+            .into());
+        }
+    }
+    Ok(run)
+}

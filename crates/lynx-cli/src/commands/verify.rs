@@ -1,0 +1,38 @@
+//! `lynx verify`: signed results against a pinned public key.
+
+use lynx_schema::result::VerifyVerdict;
+use std::path::{Path, PathBuf};
+
+pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
+    let key = super::pubkey(pubkey)?;
+    let key_id = lynx_attest::key_id(&key);
+    let verdicts: Vec<VerifyVerdict> = files
+        .iter()
+        .map(|file| {
+            let outcome = lynx_attest::verify(file, &key);
+            VerifyVerdict {
+                file: file.display().to_string(),
+                valid: outcome.is_ok(),
+                key_id: key_id.clone(),
+                failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
+                message: outcome.err().map(|e| e.to_string()),
+            }
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+    } else {
+        for v in &verdicts {
+            match &v.message {
+                None => println!("{}: valid (signed by key {})", v.file, v.key_id),
+                Some(message) => println!("{}: INVALID at {message}", v.file),
+            }
+        }
+    }
+    let invalid = verdicts.iter().filter(|v| !v.valid).count();
+    if invalid == 0 {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("{invalid} of {} results failed verification", verdicts.len()))
+    }
+}

@@ -1,0 +1,166 @@
+//! A run's progress on stderr: on a terminal a live status line under the lines that stay;
+//! elsewhere (logs, CI) only those lines.
+
+use crate::output::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
+use indicatif::{ProgressBar, ProgressStyle};
+use lynx_runner::{Observer, WarmupProgress};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
+use lynx_schema::roofline::RooflineRecord;
+use lynx_schema::telemetry::Sample;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Seconds between warm-up progress lines.
+const WARMUP_REPORT_S: f64 = 5.0;
+
+/// Progress of a run, on stderr: on a terminal a live status line (elapsed time, the current
+/// cell, the device's clock, temperature and power, whether equilibrium holds) under the lines
+/// that stay; elsewhere (logs, CI) only those lines, and warm-up every few seconds.
+pub struct Progress {
+    /// Where the result is kept, once the run has written it.
+    pub result_path: Option<PathBuf>,
+    bar: Option<ProgressBar>,
+    next_warmup_report_s: f64,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("a valid template"));
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar
+        });
+        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S }
+    }
+
+    /// A line that stays (above the status line on a terminal).
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(bar) => bar.println(format!("lynx: {line}")),
+            None => eprintln!("lynx: {line}"),
+        }
+    }
+
+    /// Replace the live status line (a terminal only).
+    fn status(&self, message: String) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The device's clock, temperature and power from a sample, as far as it has them.
+fn device_state(sample: Option<&Sample>) -> String {
+    let Some(s) = sample else { return String::new() };
+    let mut parts = Vec::new();
+    if let Some(mhz) = s.sm_clock_mhz {
+        parts.push(format!("{mhz:.0} MHz"));
+    }
+    if let Some(c) = s.temperature_c {
+        parts.push(format!("{c:.0} °C"));
+    }
+    if let Some(w) = s.power_w {
+        parts.push(format!("{w:.0} W"));
+    }
+    parts.iter().map(|p| format!(" · {p}")).collect()
+}
+
+impl Observer for Progress {
+    fn started(&mut self, result_path: &Path, result: &RunResult) {
+        self.result_path = Some(result_path.to_path_buf());
+        let config = &result.config;
+        self.say(format!(
+            "{} on {} ({}): model {} ({:.1} M parameters, {}), at most {} cells{}",
+            config.suite.name,
+            result.device.device,
+            result.device.name,
+            config.model.name,
+            config.model_parameters as f64 / 1e6,
+            config.suite.precision,
+            config.suite.prefill.ladder().batches().len() * config.suite.prefill.prompt_lens.len()
+                + config.suite.decode.ladder().batches().len() * config.suite.decode.ctxs.len(),
+            if result.cells.is_empty() {
+                String::new()
+            } else {
+                format!(", resuming with {} in the journal", result.cells.len())
+            }
+        ));
+        let dir = result_path.parent().unwrap_or(Path::new("."));
+        self.say(format!("result file {} (resume with `lynx run --resume {}`)", result_path.display(), dir.display()));
+    }
+
+    fn warming(&mut self, progress: &WarmupProgress) {
+        let (elapsed_s, max_s) = (progress.elapsed_s, progress.max_s);
+        let state = match progress.window {
+            Some(w) => format!(
+                ": step {}, drift {:+.1}%, spread {:.1}%{}",
+                ms(w.median_step_s),
+                w.drift * 100.0,
+                w.spread * 100.0,
+                telemetry_criteria(w)
+            ),
+            None => String::new(),
+        };
+        let holds = if progress.holds { " · criteria met, waiting for min_s" } else { " · settling" };
+        self.status(format!("warm-up {elapsed_s:.0}/{max_s:.0} s{state}{}{holds}", device_state(progress.latest)));
+        if self.bar.is_none() && elapsed_s >= self.next_warmup_report_s {
+            self.next_warmup_report_s = elapsed_s + WARMUP_REPORT_S;
+            self.say(format!("warm-up {elapsed_s:.0}/{max_s:.0} s{state}"));
+        }
+    }
+
+    fn warmed(&mut self, warmup: &WarmupRecord) {
+        self.say(warmup_line(warmup));
+    }
+
+    fn checked(&mut self, check: &Check) {
+        self.say(check_line(check));
+    }
+
+    fn probed(&mut self, roofline: &RooflineRecord) {
+        for line in roofline_table(roofline).lines() {
+            self.say(format!("roofline: {line}"));
+        }
+    }
+
+    fn cell_started(&mut self, shape: &CellShape, index: usize, total: usize) {
+        self.status(format!("cell {index}/{total}: {shape}"));
+        if self.bar.is_none() {
+            self.say(format!("measuring {shape}"));
+        }
+    }
+
+    fn cell_done(&mut self, cell: &CellRecord) {
+        match (&cell.status, &cell.step_time) {
+            (CellStatus::Oom { message }, _) => self.say(format!("{} out of memory: {message}", cell.shape)),
+            (CellStatus::Error { message }, _) => self.say(format!("{} failed: {message}", cell.shape)),
+            (CellStatus::Ok, Some(t)) if self.bar.is_some() => {
+                let telemetry = cell.telemetry.first().map_or(String::new(), |w| {
+                    let mut parts = Vec::new();
+                    if let Some(clock) = &w.sm_clock_mhz {
+                        parts.push(format!("{:.0} MHz", clock.median.get()));
+                    }
+                    if let Some(c) = w.temperature_max_c {
+                        parts.push(format!("max {:.0} °C", c.get()));
+                    }
+                    if let Some(p) = w.power_mean_w {
+                        parts.push(format!("{:.0} W", p.get()));
+                    }
+                    parts.iter().map(|p| format!(" · {p}")).collect()
+                });
+                let cv = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
+                self.say(format!("{}: median {}, CV {cv}{telemetry}", cell.shape, ms(t.median_s.get())));
+            }
+            _ => {}
+        }
+    }
+}

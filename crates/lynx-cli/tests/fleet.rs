@@ -1,0 +1,220 @@
+//! A node's runs (`--all-devices`, `--devices`) and the fleet launchers: the Kubernetes manifest and the Slurm template on a one-node cluster.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `run_args` for a node: `--device cpu` replaced by `node` (a device list and its options).
+fn node_args<'a>(models: &'a Path, out: &'a Path, node: &[&'a str]) -> Vec<&'a str> {
+    let mut args = run_args(models, out);
+    let at = args.iter().position(|a| *a == "--device").unwrap();
+    args.splice(at..at + 2, node.iter().copied());
+    args
+}
+
+#[test]
+fn all_devices_gives_one_result_per_device_and_a_killed_device_leaves_the_others_whole() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(many_cells);
+    let out = tempfile::tempdir().unwrap();
+    // Three CPU "devices": the node's device list overridden, one process each. They share this
+    // machine's two cores, so they run in turn, each measuring alone as a GPU would (the parallel
+    // default is tested below).
+    let args = node_args(models.path(), out.path(), &["--devices", "cpu,cpu,cpu", "--one-at-a-time"]);
+    let mut parent = lynx_command().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let nodes = out.path().join("nodes");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Wait until the second device's run has journaled a cell.
+    let killed_dir = loop {
+        assert!(Instant::now() < deadline, "the second device journaled no cell within 120 s");
+        assert!(parent.try_wait().unwrap().is_none(), "the node run ended early");
+        let node = std::fs::read_dir(&nodes).ok().and_then(|mut d| d.next()).map(|e| e.unwrap().path());
+        let second = node.and_then(|n| std::fs::read_to_string(n.join("device-1.run")).ok());
+        if let Some(dir) = second.map(|s| PathBuf::from(s.trim())).filter(|d| !journal_of(d).is_empty()) {
+            break dir;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Kill the second device's process outright, as a fatal error would.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", parent.id())).unwrap();
+    let pids: Vec<i32> = children.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 1, "one device at a time: {children}");
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(pids[0], libc::SIGKILL) };
+    let output = parent.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let summary_path = stdout.lines().find_map(|l| l.strip_prefix("node summary: ")).expect("a node summary");
+    let summary: Value = serde_json::from_slice(&std::fs::read(summary_path).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!((&runs[1]["exit"], &runs[1]["status"]), (&Value::from("signal 9"), &Value::from("incomplete")));
+    assert_eq!(runs[1]["run_dir"].as_str().unwrap(), killed_dir.to_str().unwrap(), "resumable from the summary");
+    for line in String::from_utf8(journal_of(&killed_dir)).unwrap().lines() {
+        serde_json::from_str::<Value>(line).expect("the killed run's journal is whole");
+    }
+    for i in [0, 2] {
+        assert_eq!(runs[i]["status"], "complete", "{summary}");
+        assert_eq!(runs[i]["exit"], "exit 0", "{summary}");
+        let envelope = runs[i]["envelope"].as_str().unwrap();
+        let verify = lynx(&["verify", envelope, "--pubkey", &pubkey()]);
+        assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    }
+    // The two whole results of the same CPU are compared cell by cell.
+    let spreads = summary["spreads"].as_array().unwrap();
+    assert!(!spreads.is_empty() && spreads.iter().all(|s| s["devices"] == 2), "{summary}");
+    assert!(stdout.contains("spread across devices of the same model"), "{stdout}");
+}
+
+/// The folder holding kubernetes-validate, installing it once if need be.
+fn kvalidate_path() -> String {
+    if let Ok(path) = std::env::var("LYNX_KVALIDATE_PYTHONPATH") {
+        return path;
+    }
+    let output = Command::new("bash").arg(repo_path("scripts/kvalidate.sh")).output().unwrap();
+    assert!(output.status.success(), "scripts/kvalidate.sh: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn the_kubernetes_manifest_validates_against_the_kubernetes_schema() {
+    let validate = |file: &str| {
+        Command::new(std::env::var("LYNX_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
+            .env("PYTHONPATH", kvalidate_path())
+            .args(["-m", "kubernetes_validate", "--strict", file])
+            .output()
+            .unwrap()
+    };
+    let manifest = repo_path("scripts/kubernetes/lynx-job.yaml");
+    let output = validate(&manifest);
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && said.contains("passed"), "{said}");
+    // The validator is real: a misspelt field fails it.
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(text.contains("completionMode: Indexed") && text.contains("nvidia.com/gpu"));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, text.replace("parallelism: 2", "paralelism: 2")).unwrap();
+    let output = validate(bad.to_str().unwrap());
+    assert!(!output.status.success(), "a misspelt field passed validation");
+}
+
+/// Stops the local Slurm cluster's daemons (only those it started) when the test ends.
+struct Cluster(PathBuf);
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(repo_path("scripts/slurm/local-cluster.sh")).arg("stop").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // What this test did, for CI's log (scripts/test.sh prints it): ran, or skipped and why.
+    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("slurm-test.txt");
+    let work = tempfile::tempdir().unwrap();
+    let cluster_dir = work.path().join("cluster");
+    std::fs::create_dir(&cluster_dir).unwrap();
+    let start = Command::new("bash")
+        .arg(repo_path("scripts/slurm/local-cluster.sh"))
+        .arg("start")
+        .arg(&cluster_dir)
+        .output()
+        .unwrap();
+    let _cluster = Cluster(cluster_dir.clone());
+    let stderr = String::from_utf8_lossy(&start.stderr).into_owned();
+    if start.status.code() == Some(3) {
+        let line = format!("slurm test SKIPPED: the daemons cannot start on this machine: {}", stderr.trim());
+        eprintln!("{line}");
+        std::fs::write(&record, format!("{line}\n")).unwrap();
+        return;
+    }
+    assert!(start.status.success(), "local-cluster.sh start: {stderr}");
+    let conf = String::from_utf8(start.stdout).unwrap().trim().to_owned();
+
+    let models = models(str::to_owned);
+    let out = work.path().join("results");
+    let output = Command::new("sbatch")
+        .current_dir(work.path())
+        .env("SLURM_CONF", &conf)
+        .env("XDG_CONFIG_HOME", config_home())
+        .env("LYNX", env!("CARGO_BIN_EXE_lynx"))
+        .env("LYNX_OUT", &out)
+        .env("LYNX_SUITE", "test")
+        .env("LYNX_MODELS_DIR", models.path())
+        .args(["--wait", "--array=0-1", "--time=10"])
+        .arg(repo_path("scripts/slurm/lynx.sbatch"))
+        .output()
+        .unwrap();
+    let logs: String = std::fs::read_dir(work.path())
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            path.extension().is_some_and(|x| x == "out").then(|| std::fs::read_to_string(path).unwrap_or_default())
+        })
+        .collect();
+    assert!(
+        output.status.success(),
+        "sbatch: {}{}\n{logs}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let envelopes = lynx_attest::trust::find_envelopes(std::slice::from_ref(&out)).unwrap();
+    assert_eq!(envelopes.len(), 2, "one result per array task: {envelopes:?}\n{logs}");
+    for envelope in &envelopes {
+        let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+        assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    }
+    let summaries = std::fs::read_dir(out.join("nodes"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"));
+    assert_eq!(summaries.count(), 2, "a node summary per task");
+    let line =
+        format!("slurm test RAN: a 2-task job array on a local slurmctld/slurmd, {} results verified", envelopes.len());
+    eprintln!("{line}");
+    std::fs::write(&record, format!("{line}\n")).unwrap();
+}
+
+#[test]
+fn devices_run_in_turn_or_by_default_all_at_once() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(many_cells);
+    let runs = |node: &[&str]| {
+        let out = tempfile::tempdir().unwrap();
+        let output = lynx(&node_args(models.path(), out.path(), node));
+        let mut results: Vec<Value> = result_files(out.path())
+            .iter()
+            .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+            .collect();
+        results.sort_by_key(|r| r["started_at"].as_str().unwrap().to_owned());
+        (output, results)
+    };
+    let (output, results) = runs(&["--devices", "cpu,cpu", "--one-at-a-time"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(results.len(), 2);
+    // RFC 3339 UTC strings of one format order as times: the second began after the first ended.
+    assert!(results[1]["started_at"].as_str() >= results[0]["updated_at"].as_str(), "{results:?}");
+
+    // By default both at once: the second began before the first ended. Two CPU "devices" share
+    // two cores, so the checks of the machine's state (equilibrium, coverage, and the roofline,
+    // whose ceilings were probed while the other run competed) may fail; each run is still
+    // complete and sealed.
+    let (output, results) = runs(&["--devices", "cpu,cpu"]);
+    assert_eq!(results.len(), 2, "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(results[1]["started_at"].as_str() < results[0]["updated_at"].as_str(), "{results:?}");
+    for result in &results {
+        assert_eq!(result["status"], "complete");
+        let failed: Vec<&Value> = result["checks"].as_array().unwrap().iter().filter(|c| c["passed"] != true).collect();
+        assert!(
+            failed
+                .iter()
+                .all(|c| ["equilibrium", "telemetry_coverage", "roofline"].contains(&c["name"].as_str().unwrap())),
+            "{failed:?}"
+        );
+    }
+}

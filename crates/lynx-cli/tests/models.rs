@@ -1,0 +1,234 @@
+//! The model catalogue, `lynx models import`, layer subsets and shards, and weights read from a checkpoint.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn models_lists_the_catalogue() {
+    // Built into the binary: listed from any folder, with no models folder.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().arg("models").current_dir(elsewhere.path()).env_remove("LYNX_MODELS_DIR").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for name in ["llama-3.1-8b", "llama-3.3-70b", "llama-3.1-405b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1"] {
+        assert!(stdout.lines().any(|l| l.starts_with(name)), "{name} missing:\n{stdout}");
+    }
+    let deepseek = stdout.lines().find(|l| l.starts_with("deepseek-r1")).unwrap();
+    assert!(deepseek.contains("671.03 B") && deepseek.contains("8 of 256 +1"), "{deepseek}");
+
+    let output = lynx_command().args(["models", "--json"]).current_dir(elsewhere.path()).output().unwrap();
+    let models: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let llama = models.as_array().unwrap().iter().find(|m| m["name"] == "llama-3.1-8b").unwrap();
+    assert_eq!(llama["parameters"], 8_030_261_248u64);
+    assert_eq!(llama["kv_bytes_per_token"]["bf16"], 131_072);
+    assert_eq!(llama["weight_bytes"]["fp32"], 4 * 8_030_261_248u64);
+}
+
+#[test]
+fn models_import_writes_a_catalogue_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Hugging Face snapshot folder: the model is named after it.
+    let snapshot = dir.path().join("Qwen3-32B");
+    std::fs::create_dir(&snapshot).unwrap();
+    std::fs::copy(repo_path("crates/lynx-schema/tests/data/hf/Qwen3-32B.json"), snapshot.join("config.json")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lynx"))
+        .args(["models", "import", "Qwen3-32B/config.json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("32.76 B parameters"));
+    let written = std::fs::read_to_string(dir.path().join("models/qwen3-32b.toml")).unwrap();
+    let catalogue = std::fs::read_to_string(repo_path("models/qwen3-32b.toml")).unwrap();
+    let parse = |text: &str| lynx_schema::config::ModelShape::from_toml(text, "x").unwrap();
+    assert_eq!(parse(&written), parse(&catalogue));
+
+    // The file now exists: importing again is refused without --force.
+    let again = |extra: &[&str]| {
+        let mut args = vec!["models", "import", "Qwen3-32B/config.json"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_lynx")).args(&args).current_dir(dir.path()).output().unwrap()
+    };
+    let refused = again(&[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --force"));
+    assert!(again(&["--force"]).status.success());
+
+    // --out and --name.
+    let out = dir.path().join("elsewhere/ds.toml");
+    let output = lynx(&[
+        "models",
+        "import",
+        &repo_path("crates/lynx-schema/tests/data/hf/DeepSeek-R1.json"),
+        "--name",
+        "my-r1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(parse(&std::fs::read_to_string(&out).unwrap()).name, "my-r1");
+}
+
+#[test]
+fn importing_what_lynx_cannot_model_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"model_type": "gemma2", "hidden_size": 8}"#).unwrap();
+    let out = dir.path().join("m.toml");
+    let line = bad_input(&["models", "import", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(line.contains("model_type 'gemma2' is not supported"), "{line}");
+    assert!(!out.exists());
+    let line = bad_input(&["models", "import", "/no/such/config.json"]);
+    assert!(line.contains("/no/such/config.json") && line.contains("does not exist"), "{line}");
+}
+
+#[test]
+fn a_scaled_run_states_what_it_measured_and_extrapolated() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        format!("{suite}\n[scale]\nlayers = 2\ntp = 2\n")
+            .replace("batches = [1, 8]", "batches = [2]")
+            .replace("prompt_lens = [16, 256]", "prompt_lens = [64]")
+    });
+    // Layers heavy enough that two of them clearly outweigh the embedding and lm head.
+    let wide = common::fixture("models/test-small.toml")
+        .replace("num_layers = 2", "num_layers = 8")
+        .replace("intermediate_size = 704", "intermediate_size = 4096");
+    std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.push("--unsigned");
+    let output = lynx(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("UNSIGNED: "), "{stdout}");
+    let envelope = result_file(out.path()).with_extension("intoto.json");
+    let output = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("INVALID at unsigned"), "{output:?}");
+    assert!(stdout.contains("measured: 2 layers, the shard of one device of 2-way tensor parallelism"), "{stdout}");
+
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let measured = &result["config"]["measured"];
+    assert_eq!(measured["shape"]["num_layers"], 2);
+    assert_eq!(measured["shape"]["attention"]["num_heads"], 4);
+    assert_eq!(measured["shape"]["mlp"]["intermediate_size"], 2048);
+    let not_measured: Vec<&str> =
+        measured["not_measured"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(not_measured.iter().any(|n| n.contains("tensor-parallel collectives")), "{not_measured:?}");
+    assert!(not_measured.iter().any(|n| n.contains("6 of the model's 8 layers")), "{not_measured:?}");
+
+    for cell in result["cells"].as_array().unwrap() {
+        assert_eq!(cell["status"], "ok", "{cell}");
+        let full = &cell["full_depth"];
+        let (measured_median, head, estimate) = (
+            seconds(&cell["step_time"]["median_s"]),
+            seconds(&full["head_only"]["median_s"]),
+            seconds(&full["median_s"]),
+        );
+        assert!(head < measured_median && measured_median < estimate, "{cell}");
+        assert!((estimate - (head + 4.0 * (measured_median - head))).abs() < 1e-12, "{cell}");
+        let batch = cell["batch"].as_f64().unwrap();
+        let tokens = batch * cell["prompt_len"].as_f64().unwrap_or(1.0);
+        assert!((seconds(&cell["tok_per_s_per_device"]) - tokens / estimate).abs() < 1e-9 * tokens / estimate);
+    }
+}
+
+#[test]
+fn a_scale_the_model_cannot_take_is_bad_input() {
+    bad_suite(|s| format!("{s}\n[scale]\ntp = 3\n"), &["not divisible by scale.tp (3)"]);
+    bad_suite(|s| format!("{s}\n[scale]\nlayers = 5\n"), &["scale.layers (5)"]);
+}
+
+/// Write `tensors` (name, shape) as an F32 safetensors file, values from a fixed sequence; the
+/// format as published (8-byte header length, JSON header, raw little-endian data).
+fn write_safetensors(path: &Path, tensors: &[(&str, Vec<usize>)], skip: &str) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    let mut state = 12345u64;
+    for (name, shape) in tensors.iter().filter(|(n, _)| *n != skip) {
+        let count: usize = shape.iter().product();
+        let begin = data.len();
+        let is_norm = name.ends_with("norm.weight");
+        for _ in 0..count {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let uniform = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            let value = if is_norm { 1.0 + 0.1 * uniform } else { 0.1 * uniform };
+            data.extend_from_slice(&value.to_le_bytes());
+        }
+        header.insert(
+            (*name).to_owned(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [begin, data.len()]}),
+        );
+    }
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend_from_slice(&data);
+    std::fs::write(path, file).unwrap();
+}
+
+/// The Hugging Face tensors of the test model (2 layers, GQA 8/2 heads of 32, MLP 704).
+fn test_small_tensors() -> Vec<(&'static str, Vec<usize>)> {
+    let mut tensors = vec![
+        ("model.embed_tokens.weight", vec![4096, 256]),
+        ("model.norm.weight", vec![256]),
+        ("lm_head.weight", vec![4096, 256]),
+    ];
+    for layer in ["model.layers.0", "model.layers.1"] {
+        for (name, shape) in [
+            ("input_layernorm.weight", vec![256]),
+            ("post_attention_layernorm.weight", vec![256]),
+            ("self_attn.q_proj.weight", vec![256, 256]),
+            ("self_attn.k_proj.weight", vec![64, 256]),
+            ("self_attn.v_proj.weight", vec![64, 256]),
+            ("self_attn.o_proj.weight", vec![256, 256]),
+            ("mlp.gate_proj.weight", vec![704, 256]),
+            ("mlp.up_proj.weight", vec![704, 256]),
+            ("mlp.down_proj.weight", vec![256, 704]),
+        ] {
+            tensors.push((Box::leak(format!("{layer}.{name}").into_boxed_str()), shape));
+        }
+    }
+    tensors
+}
+
+#[test]
+fn a_run_reads_weights_from_a_checkpoint() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        suite.replace("batches = [1, 8]", "batches = [2]").replace("prompt_lens = [16, 256]", "prompt_lens = [32]")
+    });
+    let weights = tempfile::tempdir().unwrap();
+    write_safetensors(&weights.path().join("model.safetensors"), &test_small_tensors(), "");
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--weights", weights.path().to_str().unwrap()]);
+    let output = lynx(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let record = &result["config"]["weights"];
+    assert_eq!(record["origin"], "checkpoint", "{record}");
+    assert_eq!(record["files"][0][0], "model.safetensors");
+    assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
+    assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));
+
+    // A checkpoint without one of the model's tensors is bad input, found before any result.
+    let broken = tempfile::tempdir().unwrap();
+    write_safetensors(
+        &broken.path().join("model.safetensors"),
+        &test_small_tensors(),
+        "model.layers.1.mlp.down_proj.weight",
+    );
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--weights", broken.path().to_str().unwrap()]);
+    let line = bad_input(&args);
+    assert!(line.contains("no tensor model.layers.1.mlp.down_proj.weight"), "{line}");
+    assert!(result_files(out.path()).is_empty());
+}

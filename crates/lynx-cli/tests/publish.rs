@@ -1,0 +1,337 @@
+//! What is done with signed results: `lynx shortlist`, `collect`, `report`, `export`, `compare`, `reproduce`, and the published record under results/.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A copy of the run at `result_path` as another device's result: `name` for the device, step
+/// times multiplied by `slower`, written as `<stem>.json` with its samples file into `dir`, and
+/// sealed with `key` (unsigned when `None`). Returns the envelope's path.
+fn publish_as(
+    result_path: &Path,
+    dir: &Path,
+    stem: &str,
+    name: &str,
+    slower: f64,
+    key: Option<&lynx_attest::SigningKey>,
+) -> PathBuf {
+    let mut json: Value = serde_json::from_slice(&std::fs::read(result_path).unwrap()).unwrap();
+    json["device"]["name"] = Value::from(name);
+    for cell in json["cells"].as_array_mut().unwrap() {
+        if let Some(step) = cell["step_time"].as_object_mut() {
+            for field in ["median_s", "p90_s", "p99_s", "min_s", "max_s"] {
+                let t = step[field].as_f64().unwrap();
+                step.insert(field.to_owned(), Value::from(t * slower));
+            }
+        }
+    }
+    let samples = result_path.with_file_name(json["telemetry"]["samples_file"].as_str().unwrap());
+    let samples_name = format!("{stem}.samples.jsonl");
+    std::fs::copy(samples, dir.join(&samples_name)).unwrap();
+    json["telemetry"]["samples_file"] = Value::from(samples_name);
+    let result: lynx_schema::result::RunResult = serde_json::from_value(json).unwrap();
+    let path = dir.join(format!("{stem}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&result).unwrap()).unwrap();
+    let envelope = lynx_attest::seal(&path, &result, key).unwrap();
+    let envelope_path = lynx_attest::envelope_path(&path);
+    std::fs::write(&envelope_path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    envelope_path
+}
+
+#[test]
+fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_models, _out, measured) = measured_run();
+
+    let trusted = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    lynx_attest::generate(other_dir.path(), false).unwrap();
+    let untrusted = lynx_attest::read_signing_key(&other_dir.path().join("lynx.key")).unwrap();
+    let published = tempfile::tempdir().unwrap();
+    let dir = published.path();
+    let hostile = "<script>document.body.setAttribute('data-pwned','1')</script>\
+                   <img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">\u{1b}[2J";
+    publish_as(&measured, dir, "alpha", "Alpha GPU", 1.0, Some(&trusted));
+    publish_as(&measured, dir, "beta", "Beta GPU", 3.0, Some(&trusted));
+    publish_as(&measured, dir, "hostile", hostile, 1.0, Some(&trusted));
+    let tampered = publish_as(&measured, dir, "tampered", "Tampered GPU", 0.1, Some(&trusted));
+    let samples = dir.join("tampered.samples.jsonl");
+    let mut bytes = std::fs::read(&samples).unwrap();
+    bytes.extend_from_slice(b"{}\n");
+    std::fs::write(&samples, bytes).unwrap();
+    publish_as(&measured, dir, "unsigned", "Unsigned GPU", 0.1, None);
+    publish_as(&measured, dir, "untrusted", "Untrusted GPU", 0.1, Some(&untrusted));
+    // Deeply nested JSON where an envelope should be: refused unparsed, never a crash.
+    std::fs::write(dir.join("nested.intoto.json"), format!("{}{}", "[".repeat(100_000), "]".repeat(100_000))).unwrap();
+    // A device name of a megabyte, signed: ranked, but shown cut short.
+    publish_as(&measured, dir, "huge", &"H".repeat(1 << 20), 1.0, Some(&trusted));
+
+    let dir_arg = dir.to_str().unwrap();
+    let args = |format: &str| {
+        vec![
+            "shortlist".to_owned(),
+            dir_arg.to_owned(),
+            "--workload".to_owned(),
+            "test-small:256/64".to_owned(),
+            "--ttft-p99".to_owned(),
+            "2s".to_owned(),
+            "--tpot-p99".to_owned(),
+            "200ms".to_owned(),
+            "--price".to_owned(),
+            "Alpha GPU=2.0,beta-gpu=1.0".to_owned(),
+            "--price".to_owned(),
+            // Its name holds commas, the price list's separator: priced by its slug.
+            format!("{}=5.0", lynx_schema::device::slug(hostile)),
+            "--utilisation".to_owned(),
+            "0.5".to_owned(),
+            "--pubkey".to_owned(),
+            pubkey(),
+            "--format".to_owned(),
+            format.to_owned(),
+        ]
+    };
+    let run = |format: &str| {
+        let output = lynx_command().args(args(format)).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let list: Value = serde_json::from_str(&run("json")).unwrap();
+    let ranked = list["ranked"].as_array().unwrap();
+    let devices: Vec<&str> = ranked.iter().map(|e| e["device"].as_str().unwrap()).collect();
+    assert_eq!(devices[..3], ["Alpha GPU", "Beta GPU", hostile], "{list}");
+    assert_eq!(devices[3].len(), 1 << 20, "the unpriced device ranks after the priced ones");
+    // The ranking matches costs computed by hand from the same figures.
+    let mut costs = Vec::new();
+    for (entry, price) in ranked.iter().zip([2.0, 1.0, 5.0]) {
+        let point = &entry["point"];
+        let tok_per_s = seconds(&point["output_tok_per_s_per_device"]);
+        let by_hand = price / (3600.0 * tok_per_s * 0.5) * 1e6;
+        let cost = seconds(&point["usd_per_million_output_tokens"]);
+        assert!((cost - by_hand).abs() <= 1e-9 * by_hand, "{entry}");
+        assert!(seconds(&point["ttft_p99_s"]) <= 2.0 && seconds(&point["tpot_p99_s"]) <= 0.2, "{entry}");
+        assert_eq!(entry["checks_passed"], true);
+        costs.push(by_hand);
+    }
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
+    // The same bound and shape as the run's own chat workload under its server bound: the same
+    // figure the run derived.
+    let own: Value = serde_json::from_slice(&std::fs::read(&measured).unwrap()).unwrap();
+    let server =
+        own["derived"]["latency_bounded"].as_array().unwrap().iter().find(|b| b["bound"]["name"] == "server").unwrap();
+    assert_eq!(ranked[0]["point"]["output_tok_per_s_per_device"], server["point"]["output_tok_per_s_per_device"]);
+
+    let excluded = list["excluded"].as_array().unwrap();
+    let kind = |stem: &str| {
+        excluded
+            .iter()
+            .find(|x| x["file"].as_str().unwrap().ends_with(&format!("{stem}.intoto.json")))
+            .map(|x| (x["kind"].as_str().unwrap().to_owned(), x["reason"].as_str().unwrap().to_owned()))
+            .unwrap_or_else(|| panic!("{stem} not excluded: {list}"))
+    };
+    let (k, reason) = kind("tampered");
+    assert!(k == "rejected" && reason.starts_with("subject"), "{k}: {reason}");
+    assert_eq!(kind("unsigned").0, "unsigned");
+    let (k, reason) = kind("untrusted");
+    assert!(k == "untrusted" && reason.contains("not one of the 1 trusted keys"), "{k}: {reason}");
+    let (k, reason) = kind("nested");
+    assert!(k == "rejected" && reason.starts_with("envelope"), "{k}: {reason}");
+    assert_eq!(excluded.len(), 4, "{excluded:?}");
+
+    // Text from results is text: no escape sequence reaches the terminal, no tag the Markdown.
+    let table = run("table");
+    assert!(!table.contains('\u{1b}'), "{table}");
+    assert!(table.contains("Alpha GPU") && table.contains("not ranked:"), "{table}");
+    let markdown = run("markdown");
+    assert!(!markdown.contains("<script>") && markdown.contains("&lt;script&gt;"), "{markdown}");
+    assert!(!markdown.contains("<img"), "{markdown}");
+    let csv = run("csv");
+    assert_eq!(csv.lines().next().unwrap().split(',').count(), 11, "{csv}");
+    assert!(csv.contains("Beta GPU"), "{csv}");
+
+    // Exports of one result from the one schema: a CSV row per cell with every column, and
+    // Markdown whose hostile device name is text.
+    let hostile_envelope = dir.join("hostile.intoto.json");
+    let export = |format: &str| {
+        let output = lynx(&["export", hostile_envelope.to_str().unwrap(), "--pubkey", &pubkey(), "--format", format]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let csv = export("csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + own["cells"].as_array().unwrap().len(), "{csv}");
+    assert!(lines.iter().all(|l| l.split(',').count() == 21), "{csv}");
+    assert!(lines[0].starts_with("step,batch,prompt_len,ctx,status"), "{csv}");
+    let markdown = export("markdown");
+    assert!(markdown.contains("&lt;script&gt;") && !markdown.contains("<script>") && !markdown.contains('\u{1b}'));
+    assert!(markdown.contains("## Cells") && markdown.contains("## Checks"), "{markdown}");
+    let output = lynx(&["export", tampered.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert_eq!(output.status.code(), Some(1), "a tampered result is not exported");
+
+    // The site, from the same folder, in a real headless browser: every result listed with its
+    // verification, every plot drawn, the hostile name shown as text and no script run.
+    let site = tempfile::tempdir().unwrap();
+    let output = lynx(&["report", dir_arg, "--out", site.path().to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = site.path().join("index.html");
+    let (dom, console) = chromium(&["--dump-dom", &format!("file://{}", index.display())]);
+    // The hostile text names the attribute; only a script that ran would set it on <body>.
+    assert!(!dom.contains("data-pwned=\""), "a script from a result ran: {dom}");
+    assert!(!dom.contains("<script") && !dom.contains("<img"), "markup from a result became elements");
+    assert!(dom.contains("&lt;script&gt;document.body"), "the hostile name is shown as text");
+    assert_eq!(dom.matches("class=\"result\"").count(), 8, "four verified, four excluded");
+    assert!(!dom.contains(&"H".repeat(1000)), "a megabyte name is cut short in the site");
+    for shown in ["Alpha GPU", "Beta GPU", "rejected: subject", "unsigned", "untrusted"] {
+        assert!(dom.contains(shown), "no {shown} in the site");
+    }
+    // One frontier plot (one workload), bandwidth and matmul bars.
+    assert_eq!(dom.matches("<svg").count(), 3, "{dom}");
+    assert_eq!(dom.matches("class=\"series\"").count(), 4, "one frontier series per verified device");
+    let errors: Vec<&str> = console.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(errors.is_empty(), "console messages: {errors:?}");
+    let page = std::fs::read_dir(site.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
+        .unwrap();
+    let (dom, console) = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
+    assert!(dom.contains("Telemetry") && dom.contains("<svg") && !dom.contains("data-pwned=\""), "{dom}");
+    assert!(!console.contains("CONSOLE"), "{console}");
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("site-index.png");
+    chromium(&[
+        &format!("--screenshot={}", screenshot.display()),
+        "--window-size=1200,2000",
+        &format!("file://{}", index.display()),
+    ]);
+    assert!(std::fs::metadata(&screenshot).unwrap().len() > 10_000, "screenshot {}", screenshot.display());
+    println!("screenshot of the site: {}", screenshot.display());
+
+    // Collect the folder into one results folder: the four verified results, nothing else;
+    // collecting again skips identical copies; a different copy of a collected run is refused.
+    let collected = tempfile::tempdir().unwrap();
+    let into = collected.path().to_str().unwrap();
+    let output = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("collected ")).count(), 4, "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("REFUSED ")).count(), 4, "{said}");
+    let index: Value = serde_json::from_slice(&std::fs::read(collected.path().join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["results"].as_array().unwrap().len(), 4, "{index}");
+    let again = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert_eq!(said.lines().filter(|l| l.starts_with("already collected ")).count(), 4, "{said}");
+    let other = tempfile::tempdir().unwrap();
+    publish_as(&measured, other.path(), "alpha-again", "Alpha GPU", 2.0, Some(&trusted));
+    let output = lynx(&["collect", other.path().to_str().unwrap(), "--into", into, "--pubkey", &pubkey()]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.code() == Some(1) && said.contains("REFUSED") && said.contains("different contents"),
+        "{said}"
+    );
+    let report =
+        lynx(&["report", into, "--out", site.path().join("collected").to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(report.status.success(), "the collected folder still verifies and builds a site");
+
+    // Bad input: exit 2, one line naming it.
+    let key = pubkey();
+    let bad = |workload: &str, ttft: &str, key: &str| {
+        bad_input(&[
+            "shortlist",
+            dir_arg,
+            "--workload",
+            workload,
+            "--ttft-p99",
+            ttft,
+            "--tpot-p99",
+            "1s",
+            "--pubkey",
+            key,
+        ])
+    };
+    assert!(bad("test-small", "2s", &key).contains("MODEL:ISL/OSL"));
+    assert!(bad("test-small:0/64", "2s", &key).contains("positive token counts"));
+    assert!(bad("test-small:256/64", "fast", &key).contains("--ttft-p99"));
+    assert!(bad("test-small:256/64", "2s", "/no/such.pub").contains("/no/such.pub"));
+    let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
+    assert!(line.contains("no trusted keys"), "{line}");
+}
+
+#[test]
+fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_figure() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_models, _out, published_result) = measured_run();
+    let published = published_result.with_extension("intoto.json");
+    let original: Value = serde_json::from_slice(&std::fs::read(&published_result).unwrap()).unwrap();
+
+    // The reproduction needs no models folder: the configuration comes from the signed result.
+    let local_out = tempfile::tempdir().unwrap();
+    let key = pubkey();
+    let output = lynx(&[
+        "reproduce",
+        published.to_str().unwrap(),
+        "--pubkey",
+        &key,
+        "--out",
+        local_out.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let local_result = result_file(local_out.path());
+    let local: Value = serde_json::from_slice(&std::fs::read(&local_result).unwrap()).unwrap();
+    assert_eq!(local["config"]["sha256"], original["config"]["sha256"], "the same configuration, by digest");
+    let digest = lynx_attest::envelope::file_sha256(&published).unwrap();
+    assert_eq!(local["reproduces"]["envelope_sha256"], Value::from(digest));
+    assert_eq!(local["reproduces"]["run_id"], original["run_id"]);
+    let verify = lynx(&["verify", local_result.with_extension("intoto.json").to_str().unwrap(), "--pubkey", &key]);
+    assert!(verify.status.success(), "the reproduction is signed");
+
+    // The ratio table is complete: every cell both measured, both ways, and the derived and
+    // roofline figures; `lynx compare` gives the same rows.
+    let output = lynx(&[
+        "compare",
+        published.to_str().unwrap(),
+        local_result.with_extension("intoto.json").to_str().unwrap(),
+        "--pubkey",
+        &key,
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = comparison["rows"].as_array().unwrap();
+    let cells = original["cells"].as_array().unwrap().len();
+    assert_eq!(rows.iter().filter(|r| r["figure"].as_str().unwrap().ends_with("median step (s)")).count(), cells);
+    assert_eq!(rows.iter().filter(|r| r["figure"].as_str().unwrap().ends_with("tok/s/device")).count(), cells + 2);
+    assert!(rows.iter().any(|r| r["figure"].as_str().unwrap().starts_with("roofline torch matmul")));
+    for row in rows {
+        let (first, second, ratio) =
+            (row["first"].as_f64().unwrap(), row["second"].as_f64().unwrap(), row["ratio"].as_f64().unwrap());
+        assert!((ratio - second / first).abs() <= 1e-9 * ratio, "{row}");
+    }
+    assert!(comparison["unmatched"].as_array().unwrap().is_empty(), "{comparison}");
+    assert!(stdout.contains("LOCAL/PUBLISHED") && stdout.contains("WITHIN PUBLISHED'S SPREAD"), "{stdout}");
+    assert_eq!(stdout.lines().filter(|l| l.contains(": median step (s)")).count(), cells, "{stdout}");
+
+    // A published result that does not verify is not reproduced.
+    let other = tempfile::tempdir().unwrap();
+    lynx_attest::generate(other.path(), false).unwrap();
+    let output =
+        lynx(&["reproduce", published.to_str().unwrap(), "--pubkey", other.path().join("lynx.pub").to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID at signature"));
+}
+
+#[test]
+fn the_published_record_verifies_and_builds_the_site() {
+    let results = repo_path("results");
+    let keys = repo_path("results/keys");
+    let unverified = common::unverified(Path::new(&results), Path::new(&keys));
+    assert!(unverified.is_empty(), "{unverified:?} do not verify against results/keys");
+    let envelopes = lynx_attest::trust::find_envelopes(&[PathBuf::from(&results)]).unwrap();
+    let site = tempfile::tempdir().unwrap();
+    let output = lynx(&["report", &results, "--keys", &keys, "--out", site.path().to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
+    assert_eq!(index.matches("class=\"result\"").count(), envelopes.len());
+    assert!(!index.contains("class=\"bad\">rejected") && !index.contains("untrusted"), "{index}");
+}

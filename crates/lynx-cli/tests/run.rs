@@ -1,0 +1,281 @@
+//! `lynx run` end to end through the binary on CPU with real libtorch: the result file and its figures, the signing key, and `lynx devices` and `lynx roofline`.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn a_run_writes_every_cell_with_sane_figures() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("decode batch 8 ctx 512"), "{stdout}");
+
+    let path = result_file(out.path());
+    assert!(path.to_str().unwrap().ends_with(".json"));
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    assert_eq!(result["schema"], "https://lynxbench.dev/result/v1");
+    assert_eq!(result["device"]["device"], "cpu");
+
+    let harness = &result["harness"];
+    assert_eq!(harness["tch_version"], "0.24.0");
+    assert!(harness["libtorch_runtime_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
+    assert!(harness["libtorch_build_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
+    assert_eq!(harness["binary_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(result["config"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(result["config"]["model"]["name"], "test-small");
+
+    let checks = result["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    // The host has no throttle state: no throttling check is claimed for it.
+    assert_eq!(names, ["parity", "equilibrium", "telemetry_coverage", "roofline"], "{checks:?}");
+    assert!(checks.iter().all(|c| c["passed"] == true), "{checks:?}");
+    let parity = checks.iter().find(|c| c["name"] == "parity").expect("every run checks parity");
+    assert_eq!(parity["passed"], true, "{parity}");
+    assert!(seconds(&parity["measured"]) < parity["limit"].as_f64().unwrap(), "{parity}");
+    assert!(stdout.contains("check parity passed"), "{stdout}");
+
+    // Telemetry: the host sampled through the run, into the samples file beside the result.
+    let telemetry = &result["telemetry"];
+    assert_eq!(telemetry["rate_hz"], 20.0);
+    assert_eq!(telemetry["sources"][0]["name"], "host");
+    assert!(telemetry["sources"][0]["unavailable"]["mem_clock_mhz"].is_string(), "{telemetry}");
+    let samples_file = path.with_file_name(telemetry["samples_file"].as_str().unwrap());
+    let samples = std::fs::read_to_string(&samples_file).unwrap();
+    let lines: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() >= 20, "{} samples in a run of several seconds", lines.len());
+    assert_eq!((&lines[0]["kind"], &lines[0]["segment"]), (&Value::from("segment"), &Value::from(1)));
+    assert!(lines[1..].iter().all(|l| l["kind"] == "telemetry" && l["source"] == "host"));
+    assert!(lines[1..].windows(2).all(|w| w[1]["t_s"].as_f64() > w[0]["t_s"].as_f64()));
+
+    let warmup = &result["warmup"];
+    assert!(seconds(&warmup["duration_s"]) >= 1.0, "warm-up shorter than min_s: {warmup}");
+    let window = &warmup["telemetry"][0];
+    assert_eq!(window["source"], "host");
+    assert!(window["coverage"].as_f64().unwrap() > 0.5, "{window}");
+    assert!(window["samples"].as_u64().unwrap() >= 10, "{window}");
+    assert!(warmup["steps"].as_u64().unwrap() > 0);
+
+    let cells = result["cells"].as_array().unwrap();
+    let names: Vec<String> = cells
+        .iter()
+        .map(|c| format!("{} {} {}", c["step"], c["batch"], c["prompt_len"].as_u64().or(c["ctx"].as_u64()).unwrap()))
+        .collect();
+    assert_eq!(names, ["\"prefill\" 1 16", "\"prefill\" 1 256", "\"decode\" 1 512", "\"decode\" 8 512"]);
+    for cell in cells {
+        assert_eq!(cell["status"], "ok", "{cell}");
+        let t = &cell["step_time"];
+        assert!(t["n"].as_u64().unwrap() >= 8, "{cell}");
+        let (min, median, p90, p99, max) = (
+            seconds(&t["min_s"]),
+            seconds(&t["median_s"]),
+            seconds(&t["p90_s"]),
+            seconds(&t["p99_s"]),
+            seconds(&t["max_s"]),
+        );
+        assert!(min <= median && median <= p90 && p90 <= p99 && p99 <= max, "{t}");
+        assert!(t["cv"].as_f64().unwrap() >= 0.0);
+        // A cell measures at least min_s (0.3 s) unless it reached max_steps (200) first.
+        let steps = t["n"].as_u64().unwrap();
+        assert!(steps <= 200 && (steps == 200 || seconds(&cell["measured_s"]) >= 0.3), "{cell}");
+        let window = &cell["telemetry"][0];
+        assert_eq!(window["source"], "host", "{cell}");
+        let span = window["end_s"].as_f64().unwrap() - window["start_s"].as_f64().unwrap();
+        assert!((span - cell["measured_s"].as_f64().unwrap()).abs() < 0.05, "the window is the timed steps: {cell}");
+        let per_device = seconds(&cell["tok_per_s_per_device"]);
+        let batch = cell["batch"].as_f64().unwrap();
+        if cell["step"] == "decode" {
+            assert!((per_device - batch / median).abs() <= 1e-9 * per_device, "{cell}");
+            assert!((seconds(&cell["tok_per_s_per_user"]) - 1.0 / median).abs() <= 1e-9 / median);
+            assert_eq!(cell["ctx_end"].as_u64().unwrap(), 512 + steps - 1, "{cell}");
+        } else {
+            let tokens = batch * cell["prompt_len"].as_f64().unwrap();
+            assert!((per_device - tokens / median).abs() <= 1e-9 * per_device, "{cell}");
+            assert!(cell["tok_per_s_per_user"].is_null());
+        }
+    }
+    let median = |i: usize| cells[i]["step_time"]["median_s"].as_f64().unwrap();
+    assert!(median(3) > median(2), "decode at batch 8 ({}) not slower than at batch 1 ({})", median(3), median(2));
+    assert!(median(1) > median(0), "prefill of 256 tokens not slower than of 16");
+
+    // The roofline: the CPU's ceilings were measured (libtorch copy and matmul, STREAM), burst
+    // and, after warm-up, sustained; every cell is a sane share of them.
+    let probes = result["roofline"]["probes"].as_array().unwrap();
+    let value = |name: &str, phase: &str| {
+        probes.iter().find(|p| p["name"] == name && p["phase"] == phase).map(|p| seconds(&p["value"]))
+    };
+    assert!(value("torch copy", "burst").unwrap() > 1e8, "{probes:?}");
+    assert!(value("cpu triad", "burst").unwrap() > 1e8, "{probes:?}");
+    assert!(value("torch matmul", "burst").unwrap() > 1e8, "{probes:?}");
+    assert!(value("torch matmul", "sustained").unwrap() > 1e8, "{probes:?}");
+    assert!(probes.iter().any(|p| p["name"] == "native" && p["value"]["unavailable"].is_string()));
+    if std::path::Path::new("/sys/devices/system/cpu/cpu0/cache").exists() {
+        // The last-level cache, which decides which cells the bandwidth ceiling bounds.
+        assert!(result["roofline"]["cache_bytes"].as_u64().is_some_and(|b| b >= 1 << 16), "{}", result["roofline"]);
+    }
+    for cell in cells {
+        let roofline = &cell["roofline"];
+        let bandwidth = roofline["bandwidth_fraction"].as_f64().unwrap();
+        let matmul = roofline["matmul_fraction"].as_f64().unwrap();
+        assert!(bandwidth > 0.0 && bandwidth <= 1.05 && matmul > 0.0 && matmul <= 1.05, "{cell}");
+        assert!(seconds(&roofline["work"]["bytes"]) > seconds(&roofline["work"]["weight_bytes"]) * 0.99);
+    }
+    assert!(stdout.contains("cells against the ceilings"), "{stdout}");
+
+    // Derived figures: the frontier holds the undominated decode cells, the prefill table every
+    // prefill cell, and the chat workload has a latency-bounded point under each default bound.
+    let derived = &result["derived"];
+    let frontier = derived["frontier"][0]["points"].as_array().unwrap();
+    assert_eq!(derived["frontier"][0]["ctx"], 512);
+    assert!(!frontier.is_empty() && frontier.len() <= 2, "{frontier:?}");
+    for point in frontier {
+        let cell = cells.iter().find(|c| c["step"] == "decode" && c["batch"] == point["batch"]).unwrap();
+        assert_eq!(point["tok_per_s_per_device"], cell["tok_per_s_per_device"]);
+    }
+    assert_eq!(derived["prefill"].as_array().unwrap().len(), 2);
+    let bounded = derived["latency_bounded"].as_array().unwrap();
+    let bounds: Vec<&str> = bounded.iter().map(|b| b["bound"]["name"].as_str().unwrap()).collect();
+    assert_eq!(bounds, ["server", "interactive"], "MLPerf's bounds of the nearest model by default");
+    let server = &bounded[0]["point"];
+    assert!(seconds(&server["ttft_p99_s"]) <= 2.0 && seconds(&server["tpot_p99_s"]) <= 0.2, "{server}");
+    assert!(seconds(&server["output_tok_per_s_per_device"]) > 0.0);
+    assert!(server["usd_per_million_output_tokens"]["unavailable"].is_string(), "no price, no cost: {server}");
+    assert!(stdout.contains("latency-bounded throughput"), "{stdout}");
+
+    // Signed with the default key: the envelope beside the result verifies, and holds the result.
+    let envelope = path.with_extension("intoto.json");
+    assert!(stdout.contains(&format!("signed: {}", envelope.display())), "{stdout}");
+    let envelope_arg = envelope.to_str().unwrap();
+    let output = lynx(&["verify", envelope_arg, "--pubkey", &pubkey(), "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["valid"], true, "{verdicts}");
+    let signed: Value = serde_json::from_slice(&std::fs::read(&envelope).unwrap()).unwrap();
+    use base64::Engine;
+    let payload = base64::engine::general_purpose::STANDARD.decode(signed["payload"].as_str().unwrap()).unwrap();
+    let statement: Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(statement["predicate"], result, "the envelope holds the result as written");
+    assert_eq!(statement["subject"][0]["name"], telemetry["samples_file"]);
+
+    // One more sample line makes the samples file's digest wrong: exit 1 naming the step.
+    std::fs::write(&samples_file, format!("{samples}{{}}\n")).unwrap();
+    let output = lynx(&["verify", envelope_arg, "--pubkey", &pubkey(), "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["failed_step"], "subject", "{verdicts}");
+}
+
+#[test]
+fn a_run_without_a_readable_key_is_refused_before_measuring() {
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--key", "/no/such/lynx.key"]);
+    let line = bad_input(&args);
+    assert!(line.contains("/no/such/lynx.key") && line.contains("--unsigned"), "{line}");
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started without its key");
+}
+
+#[test]
+fn a_first_run_makes_its_signing_key_and_says_where_it_is() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().args(run_args(models.path(), out.path())).env("XDG_CONFIG_HOME", empty.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let (private, public) = (empty.path().join("lynx/lynx.key"), empty.path().join("lynx/lynx.pub"));
+    assert!(stderr.contains(private.to_str().unwrap()) && stderr.contains(public.to_str().unwrap()), "{stderr}");
+    let envelope = result_file(out.path()).with_extension("intoto.json");
+    let output = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", public.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+
+    // The next run signs with the same key and makes none.
+    let key = std::fs::read(&private).unwrap();
+    let again = tempfile::tempdir().unwrap();
+    let args: Vec<&str> =
+        run_args(models.path(), again.path()).into_iter().map(|a| if a == "cpu" { "cuda:99" } else { a }).collect();
+    let output = lynx_command().args(&args).env("XDG_CONFIG_HOME", empty.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("made a signing key"));
+    assert_eq!(std::fs::read(&private).unwrap(), key, "the key was replaced");
+}
+
+#[test]
+fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unasked() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let keys_arg = keys.to_str().unwrap();
+    let output = lynx(&["keygen", "--out", keys_arg]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mode = std::fs::metadata(keys.join("lynx.key")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let first = std::fs::read(keys.join("lynx.key")).unwrap();
+    assert!(String::from_utf8_lossy(&first).starts_with("-----BEGIN PRIVATE KEY-----"));
+    assert!(std::fs::read_to_string(keys.join("lynx.pub")).unwrap().starts_with("-----BEGIN PUBLIC KEY-----"));
+
+    let line = bad_input(&["keygen", "--out", keys_arg]);
+    assert!(line.contains("--force"), "{line}");
+    assert_eq!(std::fs::read(keys.join("lynx.key")).unwrap(), first, "the key was overwritten");
+
+    let output = lynx(&["keygen", "--out", keys_arg, "--force"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_ne!(std::fs::read(keys.join("lynx.key")).unwrap(), first, "--force made no new key");
+
+    // A public key that is not one is bad input; so is a private key given as the public one.
+    let line = bad_input(&["verify", "x.intoto.json", "--pubkey", "/no/such/lynx.pub"]);
+    assert!(line.contains("/no/such/lynx.pub"), "{line}");
+    let line = bad_input(&["verify", "x.intoto.json", "--pubkey", keys.join("lynx.key").to_str().unwrap()]);
+    assert!(line.contains("not a P-256 SPKI public key"), "{line}");
+}
+
+#[test]
+fn devices_lists_the_cpu_with_its_libtorch() {
+    let output = lynx(&["devices"]);
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let cpu = stdout.lines().find(|l| l.starts_with("cpu ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(cpu.contains("GiB") && cpu.contains("libtorch 2.11.0"), "{cpu}");
+
+    let output = lynx(&["devices", "--json"]);
+    let devices: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(devices[0]["device"], "cpu");
+    assert!(devices[0]["memory_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn roofline_measures_and_prints_the_cpus_ceilings() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = lynx(&["roofline", "--device", "cpu"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    for line in ["torch copy", "cpu copy", "cpu triad", "torch matmul  f32", "torch matmul  bf16"] {
+        assert!(stdout.contains(line), "no {line}: {stdout}");
+    }
+    assert!(stdout.contains("GB/s") && stdout.contains("FLOP/s"), "{stdout}");
+    assert!(stdout.contains("the native probes are GPU kernels"), "{stdout}");
+
+    let output = lynx(&["roofline", "--device", "cpu", "--json", "--sustained-s", "0.3"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let probes = record["probes"].as_array().unwrap();
+    let measured: Vec<&Value> = probes.iter().filter(|p| p["value"].is_number()).collect();
+    assert!(measured.len() >= 7, "{probes:?}");
+    for probe in measured {
+        seconds(&probe["value"]);
+    }
+    assert!(probes.iter().any(|p| p["phase"] == "sustained" && p["value"].is_number()), "{probes:?}");
+
+    let line = bad_input(&["roofline", "--device", "cuda:7"]);
+    assert!(line.contains("cuda:7"), "{line}");
+    let line = bad_input(&["roofline", "--sustained-s=-1"]);
+    assert!(line.contains("--sustained-s"), "{line}");
+}

@@ -1,0 +1,3 @@
+fn main() {
+    lynx_build::link_libtorch();
+}

@@ -1,0 +1,374 @@
+//! The device's ceilings, measured in the run: libtorch's copy and matmul on every device, the
+//! native CUDA probes on NVIDIA GPUs (`native`), and the Rust STREAM probes on the CPU (`cpu`).
+//!
+//! Torch-level probes are timed with the host clock around repetitions that end in a device
+//! synchronise (on the CPU the work is synchronous); the native probes with CUDA events.
+
+use crate::cpu::{stream, StreamKernel};
+use crate::native::{cuda_wheel_dirs, native_bandwidth, native_matmul};
+use lynx_analysis::roofline::{matmul_dtype, with_gaps};
+use lynx_schema::config::Precision;
+use lynx_schema::device::DeviceName;
+use lynx_schema::roofline::{Probe, ProbeKind, RooflineRecord};
+use lynx_schema::value::{Finite, Reported};
+use std::time::Instant;
+use tch::{Kind, Tensor};
+
+/// The device the probes run on.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub device: DeviceName,
+    /// The libtorch device it maps to.
+    pub torch: tch::Device,
+    /// Its largest cache, bytes, where known (recorded with the ceilings for the roofline check).
+    pub cache_bytes: Option<u64>,
+    /// The folder of the libtorch this process runs against: NVRTC and cuBLASLt are looked for in
+    /// the CUDA wheels beside a pip libtorch.
+    pub lib_dir: Option<std::path::PathBuf>,
+}
+
+/// Probe sizes for a device.
+struct Sizes {
+    /// f32 elements of each copy buffer.
+    copy_elements: i64,
+    /// The square matmul's side.
+    matmul_n: i64,
+    warmup: usize,
+    repetitions: usize,
+}
+
+fn sizes(device: &Target) -> Sizes {
+    match device.device {
+        // 64 MiB buffers (beyond any CPU's last-level cache), 1024³ matmuls (2.1 GFLOP).
+        DeviceName::Cpu => Sizes { copy_elements: 1 << 24, matmul_n: 1024, warmup: 2, repetitions: 5 },
+        // 1 GiB buffers (many times any GPU's L2), 8192³ matmuls (1.1 TFLOP).
+        _ => Sizes { copy_elements: 1 << 28, matmul_n: 8192, warmup: 3, repetitions: 20 },
+    }
+}
+
+fn synchronize(device: &Target) {
+    if let tch::Device::Cuda(index) = device.torch {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
+fn known(value: f64, what: &str) -> Reported<Finite> {
+    match Finite::new(value, what) {
+        Ok(v) if value > 0.0 => Reported::Known(v),
+        _ => Reported::Unavailable { unavailable: format!("{what} came out as {value}") },
+    }
+}
+
+fn unavailable(reason: String) -> Reported<Finite> {
+    Reported::Unavailable { unavailable: reason }
+}
+
+/// Seconds of each of `repetitions` runs of `work` after `warmup` untimed ones, each ended by a
+/// synchronise.
+fn timed(
+    device: &Target,
+    warmup: usize,
+    repetitions: usize,
+    mut work: impl FnMut() -> Result<(), tch::TchError>,
+) -> Result<Vec<f64>, tch::TchError> {
+    for _ in 0..warmup {
+        work()?;
+    }
+    synchronize(device);
+    let mut times = Vec::with_capacity(repetitions);
+    for _ in 0..repetitions {
+        let start = Instant::now();
+        work()?;
+        synchronize(device);
+        times.push(start.elapsed().as_secs_f64());
+    }
+    Ok(times)
+}
+
+/// The median of `values`; NaN (which [`known`] reports as unavailable) when there are none.
+fn median(values: Vec<f64>) -> f64 {
+    lynx_analysis::stats::median(&values).unwrap_or(f64::NAN)
+}
+
+/// libtorch's device-to-device copy of a random f32 buffer.
+fn torch_copy(device: &Target) -> Probe {
+    let sizes = sizes(device);
+    let measured = (|| {
+        let a = Tensor::f_rand([sizes.copy_elements], (Kind::Float, device.torch))?;
+        let mut b = a.f_empty_like()?;
+        timed(device, sizes.warmup, sizes.repetitions, || b.f_copy_(&a))
+    })();
+    let bytes = 2.0 * 4.0 * sizes.copy_elements as f64;
+    Probe {
+        name: "torch copy".to_owned(),
+        kind: ProbeKind::Bandwidth,
+        dtype: "f32".to_owned(),
+        phase: "burst".to_owned(),
+        value: match measured {
+            Ok(times) => known(bytes / median(times), "torch copy bandwidth"),
+            Err(e) => unavailable(format!("libtorch: {e}")),
+        },
+        method: format!(
+            "Tensor::copy_ of {} MiB of random f32 (2 x 4 bytes per element counted), median of {} after {} untimed, host \
+             clock with a device synchronise",
+            (sizes.copy_elements * 4) >> 20,
+            sizes.repetitions,
+            sizes.warmup
+        ),
+    }
+}
+
+/// The matmul element types `precision` and the device are probed in through libtorch.
+fn torch_dtypes(device: &Target, precision: Option<Precision>) -> Vec<Precision> {
+    match precision {
+        Some(p) => vec![p],
+        None if device.device == DeviceName::Cpu => vec![Precision::Fp32, Precision::Bf16],
+        None => vec![Precision::Fp32, Precision::Bf16, Precision::Fp16, Precision::Fp8],
+    }
+}
+
+/// One matmul of two random n×n matrices in `precision` (fp8: e4m3 through `_scaled_mm`).
+fn matmul_work(
+    device: &Target,
+    precision: Precision,
+    n: i64,
+) -> Result<impl FnMut() -> Result<(), tch::TchError>, tch::TchError> {
+    let kind = match precision {
+        Precision::Fp32 => Kind::Float,
+        Precision::Bf16 | Precision::Fp8 => Kind::BFloat16,
+        Precision::Fp16 => Kind::Half,
+    };
+    let a = Tensor::f_randn([n, n], (kind, device.torch))?;
+    let b = Tensor::f_randn([n, n], (kind, device.torch))?;
+    let fp8 = if precision == Precision::Fp8 {
+        let one = Tensor::f_ones([], (Kind::Float, device.torch))?;
+        // _scaled_mm takes its second operand column-major.
+        Some((
+            a.f_to_kind(Kind::Float8e4m3fn)?,
+            b.f_to_kind(Kind::Float8e4m3fn)?.f_transpose(0, 1)?.f_contiguous()?.f_transpose(0, 1)?,
+            one,
+        ))
+    } else {
+        None
+    };
+    Ok(move || {
+        match &fp8 {
+            Some((a8, b8, one)) => {
+                let _product =
+                    a8.f_internal_scaled_mm(b8, one, one, None::<Tensor>, None::<Tensor>, Kind::BFloat16, false)?;
+            }
+            None => {
+                let _product = a.f_matmul(&b)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// libtorch matmul rates: burst (median of repetitions after a warm-up), or with `sustained_s`,
+/// the median over the last third of that many seconds of back-to-back matmuls.
+fn torch_matmul(device: &Target, precision: Precision, sustained_s: Option<f64>) -> Probe {
+    let sizes = sizes(device);
+    let n = sizes.matmul_n;
+    let flops = 2.0 * (n * n * n) as f64;
+    let measured = (|| -> Result<f64, tch::TchError> {
+        let mut work = matmul_work(device, precision, n)?;
+        match sustained_s {
+            None => Ok(flops / median(timed(device, sizes.warmup, sizes.repetitions, &mut work)?)),
+            Some(seconds) => {
+                let start = Instant::now();
+                let mut rates = Vec::new();
+                while start.elapsed().as_secs_f64() < seconds || rates.len() < 3 {
+                    let t = timed(device, 0, 1, &mut work)?[0];
+                    rates.push(flops / t);
+                }
+                let tail = rates.split_off(rates.len() * 2 / 3);
+                Ok(median(tail))
+            }
+        }
+    })();
+    let phase = if sustained_s.is_some() { "sustained" } else { "burst" };
+    Probe {
+        name: "torch matmul".to_owned(),
+        kind: ProbeKind::Matmul,
+        dtype: matmul_dtype(precision).to_owned(),
+        phase: phase.to_owned(),
+        value: match measured {
+            Ok(rate) => known(rate, "torch matmul rate"),
+            Err(e) => unavailable(format!("libtorch: {}", e.to_string().lines().next().unwrap_or_default())),
+        },
+        method: match sustained_s {
+            None => format!(
+                "{n}x{n}x{n} {} matmul of random inputs ({}), median of {} after {} untimed, host clock with a device \
+                 synchronise",
+                matmul_dtype(precision),
+                if precision == Precision::Fp8 { "e4m3 through _scaled_mm, bf16 out" } else { "Tensor::matmul" },
+                sizes.repetitions,
+                sizes.warmup
+            ),
+            Some(s) => format!(
+                "{n}x{n}x{n} {} matmul of random inputs back to back for {s} s, median rate of the last third",
+                matmul_dtype(precision)
+            ),
+        },
+    }
+}
+
+/// The CPU's STREAM copy and triad, on all its cores.
+fn cpu_stream() -> Vec<Probe> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let elements = crate::cpu::default_elements();
+    [StreamKernel::Copy, StreamKernel::Triad]
+        .into_iter()
+        .map(|kernel| {
+            let figure = stream(kernel, elements, threads, 10);
+            Probe {
+                name: format!("cpu {}", if kernel == StreamKernel::Copy { "copy" } else { "triad" }),
+                kind: ProbeKind::Bandwidth,
+                dtype: "f64".to_owned(),
+                phase: "burst".to_owned(),
+                value: known(figure.median_bytes_per_s, "STREAM bandwidth"),
+                method: format!(
+                    "STREAM {} over {} MiB f64 arrays on {threads} threads (STREAM's byte count), median of {} after one \
+                     untimed; best {:.1} GB/s",
+                    if kernel == StreamKernel::Copy { "copy" } else { "triad" },
+                    (elements * 8) >> 20,
+                    figure.repetitions,
+                    figure.best_bytes_per_s / 1e9
+                ),
+            }
+        })
+        .collect()
+}
+
+/// A probe that could not run, and why.
+fn unavailable_probe(name: &str, kind: ProbeKind, dtype: &str, phase: &str, reason: String) -> Probe {
+    Probe {
+        name: name.to_owned(),
+        kind,
+        dtype: dtype.to_owned(),
+        phase: phase.to_owned(),
+        value: unavailable(reason),
+        method: String::new(),
+    }
+}
+
+/// The CUDA ordinal the native probes run on, or why a device has no native probes.
+fn cuda_ordinal(device: &Target) -> Result<u32, &'static str> {
+    match device.device {
+        DeviceName::Cuda(ordinal) => Ok(ordinal),
+        DeviceName::Rocm(_) => Err("the native probes are CUDA kernels; ROCm devices are measured through libtorch"),
+        DeviceName::Cpu => Err("the native probes are GPU kernels; the CPU is measured by the STREAM probes"),
+    }
+}
+
+/// The native bandwidth kernels, or one probe saying why they could not run.
+fn native_bandwidth_probes(device: &Target, lib_dir: Option<&std::path::Path>) -> Vec<Probe> {
+    let ordinal = match cuda_ordinal(device) {
+        Ok(ordinal) => ordinal,
+        Err(reason) => return vec![unavailable_probe("native", ProbeKind::Bandwidth, "-", "burst", reason.to_owned())],
+    };
+    match native_bandwidth(ordinal, &cuda_wheel_dirs(lib_dir)) {
+        Ok(figures) => figures
+            .kernels
+            .iter()
+            .map(|(kernel, rate)| Probe {
+                name: format!("native {kernel}"),
+                kind: ProbeKind::Bandwidth,
+                dtype: "f32".to_owned(),
+                phase: "burst".to_owned(),
+                value: known(*rate, "native bandwidth"),
+                method: format!(
+                    "kernels/stream.cu {kernel} (NVRTC, 16-byte accesses) over {} MiB arrays, median of {} launches \
+                     timed with CUDA events",
+                    figures.array_bytes >> 20,
+                    figures.repetitions
+                ),
+            })
+            .collect(),
+        Err(e) => vec![unavailable_probe("native bandwidth", ProbeKind::Bandwidth, "f32", "burst", e.to_string())],
+    }
+}
+
+/// cuBLASLt's matmul rates (burst, or sustained over `sustained_s`), or a probe saying why they
+/// could not run; and the fp8 probe cuBLASLt cannot make here.
+fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sustained_s: Option<f64>) -> Vec<Probe> {
+    let phase = if sustained_s.is_some() { "sustained" } else { "burst" };
+    let ordinal = match cuda_ordinal(device) {
+        Ok(ordinal) => ordinal,
+        Err(reason) => return vec![unavailable_probe("native", ProbeKind::Matmul, "-", phase, reason.to_owned())],
+    };
+    let mut probes = match native_matmul(ordinal, &cuda_wheel_dirs(lib_dir), sustained_s) {
+        Ok(rates) => rates
+            .iter()
+            .map(|rate| Probe {
+                name: "cublaslt matmul".to_owned(),
+                kind: ProbeKind::Matmul,
+                dtype: rate.dtype.name().to_owned(),
+                phase: phase.to_owned(),
+                value: known(rate.sustained.unwrap_or(rate.burst), "cuBLASLt rate"),
+                method: format!(
+                    "cuBLASLt {}x{}x{} {} (fp32 accumulate) on random inputs, {}",
+                    rate.shape.0,
+                    rate.shape.1,
+                    rate.shape.2,
+                    rate.dtype.name(),
+                    match sustained_s {
+                        Some(s) => format!("back to back for {s} s, median of the last third, CUDA events"),
+                        None => "median of 20 launches after 3 untimed, CUDA events; best of the shapes".to_owned(),
+                    }
+                ),
+            })
+            .collect(),
+        Err(e) => vec![unavailable_probe("cublaslt matmul", ProbeKind::Matmul, "-", phase, e.to_string())],
+    };
+    probes.push(unavailable_probe(
+        "cublaslt matmul",
+        ProbeKind::Matmul,
+        "fp8",
+        phase,
+        "cudarc's cuBLASLt wrapper has no fp8 matmul (it needs scale pointers); fp8 is measured through \
+         libtorch's _scaled_mm"
+            .to_owned(),
+    ));
+    probes
+}
+
+/// What to probe.
+pub struct ProbePlan {
+    /// Matmul only in this precision (a run); every precision the device has when `None`.
+    pub precision: Option<Precision>,
+    /// Also measure sustained matmul rates for this many seconds each.
+    pub sustained_s: Option<f64>,
+}
+
+/// Measure the burst ceilings of `device`: bandwidth (libtorch copy; STREAM on the CPU; the native
+/// kernels on NVIDIA GPUs) and matmul (libtorch; cuBLASLt on NVIDIA GPUs).
+pub fn burst(device: &Target, plan: &ProbePlan) -> RooflineRecord {
+    let lib_dir = device.lib_dir.clone();
+    let mut probes = vec![torch_copy(device)];
+    if device.device == DeviceName::Cpu {
+        probes.extend(cpu_stream());
+    }
+    probes.extend(native_bandwidth_probes(device, lib_dir.as_deref()));
+    for precision in torch_dtypes(device, plan.precision) {
+        probes.push(torch_matmul(device, precision, None));
+    }
+    if device.device != DeviceName::Cpu {
+        probes.extend(native_matmul_probes(device, lib_dir.as_deref(), None));
+    }
+    RooflineRecord { cache_bytes: device.cache_bytes, ..with_gaps(probes) }
+}
+
+/// Sustained matmul rates (after the device reached equilibrium), added to `record`.
+pub fn sustained(device: &Target, plan: &ProbePlan, record: &mut RooflineRecord) {
+    let Some(seconds) = plan.sustained_s else { return };
+    let lib_dir = device.lib_dir.clone();
+    for precision in torch_dtypes(device, plan.precision) {
+        record.probes.push(torch_matmul(device, precision, Some(seconds)));
+    }
+    if matches!(device.device, DeviceName::Cuda(_)) {
+        record.probes.extend(native_matmul_probes(device, lib_dir.as_deref(), Some(seconds)));
+    }
+    *record = RooflineRecord { cache_bytes: record.cache_bytes, ..with_gaps(std::mem::take(&mut record.probes)) };
+}

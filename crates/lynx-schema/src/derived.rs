@@ -1,0 +1,87 @@
+//! The figures buyers size fleets with, derived from a run's cells (DESIGN.md vocabulary): the
+//! decode frontier, the prefill throughput table, latency-bounded throughput per workload and
+//! bound (by [`crate::sim`]), joules per output token, and cost per million output tokens from a
+//! price the user gives. docs/SWEEPS.md states the method.
+
+use crate::config::{LatencyBound, Workload};
+use crate::sweep::SweepLine;
+use crate::value::{Finite, Reported};
+use serde::{Deserialize, Serialize};
+
+/// Everything derived from a run's cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Derived {
+    /// The decode frontier at each measured context.
+    pub frontier: Vec<FrontierLine>,
+    /// Every prefill cell measured: time to first token and prefill throughput.
+    pub prefill: Vec<PrefillPoint>,
+    /// Latency-bounded throughput for each workload under each bound.
+    pub latency_bounded: Vec<LatencyBounded>,
+    /// The price inputs the cost figures use, as the user gave them.
+    pub price: PriceInputs,
+    /// How each line of the sweep ended.
+    pub sweep: Vec<SweepLine>,
+}
+
+/// The Pareto set of (tok/s/user, tok/s/device) over the decode cells at one context, ascending
+/// in tok/s/device (so descending in tok/s/user).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierLine {
+    pub ctx: u32,
+    pub points: Vec<FrontierPoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierPoint {
+    pub batch: u32,
+    pub tok_per_s_per_user: Finite,
+    pub tok_per_s_per_device: Finite,
+    pub joules_per_token: Option<Finite>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillPoint {
+    pub batch: u32,
+    pub prompt_len: u32,
+    /// The median prefill step: time to first token with no queueing.
+    pub ttft_s: Finite,
+    pub tok_per_s_per_device: Finite,
+    pub joules_per_token: Option<Finite>,
+}
+
+/// A price per device-hour and the share of hours the device does useful work. Never made up:
+/// without a price, costs are unavailable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriceInputs {
+    pub usd_per_device_hour: Option<Finite>,
+    pub utilisation: Finite,
+}
+
+/// One workload under one bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBounded {
+    pub workload: Workload,
+    pub bound: LatencyBound,
+    pub point: Reported<BoundedPoint>,
+}
+
+/// The highest load the simulated server sustains inside a bound, and its figures there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundedPoint {
+    pub request_rate_per_s: Finite,
+    pub output_tok_per_s_per_device: Finite,
+    /// 1 / median TPOT at that load.
+    pub tok_per_s_per_user: Finite,
+    pub ttft_p99_s: Finite,
+    pub tpot_p99_s: Finite,
+    /// The simulated server's limits: the batch cap (the configured one, or the one of 1, 2, 4,
+    /// … up to the largest measured that gave the most throughput inside the bound).
+    pub max_batch: u32,
+    pub max_prefill_batch: u32,
+    pub chunked_prefill: Option<u32>,
+    pub requests: u32,
+    pub joules_per_output_token: Reported<Finite>,
+    pub usd_per_million_output_tokens: Reported<Finite>,
+    /// Some simulated step's length lay beyond the measured ones (extrapolated linearly).
+    pub extrapolated: bool,
+}

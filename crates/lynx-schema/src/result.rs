@@ -1,0 +1,563 @@
+//! The result of one run on one device: the predicate of the signed statement (DESIGN.md
+//! section 5). It is written after every measured cell, so a run that stops early keeps what it
+//! measured, with a status that says so.
+
+use crate::config::{shard, ModelShape, Precision, Suite, WarmupConfig};
+use crate::device::DeviceName;
+use crate::equilibrium::WindowStats;
+use crate::stats::StepTimeSummary;
+use crate::telemetry::WindowSummary;
+use crate::value::{Finite, Reported};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The schema a result follows; also the in-toto predicate type it is published under.
+pub const RESULT_SCHEMA: &str = "https://lynxbench.dev/result/v1";
+
+/// One run on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Always [`RESULT_SCHEMA`].
+    pub schema: String,
+    /// Unique id of the run: start time and a random suffix.
+    pub run_id: String,
+    pub status: RunStatus,
+    /// When the run started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When the last cell was written (RFC 3339, UTC).
+    pub updated_at: String,
+    pub harness: Harness,
+    pub device: DeviceRecord,
+    pub host: HostRecord,
+    pub config: ConfigRecord,
+    /// `None` until warm-up has ended.
+    pub warmup: Option<WarmupRecord>,
+    /// The warm-ups of the attempts that resumed the run (after a kill or a worker that died):
+    /// the device is warmed up again before any more cells are measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed_warmups: Vec<WarmupRecord>,
+    /// How telemetry was sampled, and from what.
+    pub telemetry: TelemetryRecord,
+    /// The device's measured ceilings (memory bandwidth, matmul rates); `None` until probed.
+    #[serde(default)]
+    pub roofline: Option<crate::roofline::RooflineRecord>,
+    /// Measured cells, in the order they ran.
+    pub cells: Vec<CellRecord>,
+    /// The named checks the run made; a failed one leaves every figure in place, marked by it.
+    pub checks: Vec<Check>,
+    /// The figures derived from the cells; `None` until the run is assembled at its end.
+    #[serde(default)]
+    pub derived: Option<crate::derived::Derived>,
+    /// The published result this run reproduces, by digest (`lynx reproduce`). Absent, not
+    /// null, when none: results published before the field existed still verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproduces: Option<Reproduces>,
+}
+
+/// What a run was asked to do, written into its folder before anything runs: the worker process
+/// reads it, and `lynx run --resume` re-runs exactly it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    pub run_id: String,
+    /// When the run started (RFC 3339, UTC; and seconds since the epoch).
+    pub started_at: String,
+    pub started_s: u64,
+    pub suite: Suite,
+    pub model: ModelShape,
+    pub device: DeviceName,
+    /// The checkpoint folder the weights are read from; drawn from the suite's seed when absent.
+    pub weights: Option<String>,
+    /// sha256 of the lynx executable that started the run: a resume by another build is refused.
+    pub binary_sha256: Reported<String>,
+    /// The published result this run reproduces (`lynx reproduce`).
+    #[serde(default)]
+    pub reproduces: Option<Reproduces>,
+}
+
+/// The published result a run reproduces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reproduces {
+    /// The published envelope's file name and sha256.
+    pub envelope: String,
+    pub envelope_sha256: String,
+    pub run_id: String,
+    /// The published device's name.
+    pub device: String,
+}
+
+/// Telemetry sampling of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryRecord {
+    /// Target samples per second of each source.
+    pub rate_hz: Finite,
+    /// The raw-samples file beside the result (one JSON object per line).
+    pub samples_file: String,
+    pub sources: Vec<SourceRecord>,
+    /// The source that speaks for the device: its own (NVML, ROCm SMI) where it started, else
+    /// the host's.
+    #[serde(default)]
+    pub device_source: String,
+}
+
+/// One telemetry source, how it measures, and the readings it could not give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub name: String,
+    /// Reading → how the source measures it, where that matters (NVML's power field).
+    pub labels: BTreeMap<String, String>,
+    /// Reading → why it is unavailable (`all` when the source could not be started).
+    pub unavailable: BTreeMap<String, String>,
+}
+
+/// `lynx verify`'s verdict on one envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyVerdict {
+    pub file: String,
+    pub valid: bool,
+    /// The id of the key it was checked against.
+    pub key_id: String,
+    /// The first step that failed (`read`, `envelope`, `base64`, `signature`, `payload_type`,
+    /// `statement`, `subject`, `schema`), if one did.
+    pub failed_step: Option<String>,
+    pub message: Option<String>,
+}
+
+/// A named check of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// `parity`, …
+    pub name: String,
+    pub passed: bool,
+    /// What was measured and against what, for a reader.
+    pub detail: String,
+    /// The measured value, where the check measures one.
+    pub measured: Option<Finite>,
+    /// The bound it was held to.
+    pub limit: Option<Finite>,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// The run was still going when this was written: if it is the last word, the run stopped
+    /// early, and only the cells listed were measured.
+    Incomplete,
+    /// Every cell of the suite ran (each cell's own status says whether it succeeded).
+    Complete,
+    /// The run was stopped (a signal, or a worker that kept failing) before every cell ran; the
+    /// cells listed were measured, and the result was assembled and signed as it stood.
+    Partial,
+}
+
+/// The software that measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Harness {
+    /// Version of lynx.
+    pub lynx_version: String,
+    /// Git commit lynx was built from.
+    pub git_commit: Reported<String>,
+    /// sha256 of the running `lynx` executable.
+    pub binary_sha256: Reported<String>,
+    /// Version of the `tch` crate linked in.
+    pub tch_version: String,
+    /// libtorch version built against.
+    pub libtorch_build_version: Reported<String>,
+    /// libtorch version loaded at run time, read beside the library the process mapped.
+    pub libtorch_runtime_version: Reported<String>,
+    /// Folder of the libtorch libraries loaded at run time.
+    pub libtorch_path: Reported<String>,
+    /// The GPU backend libraries libtorch loaded (libtorch_cuda, libtorch_hip), or why not.
+    pub gpu_backends: Vec<BackendLoad>,
+    /// Intra-op threads libtorch uses.
+    pub torch_threads: i32,
+    /// Compiler that built lynx.
+    pub rustc: String,
+    /// Cargo profile of the build (release, debug).
+    pub build_profile: String,
+}
+
+/// Whether one optional libtorch backend library was loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendLoad {
+    /// The library's file name, e.g. `libtorch_cuda.so`.
+    pub library: String,
+    /// Loaded, or why not.
+    pub loaded: Reported<bool>,
+}
+
+/// The device measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    /// `cpu`, `cuda:N` or `rocm:N`.
+    pub device: DeviceName,
+    /// Marketing name (`NVIDIA H200`, the CPU's model name).
+    pub name: Reported<String>,
+    /// Memory the device can use, in bytes.
+    pub memory_bytes: Reported<u64>,
+    /// Stable identity of the board (GPU UUID), where the device has one.
+    pub uuid: Reported<String>,
+    /// CUDA compute capability (`9.0`), for NVIDIA devices.
+    pub compute_capability: Reported<String>,
+    /// The board's management facts (NVML for NVIDIA GPUs).
+    pub board: Reported<BoardRecord>,
+}
+
+/// What a GPU's management library says about its board.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoardRecord {
+    pub serial: Reported<String>,
+    pub pci_bus_id: Reported<String>,
+    pub vbios: Reported<String>,
+    pub driver_version: Reported<String>,
+    /// Highest CUDA version the driver supports.
+    pub cuda_driver_version: Reported<String>,
+    pub power_limit_default_w: Reported<f64>,
+    pub power_limit_enforced_w: Reported<f64>,
+    pub ecc_enabled: Reported<bool>,
+    pub mig_enabled: Reported<bool>,
+    pub persistence_mode: Reported<bool>,
+}
+
+/// The host the device sits in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostRecord {
+    pub cpu_model: Reported<String>,
+    pub physical_cores: Reported<u64>,
+    pub logical_cpus: u64,
+    pub memory_bytes: u64,
+    pub os: Reported<String>,
+    pub kernel: Reported<String>,
+}
+
+/// The whole configuration as run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    pub suite: Suite,
+    pub model: ModelShape,
+    /// sha256 of the JSON of `suite` and `model` (see [`config_sha256`]).
+    pub sha256: String,
+    /// Parameters of the model at this shape.
+    pub model_parameters: u64,
+    /// Parameters one token's forward pass uses (all but idle experts; embedding included).
+    pub model_active_parameters: u64,
+    /// Bytes of weights at the suite's precision.
+    pub weight_bytes: u64,
+    /// KV-cache bytes one more token of context adds, at the suite's precision.
+    pub kv_bytes_per_token: u64,
+    /// What one device actually ran when the suite measures a layer subset or a
+    /// tensor-parallel shard (`suite.scale`); `None` for the whole model.
+    pub measured: Option<MeasuredPart>,
+    /// Where the weights came from.
+    pub weights: WeightsRecord,
+}
+
+/// The origin of a run's weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "origin", rename_all = "lowercase")]
+pub enum WeightsRecord {
+    /// Drawn from Normal(0, init_std) with the suite's seed.
+    Random { seed: u64 },
+    /// Read from a Hugging Face safetensors checkpoint.
+    Checkpoint {
+        /// The folder given.
+        dir: String,
+        /// Its `*.safetensors` files and their sizes in bytes.
+        files: Vec<(String, u64)>,
+    },
+}
+
+/// The part of the model a scaled run measured, and what it leaves out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredPart {
+    /// The shape the device ran.
+    pub shape: ModelShape,
+    pub parameters: u64,
+    pub weight_bytes: u64,
+    pub kv_bytes_per_token: u64,
+    /// Work a real deployment does that this run did not time.
+    pub not_measured: Vec<String>,
+}
+
+impl ConfigRecord {
+    /// The record of `suite` on `model` with `weights`, or why the suite's scale cannot cut the
+    /// model.
+    pub fn new(suite: Suite, model: ModelShape, weights: WeightsRecord) -> Result<ConfigRecord, String> {
+        let precision: Precision = suite.precision;
+        let parameters = model.parameters();
+        let measured = if suite.scale.is_full() {
+            None
+        } else {
+            let part = shard(&model, &suite.scale)?;
+            let mut not_measured = Vec::new();
+            if suite.scale.tp > 1 {
+                not_measured.push(format!(
+                    "tensor-parallel collectives across {} devices (all-reduce after attention and MLP, \
+                     all-gather of logits)",
+                    suite.scale.tp
+                ));
+            }
+            if let Some(k) = suite.scale.layers {
+                not_measured.push(format!(
+                    "{} of the model's {} layers: full-depth step times are extrapolated (see each cell)",
+                    model.num_layers - k,
+                    model.num_layers
+                ));
+            }
+            Some(MeasuredPart {
+                parameters: part.parameters().total,
+                weight_bytes: part.weight_bytes(precision),
+                kv_bytes_per_token: part.kv_bytes_per_token(precision),
+                shape: part,
+                not_measured,
+            })
+        };
+        Ok(ConfigRecord {
+            sha256: config_sha256(&suite, &model),
+            model_parameters: parameters.total,
+            model_active_parameters: parameters.active,
+            weight_bytes: model.weight_bytes(precision),
+            kv_bytes_per_token: model.kv_bytes_per_token(precision),
+            measured,
+            weights,
+            suite,
+            model,
+        })
+    }
+
+    /// The shape the device runs: the measured part, or the whole model.
+    pub fn device_shape(&self) -> &ModelShape {
+        self.measured.as_ref().map_or(&self.model, |part| &part.shape)
+    }
+}
+
+/// sha256 (hex) of the JSON `{"suite": …, "model": …}`. Field order is the structs' declaration
+/// order, so equal configurations hash equally whatever their TOML looked like.
+pub fn config_sha256(suite: &Suite, model: &ModelShape) -> String {
+    #[derive(Serialize)]
+    struct Config<'a> {
+        suite: &'a Suite,
+        model: &'a ModelShape,
+    }
+    let json = serde_json::to_vec(&Config { suite, model }).expect("configuration serialises");
+    hex(&Sha256::digest(json))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How warm-up went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmupRecord {
+    /// How long warm-up ran.
+    pub duration_s: Finite,
+    /// Decode steps it ran.
+    pub steps: u64,
+    /// The decode batch warm-up ran at.
+    pub batch: u32,
+    /// The context the warm-up decode steps ran at.
+    pub ctx: u32,
+    /// Whether equilibrium was reached before `criteria.max_s`.
+    pub equilibrium_reached: bool,
+    /// The thresholds judged against.
+    pub criteria: WarmupConfig,
+    /// The criteria values over the last window; `None` if warm-up ran too few steps to judge.
+    pub last_window: Option<WindowStats>,
+    /// Each telemetry source over the warm-up.
+    pub telemetry: Vec<WindowSummary>,
+    /// The segment of the samples file (the process) that warmed up.
+    #[serde(default)]
+    pub segment: Option<u32>,
+}
+
+/// What a cell measured: a prefill or a decode step at one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "lowercase")]
+pub enum CellShape {
+    /// A forward pass over `batch` prompts of `prompt_len` tokens into an empty KV cache.
+    Prefill { batch: u32, prompt_len: u32 },
+    /// One token for each of `batch` sequences whose KV cache holds `ctx` tokens at the first
+    /// measured step and one more at each following step.
+    Decode { batch: u32, ctx: u32 },
+}
+
+impl CellShape {
+    /// The step's length: the prompt length of a prefill, the starting context of a decode.
+    pub fn length(&self) -> u32 {
+        match *self {
+            CellShape::Prefill { prompt_len, .. } => prompt_len,
+            CellShape::Decode { ctx, .. } => ctx,
+        }
+    }
+
+    pub fn batch(&self) -> u32 {
+        match *self {
+            CellShape::Prefill { batch, .. } | CellShape::Decode { batch, .. } => batch,
+        }
+    }
+
+    /// Tokens one step produces (decode: one per sequence) or reads (prefill: every prompt token).
+    pub fn tokens_per_step(&self) -> u64 {
+        match *self {
+            CellShape::Prefill { batch, prompt_len } => u64::from(batch) * u64::from(prompt_len),
+            CellShape::Decode { batch, .. } => u64::from(batch),
+        }
+    }
+}
+
+impl std::fmt::Display for CellShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CellShape::Prefill { batch, prompt_len } => write!(f, "prefill batch {batch} prompt {prompt_len}"),
+            CellShape::Decode { batch, ctx } => write!(f, "decode batch {batch} ctx {ctx}"),
+        }
+    }
+}
+
+/// Whether a cell was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum CellStatus {
+    Ok,
+    /// The device (or the host, for a CPU) ran out of memory; the batch ladder stops here.
+    Oom {
+        message: String,
+    },
+    /// A step failed, or the worker process died in the cell; the message says how. A failed
+    /// step fails its cell.
+    Error {
+        message: String,
+    },
+}
+
+impl CellStatus {
+    /// The status of a cell whose step failed with `message`: out of memory where the message
+    /// says so (libtorch's CPU, CUDA and HIP allocators), else an error.
+    pub fn from_failure(message: String) -> CellStatus {
+        let lower = message.to_ascii_lowercase();
+        let oom = ["out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate"]
+            .iter()
+            .any(|pattern| lower.contains(pattern));
+        if oom {
+            CellStatus::Oom { message }
+        } else {
+            CellStatus::Error { message }
+        }
+    }
+
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            CellStatus::Ok => None,
+            CellStatus::Oom { message } | CellStatus::Error { message } => Some(message),
+        }
+    }
+}
+
+/// One measured cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRecord {
+    #[serde(flatten)]
+    pub shape: CellShape,
+    #[serde(flatten)]
+    pub status: CellStatus,
+    /// Step-time distribution; `None` when the cell failed.
+    pub step_time: Option<StepTimeSummary>,
+    /// Wall time spent on timed steps.
+    pub measured_s: Option<Finite>,
+    /// Decode only: KV-cache length at the last measured step.
+    pub ctx_end: Option<u32>,
+    /// For a layer subset: the full-depth estimate, from which the tok/s figures are derived.
+    pub full_depth: Option<FullDepth>,
+    /// Each telemetry source over the cell's timed steps.
+    pub telemetry: Vec<WindowSummary>,
+    /// Energy of the timed steps over the tokens they produced (decode) or read (prefill),
+    /// where a source measured energy (the device's source before the host's).
+    pub joules_per_token: Option<Finite>,
+    /// Decode: 1 / median step time. Prefill: undefined (`None`).
+    pub tok_per_s_per_user: Option<Finite>,
+    /// Decode: batch / median step time. Prefill: batch × prompt length / median step time.
+    pub tok_per_s_per_device: Option<Finite>,
+    /// The segment of the samples file (the process) that measured the cell: its telemetry
+    /// windows' times count from that segment's start. `None` for a cell whose worker died.
+    #[serde(default)]
+    pub segment: Option<u32>,
+    /// The step's work and the cell's figures against the device's measured ceilings; set when
+    /// the run is assembled.
+    #[serde(default)]
+    pub roofline: Option<crate::roofline::CellRoofline>,
+}
+
+impl CellRecord {
+    /// The median step time the figures use: the full-depth estimate for a layer subset, else
+    /// the measured one; `None` for a failed cell.
+    pub fn median_s(&self) -> Option<f64> {
+        match (&self.full_depth, &self.step_time) {
+            (Some(full), _) => Some(full.median_s.get()),
+            (None, Some(step)) => Some(step.median_s.get()),
+            (None, None) => None,
+        }
+    }
+
+    /// Mean power over the timed steps from the first source that measured it (the device's
+    /// own before the host's).
+    pub fn power_mean_w(&self) -> Option<f64> {
+        self.telemetry.iter().find_map(|w| w.power_mean_w).map(Finite::get)
+    }
+}
+
+/// A full-depth step time extrapolated from a layer subset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FullDepth {
+    /// Layers measured, and layers the model has.
+    pub measured_layers: u32,
+    pub model_layers: u32,
+    /// Step time of the same cell with no layers: embedding, final norm, lm head, sampling.
+    pub head_only: StepTimeSummary,
+    /// Estimated full-depth step time statistics.
+    pub median_s: Finite,
+    pub p90_s: Finite,
+    pub p99_s: Finite,
+    pub min_s: Finite,
+    pub max_s: Finite,
+    /// How the estimate was made, in words.
+    pub method: String,
+}
+
+impl CellRecord {
+    /// A cell whose measurement failed: out of memory or an error, as the message says.
+    pub fn failed(shape: CellShape, message: String) -> CellRecord {
+        CellRecord {
+            shape,
+            status: CellStatus::from_failure(message),
+            step_time: None,
+            measured_s: None,
+            ctx_end: None,
+            full_depth: None,
+            telemetry: Vec::new(),
+            joules_per_token: None,
+            tok_per_s_per_user: None,
+            tok_per_s_per_device: None,
+            segment: None,
+            roofline: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_serialise_flat_with_step_and_status() {
+        let cell = CellRecord::failed(CellShape::Prefill { batch: 1, prompt_len: 4 }, "oom".into());
+        let json = serde_json::to_value(&cell).unwrap();
+        assert_eq!(json["step"], "prefill");
+        assert_eq!(json["status"], "error");
+        assert_eq!(json["message"], "oom");
+        let back: CellRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, cell);
+    }
+}
