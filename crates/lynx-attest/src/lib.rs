@@ -1,7 +1,7 @@
 //! Signed results: ECDSA P-256 signing keys (`keys`), DSSE envelopes holding an in-toto
-//! Statement v1 whose predicate is a lynx result (`envelope`), their verification, which results
+//! Statement v1 whose predicate is a lynx result (`envelope`), their verification, and which results
 //! to believe (`trust`: finding envelopes, verifying each against the key it names, a verdict
-//! saying why one is not believed), and gathering verified results into one folder (`collect`).
+//! saying why one is not believed).
 //!
 //! Verification is the only way a published figure is believed: it checks, in order, that the
 //! envelope parses, its payload decodes, its signature is by the pinned key over DSSE's
@@ -9,7 +9,6 @@
 //! names has the digest it states, and its predicate is a result of the schema. The first step
 //! that fails is named.
 
-pub mod collect;
 pub mod envelope;
 pub mod keys;
 pub mod trust;

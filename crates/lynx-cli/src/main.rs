@@ -6,10 +6,8 @@
 
 mod args;
 mod commands;
-mod fleet;
 mod output;
 mod progress;
-mod supervisor;
 
 use clap::Parser;
 use lynx_runner::{libtorch, RunError};

@@ -88,7 +88,8 @@ impl RunDir {
 /// Read and parse a JSON file the run wrote; a file that does not parse is corrupt input.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, RunError> {
     let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: path.to_path_buf(), source })?;
-    serde_json::from_slice(&bytes).map_err(|e| RunError::Config(format!("{what} {}: corrupt ({e})", path.display())))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| RunError::Corrupt { path: path.to_path_buf(), detail: format!("{what}: {e}") })
 }
 
 /// The journal, open for appending and locked for this process.
@@ -102,25 +103,26 @@ impl Journal {
     /// cut short by a kill is cut off (it was never acknowledged); a damaged line before it is a
     /// corrupt journal.
     pub fn open(path: &Path) -> Result<(Journal, Vec<CellRecord>), RunError> {
+        Journal::open_waiting(path, LOCK_WAIT)
+    }
+
+    /// [`Journal::open`], waiting at most `wait` for the lock before saying another process holds
+    /// it.
+    fn open_waiting(path: &Path, wait: Duration) -> Result<(Journal, Vec<CellRecord>), RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io)?;
         // The journal's own name must survive a crash too.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
         }
-        let deadline = Instant::now() + LOCK_WAIT;
+        let deadline = Instant::now() + wait;
         loop {
             match file.try_lock() {
                 Ok(()) => break,
                 Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(RunError::Config(format!(
-                        "{}: another lynx process is working on this run",
-                        path.display()
-                    )));
-                }
+                Err(std::fs::TryLockError::WouldBlock) => return Err(RunError::Locked(path.to_path_buf())),
                 Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
             }
         }
@@ -132,8 +134,9 @@ impl Journal {
             if line.is_empty() {
                 continue;
             }
-            let cell = serde_json::from_slice(line).map_err(|e| {
-                RunError::Config(format!("journal {} line {}: corrupt ({e})", path.display(), number + 1))
+            let cell = serde_json::from_slice(line).map_err(|e| RunError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("journal line {}: {e}", number + 1),
             })?;
             cells.push(cell);
         }
@@ -193,7 +196,8 @@ mod tests {
         let path = dir.path().join("r.journal.jsonl");
         std::fs::write(&path, b"{not json}\n").unwrap();
         let error = Journal::open(&path).err().unwrap();
-        assert!(error.is_bad_input() && error.to_string().contains("line 1: corrupt"), "{error}");
+        assert!(matches!(error, RunError::Corrupt { .. }), "{error}");
+        assert!(error.is_bad_input() && error.to_string().contains("corrupt (journal line 1: "), "{error}");
 
         let path = dir.path().join("s.journal.jsonl");
         let (first, _) = Journal::open(&path).unwrap();
@@ -205,5 +209,10 @@ mod tests {
         assert!(!opener.is_finished(), "the second opener must wait while the first holds the lock");
         drop(first);
         assert_eq!(opener.join().unwrap().unwrap(), 0);
+
+        // A lock held past the wait is its own error, naming the journal.
+        let (_held, _) = Journal::open(&path).unwrap();
+        let error = Journal::open_waiting(&path, Duration::from_millis(100)).err().unwrap();
+        assert!(matches!(&error, RunError::Locked(p) if *p == path) && !error.is_bad_input(), "{error}");
     }
 }

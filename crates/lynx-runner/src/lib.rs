@@ -7,14 +7,17 @@
 //! (allocation, kernel selection) is not charged to it. It reports progress through [`Observer`]
 //! and never prints.
 
+pub mod collect;
 pub mod devices;
 mod harness;
 pub mod journal;
 pub mod libtorch;
+pub mod node;
 pub mod parity;
 mod run;
 mod store;
 pub mod suite;
+pub mod supervisor;
 mod telemetry;
 
 pub use devices::Device;
@@ -52,11 +55,22 @@ pub enum RunError {
     /// A run that stopped before it measured anything.
     #[error("{0}")]
     Incomplete(String),
+    /// Another process holds the run's journal (it is working on the run).
+    #[error("{0}: another lynx process is working on this run")]
+    Locked(PathBuf),
+    /// A file of the run folder that does not read as what lynx wrote there.
+    #[error("{path}: corrupt ({detail})")]
+    Corrupt { path: PathBuf, detail: String },
 }
 
 impl RunError {
-    /// Whether the error is in what the user gave (exit code 2), not in the run itself.
+    /// Whether the error is in what the user gave (exit code 2), not in the run itself. A run
+    /// folder whose files are corrupt is bad input (a damaged file was given); one that another
+    /// process holds is not (the folder is fine, and busy).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, RunError::Config(_) | RunError::UnknownDevice(_) | RunError::Weights(_))
+        matches!(
+            self,
+            RunError::Config(_) | RunError::UnknownDevice(_) | RunError::Weights(_) | RunError::Corrupt { .. }
+        )
     }
 }

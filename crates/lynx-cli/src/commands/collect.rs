@@ -2,14 +2,14 @@
 
 use crate::args::TrustArgs;
 use crate::BadInput;
-use lynx_attest::collect::Outcome;
 use lynx_report::escape::terminal_text;
+use lynx_runner::collect::Outcome;
 use std::path::{Path, PathBuf};
 
 pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result<()> {
     let trusted = super::trusted_keys(trust)?;
     std::fs::create_dir_all(into).map_err(|e| BadInput(format!("--into {}: {e}", into.display())))?;
-    let outcomes = lynx_attest::collect::collect(sources, into, &trusted)?;
+    let outcomes = lynx_runner::collect::collect(sources, into, &trusted)?;
     let mut refused = 0;
     for (envelope, outcome) in &outcomes {
         let shown = terminal_text(&envelope.display().to_string(), 300);

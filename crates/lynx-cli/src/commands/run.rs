@@ -2,14 +2,16 @@
 //! `--devices`); and what `lynx reproduce` shares with it: supervising a run to its signed end.
 
 use crate::args::{NodeArgs, RunArgs};
-use crate::{fleet, output, supervisor, BadInput, Exit};
+use crate::{output, BadInput, Exit};
 use anyhow::Context;
+use lynx_runner::supervisor;
 use lynx_runner::{devices, suite, Plan};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::device::DeviceName;
 use lynx_schema::value::Reported;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let price = super::price_inputs(args.price_per_hour, args.utilisation)?;
@@ -61,8 +63,22 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
         }
         node.devices.iter().map(DeviceName::to_string).collect()
     };
-    let plan = fleet::NodePlan { devices: names, run_args: device_run_args(), out, one_at_a_time: node.one_at_a_time };
-    let (summary, path) = fleet::run_node(&plan)?;
+    let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
+    let exe = std::env::current_exe()?;
+    let run_args = device_run_args();
+    let mut spawn = |device: &str, report: &Path, log: std::fs::File| {
+        Command::new(&exe)
+            .arg("run")
+            .args(["--device", device])
+            .args(&run_args)
+            .arg("--report-run-dir")
+            .arg(report)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+    };
+    let (summary, path) = lynx_runner::node::run_node(&plan, &mut spawn, &mut |line| eprintln!("lynx: {line}"))?;
     print!("{}", output::node_summary(&summary));
     println!("node summary: {}", path.display());
     if summary.runs.iter().all(|r| r.exit == "exit 0") {
@@ -100,7 +116,13 @@ pub fn execute(
     price: PriceInputs,
 ) -> anyhow::Result<lynx_runner::Outcome> {
     supervisor::catch_stop_signals();
-    let supervised = supervisor::supervise(run)?;
+    let exe = std::env::current_exe()?;
+    let mut worker = || {
+        let mut command = Command::new(&exe);
+        command.arg("worker").arg(&run.dir);
+        command
+    };
+    let supervised = supervisor::supervise(run, &mut worker, &mut |line| eprintln!("lynx: {line}"))?;
     if let supervisor::Supervised::BadInput = supervised {
         // The worker said why. A new run it refused before measuring leaves no folder.
         let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);

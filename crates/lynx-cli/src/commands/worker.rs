@@ -1,7 +1,8 @@
 //! `lynx worker RUN_DIR` (hidden): the device work of a `lynx run`, under its supervisor.
 
 use crate::progress::Progress;
-use crate::{supervisor, Exit};
+use crate::Exit;
+use lynx_runner::supervisor;
 use std::path::Path;
 
 pub fn run(run_dir: &Path) -> anyhow::Result<()> {

@@ -4,10 +4,13 @@
 //! byte-identical copies are skipped, differing ones refused. The folder's `index.json` lists
 //! every verified result in it.
 
-use crate::trust::{find_envelopes, verify_trusted};
+use crate::store::{commit, with_suffix, write_json_atomic};
+use crate::RunError;
+use lynx_attest::trust::{find_envelopes, verify_trusted};
+use lynx_attest::Verified;
+use lynx_attest::VerifyingKey;
 use lynx_schema::device::slug;
 use lynx_schema::fleet::{CollectIndex, Collected};
-use p256::ecdsa::VerifyingKey;
 use std::path::{Path, PathBuf};
 
 /// What happened to one envelope.
@@ -20,17 +23,23 @@ pub enum Outcome {
     Refused(String),
 }
 
-fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    let temporary = PathBuf::from(format!("{}.tmp", to.display()));
-    std::fs::copy(from, &temporary)?;
-    std::fs::File::open(&temporary)?.sync_all()?;
-    std::fs::rename(&temporary, to)
+/// Copy `from` to `to` durably: beside it first, then committed as every file lynx writes is.
+fn copy(from: &Path, to: &Path) -> Result<(), RunError> {
+    let temporary = with_suffix(to, ".tmp");
+    std::fs::copy(from, &temporary).map_err(|source| RunError::Io { path: to.to_path_buf(), source })?;
+    commit(&temporary, to)
+}
+
+/// An I/O error on `path`.
+fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io { path: path.to_path_buf(), source }
 }
 
 /// Collect the envelopes under `sources` into `into`, trusting `keys`; then rewrite its index.
-pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> std::io::Result<Vec<(PathBuf, Outcome)>> {
+pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Result<Vec<(PathBuf, Outcome)>, RunError> {
     let mut outcomes = Vec::new();
-    for envelope in find_envelopes(sources)? {
+    let found = find_envelopes(sources).map_err(|e| RunError::Io { path: into.to_path_buf(), source: e.into() })?;
+    for envelope in found {
         if envelope.starts_with(into) {
             continue;
         }
@@ -56,14 +65,15 @@ fn folder_name(text: &str) -> String {
 }
 
 /// Copy a verified envelope (with its samples and result) into `into`, unless its run is there.
-fn place(envelope: &Path, verified: &crate::Verified, into: &Path) -> std::io::Result<Outcome> {
+fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, RunError> {
     let result = &verified.result;
     let device = result.device.name.known().cloned().unwrap_or_else(|| result.device.device.to_string());
     let run_id = folder_name(&result.run_id);
     let dir = into.join(folder_name(&device)).join(&run_id);
     let target = dir.join(format!("{run_id}.intoto.json"));
     if target.exists() {
-        return Ok(if std::fs::read(&target)? == std::fs::read(envelope)? {
+        let same = std::fs::read(&target).map_err(io(&target))? == std::fs::read(envelope).map_err(io(envelope))?;
+        return Ok(if same {
             Outcome::Duplicate(target)
         } else {
             Outcome::Refused(format!(
@@ -73,7 +83,7 @@ fn place(envelope: &Path, verified: &crate::Verified, into: &Path) -> std::io::R
             ))
         });
     }
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let samples = envelope.with_file_name(&verified.samples_file);
     copy(&samples, &dir.join(&verified.samples_file))?;
     let result_json = PathBuf::from(envelope.to_string_lossy().replace(".intoto.json", ".json"));
@@ -86,9 +96,11 @@ fn place(envelope: &Path, verified: &crate::Verified, into: &Path) -> std::io::R
 }
 
 /// Rewrite `into/index.json` from the verified envelopes in `into`.
-pub fn write_index(into: &Path, keys: &[VerifyingKey]) -> std::io::Result<()> {
+pub fn write_index(into: &Path, keys: &[VerifyingKey]) -> Result<(), RunError> {
     let mut results = Vec::new();
-    for envelope in find_envelopes(&[into.to_path_buf()])? {
+    let found = find_envelopes(&[into.to_path_buf()])
+        .map_err(|e| RunError::Io { path: into.to_path_buf(), source: e.into() })?;
+    for envelope in found {
         if let Ok(verified) = verify_trusted(&envelope, keys) {
             let r = &verified.result;
             results.push(Collected {
@@ -105,9 +117,5 @@ pub fn write_index(into: &Path, keys: &[VerifyingKey]) -> std::io::Result<()> {
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let index = CollectIndex { updated_at: lynx_schema::time::rfc3339_utc(now), results };
-    let path = into.join("index.json");
-    let temporary = into.join("index.json.tmp");
-    std::fs::write(&temporary, serde_json::to_vec_pretty(&index).map_err(std::io::Error::other)?)?;
-    std::fs::File::open(&temporary)?.sync_all()?;
-    std::fs::rename(&temporary, path)
+    write_json_atomic(&into.join("index.json"), &index)
 }

@@ -1,5 +1,6 @@
-//! `lynx run` as two processes: the supervisor, which owns the run folder's fate and signs the
-//! result, and a worker (`lynx worker RUN_DIR`), which does all device work. A worker that dies
+//! A run as two processes: the supervisor, which owns the run folder's fate and signs the
+//! result, and a worker (`lynx worker RUN_DIR` in the binary; the supervisor is given how to start one,
+//! so its logic is tested here with stand-in workers), which does all device work. A worker that dies
 //! (a sticky CUDA error that aborts, a segfault in a kernel, the OOM killer) takes nothing with
 //! it: its finished cells are in the journal, the cell it died in is journaled as failed, and
 //! the supervisor starts a fresh worker for the rest.
@@ -10,7 +11,8 @@
 //! kernel to kill it when the supervisor dies (PR_SET_PDEATHSIG), so a killed `lynx run` leaves
 //! no worker behind.
 
-use lynx_runner::RunDir;
+use crate::journal::RunDir;
+use crate::RunError;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
@@ -21,7 +23,7 @@ use std::time::Duration;
 /// The worker's exit code when a signal stopped it cleanly.
 pub const EXIT_STOPPED: u8 = 3;
 /// The environment variable that tells a worker its supervisor's pid.
-const SUPERVISOR_PID: &str = "LYNX_SUPERVISOR_PID";
+pub const SUPERVISOR_PID: &str = "LYNX_SUPERVISOR_PID";
 /// Worker deaths in a row with no cell journaled after which the supervisor gives up.
 const MAX_FRUITLESS_DEATHS: u32 = 2;
 
@@ -100,20 +102,22 @@ fn death(status: ExitStatus) -> (String, bool) {
     }
 }
 
-/// Run workers on `run` until its sweep is done, a signal stops it, or workers keep dying.
-pub fn supervise(run: &RunDir) -> anyhow::Result<Supervised> {
-    let exe = std::env::current_exe()?;
+/// Run workers on `run` until its sweep is done, a signal stops it, or workers keep dying. Each
+/// worker is the process `worker` makes (`lynx worker RUN_DIR` in the binary), told this
+/// process's pid; `say` hears what happened to a worker that died.
+pub fn supervise(
+    run: &RunDir,
+    worker: &mut dyn FnMut() -> Command,
+    say: &mut dyn FnMut(String),
+) -> Result<Supervised, RunError> {
+    let io = |source| RunError::Io { path: run.dir.clone(), source };
     let mut fruitless = 0;
     loop {
         let before = journaled(run);
-        let mut child = Command::new(&exe)
-            .arg("worker")
-            .arg(&run.dir)
-            .env(SUPERVISOR_PID, std::process::id().to_string())
-            .spawn()?;
+        let mut child = worker().env(SUPERVISOR_PID, std::process::id().to_string()).spawn().map_err(io)?;
         let mut forwarded = false;
         let status = loop {
-            if let Some(status) = child.try_wait()? {
+            if let Some(status) = child.try_wait().map_err(io)? {
                 break status;
             }
             if !forwarded && stop_signal().is_some() {
@@ -132,14 +136,14 @@ pub fn supervise(run: &RunDir) -> anyhow::Result<Supervised> {
             _ => {}
         }
         let (how, sigkill) = death(status);
-        let cell = lynx_runner::record_worker_death(run, &how, sigkill)?;
+        let cell = crate::run::record_worker_death(run, &how, sigkill)?;
         if let Some(signal) = stop_signal() {
             return Ok(Supervised::Stopped(signal));
         }
-        match &cell {
-            Some(shape) => eprintln!("lynx: the worker {how} during {shape}; that cell is recorded as failed"),
-            None => eprintln!("lynx: the worker {how} outside any cell"),
-        }
+        say(match &cell {
+            Some(shape) => format!("the worker {how} during {shape}; that cell is recorded as failed"),
+            None => format!("the worker {how} outside any cell"),
+        });
         if cell.is_some() || journaled(run) > before {
             fruitless = 0;
         } else {
@@ -150,6 +154,59 @@ pub fn supervise(run: &RunDir) -> anyhow::Result<Supervised> {
                 )));
             }
         }
-        eprintln!("lynx: starting a new worker for the cells left");
+        say("starting a new worker for the cells left".to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Journal;
+    use lynx_schema::result::{CellShape, CellStatus};
+
+    fn shell(script: &'static str) -> impl FnMut() -> Command {
+        move || {
+            let mut command = Command::new("sh");
+            command.args(["-c", script]);
+            command
+        }
+    }
+
+    fn run_dir() -> (tempfile::TempDir, RunDir) {
+        let out = tempfile::tempdir().unwrap();
+        let run = RunDir::new(out.path(), "cpu", "r");
+        std::fs::create_dir_all(&run.dir).unwrap();
+        (out, run)
+    }
+
+    #[test]
+    fn a_worker_that_finishes_or_refuses_its_input_ends_supervision() {
+        let (_out, run) = run_dir();
+        let mut said = Vec::new();
+        let done = supervise(&run, &mut shell("exit 0"), &mut |line| said.push(line)).unwrap();
+        assert!(matches!(done, Supervised::Done));
+        let refused = supervise(&run, &mut shell("exit 2"), &mut |line| said.push(line)).unwrap();
+        assert!(matches!(refused, Supervised::BadInput));
+        assert!(said.is_empty(), "{said:?}");
+    }
+
+    /// A worker killed in a cell has that cell journaled as out of memory (SIGKILL is the OOM
+    /// killer's signal) and a new worker started; workers that keep dying with no progress end
+    /// supervision.
+    #[test]
+    fn killed_workers_lose_only_their_cell_and_fruitless_deaths_give_up() {
+        let (_out, run) = run_dir();
+        let shape = CellShape::Decode { batch: 4, ctx: 128 };
+        crate::store::write_json_atomic(&run.current_path(), &shape).unwrap();
+        let mut said = Vec::new();
+        let end = supervise(&run, &mut shell("kill -9 $$"), &mut |line| said.push(line)).unwrap();
+        let Supervised::GaveUp(why) = end else { panic!("supervision did not give up") };
+        assert!(why.contains("SIGKILL") && why.contains("2 times in a row"), "{why}");
+        let (_, cells) = Journal::open(&run.journal_path()).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(cells[0].shape, shape);
+        assert!(matches!(cells[0].status, CellStatus::Oom { .. }), "{:?}", cells[0].status);
+        assert!(said[0].contains(&format!("during {shape}")), "{said:?}");
+        assert!(!run.current_path().exists(), "the cell marker outlived the death it recorded");
     }
 }

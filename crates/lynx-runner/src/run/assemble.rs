@@ -1,0 +1,79 @@
+//! A run's result assembled from its journal, and the cell of a worker that died journaled as
+//! failed.
+
+use super::{remove, unix_now_s, Outcome};
+use crate::journal::{read_json, Journal, RunDir};
+use crate::store::write_json_atomic;
+use crate::RunError;
+use lynx_analysis::checks::measurement_checks;
+use lynx_analysis::derived::derive;
+use lynx_analysis::latency::bounds_for;
+use lynx_analysis::roofline::{cell_roofline, roofline_check};
+use lynx_analysis::sweep;
+use lynx_schema::derived::PriceInputs;
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, RunResult, RunStatus, WarmupRecord};
+use lynx_schema::time::rfc3339_utc;
+
+/// A worker died (`how`) while working on `run`: the cell it was measuring, if any, is journaled
+/// as failed with that reason, so the sweep moves past it. A worker killed by SIGKILL in a cell
+/// is taken as out of memory (the kernel's OOM killer sends SIGKILL), which ends its ladder.
+pub fn record_worker_death(run: &RunDir, how: &str, sigkill: bool) -> Result<Option<CellShape>, RunError> {
+    let Some(shape) = run.current_cell()? else { return Ok(None) };
+    let (mut journal, cells) = Journal::open(&run.journal_path())?;
+    if cells.iter().any(|c| c.shape == shape) {
+        // It died after journaling the cell, before clearing the marker: between cells.
+        remove(&run.current_path())?;
+        return Ok(None);
+    }
+    let message = format!("the worker process died during this cell: {how}");
+    let mut cell = CellRecord::failed(shape, message.clone());
+    if sigkill {
+        cell.status = CellStatus::Oom {
+            message: format!("{message} (the kernel's out-of-memory killer sends SIGKILL when host memory runs out)"),
+        };
+    }
+    journal.append(&cell)?;
+    remove(&run.current_path())?;
+    Ok(Some(shape))
+}
+
+/// Assemble the run's result from its journal: every journaled cell, the checks, the derived
+/// figures at `price`, and the status (complete when the sweep has no cell left, else partial).
+pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
+    let path = run.result_path();
+    if !path.exists() {
+        return Err(RunError::Incomplete(format!(
+            "the run in {} stopped before its first result was written (parity or set-up); nothing was measured",
+            run.dir.display()
+        )));
+    }
+    let mut result: RunResult = read_json(&path, "result")?;
+    let (_, cells) = Journal::open(&run.journal_path())?;
+    let bounds = bounds_for(&result.config.suite.bounds, &result.config.model);
+    let plan = sweep::plan(&result.config.suite, &bounds, &cells);
+    result.status = if plan.next.is_none() { RunStatus::Complete } else { RunStatus::Partial };
+    result.cells = cells;
+    result.checks.retain(|c| c.name == "parity");
+    let warmups: Vec<&WarmupRecord> = result.warmup.iter().chain(&result.resumed_warmups).collect();
+    let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
+    let checks = measurement_checks(&warmups, &result.cells, device_source);
+    result.checks.extend(checks);
+    if let Some(ceilings) = &result.roofline {
+        for cell in &mut result.cells {
+            // A layer subset's figures are full-depth estimates: its work is the full depth's.
+            let mut shape = result.config.device_shape().clone();
+            if cell.full_depth.is_some() {
+                shape.num_layers = result.config.model.num_layers;
+                if let (Some(moe), Some(full)) = (&mut shape.moe, &result.config.model.moe) {
+                    moe.first_dense_layers = full.first_dense_layers;
+                }
+            }
+            cell.roofline = cell_roofline(&shape, result.config.suite.precision, cell, ceilings);
+        }
+        result.checks.extend(roofline_check(&result.cells, ceilings));
+    }
+    result.derived = Some(derive(&result.config, &result.cells, price, plan.lines));
+    result.updated_at = rfc3339_utc(unix_now_s());
+    write_json_atomic(&path, &result)?;
+    Ok(Outcome { result, path })
+}

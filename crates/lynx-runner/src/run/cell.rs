@@ -1,0 +1,163 @@
+//! One cell measured: an untimed step, then timed steps until the suite's limits, summarised
+//! into the cell's record with its telemetry.
+
+use super::warmup::{decode_step, to_host};
+use crate::telemetry::RunTelemetry;
+use lynx_models::{KvCache, Model, ModelError};
+use lynx_schema::config::MeasureConfig;
+use lynx_schema::result::{CellRecord, CellShape};
+use lynx_schema::stats::StepTimeSummary;
+use lynx_schema::value::Finite;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// The model with no layers, for extrapolating a layer subset to full depth.
+pub(super) struct HeadOnly {
+    pub model: Model,
+    pub measured_layers: u32,
+    pub model_layers: u32,
+}
+
+/// Why a cell has no record.
+enum CellFailure {
+    /// A step failed: the cell is recorded as failed with this message.
+    Failed(String),
+    /// The stop flag was raised: the cell is left to be measured again.
+    Stopped,
+}
+
+impl From<String> for CellFailure {
+    fn from(message: String) -> Self {
+        CellFailure::Failed(message)
+    }
+}
+
+/// A libtorch error message without the C++ backtrace libtorch appends to it.
+fn without_backtrace(message: &str) -> String {
+    let end = message.find("\nException raised from").or_else(|| message.find("\nframe #")).unwrap_or(message.len());
+    message[..end].trim_end().to_owned()
+}
+
+/// Measure one cell; a failure of any step fails the cell with its message (out of memory or an
+/// error). The cell's telemetry covers its own timed steps (not the head-only model's). `None`
+/// when `stop` was raised before the cell finished.
+pub(super) fn measure_cell(
+    model: &Model,
+    head_only: Option<&HeadOnly>,
+    shape: CellShape,
+    limits: &MeasureConfig,
+    telemetry: &RunTelemetry,
+    stop: &AtomicBool,
+) -> Option<CellRecord> {
+    let clock = || telemetry.now_s();
+    let run = |model: &Model| -> Result<(StepTimeSummary, Measured), CellFailure> {
+        let measured = match shape {
+            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits, &clock, stop),
+            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits, &clock, stop),
+        }
+        .map_err(|e| without_backtrace(&e.to_string()))?
+        .ok_or(CellFailure::Stopped)?;
+        Ok((lynx_analysis::stats::summarise(&measured.step_s).map_err(|e| e.to_string())?, measured))
+    };
+    let summarised = run(model).and_then(|(summary, measured)| {
+        let full_depth = match head_only {
+            Some(head) => {
+                let (head_summary, _) = run(&head.model).map_err(|e| match e {
+                    CellFailure::Failed(message) => CellFailure::Failed(format!("head-only model: {message}")),
+                    stopped => stopped,
+                })?;
+                Some(lynx_analysis::cell::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
+            }
+            None => None,
+        };
+        let steps = summary.n as u64;
+        let measured_s = Finite::new(measured.measured_s, "measured time").map_err(|e| e.to_string())?;
+        let mut cell = lynx_analysis::cell::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
+            .map_err(|e| e.to_string())?;
+        cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
+        let tokens = steps * shape.tokens_per_step();
+        cell.joules_per_token = cell
+            .telemetry
+            .iter()
+            .find_map(|w| w.energy.as_ref())
+            .and_then(|energy| Finite::new(energy.joules.get() / tokens as f64, "joules per token").ok());
+        Ok(cell)
+    });
+    match summarised {
+        Ok(cell) => Some(cell),
+        Err(CellFailure::Failed(message)) => Some(CellRecord::failed(shape, message)),
+        Err(CellFailure::Stopped) => None,
+    }
+}
+
+/// A model's timed steps of one cell.
+struct Measured {
+    step_s: Vec<f64>,
+    /// Wall time of the timed steps.
+    measured_s: f64,
+    /// Decode: the context at the last step.
+    ctx_end: Option<u32>,
+    /// The timed steps' span on the run's telemetry clock.
+    window_s: (f64, f64),
+}
+
+fn measure_prefill(
+    model: &Model,
+    batch: u32,
+    prompt_len: u32,
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+    stop: &AtomicBool,
+) -> Result<Option<Measured>, ModelError> {
+    let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
+    let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
+    let mut step = || to_host(&model.prefill(&prompts, &mut cache)?);
+    step()?;
+    timed_steps(limits, clock, stop, step)
+}
+
+fn measure_decode(
+    model: &Model,
+    batch: u32,
+    ctx: u32,
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+    stop: &AtomicBool,
+) -> Result<Option<Measured>, ModelError> {
+    let ctx = i64::from(ctx);
+    let mut cache = KvCache::new(model, i64::from(batch), ctx + i64::from(limits.max_steps))?;
+    cache.fill_random(ctx)?;
+    let mut tokens = model.random_tokens(i64::from(batch), 1)?;
+    tokens = decode_step(model, &tokens, &mut cache)?;
+    cache.truncate(ctx);
+    let measured = timed_steps(limits, clock, stop, || {
+        tokens = decode_step(model, &tokens, &mut cache)?;
+        Ok(())
+    })?;
+    Ok(measured.map(|m| Measured { ctx_end: Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX)), ..m }))
+}
+
+/// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times; `None`
+/// when `stop` is raised first (checked between steps, so a step in flight finishes).
+fn timed_steps(
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+    stop: &AtomicBool,
+    mut step: impl FnMut() -> Result<(), ModelError>,
+) -> Result<Option<Measured>, ModelError> {
+    let mut step_s = Vec::new();
+    let window_start = clock();
+    let start = Instant::now();
+    while step_s.len() < limits.max_steps as usize
+        && (step_s.len() < limits.min_steps as usize || start.elapsed().as_secs_f64() < limits.min_s)
+    {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let step_start = Instant::now();
+        step()?;
+        step_s.push(step_start.elapsed().as_secs_f64());
+    }
+    let measured_s = start.elapsed().as_secs_f64();
+    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s: (window_start, clock()) }))
+}

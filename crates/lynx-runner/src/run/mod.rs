@@ -1,0 +1,111 @@
+//! One run: its folder and plan (`start`), a worker's turn on it (`work`: parity, warm-up
+//! (`warmup`), then every cell the sweep still lacks (`cell`), each journaled before the next),
+//! and its assembly into a result (`assemble`).
+
+mod assemble;
+mod cell;
+mod start;
+mod warmup;
+mod work;
+
+pub use assemble::{assemble, record_worker_death};
+pub use start::{start, start_reproduction};
+pub use work::work;
+
+use crate::devices::Device;
+use crate::RunError;
+use lynx_models::ModelError;
+use lynx_schema::config::{ModelShape, Suite};
+use lynx_schema::equilibrium::WindowStats;
+use lynx_schema::result::{CellRecord, CellShape, Check, RunResult, WarmupRecord};
+use lynx_schema::roofline::RooflineRecord;
+use lynx_schema::telemetry::Sample;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What to run.
+pub struct Plan {
+    pub suite: Suite,
+    pub model: ModelShape,
+    pub device: Device,
+    /// Runs go to `<results_dir>/<device slug>/<run id>/`.
+    pub results_dir: PathBuf,
+    /// A Hugging Face safetensors checkpoint to read the weights from; drawn from the suite's
+    /// seed when `None`.
+    pub weights: Option<PathBuf>,
+}
+
+/// Hears how a run goes; the CLI prints from it.
+pub trait Observer {
+    /// The result file exists and will be kept current.
+    fn started(&mut self, _result_path: &std::path::Path, _result: &RunResult) {}
+    /// Warm-up is `elapsed_s` seconds in: the detector's last window so far, whether it meets the
+    /// criteria (equilibrium then waits only for `min_s`), and the device's latest sample.
+    fn warming(&mut self, _progress: &WarmupProgress) {}
+    fn warmed(&mut self, _warmup: &WarmupRecord) {}
+    fn checked(&mut self, _check: &Check) {}
+    /// Cell `index` (from 1) of at most `total` is starting (a ladder may stop early).
+    fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
+    fn cell_done(&mut self, _cell: &CellRecord) {}
+    /// The roofline probes ran (burst before warm-up, sustained after).
+    fn probed(&mut self, _roofline: &RooflineRecord) {}
+}
+
+/// Where warm-up stands, for the observer.
+pub struct WarmupProgress<'a> {
+    pub elapsed_s: f64,
+    pub max_s: f64,
+    pub window: Option<&'a WindowStats>,
+    /// Whether the window meets every criterion.
+    pub holds: bool,
+    /// The device's latest telemetry sample.
+    pub latest: Option<&'a Sample>,
+}
+
+/// A run assembled into its result.
+pub struct Outcome {
+    pub result: RunResult,
+    pub path: PathBuf,
+}
+
+/// How a worker's turn on a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkEnd {
+    /// The sweep has no cell left to run.
+    Done,
+    /// The stop flag was raised: the current step finished, the cell it belonged to was left
+    /// out (it is measured again on resume), and the files are consistent.
+    Stopped,
+}
+
+/// A model that could not be built: bad input when the checkpoint cannot serve it.
+pub(crate) fn model_error(context: &str, error: ModelError) -> RunError {
+    match error {
+        ModelError::Weights(message) => RunError::Weights(format!("weights: {message}")),
+        source => RunError::Model { context: context.to_owned(), source },
+    }
+}
+
+/// The number of the next segment of the samples file at `path`: one more than the segments it
+/// holds (a process killed before its sampler started adds none).
+fn next_segment(path: &Path) -> Result<u32, RunError> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(1),
+        Err(source) => return Err(RunError::Io { path: path.to_path_buf(), source }),
+    };
+    let segments = text.split(|&b| b == b'\n').filter(|line| line.starts_with(br#"{"kind":"segment""#)).count();
+    Ok(segments as u32 + 1)
+}
+
+/// Remove `path` if it is there.
+fn remove(path: &Path) -> Result<(), RunError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RunError::Io { path: path.to_path_buf(), source: e }),
+        _ => Ok(()),
+    }
+}
+
+fn unix_now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

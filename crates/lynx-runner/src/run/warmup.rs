@@ -1,0 +1,128 @@
+//! Warm-up: the heaviest decode step in a loop until the device reaches equilibrium or the
+//! detector gives up.
+
+use super::{Observer, WarmupProgress};
+use crate::telemetry::RunTelemetry;
+use crate::RunError;
+use lynx_analysis::equilibrium::{Detector, Verdict};
+use lynx_analysis::stats::StatsError;
+use lynx_models::{KvCache, Model, ModelError};
+use lynx_schema::config::Suite;
+use lynx_schema::result::{CellStatus, WarmupRecord};
+use lynx_schema::telemetry::Sample;
+use lynx_schema::value::Finite;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// The largest batch warm-up decodes at.
+const WARMUP_MAX_BATCH: u32 = 64;
+/// Decode steps the warm-up runs before returning its KV cache to the starting context.
+const WARMUP_CACHE_ROOM: i64 = 64;
+/// How often warm-up consults the equilibrium detector and reports progress.
+const WARMUP_CHECK_S: f64 = 0.5;
+
+/// The warm-up decode state at `batch` and `ctx`, with its first step run.
+fn warmup_state(model: &Model, batch: u32, ctx: u32) -> Result<(KvCache, tch::Tensor), ModelError> {
+    let mut cache = KvCache::new(model, i64::from(batch), i64::from(ctx) + WARMUP_CACHE_ROOM)?;
+    cache.fill_random(i64::from(ctx))?;
+    let tokens = model.random_tokens(i64::from(batch), 1)?;
+    let tokens = decode_step(model, &tokens, &mut cache)?;
+    Ok((cache, tokens))
+}
+
+/// Loop the decode step at the suite's largest decode batch (at most [`WARMUP_MAX_BATCH`]) and
+/// context, the heaviest decode step, until the detector, fed the step times and the device's
+/// telemetry, sees equilibrium or gives up. A batch that does not fit is halved until one does.
+/// `None` when `stop` was raised.
+pub(super) fn warm_up(
+    model: &Model,
+    suite: &Suite,
+    observer: &mut dyn Observer,
+    telemetry: &RunTelemetry,
+    stop: &AtomicBool,
+) -> Result<Option<WarmupRecord>, RunError> {
+    let mut batch = suite.decode.ladder().batches().into_iter().max().unwrap_or(1).min(WARMUP_MAX_BATCH);
+    let ctx = suite.decode.ctxs.iter().copied().max().unwrap_or(1);
+    let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
+    let (mut cache, mut tokens) = loop {
+        match warmup_state(model, batch, ctx) {
+            Ok(state) => break state,
+            Err(error)
+                if batch > 1 && matches!(CellStatus::from_failure(error.to_string()), CellStatus::Oom { .. }) =>
+            {
+                batch /= 2;
+            }
+            Err(error) => return Err(model_error(error)),
+        }
+    };
+    let config = &suite.warmup;
+    let start_s = telemetry.now_s();
+    let mut detector = Detector::new(config.clone(), start_s);
+    let mut samples_seen = 0;
+    let mut latest: Option<Sample> = None;
+    let mut steps = 0u64;
+    let mut next_check_s = 0.0;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        if cache.len() == cache.capacity() {
+            cache.truncate(i64::from(ctx));
+        }
+        let step_start = Instant::now();
+        tokens = decode_step(model, &tokens, &mut cache).map_err(model_error)?;
+        let step_s = step_start.elapsed().as_secs_f64();
+        steps += 1;
+        let now_s = telemetry.now_s();
+        let elapsed_s = now_s - start_s;
+        detector.push(now_s, step_s);
+        if elapsed_s < next_check_s && elapsed_s < config.max_s {
+            continue;
+        }
+        next_check_s = elapsed_s + WARMUP_CHECK_S;
+        for sample in telemetry.device_samples_from(samples_seen) {
+            samples_seen += 1;
+            latest = Some(sample.clone());
+            detector.push_sample(sample);
+        }
+        let (reached, window) = match detector.verdict(now_s)? {
+            Verdict::Warming(window) => {
+                observer.warming(&WarmupProgress {
+                    elapsed_s,
+                    max_s: config.max_s,
+                    holds: window.as_ref().is_some_and(|w| detector.holds(w, elapsed_s)),
+                    window: window.as_ref(),
+                    latest: latest.as_ref(),
+                });
+                continue;
+            }
+            Verdict::Reached(window) => (true, Some(window)),
+            Verdict::GaveUp(window) => (false, window),
+        };
+        return Ok(Some(WarmupRecord {
+            duration_s: Finite::new(elapsed_s, "warm-up duration").map_err(StatsError::from)?,
+            steps,
+            batch,
+            ctx,
+            equilibrium_reached: reached,
+            criteria: config.clone(),
+            last_window: window,
+            telemetry: Vec::new(),
+            segment: None,
+        }));
+    }
+}
+
+/// One decode step; done when the new tokens are on the host.
+pub(super) fn decode_step(model: &Model, tokens: &tch::Tensor, cache: &mut KvCache) -> Result<tch::Tensor, ModelError> {
+    let next = model.decode(tokens, cache)?;
+    to_host(&next)?;
+    Ok(next)
+}
+
+/// Copy generated tokens to the host, as a serving engine does each step. The copy waits for the
+/// device to finish the step, so it is where a timed step ends.
+pub(super) fn to_host(tokens: &tch::Tensor) -> Result<(), ModelError> {
+    let _on_host = tokens.f_to_device(tch::Device::Cpu)?;
+    Ok(())
+}

@@ -1,0 +1,312 @@
+//! A worker's turn on a run: parity once per run, warm-up once per process (the device may have
+//! cooled since the last), then every cell the sweep still lacks, each journaled before the next
+//! starts.
+
+use super::cell::{measure_cell, HeadOnly};
+use super::warmup::warm_up;
+use super::{model_error, next_segment, remove, unix_now_s, Observer, WorkEnd};
+use crate::devices::Device;
+use crate::journal::{read_json, Journal, RunDir};
+use crate::libtorch::{load_gpu_backends, Runtime};
+use crate::parity::ParityWeights;
+use crate::store::write_json_atomic;
+use crate::telemetry::{RunTelemetry, Segment};
+use crate::RunError;
+use lynx_analysis::latency::bounds_for;
+use lynx_analysis::sweep;
+use lynx_models::{Checkpoint, Model, ModelError};
+use lynx_probes::roofline::ProbePlan;
+use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
+use lynx_schema::result::{
+    CellRecord, Check, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus, WeightsRecord, RESULT_SCHEMA,
+};
+use lynx_schema::time::rfc3339_utc;
+use lynx_schema::value::Finite;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Work on `run` until its sweep is done or `stop` is raised.
+pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Result<WorkEnd, RunError> {
+    let runtime = load_gpu_backends();
+    // Nothing a run does needs gradients: inference mode skips autograd and version-counter
+    // bookkeeping on every operation, as Python's torch.inference_mode() does.
+    let _inference = crate::libtorch::InferenceMode::enter();
+    let plan = run.read_plan()?;
+    let (journal, done) = Journal::open(&run.journal_path())?;
+    let bounds = bounds_for(&plan.suite.bounds, &plan.model);
+    if sweep::plan(&plan.suite, &bounds, &done).next.is_none() && run.result_path().exists() {
+        return Ok(WorkEnd::Done);
+    }
+    let host = crate::host_record();
+    let device = crate::devices::find(plan.device, &host)?;
+    let setup = Setup::new(&plan, &device)?;
+    let earlier = earlier_result(run, &plan, &device)?;
+    // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
+    // anything is measured.
+    let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == "parity")) {
+        Some(check) => check.clone(),
+        None => setup.parity()?,
+    };
+    let segment = next_segment(&run.samples_path())?;
+    let telemetry = RunTelemetry::start(
+        &device,
+        setup.config.suite.telemetry.rate_hz,
+        &run.samples_path(),
+        Segment::new(segment, rfc3339_utc(unix_now_s())),
+    )?;
+    let result = match earlier {
+        Some(result) => resumed(result, &telemetry, runtime),
+        None => fresh(&plan, &device, host, setup.config.clone(), &telemetry, parity, runtime),
+    };
+    let mut turn = Turn { run, result, journal, done, observer, telemetry, segment, device, stop };
+    let end = turn.measure(&setup, &bounds)?;
+    remove(&run.current_path())?;
+    turn.telemetry.finish()?;
+    Ok(end)
+}
+
+/// What a turn builds its models from: the configuration as run, the shape the device holds,
+/// the checkpoint layers it stands for, and where its weights come from.
+struct Setup {
+    config: ConfigRecord,
+    shape: ModelShape,
+    layers: Vec<u32>,
+    checkpoint: Option<Checkpoint>,
+    torch: tch::Device,
+}
+
+impl Setup {
+    fn new(plan: &RunPlan, device: &Device) -> Result<Setup, RunError> {
+        let checkpoint = match &plan.weights {
+            Some(dir) if plan.suite.scale.tp > 1 => {
+                return Err(RunError::Config(format!(
+                    "--weights {dir} with scale.tp = {}: reading a tensor-parallel shard of a checkpoint is not \
+                     supported; measure a shard with drawn weights",
+                    plan.suite.scale.tp
+                )));
+            }
+            Some(dir) => Some(Checkpoint::open(Path::new(dir)).map_err(|e| RunError::Weights(e.to_string()))?),
+            None => None,
+        };
+        let weights = match &checkpoint {
+            Some(c) => WeightsRecord::Checkpoint { dir: c.dir.display().to_string(), files: c.files.clone() },
+            None => WeightsRecord::Random { seed: plan.suite.seed },
+        };
+        let config = ConfigRecord::new(plan.suite.clone(), plan.model.clone(), weights)
+            .map_err(|e| RunError::Config(format!("suite: {e}")))?;
+        let shape = config.device_shape().clone();
+        // Layer i of the device's shape stands for this layer of the model (and its checkpoint).
+        let layers = source_layers(&config.model, &shape);
+        Ok(Setup { config, shape, layers, checkpoint, torch: device.torch })
+    }
+
+    /// `shape` on the device, with the checkpoint's `layers` or weights drawn from the seed.
+    fn build(&self, shape: &ModelShape, layers: &[u32], context: &str) -> Result<Model, RunError> {
+        let suite = &self.config.suite;
+        match &self.checkpoint {
+            Some(c) => Model::load(shape, c, layers, Some((self.torch, suite.precision))),
+            None => Model::new(shape, suite.precision, self.torch, suite.seed),
+        }
+        .map_err(|e| model_error(context, e))
+    }
+
+    /// The parity check of the device's logits against the float64 reference.
+    fn parity(&self) -> Result<Check, RunError> {
+        let suite = &self.config.suite;
+        let weights = match &self.checkpoint {
+            Some(c) => ParityWeights::Checkpoint(c, &self.layers),
+            None => ParityWeights::Random(suite.seed),
+        };
+        match crate::parity::measure(&self.shape, suite.precision, self.torch, suite.seed, weights, &suite.parity) {
+            Ok(logits) => Ok(crate::parity::judge(&logits, suite.precision)),
+            Err(error @ ModelError::Weights(_)) => Err(model_error("the parity model", error)),
+            Err(error) => Ok(Check {
+                name: "parity".to_owned(),
+                passed: false,
+                detail: format!("the parity run failed: {error}"),
+                measured: None,
+                limit: Finite::new(crate::parity::tolerance(suite.precision), "parity limit").ok(),
+            }),
+        }
+    }
+
+    /// The model with no layers, for extrapolating a layer subset to full depth.
+    fn head_only(&self) -> Result<Option<HeadOnly>, RunError> {
+        let Some(measured_layers) = self.config.suite.scale.layers else { return Ok(None) };
+        let mut head_shape = self.shape.clone();
+        head_shape.num_layers = 0;
+        if let Some(moe) = &mut head_shape.moe {
+            moe.first_dense_layers = 0;
+        }
+        let model = self.build(&head_shape, &[], "building the head-only model")?;
+        Ok(Some(HeadOnly { model, measured_layers, model_layers: self.config.model.num_layers }))
+    }
+}
+
+/// The result an earlier process on this run left, if any; refused when the device is now
+/// another board (cells of two boards in one result would be no one board's figures).
+fn earlier_result(run: &RunDir, plan: &RunPlan, device: &Device) -> Result<Option<RunResult>, RunError> {
+    if !run.result_path().exists() {
+        return Ok(None);
+    }
+    let earlier: RunResult = read_json(&run.result_path(), "result")?;
+    if let Some(before) = earlier.device.uuid.known() {
+        if device.record.uuid.known().is_some_and(|now| now != before) {
+            return Err(RunError::Config(format!(
+                "{}: the run was measuring the board {before}, and {} is now {}; start a new run",
+                run.dir.display(),
+                plan.device,
+                device.record.uuid.known().map_or("", String::as_str)
+            )));
+        }
+    }
+    Ok(Some(earlier))
+}
+
+/// Back to a run in progress: what the last assembly derived is derived again at the end, from
+/// the whole journal.
+fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime) -> RunResult {
+    result.status = RunStatus::Incomplete;
+    result.checks.retain(|c| c.name == "parity");
+    result.derived = None;
+    result.telemetry = telemetry.record.clone();
+    result.harness = crate::harness::describe(runtime);
+    result
+}
+
+/// The first result of a new run.
+fn fresh(
+    plan: &RunPlan,
+    device: &Device,
+    host: HostRecord,
+    config: ConfigRecord,
+    telemetry: &RunTelemetry,
+    parity: Check,
+    runtime: &Runtime,
+) -> RunResult {
+    RunResult {
+        schema: RESULT_SCHEMA.to_owned(),
+        run_id: plan.run_id.clone(),
+        status: RunStatus::Incomplete,
+        started_at: plan.started_at.clone(),
+        updated_at: plan.started_at.clone(),
+        harness: crate::harness::describe(runtime),
+        device: device.record.clone(),
+        host,
+        config,
+        warmup: None,
+        resumed_warmups: Vec::new(),
+        telemetry: telemetry.record.clone(),
+        cells: Vec::new(),
+        checks: vec![parity],
+        derived: None,
+        roofline: None,
+        reproduces: plan.reproduces.clone(),
+    }
+}
+
+/// One process's turn on a run, its result kept current on disk after each step.
+struct Turn<'a> {
+    run: &'a RunDir,
+    result: RunResult,
+    journal: Journal,
+    done: Vec<CellRecord>,
+    observer: &'a mut dyn Observer,
+    telemetry: RunTelemetry,
+    segment: u32,
+    device: Device,
+    stop: &'a AtomicBool,
+}
+
+impl Turn<'_> {
+    /// Write the result as it stands.
+    fn save(&mut self) -> Result<(), RunError> {
+        self.result.updated_at = rfc3339_utc(unix_now_s());
+        write_json_atomic(&self.run.result_path(), &self.result)
+    }
+
+    /// Probes, warm-up and the cells the sweep still lacks.
+    fn measure(&mut self, setup: &Setup, bounds: &[LatencyBound]) -> Result<WorkEnd, RunError> {
+        self.result.cells = self.done.clone();
+        self.save()?;
+        self.observer.started(&self.run.result_path(), &self.result);
+        for check in &self.result.checks {
+            self.observer.checked(check);
+        }
+        let suite = &setup.config.suite;
+        let probes = ProbePlan {
+            precision: Some(suite.precision),
+            sustained_s: Some(suite.roofline.sustained_s).filter(|&s| s > 0.0),
+        };
+        if suite.roofline.probe && self.result.roofline.is_none() {
+            let record = lynx_probes::roofline::burst(&self.device.probe_target(), &probes);
+            self.observer.probed(&record);
+            self.result.roofline = Some(record);
+            self.save()?;
+        }
+        let context = format!("building {} on {}", suite.model, self.device.record.device);
+        let model = setup.build(&setup.shape, &setup.layers, &context)?;
+        if !self.warm(&model, setup)? {
+            return Ok(WorkEnd::Stopped);
+        }
+        // The sustained matmul rate, once per run, with the device at equilibrium.
+        if let Some(record) = self.result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != "sustained"))
+        {
+            lynx_probes::roofline::sustained(&self.device.probe_target(), &probes, record);
+            self.observer.probed(record);
+            self.save()?;
+        }
+        let head_only = setup.head_only()?;
+        self.sweep(&model, head_only.as_ref(), setup, bounds)
+    }
+
+    /// Warm up to equilibrium (or give up) and record it; `false` when `stop` was raised.
+    fn warm(&mut self, model: &Model, setup: &Setup) -> Result<bool, RunError> {
+        let start_s = self.telemetry.now_s();
+        let Some(mut warmup) = warm_up(model, &setup.config.suite, &mut *self.observer, &self.telemetry, self.stop)?
+        else {
+            return Ok(false);
+        };
+        warmup.telemetry = self.telemetry.summaries(start_s, self.telemetry.now_s());
+        warmup.segment = Some(self.segment);
+        self.observer.warmed(&warmup);
+        match self.result.warmup {
+            None => self.result.warmup = Some(warmup),
+            Some(_) => self.result.resumed_warmups.push(warmup),
+        }
+        self.save()?;
+        Ok(true)
+    }
+
+    /// Every cell the sweep still lacks, each journaled before the next starts.
+    fn sweep(
+        &mut self,
+        model: &Model,
+        head_only: Option<&HeadOnly>,
+        setup: &Setup,
+        bounds: &[LatencyBound],
+    ) -> Result<WorkEnd, RunError> {
+        let suite = &setup.config.suite;
+        let most_cells = suite.prefill.ladder().batches().len() * suite.prefill.prompt_lens.len()
+            + suite.decode.ladder().batches().len() * suite.decode.ctxs.len();
+        while let Some(shape) = sweep::plan(suite, bounds, &self.done).next {
+            if self.stop.load(Ordering::SeqCst) {
+                return Ok(WorkEnd::Stopped);
+            }
+            write_json_atomic(&self.run.current_path(), &shape)?;
+            self.observer.cell_started(&shape, self.done.len() + 1, most_cells);
+            let Some(mut cell) = measure_cell(model, head_only, shape, &suite.measure, &self.telemetry, self.stop)
+            else {
+                return Ok(WorkEnd::Stopped);
+            };
+            cell.segment = Some(self.segment);
+            self.journal.append(&cell)?;
+            self.observer.cell_done(&cell);
+            self.done.push(cell);
+            self.result.cells = self.done.clone();
+            self.save()?;
+            remove(&self.run.current_path())?;
+        }
+        Ok(WorkEnd::Done)
+    }
+}
