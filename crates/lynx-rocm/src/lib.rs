@@ -16,7 +16,7 @@
 mod ffi;
 pub mod metrics;
 
-pub use ffi::RocmSmiLib;
+pub use ffi::{RocmSmiLib, SmiError};
 use lynx_schema::result::BoardRecord;
 use lynx_schema::telemetry::Sample;
 use lynx_schema::value::Reported;
@@ -91,7 +91,7 @@ pub fn board_of(smi: &'static RocmSmiLib, index: u32) -> Reported<BoardRecord> {
         Ok(found) => found,
         Err(reason) => return Reported::unavailable(reason),
     };
-    let watts = |uw: Result<u64, String>| Reported::from(uw).map_known(|uw| uw as f64 / 1e6);
+    let watts = |uw: Result<u64, SmiError>| Reported::from(uw).map_known(|uw| uw as f64 / 1e6);
     Reported::Known(BoardRecord {
         serial: smi.serial(d).into(),
         pci_bus_id: smi.pci_id(d).map(pci_bus_id).into(),
@@ -163,8 +163,8 @@ impl TelemetrySource for RocmSource {
             missing.push(("throttle".to_owned(), format!("the driver's gpu_metrics table: {reason}")));
         }
         if let Err(reason) = self.smi.clock_mhz(self.device, 0) {
-            missing.push(("sm_clock_mhz".to_owned(), reason.clone()));
-            missing.push(("mem_clock_mhz".to_owned(), reason));
+            missing.push(("sm_clock_mhz".to_owned(), reason.to_string()));
+            missing.push(("mem_clock_mhz".to_owned(), reason.to_string()));
         }
         missing
     }
