@@ -8,7 +8,7 @@
 //!   reports throttle state at all: a check that cannot be evaluated is left out, and the source
 //!   record says why, rather than counted as a pass.
 
-use lynx_schema::result::{CellRecord, Check, SourceRecord, WarmupRecord};
+use lynx_schema::result::{CellRecord, Check, CheckName, SourceRecord, WarmupRecord};
 use lynx_schema::telemetry::ThrottleReason;
 use lynx_schema::value::Finite;
 use std::collections::BTreeMap;
@@ -16,13 +16,13 @@ use std::collections::BTreeMap;
 /// Share of measurement time telemetry must cover.
 pub const MIN_COVERAGE: f64 = 0.95;
 
-fn check(name: &str, passed: bool, detail: String, measured: Option<f64>, limit: Option<f64>) -> Check {
+fn check(name: CheckName, passed: bool, detail: String, measured: Option<f64>, limit: Option<f64>) -> Check {
     Check {
-        name: name.to_owned(),
+        name,
         passed,
         detail,
-        measured: measured.and_then(|m| Finite::new(m, name).ok()),
-        limit: limit.and_then(|l| Finite::new(l, name).ok()),
+        measured: measured.and_then(|m| Finite::new(m, name.as_str()).ok()),
+        limit: limit.and_then(|l| Finite::new(l, name.as_str()).ok()),
     }
 }
 
@@ -43,7 +43,7 @@ pub fn measurement_checks(
         }
     };
     checks.push(check(
-        "equilibrium",
+        CheckName::Equilibrium,
         reached,
         match warmups {
             [] => "the run did not warm up".to_owned(),
@@ -67,7 +67,7 @@ pub fn measurement_checks(
     let covered: f64 = windows.iter().map(|(_, w)| (w.end_s.get() - w.start_s.get()) * w.coverage.get()).sum();
     let coverage = if total > 0.0 { covered / total } else { 0.0 };
     checks.push(check(
-        "telemetry_coverage",
+        CheckName::TelemetryCoverage,
         coverage >= MIN_COVERAGE,
         format!(
             "{} covered {:.1}% of {:.1} s of measurement in {} windows (limit {:.0}%)",
@@ -101,7 +101,7 @@ pub fn measurement_checks(
                 .join("; ")
         };
         let share = worst.values().map(|(s, _)| *s).fold(0.0, f64::max);
-        checks.push(check("throttling", worst.is_empty(), detail, Some(share), Some(0.0)));
+        checks.push(check(CheckName::Throttling, worst.is_empty(), detail, Some(share), Some(0.0)));
     }
     checks
 }
@@ -158,7 +158,7 @@ mod tests {
     }
 
     fn named<'a>(checks: &'a [Check], name: &str) -> Option<&'a Check> {
-        checks.iter().find(|c| c.name == name)
+        checks.iter().find(|c| c.name.as_str() == name)
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! [`MAX_FRACTION`] of a measured ceiling is a timing or counting bug, never a fast device.
 
 use lynx_schema::config::{Attention, Gqa, ModelShape, Precision};
-use lynx_schema::result::{CellRecord, CellShape, Check};
-pub use lynx_schema::roofline::{CellRoofline, Gap, Probe, ProbeKind, RooflineRecord, StepWork};
+use lynx_schema::result::{CellRecord, CellShape, Check, CheckName};
+pub use lynx_schema::roofline::{
+    CellRoofline, ElementType, Gap, Probe, ProbeKind, ProbePhase, RooflineRecord, StepWork,
+};
 use lynx_schema::value::Finite;
 
 /// The most of a ceiling a cell may reach before the `roofline` check fails.
@@ -41,8 +43,8 @@ pub fn with_gaps(probes: Vec<Probe>) -> RooflineRecord {
         best(&|p| p.kind == ProbeKind::Bandwidth && p.name.starts_with("native ")),
         best(&|p| p.kind == ProbeKind::Bandwidth && p.name == "torch copy"),
     );
-    for dtype in ["bf16", "fp16"] {
-        for phase in ["burst", "sustained"] {
+    for dtype in [ElementType::Bf16, ElementType::Fp16] {
+        for phase in [ProbePhase::Burst, ProbePhase::Sustained] {
             let of = |name: &'static str| {
                 best(&|p| p.kind == ProbeKind::Matmul && p.name == name && p.dtype == dtype && p.phase == phase)
             };
@@ -57,7 +59,7 @@ pub trait Ceilings {
     /// The memory-bandwidth ceiling: the highest bandwidth any probe measured.
     fn bandwidth(&self) -> Option<&Probe>;
     /// The matmul ceiling for `dtype`: the highest rate any probe measured in that element type.
-    fn matmul(&self, dtype: &str) -> Option<&Probe>;
+    fn matmul(&self, dtype: ElementType) -> Option<&Probe>;
 }
 
 impl Ceilings for RooflineRecord {
@@ -65,12 +67,12 @@ impl Ceilings for RooflineRecord {
         best(self, ProbeKind::Bandwidth, None)
     }
 
-    fn matmul(&self, dtype: &str) -> Option<&Probe> {
+    fn matmul(&self, dtype: ElementType) -> Option<&Probe> {
         best(self, ProbeKind::Matmul, Some(dtype))
     }
 }
 
-fn best<'a>(record: &'a RooflineRecord, kind: ProbeKind, dtype: Option<&str>) -> Option<&'a Probe> {
+fn best(record: &RooflineRecord, kind: ProbeKind, dtype: Option<ElementType>) -> Option<&Probe> {
     record
         .probes
         .iter()
@@ -81,12 +83,12 @@ fn best<'a>(record: &'a RooflineRecord, kind: ProbeKind, dtype: Option<&str>) ->
 }
 
 /// The element type of a run's matmuls at `precision` (fp8 weights multiply in e4m3).
-pub fn matmul_dtype(precision: Precision) -> &'static str {
+pub fn matmul_dtype(precision: Precision) -> ElementType {
     match precision {
-        Precision::Fp32 => "f32",
-        Precision::Bf16 => "bf16",
-        Precision::Fp16 => "fp16",
-        Precision::Fp8 => "fp8",
+        Precision::Fp32 => ElementType::F32,
+        Precision::Bf16 => ElementType::Bf16,
+        Precision::Fp16 => ElementType::Fp16,
+        Precision::Fp8 => ElementType::Fp8,
     }
 }
 
@@ -258,7 +260,7 @@ pub fn roofline_check(cells: &[CellRecord], ceilings: &RooflineRecord) -> Option
         ),
     };
     Some(Check {
-        name: "roofline".to_owned(),
+        name: CheckName::Roofline,
         passed,
         detail: if passed {
             format!("the highest share of a ceiling: {detail}{exempt}")
@@ -301,14 +303,15 @@ intermediate_size = 128
 
     #[test]
     fn the_gap_is_torch_over_native() {
-        let named = |name: &str, kind, dtype: &str, value| Probe { name: name.into(), ..probe(kind, dtype, value) };
+        let named =
+            |name: &str, kind, dtype: ElementType, value| Probe { name: name.into(), ..probe(kind, dtype, value) };
         let record = with_gaps(vec![
-            named("native copy", ProbeKind::Bandwidth, "f32", 4.0e12),
-            named("native triad", ProbeKind::Bandwidth, "f32", 4.2e12),
-            named("torch copy", ProbeKind::Bandwidth, "f32", 3.78e12),
-            named("cublaslt matmul", ProbeKind::Matmul, "bf16", 800e12),
-            named("torch matmul", ProbeKind::Matmul, "bf16", 720e12),
-            named("torch matmul", ProbeKind::Matmul, "fp16", 700e12),
+            named("native copy", ProbeKind::Bandwidth, ElementType::F32, 4.0e12),
+            named("native triad", ProbeKind::Bandwidth, ElementType::F32, 4.2e12),
+            named("torch copy", ProbeKind::Bandwidth, ElementType::F32, 3.78e12),
+            named("cublaslt matmul", ProbeKind::Matmul, ElementType::Bf16, 800e12),
+            named("torch matmul", ProbeKind::Matmul, ElementType::Bf16, 720e12),
+            named("torch matmul", ProbeKind::Matmul, ElementType::Fp16, 700e12),
         ]);
         let gaps: Vec<(&str, f64)> = record.gaps.iter().map(|g| (g.what.as_str(), g.ratio.get())).collect();
         assert_eq!(gaps.len(), 2, "{gaps:?}");
@@ -349,12 +352,12 @@ intermediate_size = 128
         assert_eq!(work.kv_write_bytes.get(), 10.0 * 512.0);
     }
 
-    fn probe(kind: ProbeKind, dtype: &str, value: f64) -> Probe {
+    fn probe(kind: ProbeKind, dtype: ElementType, value: f64) -> Probe {
         Probe {
             name: "test".into(),
             kind,
-            dtype: dtype.into(),
-            phase: "burst".into(),
+            dtype,
+            phase: ProbePhase::Burst,
             value: Reported::Known(Finite::new(value, "v").unwrap()),
             method: String::new(),
         }
@@ -370,10 +373,10 @@ intermediate_size = 128
     fn fractions_against_the_best_probe_and_the_check() {
         let shape = dense();
         let ceilings = with_gaps(vec![
-            probe(ProbeKind::Bandwidth, "f32", 1e9),
-            probe(ProbeKind::Bandwidth, "f32", 2e9),
-            probe(ProbeKind::Matmul, "bf16", 1e15),
-            probe(ProbeKind::Matmul, "f32", 1e12),
+            probe(ProbeKind::Bandwidth, ElementType::F32, 1e9),
+            probe(ProbeKind::Bandwidth, ElementType::F32, 2e9),
+            probe(ProbeKind::Matmul, ElementType::Bf16, 1e15),
+            probe(ProbeKind::Matmul, ElementType::F32, 1e12),
         ]);
         let mut fast = cell(1e-3);
         let roofline = cell_roofline(&shape, Precision::Fp32, &fast, &ceilings).unwrap();
@@ -400,7 +403,10 @@ intermediate_size = 128
         let shape = dense();
         let bandwidth_only = |cache_bytes| RooflineRecord {
             cache_bytes,
-            ..with_gaps(vec![probe(ProbeKind::Bandwidth, "f32", 2e9), probe(ProbeKind::Matmul, "f32", 1e15)])
+            ..with_gaps(vec![
+                probe(ProbeKind::Bandwidth, ElementType::F32, 2e9),
+                probe(ProbeKind::Matmul, ElementType::F32, 1e15),
+            ])
         };
         let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, cell(1.0).ctx_end).bytes.get();
         // Three times the bandwidth ceiling: a DRAM-sized step cannot, a cache-resident one can.
@@ -416,8 +422,10 @@ intermediate_size = 128
         assert!(check.detail.contains("(1 cell with step bytes within 2x the"), "{check:?}");
         assert!(failed(Some(within - 2)), "a step larger than twice the cache is held to the bandwidth ceiling");
         // The exemption is from the bandwidth ceiling only: an impossible matmul rate still fails.
-        let matmul_bound =
-            RooflineRecord { cache_bytes: Some(u64::MAX), ..with_gaps(vec![probe(ProbeKind::Matmul, "f32", 1.0)]) };
+        let matmul_bound = RooflineRecord {
+            cache_bytes: Some(u64::MAX),
+            ..with_gaps(vec![probe(ProbeKind::Matmul, ElementType::F32, 1.0)])
+        };
         let mut impossible = cell(1e-3);
         impossible.roofline = cell_roofline(&shape, Precision::Fp32, &impossible, &matmul_bound);
         assert!(!roofline_check(&[impossible], &matmul_bound).unwrap().passed);

@@ -54,7 +54,8 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
         let suite = &result.config.suite;
         let point =
             latency_bounded_from_cells(&result.cells, &suite.simulation, suite.seed, &workload, &bound, &inputs);
-        let failed_checks: Vec<String> = result.checks.iter().filter(|c| !c.passed).map(|c| c.name.clone()).collect();
+        let failed_checks: Vec<String> =
+            result.checks.iter().filter(|c| !c.passed).map(|c| c.name.to_string()).collect();
         let measured_part = result.config.measured.as_ref().map(|part| {
             let mut words = Vec::new();
             if let Some(layers) = suite.scale.layers {

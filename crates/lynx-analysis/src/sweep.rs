@@ -28,7 +28,8 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord]) -> Swee
     let mut next = None;
     let mut states = Vec::new();
     for (is_prefill, len, ladder) in prefill.chain(decode) {
-        let (step, bound) = if is_prefill { ("prefill", prefill_bound) } else { ("decode", decode_bound) };
+        let (step, bound) =
+            if is_prefill { (StepKind::Prefill, prefill_bound) } else { (StepKind::Decode, decode_bound) };
         let ladder = ladder.batches();
         let shape_of = |batch| {
             if is_prefill {
@@ -54,14 +55,14 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord]) -> Swee
                     end = format!(
                         "batch {batch} median step {:.4} s passes the largest {} bound {bound} s",
                         median,
-                        if step == "prefill" { "TTFT" } else { "TPOT" }
+                        if step == StepKind::Prefill { "TTFT" } else { "TPOT" }
                     );
                     break;
                 }
                 _ => {}
             }
         }
-        states.push(SweepLine { step: step.to_owned(), len, ladder, end });
+        states.push(SweepLine { step, len, ladder, end });
     }
     SweepPlan { next, lines: states }
 }

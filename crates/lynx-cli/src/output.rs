@@ -277,7 +277,7 @@ pub fn roofline_table(record: &RooflineRecord) -> String {
         };
         let how: String = probe.method.chars().take(70).collect();
         let how = if probe.method.chars().count() > 70 { format!("{how}…") } else { how };
-        rows.push([probe.name.clone(), probe.dtype.clone(), probe.phase.clone(), value, how]);
+        rows.push([probe.name.clone(), probe.dtype.to_string(), probe.phase.to_string(), value, how]);
     }
     let mut out = table(&rows);
     for note in notes {
@@ -742,7 +742,8 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     let _ = writeln!(out, "\n## Checks\n");
     for check in &result.checks {
         let verdict = if check.passed { "passed" } else { "FAILED" };
-        let _ = writeln!(out, "- **{}** {verdict}: {}", markdown_text(&check.name), markdown_text(&check.detail));
+        let _ =
+            writeln!(out, "- **{}** {verdict}: {}", markdown_text(check.name.as_str()), markdown_text(&check.detail));
     }
     out
 }
@@ -754,8 +755,8 @@ pub fn node_summary(summary: &lynx_schema::fleet::NodeSummary) -> String {
         rows.push([
             run.device.clone(),
             terminal_text(run.name.as_deref().unwrap_or("-"), 60),
-            run.status.clone(),
-            run.exit.clone(),
+            run.status.to_string(),
+            run.exit.to_string(),
             if run.checks_passed { "passed".to_owned() } else { "not all passed".to_owned() },
             run.envelope.clone().or_else(|| run.run_dir.clone()).unwrap_or_else(|| "-".to_owned()),
         ]);

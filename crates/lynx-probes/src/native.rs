@@ -274,11 +274,13 @@ pub enum NativeDtype {
 }
 
 impl NativeDtype {
-    pub fn name(self) -> &'static str {
+    /// The element type results name it by.
+    pub fn element_type(self) -> lynx_schema::roofline::ElementType {
+        use lynx_schema::roofline::ElementType;
         match self {
-            NativeDtype::Tf32 => "tf32",
-            NativeDtype::Fp16 => "fp16",
-            NativeDtype::Bf16 => "bf16",
+            NativeDtype::Tf32 => ElementType::Tf32,
+            NativeDtype::Fp16 => ElementType::Fp16,
+            NativeDtype::Bf16 => ElementType::Bf16,
         }
     }
 }

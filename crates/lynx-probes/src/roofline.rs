@@ -9,7 +9,7 @@ use crate::native::{cuda_wheel_dirs, native_bandwidth, native_matmul};
 use lynx_analysis::roofline::{matmul_dtype, with_gaps};
 use lynx_schema::config::Precision;
 use lynx_schema::device::DeviceName;
-use lynx_schema::roofline::{Probe, ProbeKind, RooflineRecord};
+use lynx_schema::roofline::{ElementType, Probe, ProbeKind, ProbePhase, RooflineRecord};
 use lynx_schema::value::{Finite, Reported};
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -102,8 +102,8 @@ fn torch_copy(device: &Target) -> Probe {
     Probe {
         name: "torch copy".to_owned(),
         kind: ProbeKind::Bandwidth,
-        dtype: "f32".to_owned(),
-        phase: "burst".to_owned(),
+        dtype: ElementType::F32,
+        phase: ProbePhase::Burst,
         value: match measured {
             Ok(times) => known(bytes / median(times), "torch copy bandwidth"),
             Err(e) => unavailable(format!("libtorch: {e}")),
@@ -187,12 +187,12 @@ fn torch_matmul(device: &Target, precision: Precision, sustained_s: Option<f64>)
             }
         }
     })();
-    let phase = if sustained_s.is_some() { "sustained" } else { "burst" };
+    let phase = if sustained_s.is_some() { ProbePhase::Sustained } else { ProbePhase::Burst };
     Probe {
         name: "torch matmul".to_owned(),
         kind: ProbeKind::Matmul,
-        dtype: matmul_dtype(precision).to_owned(),
-        phase: phase.to_owned(),
+        dtype: matmul_dtype(precision),
+        phase,
         value: match measured {
             Ok(rate) => known(rate, "torch matmul rate"),
             Err(e) => unavailable(format!("libtorch: {}", e.to_string().lines().next().unwrap_or_default())),
@@ -225,8 +225,8 @@ fn cpu_stream() -> Vec<Probe> {
             Probe {
                 name: format!("cpu {}", if kernel == StreamKernel::Copy { "copy" } else { "triad" }),
                 kind: ProbeKind::Bandwidth,
-                dtype: "f64".to_owned(),
-                phase: "burst".to_owned(),
+                dtype: ElementType::F64,
+                phase: ProbePhase::Burst,
                 value: known(figure.median_bytes_per_s, "STREAM bandwidth"),
                 method: format!(
                     "STREAM {} over {} MiB f64 arrays on {threads} threads (STREAM's byte count), median of {} after one \
@@ -242,15 +242,8 @@ fn cpu_stream() -> Vec<Probe> {
 }
 
 /// A probe that could not run, and why.
-fn unavailable_probe(name: &str, kind: ProbeKind, dtype: &str, phase: &str, reason: String) -> Probe {
-    Probe {
-        name: name.to_owned(),
-        kind,
-        dtype: dtype.to_owned(),
-        phase: phase.to_owned(),
-        value: unavailable(reason),
-        method: String::new(),
-    }
+fn unavailable_probe(name: &str, kind: ProbeKind, dtype: ElementType, phase: ProbePhase, reason: String) -> Probe {
+    Probe { name: name.to_owned(), kind, dtype, phase, value: unavailable(reason), method: String::new() }
 }
 
 /// The CUDA ordinal the native probes run on, or why a device has no native probes.
@@ -266,7 +259,15 @@ fn cuda_ordinal(device: &Target) -> Result<u32, &'static str> {
 fn native_bandwidth_probes(device: &Target, lib_dir: Option<&std::path::Path>) -> Vec<Probe> {
     let ordinal = match cuda_ordinal(device) {
         Ok(ordinal) => ordinal,
-        Err(reason) => return vec![unavailable_probe("native", ProbeKind::Bandwidth, "-", "burst", reason.to_owned())],
+        Err(reason) => {
+            return vec![unavailable_probe(
+                "native",
+                ProbeKind::Bandwidth,
+                ElementType::None,
+                ProbePhase::Burst,
+                reason.to_owned(),
+            )]
+        }
     };
     match native_bandwidth(ordinal, &cuda_wheel_dirs(lib_dir)) {
         Ok(figures) => figures
@@ -275,8 +276,8 @@ fn native_bandwidth_probes(device: &Target, lib_dir: Option<&std::path::Path>) -
             .map(|(kernel, rate)| Probe {
                 name: format!("native {kernel}"),
                 kind: ProbeKind::Bandwidth,
-                dtype: "f32".to_owned(),
-                phase: "burst".to_owned(),
+                dtype: ElementType::F32,
+                phase: ProbePhase::Burst,
                 value: known(*rate, "native bandwidth"),
                 method: format!(
                     "kernels/stream.cu {kernel} (NVRTC, 16-byte accesses) over {} MiB arrays, median of {} launches \
@@ -286,17 +287,25 @@ fn native_bandwidth_probes(device: &Target, lib_dir: Option<&std::path::Path>) -
                 ),
             })
             .collect(),
-        Err(e) => vec![unavailable_probe("native bandwidth", ProbeKind::Bandwidth, "f32", "burst", e.to_string())],
+        Err(e) => vec![unavailable_probe(
+            "native bandwidth",
+            ProbeKind::Bandwidth,
+            ElementType::F32,
+            ProbePhase::Burst,
+            e.to_string(),
+        )],
     }
 }
 
 /// cuBLASLt's matmul rates (burst, or sustained over `sustained_s`), or a probe saying why they
 /// could not run; and the fp8 probe cuBLASLt cannot make here.
 fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sustained_s: Option<f64>) -> Vec<Probe> {
-    let phase = if sustained_s.is_some() { "sustained" } else { "burst" };
+    let phase = if sustained_s.is_some() { ProbePhase::Sustained } else { ProbePhase::Burst };
     let ordinal = match cuda_ordinal(device) {
         Ok(ordinal) => ordinal,
-        Err(reason) => return vec![unavailable_probe("native", ProbeKind::Matmul, "-", phase, reason.to_owned())],
+        Err(reason) => {
+            return vec![unavailable_probe("native", ProbeKind::Matmul, ElementType::None, phase, reason.to_owned())]
+        }
     };
     let mut probes = match native_matmul(ordinal, &cuda_wheel_dirs(lib_dir), sustained_s) {
         Ok(rates) => rates
@@ -304,15 +313,15 @@ fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sust
             .map(|rate| Probe {
                 name: "cublaslt matmul".to_owned(),
                 kind: ProbeKind::Matmul,
-                dtype: rate.dtype.name().to_owned(),
-                phase: phase.to_owned(),
+                dtype: rate.dtype.element_type(),
+                phase,
                 value: known(rate.sustained.unwrap_or(rate.burst), "cuBLASLt rate"),
                 method: format!(
                     "cuBLASLt {}x{}x{} {} (fp32 accumulate) on random inputs, {}",
                     rate.shape.0,
                     rate.shape.1,
                     rate.shape.2,
-                    rate.dtype.name(),
+                    rate.dtype.element_type(),
                     match sustained_s {
                         Some(s) => format!("back to back for {s} s, median of the last third, CUDA events"),
                         None => "median of 20 launches after 3 untimed, CUDA events; best of the shapes".to_owned(),
@@ -320,12 +329,14 @@ fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sust
                 ),
             })
             .collect(),
-        Err(e) => vec![unavailable_probe("cublaslt matmul", ProbeKind::Matmul, "-", phase, e.to_string())],
+        Err(e) => {
+            vec![unavailable_probe("cublaslt matmul", ProbeKind::Matmul, ElementType::None, phase, e.to_string())]
+        }
     };
     probes.push(unavailable_probe(
         "cublaslt matmul",
         ProbeKind::Matmul,
-        "fp8",
+        ElementType::Fp8,
         phase,
         "cudarc's cuBLASLt wrapper has no fp8 matmul (it needs scale pointers); fp8 is measured through \
          libtorch's _scaled_mm"

@@ -347,7 +347,7 @@ fn result_page(entry: &Entry, result: &RunResult, key_id: &str) -> String {
         let _ = write!(
             body,
             "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
-            escape(&check.name),
+            escape(check.name.as_str()),
             if check.passed { "ok" } else { "bad" },
             if check.passed { "passed" } else { "FAILED" },
             escape(&check.detail)

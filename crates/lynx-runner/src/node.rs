@@ -6,8 +6,9 @@
 use crate::journal::{read_json, RunDir};
 use crate::{supervisor, RunError};
 use lynx_analysis::fleet::spreads;
-use lynx_schema::fleet::{DeviceRun, NodeSummary};
+use lynx_schema::fleet::{DeviceExit, DeviceRun, DeviceRunStatus, NodeSummary};
 use lynx_schema::result::RunResult;
+use lynx_schema::result::RunStatus;
 use lynx_schema::time::{compact_utc, rfc3339_utc};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -59,15 +60,15 @@ pub fn run_node(
 }
 
 /// Start the devices' runs (all at once, or one after another), forward a stop signal to them,
-/// and wait for every one: each device's exit in words.
+/// and wait for every one: each device's exit.
 fn run_devices(
     plan: &NodePlan,
     dir: &Path,
     spawn: &mut Spawn,
     say: &mut dyn FnMut(String),
-) -> Result<Vec<String>, RunError> {
+) -> Result<Vec<DeviceExit>, RunError> {
     let io = |source| RunError::Io { path: dir.to_path_buf(), source };
-    let mut exits: Vec<Option<String>> = vec![None; plan.devices.len()];
+    let mut exits: Vec<Option<DeviceExit>> = vec![None; plan.devices.len()];
     let mut children: Vec<(usize, Child)> = Vec::new();
     let mut next = 0;
     let mut forwarded = false;
@@ -95,9 +96,9 @@ fn run_devices(
             match child.try_wait().map_err(io)? {
                 Some(status) => {
                     let exit = match (status.code(), status.signal()) {
-                        (Some(code), _) => format!("exit {code}"),
-                        (None, Some(signal)) => format!("signal {signal}"),
-                        _ => "unknown".to_owned(),
+                        (Some(code), _) => DeviceExit::Code(code),
+                        (None, Some(signal)) => DeviceExit::Signal(signal),
+                        _ => DeviceExit::Unknown,
                     };
                     say(format!("{} ended ({exit})", plan.devices[index]));
                     exits[index] = Some(exit);
@@ -108,13 +109,13 @@ fn run_devices(
         children = still;
         std::thread::sleep(Duration::from_millis(50));
     }
-    let not_started = if forwarded { "not started (stopped by a signal)" } else { "unknown" };
-    Ok(exits.into_iter().map(|exit| exit.unwrap_or_else(|| not_started.to_owned())).collect())
+    let not_started = if forwarded { DeviceExit::NotStarted } else { DeviceExit::Unknown };
+    Ok(exits.into_iter().map(|exit| exit.unwrap_or(not_started)).collect())
 }
 
 /// One device's line of the summary from the run folder its run reported in `report` (if it got
 /// that far), and its result when that was sealed.
-fn device_run(device: &str, report: &Path, exit: String) -> (DeviceRun, Option<RunResult>) {
+fn device_run(device: &str, report: &Path, exit: DeviceExit) -> (DeviceRun, Option<RunResult>) {
     let run_dir = std::fs::read_to_string(report).ok().map(|s| s.trim().to_owned());
     let run = run_dir.as_ref().and_then(|d| RunDir::open(Path::new(d)).ok());
     let result: Option<RunResult> = run.as_ref().and_then(|run| read_json(&run.result_path(), "result").ok());
@@ -126,11 +127,12 @@ fn device_run(device: &str, report: &Path, exit: String) -> (DeviceRun, Option<R
         run_dir,
         envelope: envelope.clone(),
         status: match (&result, &envelope) {
-            (Some(r), Some(_)) => format!("{:?}", r.status).to_lowercase(),
-            (Some(_), None) => "incomplete".to_owned(),
-            (None, _) => "failed".to_owned(),
+            (Some(r), Some(_)) if r.status == RunStatus::Complete => DeviceRunStatus::Complete,
+            (Some(r), Some(_)) if r.status == RunStatus::Partial => DeviceRunStatus::Partial,
+            (Some(_), _) => DeviceRunStatus::Incomplete,
+            (None, _) => DeviceRunStatus::Failed,
         },
-        checks_passed: result.as_ref().is_some_and(|r| r.checks.iter().all(|c| c.passed)) && exit == "exit 0",
+        checks_passed: result.as_ref().is_some_and(|r| r.checks.iter().all(|c| c.passed)) && exit.succeeded(),
         exit,
     };
     (line, result.filter(|_| envelope.is_some()))
@@ -164,10 +166,10 @@ mod tests {
             let mut said = Vec::new();
             let (summary, path) = run_node(&plan, &mut spawn, &mut |line| said.push(line)).unwrap();
             assert!(path.is_file());
-            let exits: Vec<&str> = summary.runs.iter().map(|r| r.exit.as_str()).collect();
-            assert_eq!(exits, ["exit 0", "exit 3"]);
+            let exits: Vec<DeviceExit> = summary.runs.iter().map(|r| r.exit).collect();
+            assert_eq!(exits, [DeviceExit::Code(0), DeviceExit::Code(3)]);
             assert!(
-                summary.runs.iter().all(|r| r.status == "failed" && !r.checks_passed),
+                summary.runs.iter().all(|r| r.status == DeviceRunStatus::Failed && !r.checks_passed),
                 "no run folder was reported"
             );
             let order = std::fs::read_to_string(&order).unwrap();

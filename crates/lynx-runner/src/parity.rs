@@ -16,7 +16,7 @@
 use lynx_analysis::stats::median;
 use lynx_models::{Checkpoint, KvCache, Logits, Model, ModelError};
 use lynx_schema::config::{source_layers, ModelShape, ParityConfig, Precision};
-use lynx_schema::result::Check;
+use lynx_schema::result::{Check, CheckName};
 use lynx_schema::value::Finite;
 use tch::{Device, Kind, Tensor};
 
@@ -126,7 +126,7 @@ pub fn judge(logits: &ParityLogits, precision: Precision) -> Check {
     let worst = errors.iter().copied().fold(0.0, f64::max);
     let measured = prefill_median.max(decode_median);
     Check {
-        name: "parity".to_owned(),
+        name: CheckName::Parity,
         passed: measured <= limit,
         detail: format!(
             "median relative logit error {prefill_median:.2e} over prefill and {decode_median:.2e} over \
@@ -139,7 +139,7 @@ pub fn judge(logits: &ParityLogits, precision: Precision) -> Check {
 
 fn failed(detail: String, limit: f64) -> Check {
     Check {
-        name: "parity".to_owned(),
+        name: CheckName::Parity,
         passed: false,
         detail,
         measured: None,

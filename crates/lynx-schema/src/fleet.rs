@@ -15,12 +15,93 @@ pub struct DeviceRun {
     pub run_dir: Option<String>,
     /// The signed envelope, if one was written.
     pub envelope: Option<String>,
-    /// `complete`, `partial`, `incomplete` or `failed` (no result).
-    pub status: String,
-    /// How the device's process ended: `exit 0`, `exit 1`, `signal 9`.
-    pub exit: String,
+    pub status: DeviceRunStatus,
+    /// How the device's process ended.
+    pub exit: DeviceExit,
     /// Every check of its result passed.
     pub checks_passed: bool,
+}
+
+/// Where a device's run ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceRunStatus {
+    /// Its result was sealed, and every cell ran.
+    Complete,
+    /// Its result was sealed with cells left (stopped).
+    Partial,
+    /// It wrote a result but no envelope.
+    Incomplete,
+    /// It wrote no result.
+    Failed,
+}
+
+impl std::fmt::Display for DeviceRunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceRunStatus::Complete => "complete",
+            DeviceRunStatus::Partial => "partial",
+            DeviceRunStatus::Incomplete => "incomplete",
+            DeviceRunStatus::Failed => "failed",
+        })
+    }
+}
+
+/// How a device's process ended, written as `exit 0`, `signal 9`, `not started (stopped by a
+/// signal)` or `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceExit {
+    Code(i32),
+    Signal(i32),
+    /// A stop signal came before the device's turn.
+    NotStarted,
+    Unknown,
+}
+
+impl DeviceExit {
+    /// Whether the process exited successfully.
+    pub fn succeeded(self) -> bool {
+        self == DeviceExit::Code(0)
+    }
+}
+
+impl std::fmt::Display for DeviceExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceExit::Code(code) => write!(f, "exit {code}"),
+            DeviceExit::Signal(signal) => write!(f, "signal {signal}"),
+            DeviceExit::NotStarted => f.write_str("not started (stopped by a signal)"),
+            DeviceExit::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceExit {
+    type Err = String;
+    fn from_str(text: &str) -> Result<DeviceExit, String> {
+        let number = |n: &str| n.parse::<i32>().map_err(|_| format!("not a device exit: {text}"));
+        match text {
+            "not started (stopped by a signal)" => Ok(DeviceExit::NotStarted),
+            "unknown" => Ok(DeviceExit::Unknown),
+            _ => match (text.strip_prefix("exit "), text.strip_prefix("signal ")) {
+                (Some(code), _) => Ok(DeviceExit::Code(number(code)?)),
+                (_, Some(signal)) => Ok(DeviceExit::Signal(number(signal)?)),
+                _ => Err(format!("not a device exit: {text}")),
+            },
+        }
+    }
+}
+
+impl Serialize for DeviceExit {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceExit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<DeviceExit, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// A cell's step time across the devices of one model on the node.
@@ -67,4 +148,25 @@ pub struct Collected {
 pub struct CollectIndex {
     pub updated_at: String,
     pub results: Vec<Collected>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_exits_are_written_as_words_and_read_back() {
+        for exit in [
+            DeviceExit::Code(0),
+            DeviceExit::Code(143),
+            DeviceExit::Signal(9),
+            DeviceExit::NotStarted,
+            DeviceExit::Unknown,
+        ] {
+            let json = serde_json::to_string(&exit).unwrap();
+            assert_eq!(serde_json::from_str::<DeviceExit>(&json).unwrap(), exit, "{json}");
+        }
+        assert_eq!(serde_json::to_string(&DeviceExit::Code(0)).unwrap(), "\"exit 0\"");
+        assert!(serde_json::from_str::<DeviceExit>("\"exit x\"").is_err());
+    }
 }

@@ -126,8 +126,7 @@ pub struct VerifyVerdict {
 /// A named check of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
-    /// `parity`, …
-    pub name: String,
+    pub name: CheckName,
     pub passed: bool,
     /// What was measured and against what, for a reader.
     pub detail: String,
@@ -135,6 +134,41 @@ pub struct Check {
     pub measured: Option<Finite>,
     /// The bound it was held to.
     pub limit: Option<Finite>,
+}
+
+/// The checks a run is held to (README, "What a result contains").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckName {
+    /// The device's logits against the float64 reference.
+    Parity,
+    /// Warm-up reached equilibrium.
+    Equilibrium,
+    /// The device's telemetry source covered the measurement time.
+    TelemetryCoverage,
+    /// No hardware slowdown during measurement.
+    Throttling,
+    /// No cell above a measured ceiling.
+    Roofline,
+}
+
+impl CheckName {
+    /// The name as results and reports spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckName::Parity => "parity",
+            CheckName::Equilibrium => "equilibrium",
+            CheckName::TelemetryCoverage => "telemetry_coverage",
+            CheckName::Throttling => "throttling",
+            CheckName::Roofline => "roofline",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where a run stands.

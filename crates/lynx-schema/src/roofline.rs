@@ -15,6 +15,66 @@ pub enum ProbeKind {
     Matmul,
 }
 
+/// When a probe ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbePhase {
+    /// After a short warm-up of its own.
+    Burst,
+    /// Back to back for a while, after the device reached equilibrium.
+    Sustained,
+}
+
+impl std::fmt::Display for ProbePhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProbePhase::Burst => "burst",
+            ProbePhase::Sustained => "sustained",
+        })
+    }
+}
+
+/// The element type a probe moves or multiplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ElementType {
+    #[serde(rename = "f64")]
+    F64,
+    #[serde(rename = "f32")]
+    F32,
+    #[serde(rename = "tf32")]
+    Tf32,
+    #[serde(rename = "bf16")]
+    Bf16,
+    #[serde(rename = "fp16")]
+    Fp16,
+    #[serde(rename = "fp8")]
+    Fp8,
+    /// No one type: a probe that could not run names none.
+    #[serde(rename = "-")]
+    None,
+}
+
+impl ElementType {
+    /// The name as results spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElementType::F64 => "f64",
+            ElementType::F32 => "f32",
+            ElementType::Tf32 => "tf32",
+            ElementType::Bf16 => "bf16",
+            ElementType::Fp16 => "fp16",
+            ElementType::Fp8 => "fp8",
+            ElementType::None => "-",
+        }
+    }
+}
+
+impl std::fmt::Display for ElementType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One measured ceiling.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
@@ -22,11 +82,10 @@ pub struct Probe {
     /// `cublaslt matmul`.
     pub name: String,
     pub kind: ProbeKind,
-    /// The element type: `f32`, `bf16`, `fp16`, `tf32`, `fp8`.
-    pub dtype: String,
-    /// `burst` (after a short warm-up) or `sustained` (after the device reached equilibrium);
-    /// bandwidth probes are `burst`.
-    pub phase: String,
+    /// The element type (`-` for a probe of no one type that could not run).
+    pub dtype: ElementType,
+    /// Bandwidth probes are `burst`.
+    pub phase: ProbePhase,
     /// Bytes per second (bandwidth) or FLOP per second (matmul); or why there is none.
     pub value: Reported<Finite>,
     /// How it was measured: sizes, repetitions, statistic, timer.

@@ -9,11 +9,27 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Which step a line of the sweep measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepKind {
+    Prefill,
+    Decode,
+}
+
+impl std::fmt::Display for StepKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StepKind::Prefill => "prefill",
+            StepKind::Decode => "decode",
+        })
+    }
+}
+
 /// How one line of the sweep ended (or that it has not).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepLine {
-    /// `prefill` or `decode`.
-    pub step: String,
+    pub step: StepKind,
     /// The prompt length (prefill) or starting context (decode) of the line.
     pub len: u32,
     /// The batches the ladder offers.

@@ -81,7 +81,7 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
     let (summary, path) = lynx_runner::node::run_node(&plan, &mut spawn, &mut |line| eprintln!("lynx: {line}"))?;
     print!("{}", output::node_summary(&summary));
     println!("node summary: {}", path.display());
-    if summary.runs.iter().all(|r| r.exit == "exit 0") {
+    if summary.runs.iter().all(|r| r.exit.succeeded()) {
         Ok(())
     } else {
         Err(anyhow::anyhow!("not every device's run succeeded; see the summary above"))

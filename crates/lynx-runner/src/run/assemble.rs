@@ -11,7 +11,7 @@ use lynx_analysis::latency::bounds_for;
 use lynx_analysis::roofline::{cell_roofline, roofline_check};
 use lynx_analysis::sweep;
 use lynx_schema::derived::PriceInputs;
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, RunResult, RunStatus, WarmupRecord};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, CheckName, RunResult, RunStatus, WarmupRecord};
 use lynx_schema::time::rfc3339_utc;
 
 /// A worker died (`how`) while working on `run`: the cell it was measuring, if any, is journaled
@@ -53,7 +53,7 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
     let plan = sweep::plan(&result.config.suite, &bounds, &cells);
     result.status = if plan.next.is_none() { RunStatus::Complete } else { RunStatus::Partial };
     result.cells = cells;
-    result.checks.retain(|c| c.name == "parity");
+    result.checks.retain(|c| c.name == CheckName::Parity);
     let warmups: Vec<&WarmupRecord> = result.warmup.iter().chain(&result.resumed_warmups).collect();
     let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
     let checks = measurement_checks(&warmups, &result.cells, device_source);

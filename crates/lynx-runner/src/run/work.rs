@@ -18,8 +18,9 @@ use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
 use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::result::{
-    CellRecord, Check, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus, WeightsRecord, RESULT_SCHEMA,
+    CellRecord, Check, CheckName, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus, WeightsRecord, RESULT_SCHEMA,
 };
+use lynx_schema::roofline::ProbePhase;
 use lynx_schema::time::rfc3339_utc;
 use lynx_schema::value::Finite;
 use std::path::Path;
@@ -43,7 +44,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     let earlier = earlier_result(run, &plan, &device)?;
     // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
     // anything is measured.
-    let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == "parity")) {
+    let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == CheckName::Parity)) {
         Some(check) => check.clone(),
         None => setup.parity()?,
     };
@@ -121,7 +122,7 @@ impl Setup {
             Ok(logits) => Ok(crate::parity::judge(&logits, suite.precision)),
             Err(error @ ModelError::Weights(_)) => Err(model_error("the parity model", error)),
             Err(error) => Ok(Check {
-                name: "parity".to_owned(),
+                name: CheckName::Parity,
                 passed: false,
                 detail: format!("the parity run failed: {error}"),
                 measured: None,
@@ -167,7 +168,7 @@ fn earlier_result(run: &RunDir, plan: &RunPlan, device: &Device) -> Result<Optio
 /// the whole journal.
 fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime) -> RunResult {
     result.status = RunStatus::Incomplete;
-    result.checks.retain(|c| c.name == "parity");
+    result.checks.retain(|c| c.name == CheckName::Parity);
     result.derived = None;
     result.telemetry = telemetry.record.clone();
     result.harness = crate::harness::describe(runtime);
@@ -250,7 +251,8 @@ impl Turn<'_> {
             return Ok(WorkEnd::Stopped);
         }
         // The sustained matmul rate, once per run, with the device at equilibrium.
-        if let Some(record) = self.result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != "sustained"))
+        if let Some(record) =
+            self.result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != ProbePhase::Sustained))
         {
             lynx_probes::roofline::sustained(&self.device.probe_target(), &probes, record);
             self.observer.probed(record);
