@@ -1,8 +1,8 @@
 //! The command line: every subcommand's arguments, parsed and checked by clap (value parsers for
 //! devices, durations, workloads, prices and shares), so nothing downstream parses text again.
 
-use crate::output::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use lynx_report::listing::Format;
 use lynx_schema::device::DeviceName;
 use std::path::PathBuf;
 

@@ -1,8 +1,8 @@
 //! A run's progress on stderr: on a terminal a live status line under the lines that stay;
 //! elsewhere (logs, CI) only those lines.
 
-use crate::output::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
 use indicatif::{ProgressBar, ProgressStyle};
+use lynx_report::text::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
 use lynx_runner::{Observer, WarmupProgress};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
 use lynx_schema::roofline::RooflineRecord;

@@ -1,6 +1,5 @@
 //! `lynx compare`: two signed results side by side.
 
-use crate::output;
 use std::path::Path;
 
 pub fn run(first: &Path, second: &Path, pubkey: &Path, json: bool) -> anyhow::Result<()> {
@@ -12,7 +11,7 @@ pub fn run(first: &Path, second: &Path, pubkey: &Path, json: bool) -> anyhow::Re
     if json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {
-        print!("{}", output::comparison(&comparison, "first", "second"));
+        print!("{}", lynx_report::text::comparison(&comparison, "first", "second"));
     }
     Ok(())
 }

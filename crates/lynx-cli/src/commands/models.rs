@@ -1,7 +1,6 @@
 //! `lynx models`: the catalogue, and `lynx models import`.
 
 use crate::args::{ModelsAction, ModelsArgs};
-use crate::output;
 use lynx_runner::suite;
 use lynx_schema::catalogue::ModelSummary;
 use std::path::PathBuf;
@@ -14,14 +13,14 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<()> {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&summaries)?);
             } else {
-                print!("{}", output::models_table(&summaries));
+                print!("{}", lynx_report::text::models_table(&summaries));
             }
         }
         Some(ModelsAction::Import { file, name, out, force }) => {
             let name = name.unwrap_or_else(|| suite::model_name_for(&file));
             let out = out.unwrap_or_else(|| PathBuf::from("models").join(format!("{name}.toml")));
             let shape = suite::import_model(&file, &name, &out, force)?;
-            println!("wrote {} ({})", out.display(), output::parameters_line(&ModelSummary::of(&shape)));
+            println!("wrote {} ({})", out.display(), lynx_report::text::parameters_line(&ModelSummary::of(&shape)));
         }
     }
     Ok(())

@@ -63,6 +63,6 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         &run.result_path().display().to_string(),
         &local,
     );
-    print!("\n{}", output::comparison(&comparison, "published", "local"));
+    print!("\n{}", lynx_report::text::comparison(&comparison, "published", "local"));
     outcome.map(|_| ())
 }

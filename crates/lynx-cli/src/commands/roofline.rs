@@ -1,6 +1,5 @@
 //! `lynx roofline`: the device's ceilings.
 
-use crate::output;
 use lynx_runner::{devices, libtorch};
 use lynx_schema::device::DeviceName;
 
@@ -20,7 +19,7 @@ pub fn run(device: Option<DeviceName>, sustained_s: f64, json: bool) -> anyhow::
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         println!("{} ({})", device.record.device, device.record.name);
-        print!("{}", output::roofline_table(&record));
+        print!("{}", lynx_report::text::roofline_table(&record));
     }
     Ok(())
 }

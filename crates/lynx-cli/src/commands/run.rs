@@ -2,7 +2,7 @@
 //! `--devices`); and what `lynx reproduce` shares with it: supervising a run to its signed end.
 
 use crate::args::{NodeArgs, RunArgs};
-use crate::{output, BadInput, Exit};
+use crate::{BadInput, Exit};
 use anyhow::Context;
 use lynx_runner::supervisor;
 use lynx_runner::{devices, suite, Plan};
@@ -79,7 +79,7 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
             .spawn()
     };
     let (summary, path) = lynx_runner::node::run_node(&plan, &mut spawn, &mut |line| eprintln!("lynx: {line}"))?;
-    print!("{}", output::node_summary(&summary));
+    print!("{}", lynx_report::text::node_summary(&summary));
     println!("node summary: {}", path.display());
     if summary.runs.iter().all(|r| r.exit.succeeded()) {
         Ok(())
@@ -136,7 +136,7 @@ pub fn execute(
         .with_context(|| format!("sealing {}", outcome.path.display()))?;
     let envelope_path = lynx_attest::envelope_path(&outcome.path);
     lynx_runner::write_json_atomic(&envelope_path, &envelope)?;
-    print!("{}", output::run_summary(&outcome));
+    print!("{}", lynx_report::text::run_summary(&outcome.result, &outcome.path));
     match signing_key {
         Some(key) => {
             println!("signed: {} (key id {})", envelope_path.display(), lynx_attest::key_id(key.verifying_key()))

@@ -1,7 +1,6 @@
 //! `lynx shortlist`: a buyer's ranking from published results.
 
 use crate::args::ShortlistArgs;
-use crate::output;
 
 pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
     let trusted = super::trusted_keys(args.trust)?;
@@ -19,6 +18,6 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
         .map(|(file, verdict)| (file.display().to_string(), verdict))
         .collect();
     let list = lynx_analysis::shortlist::rank(listed, &request);
-    print!("{}", output::shortlist(&list, args.format.into())?);
+    print!("{}", lynx_report::listing::shortlist(&list, args.format.into())?);
     Ok(())
 }

@@ -1,0 +1,234 @@
+//! Results as listings a user keeps: a buyer's shortlist (table, Markdown, CSV or JSON) and a
+//! verified result exported as Markdown or CSV. Every string from a result is escaped for the
+//! format it goes into.
+
+use crate::escape::{markdown_text, terminal_text};
+use crate::table::Table;
+use crate::text::{derived_report, ms, roofline_table};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, RunResult};
+use lynx_schema::shortlist::Shortlist;
+use lynx_schema::value::{Finite, Reported};
+use std::fmt::Write;
+
+/// How a listing is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Markdown,
+    Csv,
+    Json,
+}
+
+/// `lynx shortlist`'s listing in `format`.
+pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json::Error> {
+    if format == Format::Json {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(list)?));
+    }
+    let table = ranking(list);
+    let request = &list.request;
+    let title = format!(
+        "{} {}/{} under p99 TTFT {} and TPOT {}, {:.0}% utilisation",
+        request.model,
+        request.isl,
+        request.osl,
+        ms(request.ttft_p99_s),
+        ms(request.tpot_p99_s),
+        request.utilisation * 100.0
+    );
+    let mut out = String::new();
+    match format {
+        Format::Table => {
+            let _ = writeln!(out, "{}", terminal_text(&title, 200));
+            out.push_str(&table.text(80));
+            if !list.excluded.is_empty() {
+                let _ = writeln!(out, "\nnot ranked:");
+                for x in &list.excluded {
+                    let (file, reason) = (terminal_text(&x.file, 200), terminal_text(&x.reason, 200));
+                    let _ = writeln!(out, "  {file} ({}): {reason}", x.kind);
+                }
+            }
+        }
+        Format::Markdown => {
+            let _ = writeln!(out, "**{}**\n", markdown_text(&title));
+            out.push_str(&table.markdown());
+            if !list.excluded.is_empty() {
+                let _ = writeln!(out, "\nNot ranked:\n");
+                for x in &list.excluded {
+                    let (file, kind, reason) =
+                        (markdown_text(&x.file), markdown_text(&x.kind), markdown_text(&x.reason));
+                    let _ = writeln!(out, "- {file} ({kind}): {reason}");
+                }
+            }
+        }
+        Format::Csv => {
+            // Results not ranked follow as rows with the reason where the cost would be.
+            let mut table = table;
+            for x in &list.excluded {
+                let reason = format!("not ranked ({}): {}", x.kind, x.reason);
+                table.row(["", "", &reason, "", "", "", "", "", "", "", &x.file]);
+            }
+            out.push_str(&table.csv());
+        }
+        Format::Json => unreachable!("handled above"),
+    }
+    Ok(out)
+}
+
+/// The ranked entries of a shortlist as a table.
+fn ranking(list: &Shortlist) -> Table {
+    let mut table = Table::new([
+        "RANK",
+        "DEVICE",
+        "$/M TOKENS",
+        "TOK/S/DEVICE",
+        "TOK/S/USER",
+        "P99 TTFT / TPOT",
+        "BATCH CAP",
+        "J/TOKEN",
+        "CHECKS",
+        "MEASURED",
+        "RESULT",
+    ]);
+    for (i, entry) in list.ranked.iter().enumerate() {
+        let figures: [String; 6] = match &entry.point {
+            Reported::Known(p) => [
+                match &p.usd_per_million_output_tokens {
+                    Reported::Known(c) => format!("{:.4}", c.get()),
+                    Reported::Unavailable { .. } => "no price".to_owned(),
+                },
+                format!("{:.1}", p.output_tok_per_s_per_device.get()),
+                format!("{:.1}", p.tok_per_s_per_user.get()),
+                format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
+                p.max_batch.to_string(),
+                match &p.joules_per_output_token {
+                    Reported::Known(j) => format!("{:.3}", j.get()),
+                    Reported::Unavailable { .. } => "-".to_owned(),
+                },
+            ],
+            Reported::Unavailable { unavailable } => [
+                format!("none: {unavailable}"),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ],
+        };
+        let checks = if entry.checks_passed {
+            "passed".to_owned()
+        } else {
+            format!("FAILED {}", entry.failed_checks.join(", "))
+        };
+        let mut row = vec![(i + 1).to_string(), entry.device.clone()];
+        row.extend(figures);
+        row.extend([
+            checks,
+            entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
+            entry.file.clone(),
+        ]);
+        table.row(row);
+    }
+    table
+}
+
+/// A result's cells as a table: one column per figure, each with how it is read from a cell
+/// (empty where the cell has no such figure).
+fn cells_table(cells: &[CellRecord]) -> Table {
+    type Field = fn(&CellRecord) -> String;
+    let columns: [(&str, Field); 21] = [
+        ("step", |c| if matches!(c.shape, CellShape::Prefill { .. }) { "prefill" } else { "decode" }.to_owned()),
+        ("batch", |c| c.shape.batch().to_string()),
+        ("prompt_len", |c| match c.shape {
+            CellShape::Prefill { prompt_len, .. } => prompt_len.to_string(),
+            CellShape::Decode { .. } => String::new(),
+        }),
+        ("ctx", |c| match c.shape {
+            CellShape::Prefill { .. } => String::new(),
+            CellShape::Decode { ctx, .. } => ctx.to_string(),
+        }),
+        ("status", |c| {
+            match &c.status {
+                CellStatus::Ok => "ok",
+                CellStatus::Oom { .. } => "oom",
+                CellStatus::Error { .. } => "error",
+            }
+            .to_owned()
+        }),
+        ("message", |c| c.status.message().unwrap_or_default().to_owned()),
+        ("n", |c| c.step_time.as_ref().map_or(String::new(), |t| t.n.to_string())),
+        ("median_s", |c| number(c.step_time.as_ref().map(|t| t.median_s.get()))),
+        ("p90_s", |c| number(c.step_time.as_ref().map(|t| t.p90_s.get()))),
+        ("p99_s", |c| number(c.step_time.as_ref().map(|t| t.p99_s.get()))),
+        ("min_s", |c| number(c.step_time.as_ref().map(|t| t.min_s.get()))),
+        ("max_s", |c| number(c.step_time.as_ref().map(|t| t.max_s.get()))),
+        ("cv", |c| number(c.step_time.as_ref().and_then(|t| t.cv).map(Finite::get))),
+        ("full_depth_median_s", |c| number(c.full_depth.as_ref().map(|d| d.median_s.get()))),
+        ("tok_per_s_per_user", |c| number(c.tok_per_s_per_user.map(Finite::get))),
+        ("tok_per_s_per_device", |c| number(c.tok_per_s_per_device.map(Finite::get))),
+        ("joules_per_token", |c| number(c.joules_per_token.map(Finite::get))),
+        ("achieved_gb_per_s", |c| number(c.roofline.as_ref().map(|r| r.achieved_bytes_per_s.get() / 1e9))),
+        ("bandwidth_fraction", |c| number(c.roofline.as_ref().and_then(|r| r.bandwidth_fraction).map(Finite::get))),
+        ("achieved_gflop_per_s", |c| number(c.roofline.as_ref().map(|r| r.achieved_flops_per_s.get() / 1e9))),
+        ("matmul_fraction", |c| number(c.roofline.as_ref().and_then(|r| r.matmul_fraction).map(Finite::get))),
+    ];
+    let mut table = Table::new(columns.iter().map(|(name, _)| *name));
+    for cell in cells {
+        table.row(columns.iter().map(|(_, field)| field(cell)));
+    }
+    table
+}
+
+/// A figure as exported: Rust's shortest round-trip form, or empty when there is none.
+fn number(value: Option<f64>) -> String {
+    value.map_or(String::new(), |v| format!("{v}"))
+}
+
+/// A verified result (signed by `key_id`) as CSV or Markdown. Every string from the result is
+/// escaped for the format.
+pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
+    let mut out = String::new();
+    let cells = cells_table(&result.cells);
+    if format == Format::Csv {
+        return cells.csv();
+    }
+    let text = |r: &Reported<String>| match r {
+        Reported::Known(v) => markdown_text(v),
+        Reported::Unavailable { unavailable } => format!("unavailable ({})", markdown_text(unavailable)),
+    };
+    let config = &result.config;
+    let _ = writeln!(out, "# {} on {}\n", markdown_text(&config.suite.name), text(&result.device.name));
+    let _ = writeln!(out, "| | |\n|---|---|");
+    let facts = [
+        ("run", markdown_text(&result.run_id)),
+        ("status", format!("{:?}", result.status).to_lowercase()),
+        ("signed by key", markdown_text(key_id)),
+        ("device", format!("{} ({})", text(&result.device.name), result.device.device)),
+        ("host", text(&result.host.cpu_model)),
+        ("model", format!("{} at {}", markdown_text(&config.model.name), config.suite.precision)),
+        ("configuration sha256", markdown_text(&config.sha256)),
+        ("lynx", format!("{} ({})", markdown_text(&result.harness.lynx_version), text(&result.harness.git_commit))),
+        ("libtorch", text(&result.harness.libtorch_runtime_version)),
+        ("started", markdown_text(&result.started_at)),
+    ];
+    for (what, value) in facts {
+        let _ = writeln!(out, "| {what} | {value} |");
+    }
+    let _ = writeln!(out, "\n## Cells\n");
+    out.push_str(&cells.markdown());
+    // Tables of figures in code blocks; result text in them was escaped for the terminal, and
+    // no fence inside can close the block.
+    let fenced = |text: String| text.replace("```", "'''");
+    if let Some(roofline) = &result.roofline {
+        let _ = writeln!(out, "\n## Roofline\n\n```text\n{}```", fenced(roofline_table(roofline)));
+    }
+    if let Some(derived) = &result.derived {
+        let _ = writeln!(out, "\n## Derived figures\n\n```text{}```", fenced(derived_report(derived)));
+    }
+    let _ = writeln!(out, "\n## Checks\n");
+    for check in &result.checks {
+        let verdict = if check.passed { "passed" } else { "FAILED" };
+        let _ =
+            writeln!(out, "- **{}** {verdict}: {}", markdown_text(check.name.as_str()), markdown_text(&check.detail));
+    }
+    out
+}

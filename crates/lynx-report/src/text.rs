@@ -1,0 +1,457 @@
+//! Results as text for a terminal: the run's summary and its parts, the model catalogue, the
+//! roofline, the derived figures, comparisons and a node's summary.
+
+use crate::escape::terminal_text;
+use crate::table::Table;
+use lynx_schema::catalogue::ModelSummary;
+use lynx_schema::config::Precision;
+use lynx_schema::derived::Derived;
+use lynx_schema::equilibrium::WindowStats;
+use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
+use lynx_schema::roofline::{ProbeKind, RooflineRecord};
+use lynx_schema::value::{Finite, Reported};
+use std::fmt::Write;
+use std::path::Path;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// `lynx models` as a table.
+pub fn models_table(models: &[ModelSummary]) -> String {
+    let mut rows = Table::new([
+        "MODEL",
+        "ATTN",
+        "LAYERS",
+        "EXPERTS",
+        "PARAMS",
+        "ACTIVE",
+        "WEIGHTS fp32/bf16/fp16/fp8",
+        "KV/TOKEN fp32/bf16/fp16/fp8",
+    ]);
+    for model in models {
+        let by_precision = |bytes: &std::collections::BTreeMap<String, u64>, unit: f64, suffix: &str| {
+            let values: Vec<String> = Precision::ALL
+                .iter()
+                .map(|p| bytes.get(&p.to_string()).map_or("-".to_owned(), |&b| format!("{:.1}", b as f64 / unit)))
+                .collect();
+            format!("{} {suffix}", values.join("/"))
+        };
+        rows.row([
+            model.name.clone(),
+            model.attention.to_owned(),
+            model.layers.to_string(),
+            model.experts.map_or("-".to_owned(), |e| {
+                let shared = if e.shared > 0 { format!(" +{}", e.shared) } else { String::new() };
+                format!("{} of {}{shared}", e.per_token, e.routed)
+            }),
+            count(model.parameters),
+            count(model.active_parameters),
+            by_precision(&model.weight_bytes, GIB, "GiB"),
+            by_precision(&model.kv_bytes_per_token, 1024.0, "KiB"),
+        ]);
+    }
+    let mut out = rows.text(usize::MAX);
+    out.push_str("ACTIVE counts every parameter a token uses, the embedding table included.\n");
+    out
+}
+
+/// "8.03 B parameters, 8.03 B active" for one model.
+pub fn parameters_line(model: &ModelSummary) -> String {
+    format!("{} parameters, {} active", count(model.parameters), count(model.active_parameters))
+}
+
+/// A parameter count in B or M.
+fn count(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.2} B", n as f64 / 1e9)
+    } else {
+        format!("{:.1} M", n as f64 / 1e6)
+    }
+}
+
+fn scale_words(scale: &lynx_schema::config::Scale) -> String {
+    let mut parts = Vec::new();
+    if let Some(layers) = scale.layers {
+        parts.push(format!("{layers} layer{}", if layers == 1 { "" } else { "s" }));
+    }
+    if scale.tp > 1 {
+        parts.push(format!("the shard of one device of {}-way tensor parallelism", scale.tp));
+    }
+    parts.join(", ")
+}
+
+pub fn check_line(check: &Check) -> String {
+    let verdict = if check.passed { "passed" } else { "FAILED" };
+    format!("check {} {verdict}: {}", check.name, check.detail)
+}
+
+/// The telemetry criteria a window judged: clock and power drift, temperature change, slowdowns.
+pub fn telemetry_criteria(w: &WindowStats) -> String {
+    let mut parts = Vec::new();
+    if let Some(d) = w.clock_drift {
+        parts.push(format!("clock {:+.1}%", d * 100.0));
+    }
+    if let Some(d) = w.power_drift {
+        parts.push(format!("power {:+.1}%", d * 100.0));
+    }
+    if let Some(c) = w.temperature_change_c {
+        parts.push(format!("temperature {c:+.1} °C"));
+    }
+    if !w.slowdown.is_empty() {
+        parts.push(format!("SLOWDOWN {:?}", w.slowdown));
+    }
+    parts.iter().map(|p| format!(", {p}")).collect()
+}
+
+pub fn warmup_line(warmup: &WarmupRecord) -> String {
+    let state = if warmup.equilibrium_reached { "equilibrium reached" } else { "equilibrium NOT reached" };
+    let window = warmup.last_window.as_ref().map_or(String::new(), |w| {
+        format!(
+            " (last {:.0} s: drift {:+.1}%, spread {:.1}%{})",
+            w.span_s,
+            w.drift * 100.0,
+            w.spread * 100.0,
+            telemetry_criteria(w)
+        )
+    });
+    format!(
+        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}",
+        warmup.duration_s.get(),
+        warmup.steps,
+        warmup.batch,
+        warmup.ctx
+    )
+}
+
+/// The table printed at the end of a run.
+pub fn run_summary(result: &RunResult, path: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "result: {} ({})", path.display(), status_word(result.status));
+    for warmup in result.warmup.iter().chain(&result.resumed_warmups) {
+        let _ = writeln!(out, "{}", warmup_line(warmup));
+    }
+    if let Some(part) = &result.config.measured {
+        let _ = writeln!(
+            out,
+            "measured: {} ({:.1} M parameters of {:.1} M); not measured: {}",
+            scale_words(&result.config.suite.scale),
+            part.parameters as f64 / 1e6,
+            result.config.model_parameters as f64 / 1e6,
+            part.not_measured.join("; ")
+        );
+    }
+    let extrapolated = result.cells.iter().any(|c| c.full_depth.is_some());
+    let full_depth_header = if extrapolated { "FULL-DEPTH MEDIAN" } else { "" };
+    let mut rows = Table::new([
+        "CELL",
+        "N",
+        "MEDIAN",
+        "P90",
+        "P99",
+        "MIN",
+        "MAX",
+        "CV",
+        full_depth_header,
+        "TOK/S/USER",
+        "TOK/S/DEVICE",
+    ]);
+    for cell in &result.cells {
+        let mut row: [String; 11] = Default::default();
+        row[0] = cell.shape.to_string();
+        match (&cell.status, &cell.step_time) {
+            (CellStatus::Ok, Some(t)) => {
+                row[1] = t.n.to_string();
+                row[2] = ms(t.median_s.get());
+                row[3] = ms(t.p90_s.get());
+                row[4] = ms(t.p99_s.get());
+                row[5] = ms(t.min_s.get());
+                row[6] = ms(t.max_s.get());
+                row[7] = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
+                row[8] = cell.full_depth.as_ref().map_or(String::new(), |f| ms(f.median_s.get()));
+                row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+                row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+            }
+            (CellStatus::Oom { .. }, _) => row[1] = "out of memory (see below)".to_owned(),
+            (CellStatus::Error { .. }, _) => row[1] = "failed (see below)".to_owned(),
+            (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
+        }
+        rows.row(row);
+    }
+    out.push_str(&rows.text(usize::MAX));
+    if extrapolated {
+        let _ = writeln!(out, "tok/s figures come from the full-depth estimates (head-only time + layers scaled)");
+    }
+    let failed: Vec<&CellRecord> = result.cells.iter().filter(|c| c.status != CellStatus::Ok).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\ncells that failed:");
+        for cell in failed {
+            let kind = if matches!(cell.status, CellStatus::Oom { .. }) { "out of memory" } else { "error" };
+            let _ = writeln!(out, "  {}: {kind}: {}", cell.shape, cell.status.message().unwrap_or_default());
+        }
+    }
+    if let Some(roofline) = &result.roofline {
+        let _ = writeln!(out, "\nroofline (the device's measured ceilings):");
+        out.push_str(&indent(&roofline_table(roofline)));
+        let mut rows = Table::new(["CELL", "GB/S", "OF BANDWIDTH", "GFLOP/S", "OF MATMUL"]);
+        for cell in &result.cells {
+            let Some(r) = &cell.roofline else { continue };
+            let share = |f: Option<Finite>| f.map_or("-".to_owned(), |f| format!("{:.1}%", f.get() * 100.0));
+            rows.row([
+                cell.shape.to_string(),
+                format!("{:.1}", r.achieved_bytes_per_s.get() / 1e9),
+                share(r.bandwidth_fraction),
+                format!("{:.1}", r.achieved_flops_per_s.get() / 1e9),
+                share(r.matmul_fraction),
+            ]);
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(out, "\ncells against the ceilings (work per step: docs/ROOFLINE.md):");
+            out.push_str(&indent(&rows.text(usize::MAX)));
+        }
+    }
+    if let Some(derived) = &result.derived {
+        out.push_str(&derived_report(derived));
+    }
+    out.push('\n');
+    for check in &result.checks {
+        let _ = writeln!(out, "{}", check_line(check));
+    }
+    if result.checks.iter().any(|c| !c.passed) {
+        let _ = writeln!(out, "these figures come from a run that FAILED a check: do not publish them as the device's");
+    }
+    out
+}
+
+fn status_word(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Complete => "complete",
+        RunStatus::Partial => "PARTIAL: stopped before every cell ran",
+        RunStatus::Incomplete => "incomplete",
+    }
+}
+
+/// The probes of a roofline as a table (bandwidth in GB/s; matmul in TFLOP/s, or GFLOP/s below
+/// one TFLOP/s), then the gaps between libtorch and the native probes.
+pub fn roofline_table(record: &RooflineRecord) -> String {
+    let mut rows = Table::new(["PROBE", "DTYPE", "PHASE", "CEILING", "HOW"]);
+    let mut notes = Vec::new();
+    for probe in &record.probes {
+        let value = match (&probe.value, probe.kind) {
+            (Reported::Known(v), ProbeKind::Bandwidth) => format!("{:.1} GB/s", v.get() / 1e9),
+            (Reported::Known(v), ProbeKind::Matmul) if v.get() >= 1e12 => format!("{:.1} TFLOP/s", v.get() / 1e12),
+            (Reported::Known(v), ProbeKind::Matmul) => format!("{:.1} GFLOP/s", v.get() / 1e9),
+            (Reported::Unavailable { unavailable }, _) => {
+                notes.push(format!("  ({}) {}: {unavailable}", notes.len() + 1, probe.name));
+                format!("unavailable ({})", notes.len())
+            }
+        };
+        let how: String = probe.method.chars().take(70).collect();
+        let how = if probe.method.chars().count() > 70 { format!("{how}…") } else { how };
+        rows.row([probe.name.clone(), probe.dtype.to_string(), probe.phase.to_string(), value, how]);
+    }
+    let mut out = rows.text(usize::MAX);
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
+    for gap in &record.gaps {
+        let _ = writeln!(out, "libtorch reaches {:.0}% of the native {}", gap.ratio.get() * 100.0, gap.what);
+    }
+    out
+}
+
+/// The frontier, the prefill table, latency-bounded throughput and cost, and how the sweep's
+/// lines ended.
+pub fn derived_report(derived: &Derived) -> String {
+    let mut out = String::new();
+    let joules = |j: Option<Finite>| j.map_or("-".to_owned(), |j| format!("{:.3}", j.get()));
+    if !derived.frontier.is_empty() {
+        let _ = writeln!(out, "\ndecode frontier (Pareto set of tok/s/user against tok/s/device):");
+        let mut rows = Table::new(["CTX", "BATCH", "TOK/S/USER", "TOK/S/DEVICE", "J/TOKEN"]);
+        for line in &derived.frontier {
+            for p in &line.points {
+                rows.row([
+                    line.ctx.to_string(),
+                    p.batch.to_string(),
+                    format!("{:.1}", p.tok_per_s_per_user.get()),
+                    format!("{:.1}", p.tok_per_s_per_device.get()),
+                    joules(p.joules_per_token),
+                ]);
+            }
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+    }
+    if !derived.prefill.is_empty() {
+        let _ = writeln!(out, "\nprefill:");
+        let mut rows = Table::new(["BATCH", "PROMPT", "TTFT", "TOK/S/DEVICE", "J/TOKEN"]);
+        for p in &derived.prefill {
+            rows.row([
+                p.batch.to_string(),
+                p.prompt_len.to_string(),
+                ms(p.ttft_s.get()),
+                format!("{:.1}", p.tok_per_s_per_device.get()),
+                joules(p.joules_per_token),
+            ]);
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+    }
+    if !derived.latency_bounded.is_empty() {
+        let price = match derived.price.usd_per_device_hour {
+            Some(p) => {
+                format!("${:.2}/device-hour at {:.0}% utilisation", p.get(), derived.price.utilisation.get() * 100.0)
+            }
+            None => "no price given (--price-per-hour)".to_owned(),
+        };
+        let _ = writeln!(out, "\nlatency-bounded throughput (simulated continuous batching; {price}):");
+        let mut rows = Table::new([
+            "WORKLOAD",
+            "BOUND",
+            "P99 TTFT/TPOT",
+            "BATCH CAP",
+            "REQ/S",
+            "TOK/S/DEVICE",
+            "TOK/S/USER",
+            "J/TOKEN",
+            "$/M TOKENS",
+        ]);
+        let mut reasons = Vec::new();
+        for lb in &derived.latency_bounded {
+            let bound = format!("{} ({} / {})", lb.bound.name, ms(lb.bound.ttft_p99_s), ms(lb.bound.tpot_p99_s));
+            let mut row: [String; 9] = Default::default();
+            row[0] = lb.workload.to_string();
+            row[1] = bound;
+            match &lb.point {
+                Reported::Known(p) => {
+                    row[2] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
+                    row[3] = p.max_batch.to_string();
+                    row[4] = format!("{:.4}", p.request_rate_per_s.get());
+                    row[5] =
+                        format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
+                    row[6] = format!("{:.1}", p.tok_per_s_per_user.get());
+                    row[7] = match &p.joules_per_output_token {
+                        Reported::Known(j) => format!("{:.3}", j.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                    row[8] = match &p.usd_per_million_output_tokens {
+                        Reported::Known(c) => format!("{:.2}", c.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                }
+                Reported::Unavailable { unavailable } => {
+                    reasons.push(format!(
+                        "  ({}) {} under {}: {unavailable}",
+                        reasons.len() + 1,
+                        lb.workload,
+                        lb.bound.name
+                    ));
+                    row[2] = format!("none ({})", reasons.len());
+                }
+            }
+            rows.row(row);
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+        for reason in reasons {
+            let _ = writeln!(out, "{reason}");
+        }
+        if derived.latency_bounded.iter().any(|lb| matches!(&lb.point, Reported::Known(p) if p.extrapolated)) {
+            let _ = writeln!(out, "  * the simulation extrapolated step times beyond the measured contexts");
+        }
+    }
+    let stopped: Vec<String> = derived
+        .sweep
+        .iter()
+        .filter(|l| l.end != "ladder end")
+        .map(|l| format!("  {} {}: {}", l.step, l.len, l.end))
+        .collect();
+    if !stopped.is_empty() {
+        let _ = writeln!(out, "\nsweep lines that stopped before their ladder's end:\n{}", stopped.join("\n"));
+    }
+    out
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// Milliseconds with three significant figures' worth of precision for typical step times.
+pub fn ms(seconds: f64) -> String {
+    let ms = seconds * 1e3;
+    if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else if ms >= 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.2} ms")
+    }
+}
+
+/// Two results side by side, `first` and `second` naming their columns (e.g. published, local).
+pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{first}: {}", terminal_text(&comparison.first, 200));
+    let _ = writeln!(out, "{second}: {}", terminal_text(&comparison.second, 200));
+    for difference in &comparison.differences {
+        let _ = writeln!(out, "differs: {}", terminal_text(difference, 300));
+    }
+    let ratio_header = format!("{second}/{first}");
+    let spread_header = format!("WITHIN {}'S SPREAD", first.to_uppercase());
+    let mut rows = Table::new([
+        "FIGURE".to_owned(),
+        first.to_uppercase(),
+        second.to_uppercase(),
+        ratio_header.to_uppercase(),
+        spread_header,
+    ]);
+    let value =
+        |v: f64| if v.abs() >= 1e6 || (v != 0.0 && v.abs() < 1e-2) { format!("{v:.4e}") } else { format!("{v:.4}") };
+    for row in &comparison.rows {
+        rows.row([
+            terminal_text(&row.figure, 90),
+            value(row.first),
+            value(row.second),
+            format!("{:.3}", row.ratio),
+            match row.within_spread {
+                Some(true) => "yes".to_owned(),
+                Some(false) => "no".to_owned(),
+                None => "-".to_owned(),
+            },
+        ]);
+    }
+    out.push_str(&rows.text(usize::MAX));
+    for figure in &comparison.unmatched {
+        let _ = writeln!(out, "not compared: {}", terminal_text(figure, 200));
+    }
+    out
+}
+
+/// A node's runs, and the spread across its devices of the same model.
+pub fn node_summary(summary: &lynx_schema::fleet::NodeSummary) -> String {
+    let mut rows = Table::new(["DEVICE", "NAME", "STATUS", "EXIT", "CHECKS", "RESULT"]);
+    for run in &summary.runs {
+        rows.row([
+            run.device.clone(),
+            terminal_text(run.name.as_deref().unwrap_or("-"), 60),
+            run.status.to_string(),
+            run.exit.to_string(),
+            if run.checks_passed { "passed".to_owned() } else { "not all passed".to_owned() },
+            run.envelope.clone().or_else(|| run.run_dir.clone()).unwrap_or_else(|| "-".to_owned()),
+        ]);
+    }
+    let mut out = format!("node {}\n", terminal_text(&summary.node, 80));
+    out.push_str(&rows.text(usize::MAX));
+    if !summary.spreads.is_empty() {
+        let _ = writeln!(out, "\nspread across devices of the same model (median step time):");
+        let mut rows = Table::new(["NAME", "CELL", "DEVICES", "MIN", "MEDIAN", "MAX", "SPREAD"]);
+        for s in &summary.spreads {
+            rows.row([
+                terminal_text(&s.name, 40),
+                s.cell.clone(),
+                s.devices.to_string(),
+                ms(s.min_s),
+                ms(s.median_s),
+                ms(s.max_s),
+                format!("{:.1}%", s.spread * 100.0),
+            ]);
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+    }
+    out
+}
