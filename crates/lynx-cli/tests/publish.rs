@@ -198,6 +198,37 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let (dom, console) = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
     assert!(dom.contains("Telemetry") && dom.contains("<svg") && !dom.contains("data-pwned=\""), "{dom}");
     assert!(!console.contains("CONSOLE"), "{console}");
+    // Every label of every chart lies inside its chart, as the browser lays it out (the site
+    // forbids scripts, so its charts are measured on a page of the test's own).
+    let html = std::fs::read_to_string(&index).unwrap();
+    let charts: Vec<&str> =
+        html.match_indices("<svg").map(|(at, _)| &html[at..at + html[at..].find("</svg>").unwrap() + 6]).collect();
+    let probe = site.path().join("measure.html");
+    std::fs::write(
+        &probe,
+        format!(
+            "<!DOCTYPE html><html><body>{}<script>let worst = -1e9;\
+             for (const svg of document.querySelectorAll('svg')) {{ const r = svg.getBoundingClientRect();\
+             for (const t of svg.querySelectorAll('text')) {{ const b = t.getBoundingClientRect();\
+             const out = Math.max(b.right - r.right, r.left - b.left, b.bottom - r.bottom, r.top - b.top);\
+             if (out > worst) {{ worst = out; document.body.setAttribute('data-worst', t.textContent.slice(0, 80)); }} }} }}\
+             document.body.setAttribute('data-overflow', worst.toFixed(1));</script></body></html>",
+            charts.concat()
+        ),
+    )
+    .unwrap();
+    let (measured_dom, _) = chromium(&["--dump-dom", &format!("file://{}", probe.display())]);
+    let overflow: f64 = measured_dom
+        .split("data-overflow=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("the measuring page did not run: {measured_dom}"));
+    let worst = measured_dom.split("data-worst=\"").nth(1).and_then(|rest| rest.split('"').next()).unwrap_or("");
+    assert!(overflow <= 0.0, "a chart label runs {overflow} px outside its chart: {worst}");
+    // Regression (issue 14): legends and bar labels cut a long device name to 28 and 40
+    // characters; each is now wrapped whole (up to the site's cut of a name).
+    assert!(charts.concat().contains(&"H".repeat(60)), "a long device name is cut short in a chart");
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("site-index.png");
     chromium(&[
         &format!("--screenshot={}", screenshot.display()),

@@ -40,6 +40,62 @@ struct Entry {
 
 const PALETTE: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 
+/// The width `text` takes at `font_px`, estimated from the widths of sans-serif glyphs (wide
+/// capitals, narrow lower case) and kept on the generous side, so text laid out by it fits.
+fn text_width(text: &str, font_px: f64) -> f64 {
+    let em: f64 = text
+        .chars()
+        .map(|c| match c {
+            'W' | 'M' | 'm' | 'w' | '@' | '%' => 0.95,
+            c if c.is_ascii_uppercase() => 0.75,
+            c if c.is_ascii_digit() => 0.6,
+            'i' | 'l' | 'j' | 't' | 'f' | 'r' | '.' | ',' | ':' | ';' | '\'' | '|' | '!' => 0.35,
+            c if c.is_ascii() => 0.6,
+            _ => 1.0,
+        })
+        .sum();
+    em * font_px
+}
+
+/// `text` broken into lines no wider than `width` at `font_px`: at spaces where it can, inside a
+/// word where one word alone is wider.
+fn wrap(text: &str, width: f64, font_px: f64) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let joined = if line.is_empty() { word.to_owned() } else { format!("{line} {word}") };
+        if text_width(&joined, font_px) <= width {
+            line = joined;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        for c in word.chars() {
+            line.push(c);
+            if text_width(&line, font_px) > width {
+                let last = line.pop().unwrap_or(c);
+                lines.push(std::mem::replace(&mut line, last.to_string()));
+            }
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `<text>` of `lines` from (`x`, `y`), one `line_px` apart, escaped.
+fn text_lines(lines: &[String], x: f64, y: f64, line_px: f64, attributes: &str) -> String {
+    let mut out = format!(r#"<text x="{x}" y="{y}" {attributes}>"#);
+    for (i, line) in lines.iter().enumerate() {
+        let dy = if i == 0 { 0.0 } else { line_px };
+        let _ = write!(out, r#"<tspan x="{x}" dy="{dy}">{}</tspan>"#, escape(line));
+    }
+    out.push_str("</text>");
+    out
+}
+
 /// A round step for about `ticks` ticks over `span`.
 fn nice_step(span: f64, ticks: f64) -> f64 {
     let raw = (span / ticks).max(f64::MIN_POSITIVE);
@@ -83,7 +139,10 @@ pub fn line_chart(
     series: &[(String, Vec<(f64, f64)>)],
     from_zero: bool,
 ) -> String {
-    let (w, h, left, right, top, bottom) = (720.0, 360.0, 70.0, 180.0, 30.0, 50.0);
+    let (w, plot_h, left, right, top, bottom) = (720.0, 360.0, 70.0, 20.0, 30.0, 50.0);
+    // The legend goes under the plot, each series' whole name wrapped to the chart's width.
+    let legend: Vec<Vec<String>> = series.iter().map(|(name, _)| wrap(name, w - 40.0, 11.0)).collect();
+    let h = plot_h + 10.0 + 14.0 * legend.iter().map(Vec::len).sum::<usize>() as f64 + 6.0 * legend.len() as f64;
     let points = || series.iter().flat_map(|(_, p)| p.iter()).filter(|(x, y)| x.is_finite() && y.is_finite());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
     for &(x, y) in points() {
@@ -115,7 +174,7 @@ pub fn line_chart(
     };
     (x0, x1) = widen(x0, x1);
     (y0, y1) = widen(y0, y1);
-    let (pw, ph) = (w - left - right, h - top - bottom);
+    let (pw, ph) = (w - left - right, plot_h - top - bottom);
     let sx = |x: f64| left + (x - x0) / (x1 - x0) * pw;
     let sy = |y: f64| top + ph - (y - y0) / (y1 - y0) * ph;
     let _ = write!(
@@ -156,13 +215,13 @@ pub fn line_chart(
         svg,
         r#"<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="16" y="{}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
         left + pw / 2.0,
-        h - 10.0,
+        plot_h - 10.0,
         escape(x_label),
         top + ph / 2.0,
         top + ph / 2.0,
         escape(y_label)
     );
-    for (i, (name, points)) in series.iter().enumerate() {
+    for (i, (_, points)) in series.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let path: Vec<String> = points
             .iter()
@@ -180,17 +239,10 @@ pub fn line_chart(
                 let _ = write!(svg, r#"<circle cx="{cx}" cy="{cy}" r="3" fill="{colour}"/>"#);
             }
         }
-        let ly = top + 14.0 + 18.0 * i as f64;
-        let label: String = name.chars().take(28).collect();
-        let _ = write!(
-            svg,
-            r#"<rect x="{}" y="{}" width="12" height="12" fill="{colour}"/><text x="{}" y="{}" font-size="11">{}</text>"#,
-            left + pw + 10.0,
-            ly - 10.0,
-            left + pw + 26.0,
-            ly,
-            escape(&label)
-        );
+        let above: usize = legend[..i].iter().map(Vec::len).sum();
+        let ly = plot_h + 20.0 + 14.0 * above as f64 + 6.0 * i as f64;
+        let _ = write!(svg, r#"<rect x="10" y="{}" width="12" height="12" fill="{colour}"/>"#, ly - 10.0);
+        svg.push_str(&text_lines(&legend[i], 28.0, ly, 14.0, r#"font-size="11""#));
     }
     svg.push_str("</svg>");
     svg
@@ -198,8 +250,12 @@ pub fn line_chart(
 
 /// A horizontal bar chart of (label, value) in `unit` (values divided by `scale`).
 pub fn bar_chart(title: &str, unit: &str, scale: f64, bars: &[(String, f64)]) -> String {
-    let (w, left, right, bar) = (720.0, 260.0, 90.0, 22.0);
-    let h = 40.0 + bar * bars.len().max(1) as f64 + 10.0;
+    let (w, left, right, line) = (720.0, 260.0, 90.0, 13.0);
+    // Each label whole, wrapped into the space left of the bars; a bar's row is as tall as its
+    // label.
+    let labels: Vec<Vec<String>> = bars.iter().map(|(label, _)| wrap(label, left - 16.0, 11.0)).collect();
+    let rows: Vec<f64> = labels.iter().map(|l| (line * l.len() as f64 + 9.0).max(22.0)).collect();
+    let h = 40.0 + rows.iter().sum::<f64>().max(22.0) + 10.0;
     let max = bars.iter().map(|b| b.1).fold(0.0, f64::max).max(f64::MIN_POSITIVE);
     let mut svg = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}"><title>{}</title><text x="{}" y="18" font-size="14" text-anchor="middle">{}</text>"#,
@@ -208,24 +264,21 @@ pub fn bar_chart(title: &str, unit: &str, scale: f64, bars: &[(String, f64)]) ->
         w / 2.0,
         escape(title)
     );
-    for (i, (label, value)) in bars.iter().enumerate() {
-        let y = 30.0 + bar * i as f64;
+    let mut y = 30.0;
+    for (i, (_, value)) in bars.iter().enumerate() {
         let length = (value / max * (w - left - right)).max(0.0);
-        let label: String = label.chars().take(40).collect();
+        svg.push_str(&text_lines(&labels[i], left - 6.0, y + 15.0, line, r#"font-size="11" text-anchor="end""#));
         let _ = write!(
             svg,
-            r#"<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text><rect class="bar" x="{left}" y="{}" width="{length:.1}" height="{}" fill="{}"/><text x="{}" y="{}" font-size="11">{:.1} {}</text>"#,
-            left - 6.0,
-            y + 15.0,
-            escape(&label),
+            r#"<rect class="bar" x="{left}" y="{}" width="{length:.1}" height="16" fill="{}"/><text x="{}" y="{}" font-size="11">{:.1} {}</text>"#,
             y + 3.0,
-            bar - 6.0,
             PALETTE[i % PALETTE.len()],
             left + length + 4.0,
             y + 15.0,
             value / scale,
             escape(unit)
         );
+        y += rows[i];
     }
     svg.push_str("</svg>");
     svg
@@ -562,6 +615,25 @@ results contribute figures. Text from results is shown as text.</p><h2>Results</
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (issue 14): a long device name was cut to 28 characters in a chart's legend
+    /// ("Intel(R) Xeon(R) Processor ("); it is wrapped whole into lines that fit.
+    #[test]
+    fn long_names_wrap_into_lines_that_fit_and_keep_every_character() {
+        let name = "Intel(R) Xeon(R) Processor (Icelake) with a board name far longer than any legend line";
+        let lines = wrap(name, 200.0, 11.0);
+        assert!(lines.len() > 1, "{lines:?}");
+        assert!(lines.iter().all(|l| text_width(l, 11.0) <= 200.0), "{lines:?}");
+        assert_eq!(lines.join(" "), name);
+        let word = "H".repeat(160);
+        let lines = wrap(&word, 200.0, 11.0);
+        assert!(lines.iter().all(|l| text_width(l, 11.0) <= 200.0) && lines.concat() == word, "{lines:?}");
+        assert_eq!(wrap("", 100.0, 11.0), [""]);
+        let chart = line_chart("t", "x", "y", &[(name.to_owned(), vec![(1.0, 2.0), (2.0, 3.0)])], true);
+        assert!(chart.contains("far longer") && chart.contains("(Icelake)"), "{chart}");
+        let bars = bar_chart("t", "GB/s", 1e9, &[(name.to_owned(), 1e9)]);
+        assert!(bars.contains("far longer"), "{bars}");
+    }
 
     #[test]
     fn a_flat_series_gets_distinct_ticks() {
