@@ -56,24 +56,7 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             latency_bounded_from_cells(&result.cells, &suite.simulation, suite.seed, &workload, &bound, &inputs);
         let failed_checks: Vec<String> =
             result.checks.iter().filter(|c| !c.passed).map(|c| c.name.to_string()).collect();
-        let measured_part = result.config.measured.as_ref().map(|part| {
-            let mut words = Vec::new();
-            if let Some(layers) = suite.scale.layers {
-                words
-                    .push(format!("{layers} of {} layers, extrapolated to full depth", result.config.model.num_layers));
-            }
-            if suite.scale.tp > 1 {
-                words.push(format!(
-                    "one device's shard of {}-way tensor parallelism (collectives not measured)",
-                    suite.scale.tp
-                ));
-            }
-            if words.is_empty() {
-                part.not_measured.join("; ")
-            } else {
-                words.join("; ")
-            }
-        });
+        let measured_part = measured_part(&result);
         ranked.push(Entry {
             file: shown,
             device,
@@ -103,4 +86,26 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
     });
     Shortlist { request: request.clone(), ranked, excluded }
+}
+
+/// What part of the model a result measured, in words; `None` for the whole model.
+fn measured_part(result: &RunResult) -> Option<String> {
+    let suite = &result.config.suite;
+    result.config.measured.as_ref().map(|part| {
+        let mut words = Vec::new();
+        if let Some(layers) = suite.scale.layers {
+            words.push(format!("{layers} of {} layers, extrapolated to full depth", result.config.model.num_layers));
+        }
+        if suite.scale.tp > 1 {
+            words.push(format!(
+                "one device's shard of {}-way tensor parallelism (collectives not measured)",
+                suite.scale.tp
+            ));
+        }
+        if words.is_empty() {
+            part.not_measured.join("; ")
+        } else {
+            words.join("; ")
+        }
+    })
 }

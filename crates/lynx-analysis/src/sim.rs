@@ -209,13 +209,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
         return Err(SimError::Setup("max batch, prefill batch, requests and OSL must be positive".to_owned()));
     }
     let n = setup.requests as usize;
-    let mut rng = SplitMix64(setup.seed);
-    let mut requests = Vec::with_capacity(n);
-    let mut arrival = 0.0;
-    for _ in 0..n {
-        arrival += -rng.unit().ln() / rate_per_s;
-        requests.push(Request { arrival_s: arrival, ..Request::default() });
-    }
+    let mut requests = arrivals(setup.seed, n, rate_per_s);
     let decode =
         |batch: u32, ctx: f64| setup.decode.lookup(batch, ctx).ok_or(SimError::NoStepTime { what: "decode", batch });
     let prefill = |batch: u32, len: u32| {
@@ -255,20 +249,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
         if let Some(chunk) = setup.chunk.filter(|_| !prefilling.is_empty()) {
             // One mixed step: every decoding sequence gains a token, and up to `chunk` prompt
             // tokens are prefilled, front of the queue first.
-            let mut budget = chunk;
-            let mut done = Vec::new();
-            for (i, left) in prefilling.iter_mut() {
-                let take = budget.min(*left);
-                *left -= take;
-                budget -= take;
-                if *left == 0 {
-                    done.push(*i);
-                }
-                if budget == 0 {
-                    break;
-                }
-            }
-            let chunk_tokens = chunk - budget;
+            let (chunk_tokens, done) = take_chunk(&mut prefilling, chunk);
             if batch > 0 {
                 clock.spend(decode(batch, ctx(server.steps, server.start_sum))?, 1);
                 server.steps += 1;
@@ -310,8 +291,44 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
         server.retire(clock.t, &mut requests);
     }
 
-    let skip = n / 10;
-    let measured = &requests[skip..];
+    outcome(setup, rate_per_s, &requests, &clock)
+}
+
+/// `n` requests arriving at `rate_per_s` on a seeded Poisson schedule.
+fn arrivals(seed: u64, n: usize, rate_per_s: f64) -> Vec<Request> {
+    let mut rng = SplitMix64(seed);
+    let mut arrival = 0.0;
+    (0..n)
+        .map(|_| {
+            arrival += -rng.unit().ln() / rate_per_s;
+            Request { arrival_s: arrival, ..Request::default() }
+        })
+        .collect()
+}
+
+/// Up to `chunk` prompt tokens taken from the front of `prefilling`: how many were taken, and
+/// the requests whose prompts they finished.
+fn take_chunk(prefilling: &mut VecDeque<(usize, u32)>, chunk: u32) -> (u32, Vec<usize>) {
+    let mut budget = chunk;
+    let mut done = Vec::new();
+    for (i, left) in prefilling.iter_mut() {
+        let take = budget.min(*left);
+        *left -= take;
+        budget -= take;
+        if *left == 0 {
+            done.push(*i);
+        }
+        if budget == 0 {
+            break;
+        }
+    }
+    (chunk - budget, done)
+}
+
+/// The figures of a finished simulation: p99 TTFT and TPOT over the requests after the first
+/// tenth (the server filling up), throughput over the whole, energy per output token.
+fn outcome(setup: &SimSetup, rate_per_s: f64, requests: &[Request], clock: &Clock) -> Result<SimOutcome, SimError> {
+    let measured = &requests[requests.len() / 10..];
     let ttft = Sorted::new(measured.iter().map(|r| r.first_token_s - r.arrival_s).collect::<Vec<f64>>())?;
     let (tpot_p99_s, tpot_p50_s) = if setup.osl > 1 {
         let tpot = Sorted::new(
@@ -322,7 +339,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
         (0.0, 0.0)
     };
     let last = requests.iter().map(|r| r.finish_s).fold(0.0, f64::max);
-    let tokens = n as f64 * f64::from(setup.osl);
+    let tokens = requests.len() as f64 * f64::from(setup.osl);
     Ok(SimOutcome {
         rate_per_s,
         ttft_p99_s: ttft.quantile(0.99),

@@ -139,75 +139,8 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
             part.not_measured.join("; ")
         );
     }
-    let extrapolated = result.cells.iter().any(|c| c.full_depth.is_some());
-    let full_depth_header = if extrapolated { "FULL-DEPTH MEDIAN" } else { "" };
-    let mut rows = Table::new([
-        "CELL",
-        "N",
-        "MEDIAN",
-        "P90",
-        "P99",
-        "MIN",
-        "MAX",
-        "CV",
-        full_depth_header,
-        "TOK/S/USER",
-        "TOK/S/DEVICE",
-    ]);
-    for cell in &result.cells {
-        let mut row: [String; 11] = Default::default();
-        row[0] = cell.shape.to_string();
-        match (&cell.status, &cell.step_time) {
-            (CellStatus::Ok, Some(t)) => {
-                row[1] = t.n.to_string();
-                row[2] = ms(t.median_s.get());
-                row[3] = ms(t.p90_s.get());
-                row[4] = ms(t.p99_s.get());
-                row[5] = ms(t.min_s.get());
-                row[6] = ms(t.max_s.get());
-                row[7] = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
-                row[8] = cell.full_depth.as_ref().map_or(String::new(), |f| ms(f.median_s.get()));
-                row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
-                row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
-            }
-            (CellStatus::Oom { .. }, _) => row[1] = "out of memory (see below)".to_owned(),
-            (CellStatus::Error { .. }, _) => row[1] = "failed (see below)".to_owned(),
-            (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
-        }
-        rows.row(row);
-    }
-    out.push_str(&rows.text(usize::MAX));
-    if extrapolated {
-        let _ = writeln!(out, "tok/s figures come from the full-depth estimates (head-only time + layers scaled)");
-    }
-    let failed: Vec<&CellRecord> = result.cells.iter().filter(|c| c.status != CellStatus::Ok).collect();
-    if !failed.is_empty() {
-        let _ = writeln!(out, "\ncells that failed:");
-        for cell in failed {
-            let kind = if matches!(cell.status, CellStatus::Oom { .. }) { "out of memory" } else { "error" };
-            let _ = writeln!(out, "  {}: {kind}: {}", cell.shape, cell.status.message().unwrap_or_default());
-        }
-    }
-    if let Some(roofline) = &result.roofline {
-        let _ = writeln!(out, "\nroofline (the device's measured ceilings):");
-        out.push_str(&indent(&roofline_table(roofline)));
-        let mut rows = Table::new(["CELL", "GB/S", "OF BANDWIDTH", "GFLOP/S", "OF MATMUL"]);
-        for cell in &result.cells {
-            let Some(r) = &cell.roofline else { continue };
-            let share = |f: Option<Finite>| f.map_or("-".to_owned(), |f| format!("{:.1}%", f.get() * 100.0));
-            rows.row([
-                cell.shape.to_string(),
-                format!("{:.1}", r.achieved_bytes_per_s.get() / 1e9),
-                share(r.bandwidth_fraction),
-                format!("{:.1}", r.achieved_flops_per_s.get() / 1e9),
-                share(r.matmul_fraction),
-            ]);
-        }
-        if !rows.is_empty() {
-            let _ = writeln!(out, "\ncells against the ceilings (work per step: docs/ROOFLINE.md):");
-            out.push_str(&indent(&rows.text(usize::MAX)));
-        }
-    }
+    out.push_str(&cells_section(result));
+    out.push_str(&roofline_section(result));
     if let Some(derived) = &result.derived {
         out.push_str(&derived_report(derived));
     }
@@ -262,99 +195,9 @@ pub fn roofline_table(record: &RooflineRecord) -> String {
 /// lines ended.
 pub fn derived_report(derived: &Derived) -> String {
     let mut out = String::new();
-    let joules = |j: Option<Finite>| j.map_or("-".to_owned(), |j| format!("{:.3}", j.get()));
-    if !derived.frontier.is_empty() {
-        let _ = writeln!(out, "\ndecode frontier (Pareto set of tok/s/user against tok/s/device):");
-        let mut rows = Table::new(["CTX", "BATCH", "TOK/S/USER", "TOK/S/DEVICE", "J/TOKEN"]);
-        for line in &derived.frontier {
-            for p in &line.points {
-                rows.row([
-                    line.ctx.to_string(),
-                    p.batch.to_string(),
-                    format!("{:.1}", p.tok_per_s_per_user.get()),
-                    format!("{:.1}", p.tok_per_s_per_device.get()),
-                    joules(p.joules_per_token),
-                ]);
-            }
-        }
-        out.push_str(&indent(&rows.text(usize::MAX)));
-    }
-    if !derived.prefill.is_empty() {
-        let _ = writeln!(out, "\nprefill:");
-        let mut rows = Table::new(["BATCH", "PROMPT", "TTFT", "TOK/S/DEVICE", "J/TOKEN"]);
-        for p in &derived.prefill {
-            rows.row([
-                p.batch.to_string(),
-                p.prompt_len.to_string(),
-                ms(p.ttft_s.get()),
-                format!("{:.1}", p.tok_per_s_per_device.get()),
-                joules(p.joules_per_token),
-            ]);
-        }
-        out.push_str(&indent(&rows.text(usize::MAX)));
-    }
-    if !derived.latency_bounded.is_empty() {
-        let price = match derived.price.usd_per_device_hour {
-            Some(p) => {
-                format!("${:.2}/device-hour at {:.0}% utilisation", p.get(), derived.price.utilisation.get() * 100.0)
-            }
-            None => "no price given (--price-per-hour)".to_owned(),
-        };
-        let _ = writeln!(out, "\nlatency-bounded throughput (simulated continuous batching; {price}):");
-        let mut rows = Table::new([
-            "WORKLOAD",
-            "BOUND",
-            "P99 TTFT/TPOT",
-            "BATCH CAP",
-            "REQ/S",
-            "TOK/S/DEVICE",
-            "TOK/S/USER",
-            "J/TOKEN",
-            "$/M TOKENS",
-        ]);
-        let mut reasons = Vec::new();
-        for lb in &derived.latency_bounded {
-            let bound = format!("{} ({} / {})", lb.bound.name, ms(lb.bound.ttft_p99_s), ms(lb.bound.tpot_p99_s));
-            let mut row: [String; 9] = Default::default();
-            row[0] = lb.workload.to_string();
-            row[1] = bound;
-            match &lb.point {
-                Reported::Known(p) => {
-                    row[2] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
-                    row[3] = p.max_batch.to_string();
-                    row[4] = format!("{:.4}", p.request_rate_per_s.get());
-                    row[5] =
-                        format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
-                    row[6] = format!("{:.1}", p.tok_per_s_per_user.get());
-                    row[7] = match &p.joules_per_output_token {
-                        Reported::Known(j) => format!("{:.3}", j.get()),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    };
-                    row[8] = match &p.usd_per_million_output_tokens {
-                        Reported::Known(c) => format!("{:.2}", c.get()),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    };
-                }
-                Reported::Unavailable { unavailable } => {
-                    reasons.push(format!(
-                        "  ({}) {} under {}: {unavailable}",
-                        reasons.len() + 1,
-                        lb.workload,
-                        lb.bound.name
-                    ));
-                    row[2] = format!("none ({})", reasons.len());
-                }
-            }
-            rows.row(row);
-        }
-        out.push_str(&indent(&rows.text(usize::MAX)));
-        for reason in reasons {
-            let _ = writeln!(out, "{reason}");
-        }
-        if derived.latency_bounded.iter().any(|lb| matches!(&lb.point, Reported::Known(p) if p.extrapolated)) {
-            let _ = writeln!(out, "  * the simulation extrapolated step times beyond the measured contexts");
-        }
-    }
+    out.push_str(&frontier_section(derived));
+    out.push_str(&prefill_section(derived));
+    out.push_str(&bounded_section(derived));
     let stopped: Vec<String> = derived
         .sweep
         .iter()
@@ -452,6 +295,202 @@ pub fn node_summary(summary: &lynx_schema::fleet::NodeSummary) -> String {
             ]);
         }
         out.push_str(&indent(&rows.text(usize::MAX)));
+    }
+    out
+}
+
+/// The cells' step times, and the cells that failed with why.
+fn cells_section(result: &RunResult) -> String {
+    let mut out = String::new();
+    let extrapolated = result.cells.iter().any(|c| c.full_depth.is_some());
+    let full_depth_header = if extrapolated { "FULL-DEPTH MEDIAN" } else { "" };
+    let mut rows = Table::new([
+        "CELL",
+        "N",
+        "MEDIAN",
+        "P90",
+        "P99",
+        "MIN",
+        "MAX",
+        "CV",
+        full_depth_header,
+        "TOK/S/USER",
+        "TOK/S/DEVICE",
+    ]);
+    for cell in &result.cells {
+        let mut row: [String; 11] = Default::default();
+        row[0] = cell.shape.to_string();
+        match (&cell.status, &cell.step_time) {
+            (CellStatus::Ok, Some(t)) => {
+                row[1] = t.n.to_string();
+                row[2] = ms(t.median_s.get());
+                row[3] = ms(t.p90_s.get());
+                row[4] = ms(t.p99_s.get());
+                row[5] = ms(t.min_s.get());
+                row[6] = ms(t.max_s.get());
+                row[7] = t.cv.map_or("-".to_owned(), |cv| format!("{:.1}%", cv.get() * 100.0));
+                row[8] = cell.full_depth.as_ref().map_or(String::new(), |f| ms(f.median_s.get()));
+                row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+                row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+            }
+            (CellStatus::Oom { .. }, _) => row[1] = "out of memory (see below)".to_owned(),
+            (CellStatus::Error { .. }, _) => row[1] = "failed (see below)".to_owned(),
+            (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
+        }
+        rows.row(row);
+    }
+    out.push_str(&rows.text(usize::MAX));
+    if extrapolated {
+        let _ = writeln!(out, "tok/s figures come from the full-depth estimates (head-only time + layers scaled)");
+    }
+    let failed: Vec<&CellRecord> = result.cells.iter().filter(|c| c.status != CellStatus::Ok).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\ncells that failed:");
+        for cell in failed {
+            let kind = if matches!(cell.status, CellStatus::Oom { .. }) { "out of memory" } else { "error" };
+            let _ = writeln!(out, "  {}: {kind}: {}", cell.shape, cell.status.message().unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// The device's ceilings and each cell against them.
+fn roofline_section(result: &RunResult) -> String {
+    let mut out = String::new();
+    if let Some(roofline) = &result.roofline {
+        let _ = writeln!(out, "\nroofline (the device's measured ceilings):");
+        out.push_str(&indent(&roofline_table(roofline)));
+        let mut rows = Table::new(["CELL", "GB/S", "OF BANDWIDTH", "GFLOP/S", "OF MATMUL"]);
+        for cell in &result.cells {
+            let Some(r) = &cell.roofline else { continue };
+            let share = |f: Option<Finite>| f.map_or("-".to_owned(), |f| format!("{:.1}%", f.get() * 100.0));
+            rows.row([
+                cell.shape.to_string(),
+                format!("{:.1}", r.achieved_bytes_per_s.get() / 1e9),
+                share(r.bandwidth_fraction),
+                format!("{:.1}", r.achieved_flops_per_s.get() / 1e9),
+                share(r.matmul_fraction),
+            ]);
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(out, "\ncells against the ceilings (work per step: docs/ROOFLINE.md):");
+            out.push_str(&indent(&rows.text(usize::MAX)));
+        }
+    }
+    out
+}
+
+/// Joules per token, or `-`.
+fn joules(j: Option<Finite>) -> String {
+    j.map_or("-".to_owned(), |j| format!("{:.3}", j.get()))
+}
+
+/// The decode frontier.
+fn frontier_section(derived: &Derived) -> String {
+    let mut out = String::new();
+    if !derived.frontier.is_empty() {
+        let _ = writeln!(out, "\ndecode frontier (Pareto set of tok/s/user against tok/s/device):");
+        let mut rows = Table::new(["CTX", "BATCH", "TOK/S/USER", "TOK/S/DEVICE", "J/TOKEN"]);
+        for line in &derived.frontier {
+            for p in &line.points {
+                rows.row([
+                    line.ctx.to_string(),
+                    p.batch.to_string(),
+                    format!("{:.1}", p.tok_per_s_per_user.get()),
+                    format!("{:.1}", p.tok_per_s_per_device.get()),
+                    joules(p.joules_per_token),
+                ]);
+            }
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+    }
+    out
+}
+
+/// The prefill table.
+fn prefill_section(derived: &Derived) -> String {
+    let mut out = String::new();
+    if !derived.prefill.is_empty() {
+        let _ = writeln!(out, "\nprefill:");
+        let mut rows = Table::new(["BATCH", "PROMPT", "TTFT", "TOK/S/DEVICE", "J/TOKEN"]);
+        for p in &derived.prefill {
+            rows.row([
+                p.batch.to_string(),
+                p.prompt_len.to_string(),
+                ms(p.ttft_s.get()),
+                format!("{:.1}", p.tok_per_s_per_device.get()),
+                joules(p.joules_per_token),
+            ]);
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+    }
+    out
+}
+
+/// Latency-bounded throughput and cost.
+fn bounded_section(derived: &Derived) -> String {
+    let mut out = String::new();
+    if !derived.latency_bounded.is_empty() {
+        let price = match derived.price.usd_per_device_hour {
+            Some(p) => {
+                format!("${:.2}/device-hour at {:.0}% utilisation", p.get(), derived.price.utilisation.get() * 100.0)
+            }
+            None => "no price given (--price-per-hour)".to_owned(),
+        };
+        let _ = writeln!(out, "\nlatency-bounded throughput (simulated continuous batching; {price}):");
+        let mut rows = Table::new([
+            "WORKLOAD",
+            "BOUND",
+            "P99 TTFT/TPOT",
+            "BATCH CAP",
+            "REQ/S",
+            "TOK/S/DEVICE",
+            "TOK/S/USER",
+            "J/TOKEN",
+            "$/M TOKENS",
+        ]);
+        let mut reasons = Vec::new();
+        for lb in &derived.latency_bounded {
+            let bound = format!("{} ({} / {})", lb.bound.name, ms(lb.bound.ttft_p99_s), ms(lb.bound.tpot_p99_s));
+            let mut row: [String; 9] = Default::default();
+            row[0] = lb.workload.to_string();
+            row[1] = bound;
+            match &lb.point {
+                Reported::Known(p) => {
+                    row[2] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
+                    row[3] = p.max_batch.to_string();
+                    row[4] = format!("{:.4}", p.request_rate_per_s.get());
+                    row[5] =
+                        format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
+                    row[6] = format!("{:.1}", p.tok_per_s_per_user.get());
+                    row[7] = match &p.joules_per_output_token {
+                        Reported::Known(j) => format!("{:.3}", j.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                    row[8] = match &p.usd_per_million_output_tokens {
+                        Reported::Known(c) => format!("{:.2}", c.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                }
+                Reported::Unavailable { unavailable } => {
+                    reasons.push(format!(
+                        "  ({}) {} under {}: {unavailable}",
+                        reasons.len() + 1,
+                        lb.workload,
+                        lb.bound.name
+                    ));
+                    row[2] = format!("none ({})", reasons.len());
+                }
+            }
+            rows.row(row);
+        }
+        out.push_str(&indent(&rows.text(usize::MAX)));
+        for reason in reasons {
+            let _ = writeln!(out, "{reason}");
+        }
+        if derived.latency_bounded.iter().any(|lb| matches!(&lb.point, Reported::Known(p) if p.extrapolated)) {
+            let _ = writeln!(out, "  * the simulation extrapolated step times beyond the measured contexts");
+        }
     }
     out
 }

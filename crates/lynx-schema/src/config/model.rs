@@ -399,52 +399,8 @@ impl ModelShape {
         check.positive_real("rms_norm_eps", self.rms_norm_eps)?;
         check.positive_real("init_std", self.init_std)?;
         match &self.attention {
-            Attention::Gqa(gqa) => {
-                check.positive("attention.num_heads", gqa.num_heads)?;
-                check.positive("attention.num_kv_heads", gqa.num_kv_heads)?;
-                check.positive("attention.head_dim", gqa.head_dim.unwrap_or(1))?;
-                check.positive_real("attention.rope_theta", gqa.rope_theta)?;
-                if !gqa.num_heads.is_multiple_of(gqa.num_kv_heads) {
-                    return Err(check.invalid(
-                        "attention.num_heads",
-                        format!(
-                            "({}) must be a multiple of attention.num_kv_heads ({})",
-                            gqa.num_heads, gqa.num_kv_heads
-                        ),
-                    ));
-                }
-                if gqa.head_dim.is_none() && !self.hidden_size.is_multiple_of(gqa.num_heads) {
-                    return Err(check.invalid(
-                        "attention.head_dim",
-                        format!(
-                            "is needed: hidden_size ({}) is not a multiple of attention.num_heads ({})",
-                            self.hidden_size, gqa.num_heads
-                        ),
-                    ));
-                }
-                if !self.head_dim().is_multiple_of(2) {
-                    return Err(
-                        check.invalid("attention.head_dim", format!("({}) must be even for RoPE", self.head_dim()))
-                    );
-                }
-                if let Some(window) = &gqa.sliding_window {
-                    check.positive("attention.sliding_window.size", window.size)?;
-                }
-                check_rope_scaling(&check, gqa.rope_scaling.as_ref())?;
-            }
-            Attention::Mla(mla) => {
-                check.positive("attention.num_heads", mla.num_heads)?;
-                check.positive("attention.q_lora_rank", mla.q_lora_rank.unwrap_or(1))?;
-                check.positive("attention.kv_lora_rank", mla.kv_lora_rank)?;
-                check.positive("attention.qk_nope_head_dim", mla.qk_nope_head_dim)?;
-                check.positive("attention.qk_rope_head_dim", mla.qk_rope_head_dim)?;
-                check.positive("attention.v_head_dim", mla.v_head_dim)?;
-                check.positive_real("attention.rope_theta", mla.rope_theta)?;
-                if !mla.qk_rope_head_dim.is_multiple_of(2) {
-                    return Err(check.invalid("attention.qk_rope_head_dim", "must be even for RoPE".to_owned()));
-                }
-                check_rope_scaling(&check, mla.rope_scaling.as_ref())?;
-            }
+            Attention::Gqa(gqa) => self.validate_gqa(&check, gqa)?,
+            Attention::Mla(mla) => validate_mla(&check, mla)?,
         }
         if let Some(mlp) = &self.mlp {
             check.positive("mlp.intermediate_size", mlp.intermediate_size)?;
@@ -453,42 +409,7 @@ impl ModelShape {
             return Err(check.invalid("mlp", format!("is needed: {} layers have a dense MLP", self.dense_layers())));
         }
         if let Some(moe) = &self.moe {
-            check.positive("moe.num_experts", moe.num_experts)?;
-            check.positive("moe.experts_per_token", moe.experts_per_token)?;
-            check.positive("moe.intermediate_size", moe.intermediate_size)?;
-            if moe.experts_per_token > moe.num_experts {
-                return Err(check.invalid(
-                    "moe.experts_per_token",
-                    format!("({}) exceeds moe.num_experts ({})", moe.experts_per_token, moe.num_experts),
-                ));
-            }
-            if moe.first_dense_layers > self.num_layers {
-                return Err(check.invalid(
-                    "moe.first_dense_layers",
-                    format!("({}) exceeds num_layers ({})", moe.first_dense_layers, self.num_layers),
-                ));
-            }
-            if let Router::SigmoidGrouped { groups, topk_groups, scaling } = moe.router {
-                check.positive("moe.router.groups", groups)?;
-                check.positive("moe.router.topk_groups", topk_groups)?;
-                check.positive_real("moe.router.scaling", scaling)?;
-                if !moe.num_experts.is_multiple_of(groups) || topk_groups > groups {
-                    return Err(check.invalid(
-                        "moe.router",
-                        format!(
-                            "groups ({groups}) must divide num_experts ({}) and be at least topk_groups ({topk_groups})",
-                            moe.num_experts
-                        ),
-                    ));
-                }
-                let per_group = moe.num_experts / groups;
-                if topk_groups * per_group < moe.experts_per_token {
-                    return Err(check.invalid(
-                        "moe.router.topk_groups",
-                        format!("({topk_groups}) groups hold fewer experts than experts_per_token"),
-                    ));
-                }
-            }
+            self.validate_moe(&check, moe)?;
         }
         if let Activation::SwigluClamped { alpha, limit } = self.activation {
             check.positive_real("activation.alpha", alpha)?;
@@ -496,6 +417,91 @@ impl ModelShape {
         }
         Ok(())
     }
+
+    fn validate_gqa(&self, check: &Checker, gqa: &Gqa) -> Result<(), ConfigError> {
+        check.positive("attention.num_heads", gqa.num_heads)?;
+        check.positive("attention.num_kv_heads", gqa.num_kv_heads)?;
+        check.positive("attention.head_dim", gqa.head_dim.unwrap_or(1))?;
+        check.positive_real("attention.rope_theta", gqa.rope_theta)?;
+        if !gqa.num_heads.is_multiple_of(gqa.num_kv_heads) {
+            return Err(check.invalid(
+                "attention.num_heads",
+                format!("({}) must be a multiple of attention.num_kv_heads ({})", gqa.num_heads, gqa.num_kv_heads),
+            ));
+        }
+        if gqa.head_dim.is_none() && !self.hidden_size.is_multiple_of(gqa.num_heads) {
+            return Err(check.invalid(
+                "attention.head_dim",
+                format!(
+                    "is needed: hidden_size ({}) is not a multiple of attention.num_heads ({})",
+                    self.hidden_size, gqa.num_heads
+                ),
+            ));
+        }
+        if !self.head_dim().is_multiple_of(2) {
+            return Err(check.invalid("attention.head_dim", format!("({}) must be even for RoPE", self.head_dim())));
+        }
+        if let Some(window) = &gqa.sliding_window {
+            check.positive("attention.sliding_window.size", window.size)?;
+        }
+        check_rope_scaling(check, gqa.rope_scaling.as_ref())?;
+        Ok(())
+    }
+
+    fn validate_moe(&self, check: &Checker, moe: &Moe) -> Result<(), ConfigError> {
+        check.positive("moe.num_experts", moe.num_experts)?;
+        check.positive("moe.experts_per_token", moe.experts_per_token)?;
+        check.positive("moe.intermediate_size", moe.intermediate_size)?;
+        if moe.experts_per_token > moe.num_experts {
+            return Err(check.invalid(
+                "moe.experts_per_token",
+                format!("({}) exceeds moe.num_experts ({})", moe.experts_per_token, moe.num_experts),
+            ));
+        }
+        if moe.first_dense_layers > self.num_layers {
+            return Err(check.invalid(
+                "moe.first_dense_layers",
+                format!("({}) exceeds num_layers ({})", moe.first_dense_layers, self.num_layers),
+            ));
+        }
+        if let Router::SigmoidGrouped { groups, topk_groups, scaling } = moe.router {
+            check.positive("moe.router.groups", groups)?;
+            check.positive("moe.router.topk_groups", topk_groups)?;
+            check.positive_real("moe.router.scaling", scaling)?;
+            if !moe.num_experts.is_multiple_of(groups) || topk_groups > groups {
+                return Err(check.invalid(
+                    "moe.router",
+                    format!(
+                        "groups ({groups}) must divide num_experts ({}) and be at least topk_groups ({topk_groups})",
+                        moe.num_experts
+                    ),
+                ));
+            }
+            let per_group = moe.num_experts / groups;
+            if topk_groups * per_group < moe.experts_per_token {
+                return Err(check.invalid(
+                    "moe.router.topk_groups",
+                    format!("({topk_groups}) groups hold fewer experts than experts_per_token"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn validate_mla(check: &Checker, mla: &Mla) -> Result<(), ConfigError> {
+    check.positive("attention.num_heads", mla.num_heads)?;
+    check.positive("attention.q_lora_rank", mla.q_lora_rank.unwrap_or(1))?;
+    check.positive("attention.kv_lora_rank", mla.kv_lora_rank)?;
+    check.positive("attention.qk_nope_head_dim", mla.qk_nope_head_dim)?;
+    check.positive("attention.qk_rope_head_dim", mla.qk_rope_head_dim)?;
+    check.positive("attention.v_head_dim", mla.v_head_dim)?;
+    check.positive_real("attention.rope_theta", mla.rope_theta)?;
+    if !mla.qk_rope_head_dim.is_multiple_of(2) {
+        return Err(check.invalid("attention.qk_rope_head_dim", "must be even for RoPE".to_owned()));
+    }
+    check_rope_scaling(check, mla.rope_scaling.as_ref())?;
+    Ok(())
 }
 
 fn check_rope_scaling(check: &Checker, scaling: Option<&RopeScaling>) -> Result<(), ConfigError> {
