@@ -38,25 +38,21 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord]) -> Swee
                 CellShape::Decode { batch, ctx: len }
             }
         };
-        let mut end = "ladder end".to_owned();
+        let mut end = LineEnd::LadderEnd;
         for &batch in &ladder {
             let shape = shape_of(batch);
             let Some(cell) = done.iter().find(|c| c.shape == shape) else {
-                end = "not finished".to_owned();
+                end = LineEnd::NotFinished;
                 next = next.or(Some(shape));
                 break;
             };
             match (&cell.status, cell.median_s()) {
                 (CellStatus::Oom { .. }, _) => {
-                    end = format!("out of memory at batch {batch}");
+                    end = LineEnd::OutOfMemory { batch };
                     break;
                 }
                 (CellStatus::Ok, Some(median)) if median > bound => {
-                    end = format!(
-                        "batch {batch} median step {:.4} s passes the largest {} bound {bound} s",
-                        median,
-                        if step == StepKind::Prefill { "TTFT" } else { "TPOT" }
-                    );
+                    end = LineEnd::PassesBound { batch, median_s: median, step, bound_s: bound };
                     break;
                 }
                 _ => {}
@@ -113,7 +109,7 @@ ctxs = [128, 256]
         assert_eq!(decode_batches, [1, 2, 4, 8]);
         assert_eq!(order.len(), 2 + 4 + 4);
         assert_eq!(order[0], CellShape::Prefill { batch: 1, prompt_len: 64 });
-        assert!(plan(&suite(), &bounds(), &done).lines.iter().all(|l| l.end == "ladder end"));
+        assert!(plan(&suite(), &bounds(), &done).lines.iter().all(|l| l.end == LineEnd::LadderEnd));
     }
 
     #[test]
@@ -131,7 +127,11 @@ ctxs = [128, 256]
         done.push(ok(d(2, 256), 0.2));
         let finished = plan(&suite(), &bounds(), &done);
         assert_eq!(finished.next, None);
-        assert_eq!(finished.lines[1].end, "out of memory at batch 2");
-        assert!(finished.lines[2].end.contains("passes the largest TPOT bound 0.1 s"), "{:?}", finished.lines[2]);
+        assert_eq!(finished.lines[1].end, LineEnd::OutOfMemory { batch: 2 });
+        assert!(
+            finished.lines[2].end.to_string().contains("passes the largest TPOT bound 0.1 s"),
+            "{:?}",
+            finished.lines[2]
+        );
     }
 }

@@ -9,6 +9,7 @@ use lynx_schema::derived::Derived;
 use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
+use lynx_schema::sweep::LineEnd;
 use lynx_schema::value::{Finite, Reported};
 use std::fmt::Write;
 use std::path::Path;
@@ -201,7 +202,7 @@ pub fn derived_report(derived: &Derived) -> String {
     let stopped: Vec<String> = derived
         .sweep
         .iter()
-        .filter(|l| l.end != "ladder end")
+        .filter(|l| l.end != LineEnd::LadderEnd)
         .map(|l| format!("  {} {}: {}", l.step, l.len, l.end))
         .collect();
     if !stopped.is_empty() {
