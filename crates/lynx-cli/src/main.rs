@@ -26,9 +26,13 @@ struct Exit(u8);
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
+        Err(error) if error.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            return ExitCode::from(2);
+        }
         Err(error) if error.use_stderr() => {
-            // One line naming the argument and what is wrong with it, as for every bad input.
-            // clap's first paragraph: what was wrong, and the values it takes where it lists them.
+            // One line naming the argument and what is wrong with it, as for every bad input:
+            // clap's first paragraph (what was wrong, and the values it takes where it lists them).
             let rendered = error.render().to_string();
             let first: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
             eprintln!("lynx: {}", first.join(" "));

@@ -48,3 +48,14 @@ fn missing_files_are_bad_input() {
     let line = bad_input(&["run", "--suite", "/no/such/suite.toml"]);
     assert!(line.contains("/no/such/suite.toml"), "{line}");
 }
+
+#[test]
+fn arguments_clap_refuses_are_one_line_and_no_command_shows_the_usage() {
+    let line = bad_input(&["export", "x.intoto.json", "--pubkey", "k.pub", "--format", "yaml"]);
+    assert!(line.contains("'yaml'") && line.contains("possible values"), "{line}");
+    let line = bad_input(&["shortlist", "results", "--workload", "m", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
+    assert!(line.contains("--workload") && line.contains("MODEL:ISL/OSL"), "{line}");
+    let output = lynx(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("Usage: lynx <COMMAND>"));
+}
