@@ -19,9 +19,9 @@ fn stand_in(c: &mut Criterion) {
 }
 
 fn device(c: &mut Criterion) {
-    match lynx_nvml::nvml().and_then(|nvml| {
+    match lynx_nvml::nvml().map_err(|e| e.to_string()).and_then(|nvml| {
         let uuid = nvml.device_by_index(0).and_then(|d| d.uuid()).map_err(|e| e.to_string())?;
-        NvmlSource::for_uuid(&uuid)
+        NvmlSource::for_uuid(&uuid).map_err(|e| e.to_string())
     }) {
         Ok(mut source) => {
             c.bench_function("nvml reading (device 0)", |b| b.iter(|| std::hint::black_box(source.sample())));

@@ -34,29 +34,43 @@ use nvml_wrapper::{Device, Nvml};
 use std::path::Path;
 use std::sync::OnceLock;
 
+/// Why NVML, or a device in it, cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NvmlUnavailable {
+    /// libnvidia-ml could not be loaded or initialised from the loader's search path.
+    #[error("NVML is unavailable: {0}")]
+    Init(String),
+    /// The library at `path` could not be loaded or initialised.
+    #[error("NVML is unavailable from {path}: {reason}")]
+    Open { path: String, reason: String },
+    /// NVML knows no device by this UUID.
+    #[error("NVML has no device {uuid}: {reason}")]
+    NoDevice { uuid: String, reason: String },
+}
+
 /// The process's NVML handle (libnvidia-ml.so.1 from the loader's search path), initialised
 /// once and kept for the process's life (devices borrow it), or why NVML cannot be used here.
-pub fn nvml() -> Result<&'static Nvml, String> {
-    static NVML: OnceLock<Result<&'static Nvml, String>> = OnceLock::new();
-    NVML.get_or_init(|| Nvml::init().map(leak).map_err(|e| format!("NVML is unavailable: {e}"))).clone()
+pub fn nvml() -> Result<&'static Nvml, NvmlUnavailable> {
+    static NVML: OnceLock<Result<&'static Nvml, NvmlUnavailable>> = OnceLock::new();
+    NVML.get_or_init(|| Nvml::init().map(leak).map_err(|e| NvmlUnavailable::Init(e.to_string()))).clone()
 }
 
 /// NVML loaded from the library at `path`, initialised and kept for the process's life, or why
 /// it cannot be. Each call loads and initialises it again (NVML counts its initialisations).
-pub fn open(path: &Path) -> Result<&'static Nvml, String> {
+pub fn open(path: &Path) -> Result<&'static Nvml, NvmlUnavailable> {
     Nvml::builder()
         .lib_path(path.as_os_str())
         .init()
         .map(leak)
-        .map_err(|e| format!("NVML is unavailable from {}: {e}", path.display()))
+        .map_err(|e| NvmlUnavailable::Open { path: path.display().to_string(), reason: e.to_string() })
 }
 
 fn leak(nvml: Nvml) -> &'static Nvml {
     Box::leak(Box::new(nvml))
 }
 
-fn device(nvml: &'static Nvml, uuid: &str) -> Result<Device<'static>, String> {
-    nvml.device_by_uuid(uuid).map_err(|e| format!("NVML has no device {uuid}: {e}"))
+fn device(nvml: &'static Nvml, uuid: &str) -> Result<Device<'static>, NvmlUnavailable> {
+    nvml.device_by_uuid(uuid).map_err(|e| NvmlUnavailable::NoDevice { uuid: uuid.to_owned(), reason: e.to_string() })
 }
 
 fn reported<T>(result: Result<T, NvmlError>) -> Reported<T> {
@@ -67,7 +81,7 @@ fn reported<T>(result: Result<T, NvmlError>) -> Reported<T> {
 pub fn board(uuid: &str) -> Reported<BoardRecord> {
     match nvml() {
         Ok(nvml) => board_of(nvml, uuid),
-        Err(reason) => Reported::unavailable(reason),
+        Err(reason) => Reported::unavailable(reason.to_string()),
     }
 }
 
@@ -75,7 +89,7 @@ pub fn board(uuid: &str) -> Reported<BoardRecord> {
 pub fn board_of(nvml: &'static Nvml, uuid: &str) -> Reported<BoardRecord> {
     let device = match device(nvml, uuid) {
         Ok(device) => device,
-        Err(reason) => return Reported::unavailable(reason),
+        Err(reason) => return Reported::unavailable(reason.to_string()),
     };
     let watts = |milliwatts: Result<u32, _>| reported(milliwatts).map_known(|mw| f64::from(mw) / 1000.0);
     Reported::Known(BoardRecord {
@@ -111,12 +125,12 @@ struct Reading {
 
 impl NvmlSource {
     /// The source for the GPU with `uuid`, or why it cannot be had.
-    pub fn for_uuid(uuid: &str) -> Result<NvmlSource, String> {
+    pub fn for_uuid(uuid: &str) -> Result<NvmlSource, NvmlUnavailable> {
         NvmlSource::new(nvml()?, uuid)
     }
 
     /// The source for the GPU with `uuid`, read through `nvml`.
-    pub fn new(nvml: &'static Nvml, uuid: &str) -> Result<NvmlSource, String> {
+    pub fn new(nvml: &'static Nvml, uuid: &str) -> Result<NvmlSource, NvmlUnavailable> {
         let device = device(nvml, uuid)?;
         let instant_power = matches!(batched_fields(&device, [NVML_FI_DEV_POWER_INSTANT]), [Ok(_)]);
         let mut source = NvmlSource {
@@ -318,19 +332,22 @@ mod tests {
     fn nvml_loads_or_says_why_not() {
         match nvml() {
             Ok(nvml) => assert!(nvml.device_count().is_ok()),
-            Err(reason) => {
+            Err(error) => {
+                let reason = error.to_string();
                 eprintln!("{reason}");
-                assert!(reason.starts_with("NVML is unavailable: "), "{reason}");
+                assert!(matches!(error, NvmlUnavailable::Init(_)) && reason.starts_with("NVML is unavailable: "));
                 // Without NVML, a board and a source are unavailable with the same reason.
-                assert_eq!(board("GPU-00000000-0000-0000-0000-000000000000"), Reported::unavailable(reason.clone()));
-                assert_eq!(NvmlSource::for_uuid("GPU-x").err(), Some(reason));
+                assert_eq!(board("GPU-00000000-0000-0000-0000-000000000000"), Reported::unavailable(reason));
+                assert_eq!(NvmlSource::for_uuid("GPU-x").err(), Some(error));
             }
         }
     }
 
     #[test]
     fn a_library_that_is_not_there_is_a_reason() {
-        let Err(reason) = open(Path::new("/nonexistent/libnvidia-ml.so.1")) else { panic!("no library at that path") };
+        let Err(error) = open(Path::new("/nonexistent/libnvidia-ml.so.1")) else { panic!("no library at that path") };
+        let reason = error.to_string();
+        assert!(matches!(error, NvmlUnavailable::Open { .. }));
         assert!(reason.starts_with("NVML is unavailable from /nonexistent/libnvidia-ml.so.1: "), "{reason}");
     }
 

@@ -31,7 +31,7 @@ fn gpu_source(device: &Device) -> Option<(&'static str, Started)> {
                 .uuid
                 .known()
                 .ok_or_else(|| "the CUDA driver gave no UUID to find it by".to_owned())
-                .and_then(|uuid| NvmlSource::for_uuid(uuid))
+                .and_then(|uuid| NvmlSource::for_uuid(uuid).map_err(|e| e.to_string()))
                 .map(|s| Box::new(s) as Box<dyn TelemetrySource>),
         )),
         DeviceName::Rocm(index) => {
