@@ -1,7 +1,7 @@
 //! Two results side by side (`lynx compare`, `lynx reproduce`): every figure both have, the
 //! ratio of the second to the first, and whether the second lies within the first's own spread.
 
-pub use lynx_schema::compare::*;
+use lynx_schema::compare::{Comparison, Row};
 use lynx_schema::result::{CellStatus, RunResult};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;

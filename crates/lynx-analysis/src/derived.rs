@@ -6,7 +6,9 @@
 use crate::latency::bounds_for;
 use crate::sim::{max_rate, SimSetup, StepTable, TablePoint};
 use lynx_schema::config::{LatencyBound, SimulationConfig, Workload};
-pub use lynx_schema::derived::*;
+use lynx_schema::derived::{
+    BoundedPoint, Derived, FrontierLine, FrontierPoint, LatencyBounded, PrefillPoint, PriceInputs,
+};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord};
 use lynx_schema::sweep::SweepLine;
 use lynx_schema::value::{Finite, Reported};

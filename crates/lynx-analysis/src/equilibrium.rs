@@ -18,7 +18,7 @@
 
 use crate::stats::{Sorted, StatsError};
 use lynx_schema::config::WarmupConfig;
-pub use lynx_schema::equilibrium::WindowStats;
+use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::telemetry::{Sample, ThrottleReason};
 use std::collections::VecDeque;
 

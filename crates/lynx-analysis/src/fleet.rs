@@ -2,7 +2,7 @@
 //! model compare with each other (the spread across a node's devices is a figure buyers ask
 //! for).
 
-pub use lynx_schema::fleet::*;
+use lynx_schema::fleet::CellSpread;
 use lynx_schema::result::{CellStatus, RunResult};
 
 /// The spread of each cell's median step time across results of devices with the same name.

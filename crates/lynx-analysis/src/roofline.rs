@@ -8,9 +8,7 @@
 
 use lynx_schema::config::{Attention, Gqa, ModelShape, Precision};
 use lynx_schema::result::{CellRecord, CellShape, Check, CheckName};
-pub use lynx_schema::roofline::{
-    CellRoofline, ElementType, Gap, Probe, ProbeKind, ProbePhase, RooflineRecord, StepWork,
-};
+use lynx_schema::roofline::{CellRoofline, ElementType, Gap, Probe, ProbeKind, ProbePhase, RooflineRecord, StepWork};
 use lynx_schema::value::Finite;
 
 /// The most of a ceiling a cell may reach before the `roofline` check fails.

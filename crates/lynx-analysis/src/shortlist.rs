@@ -43,7 +43,7 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             });
             continue;
         }
-        let device = result.device.name.known().cloned().unwrap_or_else(|| result.device.device.to_string());
+        let device = result.device.name_or_kind();
         let device_slug = slug(&device);
         let price = request.prices.iter().find(|(d, _)| slug(d) == device_slug).map(|(_, p)| *p);
         let inputs = PriceInputs {

@@ -9,7 +9,7 @@
 
 use lynx_schema::config::{LatencyBound, Suite};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus};
-pub use lynx_schema::sweep::*;
+use lynx_schema::sweep::{LineEnd, StepKind, SweepLine};
 
 /// The next cell to measure (`None` when the sweep is done) and every line's state.
 #[derive(Debug, Clone, PartialEq)]

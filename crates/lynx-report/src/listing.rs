@@ -200,7 +200,7 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     let _ = writeln!(out, "| | |\n|---|---|");
     let facts = [
         ("run", markdown_text(&result.run_id)),
-        ("status", format!("{:?}", result.status).to_lowercase()),
+        ("status", result.status.to_string()),
         ("signed by key", markdown_text(key_id)),
         ("device", format!("{} ({})", text(&result.device.name), result.device.device)),
         ("host", text(&result.host.cpu_model)),

@@ -368,7 +368,7 @@ fn result_page(entry: &Entry, result: &RunResult, key_id: &str) -> String {
         ("envelope", escape(&entry.file.display().to_string())),
         ("signed by key", escape(key_id)),
         ("run", escape(&result.run_id)),
-        ("status", format!("{:?}", result.status).to_lowercase()),
+        ("status", result.status.to_string()),
         ("started", escape(&result.started_at)),
         ("device", escape(&device_label(result))),
         (

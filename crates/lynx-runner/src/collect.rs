@@ -26,7 +26,7 @@ pub enum Outcome {
 /// Copy `from` to `to` durably: beside it first, then committed as every file lynx writes is.
 fn copy(from: &Path, to: &Path) -> Result<(), RunError> {
     let temporary = with_suffix(to, ".tmp");
-    std::fs::copy(from, &temporary).map_err(|source| RunError::Io { path: to.to_path_buf(), source })?;
+    std::fs::copy(from, &temporary).map_err(io(to))?;
     commit(&temporary, to)
 }
 
@@ -38,7 +38,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
 /// Collect the envelopes under `sources` into `into`, trusting `keys`; then rewrite its index.
 pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Result<Vec<(PathBuf, Outcome)>, RunError> {
     let mut outcomes = Vec::new();
-    let found = find_envelopes(sources).map_err(|e| RunError::Io { path: into.to_path_buf(), source: e.into() })?;
+    let found = find_envelopes(sources).map_err(|e| io(into)(e.into()))?;
     for envelope in found {
         if envelope.starts_with(into) {
             continue;
@@ -67,7 +67,7 @@ fn folder_name(text: &str) -> String {
 /// Copy a verified envelope (with its samples and result) into `into`, unless its run is there.
 fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, RunError> {
     let result = &verified.result;
-    let device = result.device.name.known().cloned().unwrap_or_else(|| result.device.device.to_string());
+    let device = result.device.name_or_kind();
     let run_id = folder_name(&result.run_id);
     let dir = into.join(folder_name(&device)).join(&run_id);
     let target = dir.join(format!("{run_id}.intoto.json"));
@@ -98,24 +98,22 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
 /// Rewrite `into/index.json` from the verified envelopes in `into`.
 pub fn write_index(into: &Path, keys: &[VerifyingKey]) -> Result<(), RunError> {
     let mut results = Vec::new();
-    let found = find_envelopes(&[into.to_path_buf()])
-        .map_err(|e| RunError::Io { path: into.to_path_buf(), source: e.into() })?;
+    let found = find_envelopes(&[into.to_path_buf()]).map_err(|e| io(into)(e.into()))?;
     for envelope in found {
         if let Ok(verified) = verify_trusted(&envelope, keys) {
             let r = &verified.result;
             results.push(Collected {
                 envelope: envelope.strip_prefix(into).unwrap_or(&envelope).display().to_string(),
                 run_id: r.run_id.clone(),
-                device: r.device.name.known().cloned().unwrap_or_else(|| r.device.device.to_string()),
+                device: r.device.name_or_kind(),
                 model: r.config.model.name.clone(),
                 suite: r.config.suite.name.clone(),
-                status: format!("{:?}", r.status).to_lowercase(),
+                status: r.status.to_string(),
                 checks_passed: r.checks.iter().all(|c| c.passed),
                 key_id: verified.key_id.clone(),
             });
         }
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let index = CollectIndex { updated_at: lynx_schema::time::rfc3339_utc(now), results };
+    let index = CollectIndex { updated_at: lynx_schema::time::rfc3339_utc(crate::unix_now_s()), results };
     write_json_atomic(&into.join("index.json"), &index)
 }

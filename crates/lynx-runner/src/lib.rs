@@ -30,6 +30,12 @@ pub use run::{
 pub use store::write_json_atomic;
 
 use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Seconds since the Unix epoch (0 if the clock is before it), for run ids and timestamps.
+fn unix_now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
 
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]

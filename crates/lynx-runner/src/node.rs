@@ -13,7 +13,7 @@ use lynx_schema::time::{compact_utc, rfc3339_utc};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// A node's runs: the devices, where the node's summary goes (`OUT/nodes/`), and whether the
 /// devices run one after another instead of all at once.
@@ -38,7 +38,7 @@ pub fn run_node(
     spawn: &mut Spawn,
     say: &mut dyn FnMut(String),
 ) -> Result<(NodeSummary, PathBuf), RunError> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = crate::unix_now_s();
     let node = lynx_schema::device::slug(&host_name());
     // The pid too: two jobs on one node (array tasks) may start in the same second.
     let dir = plan.out.join("nodes").join(format!("{node}-{}-{}", compact_utc(now), std::process::id()));
@@ -48,7 +48,7 @@ pub fn run_node(
     let mut runs = Vec::new();
     let mut results = Vec::new();
     for (index, (device, exit)) in plan.devices.iter().zip(exits).enumerate() {
-        let (run, sealed) = device_run(device, &dir.join(format!("device-{index}.run")), exit);
+        let (run, sealed) = device_run(device, &report_file(&dir, index), exit);
         runs.push(run);
         // Only results that were sealed enter the comparison.
         results.extend(sealed);
@@ -77,8 +77,7 @@ fn run_devices(
             let log = dir.join(format!("device-{next}.log"));
             say(format!("{} starting (log {})", plan.devices[next], log.display()));
             let log = std::fs::File::create(&log).map_err(io)?;
-            children
-                .push((next, spawn(&plan.devices[next], &dir.join(format!("device-{next}.run")), log).map_err(io)?));
+            children.push((next, spawn(&plan.devices[next], &report_file(dir, next), log).map_err(io)?));
             next += 1;
         }
         if children.is_empty() {
@@ -111,6 +110,11 @@ fn run_devices(
     }
     let not_started = if forwarded { DeviceExit::NotStarted } else { DeviceExit::Unknown };
     Ok(exits.into_iter().map(|exit| exit.unwrap_or(not_started)).collect())
+}
+
+/// Where device `index`'s run writes its run folder's path.
+fn report_file(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("device-{index}.run"))
 }
 
 /// One device's line of the summary from the run folder its run reported in `report` (if it got

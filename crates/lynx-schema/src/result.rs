@@ -185,6 +185,16 @@ pub enum RunStatus {
     Partial,
 }
 
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunStatus::Incomplete => "incomplete",
+            RunStatus::Complete => "complete",
+            RunStatus::Partial => "partial",
+        })
+    }
+}
+
 /// The software that measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Harness {
@@ -236,6 +246,13 @@ pub struct DeviceRecord {
     pub compute_capability: Reported<String>,
     /// The board's management facts (NVML for NVIDIA GPUs).
     pub board: Reported<BoardRecord>,
+}
+
+impl DeviceRecord {
+    /// The device's name, or its kind (`cuda:0`) where the name is unavailable.
+    pub fn name_or_kind(&self) -> String {
+        self.name.known().cloned().unwrap_or_else(|| self.device.to_string())
+    }
 }
 
 /// What a GPU's management library says about its board.

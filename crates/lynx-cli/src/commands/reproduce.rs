@@ -42,7 +42,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         envelope: published.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         envelope_sha256: digest,
         run_id: original.run_id.clone(),
-        device: original.device.name.known().cloned().unwrap_or_else(|| original.device.device.to_string()),
+        device: original.device.name_or_kind(),
     };
     let run = lynx_runner::start_reproduction(&plan, reproduces)?;
     let price = PriceInputs {

@@ -1,9 +1,10 @@
 //! A run's result assembled from its journal, and the cell of a worker that died journaled as
 //! failed.
 
-use super::{remove, unix_now_s, Outcome};
+use super::{remove, Outcome};
 use crate::journal::{read_json, Journal, RunDir};
 use crate::store::write_json_atomic;
+use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::checks::measurement_checks;
 use lynx_analysis::derived::derive;

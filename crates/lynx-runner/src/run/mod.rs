@@ -21,7 +21,6 @@ use lynx_schema::result::{CellRecord, CellShape, Check, RunResult, WarmupRecord}
 use lynx_schema::roofline::RooflineRecord;
 use lynx_schema::telemetry::Sample;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What to run.
 pub struct Plan {
@@ -104,8 +103,4 @@ fn remove(path: &Path) -> Result<(), RunError> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RunError::Io { path: path.to_path_buf(), source: e }),
         _ => Ok(()),
     }
-}
-
-fn unix_now_s() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -1,8 +1,9 @@
 //! A new run: its folder and plan, written before anything is measured.
 
-use super::{unix_now_s, Plan};
+use super::Plan;
 use crate::journal::RunDir;
 use crate::store::write_json_atomic;
+use crate::unix_now_s;
 use crate::RunError;
 use lynx_models::Checkpoint;
 use lynx_schema::result::{ConfigRecord, Reproduces, RunPlan, WeightsRecord};

@@ -4,13 +4,14 @@
 
 use super::cell::{measure_cell, HeadOnly};
 use super::warmup::warm_up;
-use super::{model_error, next_segment, remove, unix_now_s, Observer, WorkEnd};
+use super::{model_error, next_segment, remove, Observer, WorkEnd};
 use crate::devices::Device;
 use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::{load_gpu_backends, Runtime};
 use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
 use crate::telemetry::{RunTelemetry, Segment};
+use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
 use lynx_analysis::sweep;
@@ -18,7 +19,7 @@ use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
 use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::result::{
-    CellRecord, Check, CheckName, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus, WeightsRecord, RESULT_SCHEMA,
+    Check, CheckName, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::time::rfc3339_utc;
@@ -55,11 +56,13 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         &run.samples_path(),
         Segment::new(segment, rfc3339_utc(unix_now_s())),
     )?;
-    let result = match earlier {
+    let mut result = match earlier {
         Some(result) => resumed(result, &telemetry, runtime),
         None => fresh(&plan, &device, host, setup.config.clone(), &telemetry, parity, runtime),
     };
-    let mut turn = Turn { run, result, journal, done, observer, telemetry, segment, device, stop };
+    // The journal is the record of the cells; the result carries them, and gains each new one.
+    result.cells = done;
+    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, stop };
     let end = turn.measure(&setup, &bounds)?;
     remove(&run.current_path())?;
     turn.telemetry.finish()?;
@@ -211,7 +214,6 @@ struct Turn<'a> {
     run: &'a RunDir,
     result: RunResult,
     journal: Journal,
-    done: Vec<CellRecord>,
     observer: &'a mut dyn Observer,
     telemetry: RunTelemetry,
     segment: u32,
@@ -228,7 +230,6 @@ impl Turn<'_> {
 
     /// Probes, warm-up and the cells the sweep still lacks.
     fn measure(&mut self, setup: &Setup, bounds: &[LatencyBound]) -> Result<WorkEnd, RunError> {
-        self.result.cells = self.done.clone();
         self.save()?;
         self.observer.started(&self.run.result_path(), &self.result);
         for check in &self.result.checks {
@@ -291,12 +292,12 @@ impl Turn<'_> {
         let suite = &setup.config.suite;
         let most_cells = suite.prefill.ladder().batches().len() * suite.prefill.prompt_lens.len()
             + suite.decode.ladder().batches().len() * suite.decode.ctxs.len();
-        while let Some(shape) = sweep::plan(suite, bounds, &self.done).next {
+        while let Some(shape) = sweep::plan(suite, bounds, &self.result.cells).next {
             if self.stop.load(Ordering::SeqCst) {
                 return Ok(WorkEnd::Stopped);
             }
             write_json_atomic(&self.run.current_path(), &shape)?;
-            self.observer.cell_started(&shape, self.done.len() + 1, most_cells);
+            self.observer.cell_started(&shape, self.result.cells.len() + 1, most_cells);
             let Some(mut cell) = measure_cell(model, head_only, shape, &suite.measure, &self.telemetry, self.stop)
             else {
                 return Ok(WorkEnd::Stopped);
@@ -304,8 +305,7 @@ impl Turn<'_> {
             cell.segment = Some(self.segment);
             self.journal.append(&cell)?;
             self.observer.cell_done(&cell);
-            self.done.push(cell);
-            self.result.cells = self.done.clone();
+            self.result.cells.push(cell);
             self.save()?;
             remove(&self.run.current_path())?;
         }
