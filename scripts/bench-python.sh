@@ -8,7 +8,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 2; }
-torch_version=$(awk '/^\[workspace.metadata.libtorch\]/{s=1} s && $1=="torch"{gsub(/"/,"",$3); print $3; exit}' "$repo/Cargo.toml")
+source "$repo/scripts/pins.sh"
+torch_version=$(lynx_pin torch)
 if [ -n "${LYNX_BENCH_PYTHON:-}" ]; then
   python=$LYNX_BENCH_PYTHON
 else

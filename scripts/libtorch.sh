@@ -21,20 +21,10 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { printf 'libtorch: %s\n' "$*" >&2; }
 die() { printf 'libtorch: error: %s\n' "$*" >&2; exit 2; }
 
-# pin KEY: the value of KEY in [workspace.metadata.libtorch].
-pin() {
-  local value
-  value=$(awk -v key="$1" '
-    /^\[/ { in_section = ($0 == "[workspace.metadata.libtorch]") }
-    in_section && $1 == key { gsub(/"/, "", $3); print $3; exit }
-  ' "$repo/Cargo.toml")
-  [ -n "$value" ] || die "no '$1' in [workspace.metadata.libtorch] of $repo/Cargo.toml"
-  printf '%s' "$value"
-}
-
-torch_version=$(pin torch)
-cudart_version=$(pin nvidia-cuda-runtime)
-cupti_version=$(pin nvidia-cuda-cupti)
+source "$repo/scripts/pins.sh"
+torch_version=$(lynx_pin torch)
+cudart_version=$(lynx_pin nvidia-cuda-runtime)
+cupti_version=$(lynx_pin nvidia-cuda-cupti)
 
 # version_of DIR: the torch version a libtorch folder declares (pip's version.py or the
 # build-version file of a libtorch archive), without its local part (+cpu, +cu130).

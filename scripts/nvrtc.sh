@@ -6,8 +6,8 @@
 #   export LYNX_NVRTC_DIR=$(scripts/nvrtc.sh)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-version=$(awk '/^\[/ { s = ($0 == "[workspace.metadata.libtorch]") } s && $1 == "nvidia-cuda-nvrtc" { gsub(/"/, "", $3); print $3 }' "$repo/Cargo.toml")
-[ -n "$version" ] || { echo "nvrtc: no nvidia-cuda-nvrtc in [workspace.metadata.libtorch] of Cargo.toml" >&2; exit 2; }
+source "$repo/scripts/pins.sh"
+version=$(lynx_pin nvidia-cuda-nvrtc)
 cache=${LYNX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lynx}
 prefix="$cache/nvrtc/nvidia-cuda-nvrtc-$version"
 source "$repo/scripts/pip-target.sh"
