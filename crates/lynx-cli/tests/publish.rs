@@ -198,9 +198,10 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let (dom, console) = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
     assert!(dom.contains("Telemetry") && dom.contains("<svg") && !dom.contains("data-pwned=\""), "{dom}");
     assert!(!console.contains("CONSOLE"), "{console}");
-    // Every label of every chart lies inside its chart, as the browser lays it out (the site
-    // forbids scripts, so its charts are measured on a page of the test's own).
-    let html = std::fs::read_to_string(&index).unwrap();
+    // Every label of every chart (the index's and a result page's) lies inside its chart, as the
+    // browser lays it out (the site forbids scripts, so its charts are measured on a page of the
+    // test's own).
+    let html = std::fs::read_to_string(&index).unwrap() + &std::fs::read_to_string(&page).unwrap();
     let charts: Vec<&str> =
         html.match_indices("<svg").map(|(at, _)| &html[at..at + html[at..].find("</svg>").unwrap() + 6]).collect();
     let probe = site.path().join("measure.html");

@@ -1,14 +1,11 @@
 //! Text from results, made safe for where it is shown. Results come from other people: a device
 //! name may hold terminal escape sequences, Markdown or HTML markup, or a spreadsheet formula.
+//! HTML is written with maud, which escapes every spliced string; [`Html`] adds control characters.
 
 /// Text from a result, made safe for a terminal: control characters (escape sequences that could
 /// rewrite the screen among them) shown as `\u{..}`, and at most `max` characters.
 pub fn terminal_text(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect();
+    let mut out = visible(&text.chars().take(max).collect::<String>());
     if text.chars().count() > max {
         out.push('…');
     }
@@ -46,22 +43,20 @@ pub fn csv_field(text: &str) -> String {
     }
 }
 
-/// HTML-escape text from a result (or anywhere): `&`, `<`, `>`, quotes; control characters
-/// shown as escapes.
-pub fn html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
-        }
+/// Text in HTML, for maud: control characters shown as escapes (as on a terminal), then maud's
+/// own escaping of markup (`&`, `<`, `>`, `"`; maud quotes every attribute with `"`). A plain string spliced into a maud template is escaped too; this adds
+/// the control characters, for text that came from a result.
+pub struct Html<'a>(pub &'a str);
+
+impl maud::Render for Html<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        visible(self.0).as_str().render_to(buffer);
     }
-    out
+}
+
+/// `text` with each control character shown as `\u{..}`.
+fn visible(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
 }
 
 #[cfg(test)]
@@ -79,5 +74,8 @@ mod tests {
         assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
         assert_eq!(csv_field("-1.5"), "-1.5");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
+        let html = |text: &str| maud::html! { (Html(text)) }.into_string();
+        assert_eq!(html("<img src=x onerror=\"a()\">&"), "&lt;img src=x onerror=&quot;a()&quot;&gt;&amp;");
+        assert_eq!(html("a\u{1b}b"), "a\\u{1b}b");
     }
 }

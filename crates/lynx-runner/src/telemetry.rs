@@ -8,7 +8,7 @@ use lynx_nvml::NvmlSource;
 use lynx_rocm::RocmSource;
 use lynx_schema::device::DeviceName;
 use lynx_schema::result::{SourceRecord, TelemetryRecord};
-use lynx_schema::telemetry::{Sample, WindowSummary};
+use lynx_schema::telemetry::{Sample, SamplesLine, WindowSummary};
 use lynx_schema::value::Finite;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
 use std::fs::{File, OpenOptions};
@@ -58,12 +58,19 @@ impl RunTelemetry {
     /// cannot start is recorded with the reason). Each process that works on a run is one
     /// segment of its samples file: a `{"kind":"segment",...}` line opens it, and the times of
     /// the samples after it count from that line.
-    pub fn start(device: &Device, rate_hz: f64, path: &Path, segment: Segment) -> Result<RunTelemetry, RunError> {
+    pub fn start(
+        device: &Device,
+        rate_hz: f64,
+        path: &Path,
+        segment: u32,
+        started_at: &str,
+    ) -> Result<RunTelemetry, RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        let segment = SamplesLine::Segment { segment, started_at: started_at.into() };
         let mut header = serde_json::to_vec(&segment).map_err(|e| io(std::io::Error::other(e)))?;
         header.push(b'\n');
         file.write_all(&header).map_err(io)?;
@@ -121,21 +128,5 @@ impl RunTelemetry {
         File::open(&self.path)
             .and_then(|file| file.sync_all())
             .map_err(|source| RunError::Io { path: self.path.clone(), source })
-    }
-}
-
-/// The line that opens one process's samples in a run's samples file.
-#[derive(serde::Serialize)]
-pub struct Segment {
-    kind: &'static str,
-    /// 1 for the process that started the run, then one more for each resume.
-    pub segment: u32,
-    /// When this segment's clock (`t_s` = 0) started (RFC 3339, UTC).
-    pub started_at: String,
-}
-
-impl Segment {
-    pub fn new(segment: u32, started_at: String) -> Segment {
-        Segment { kind: "segment", segment, started_at }
     }
 }

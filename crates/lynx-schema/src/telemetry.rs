@@ -3,6 +3,7 @@
 
 use crate::value::Finite;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Why a device ran below its clocks: NVML's clock-event reasons (`nvmlClocksEventReasons`;
@@ -111,6 +112,28 @@ impl Sample {
     }
 }
 
+/// One line of a run's samples file (JSON Lines, the file a result names in
+/// `telemetry.samples_file`). Each process that works on a run opens its part with a segment
+/// line; the times of the samples after it count from that line. Borrowed when written (the
+/// sampler writes 100 a second), owned when read (`SamplesLine<'static>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SamplesLine<'a> {
+    /// `{"kind":"segment","segment":…,"started_at":…}`
+    Segment {
+        /// 1 for the process that started the run, then one more for each resume.
+        segment: u32,
+        /// When this segment's clock (`t_s` = 0) started (RFC 3339, UTC).
+        started_at: Cow<'a, str>,
+    },
+    /// `{"kind":"telemetry","source":…,<the sample's fields>}`
+    Telemetry {
+        source: Cow<'a, str>,
+        #[serde(flatten)]
+        sample: Cow<'a, Sample>,
+    },
+}
+
 /// Minimum, median and maximum of a reading over a window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
@@ -162,5 +185,25 @@ mod tests {
         assert_eq!((sample.power_w, sample.sm_clock_mhz), (None, Some(1.0)));
         assert!(!ThrottleReason::GpuIdle.is_hardware_slowdown());
         assert_eq!(serde_json::to_string(&ThrottleReason::AmdThermalLimit).unwrap(), "\"amd_thermal_limit\"");
+    }
+
+    /// The samples file's two kinds of line keep the bytes the sampler and runner wrote before
+    /// they shared this type (the samples of published results are read with it).
+    #[test]
+    fn samples_lines_keep_their_bytes() {
+        let sample =
+            Sample { t_s: 1.5, power_w: Some(300.0), throttle: vec![ThrottleReason::SwPowerCap], ..Sample::default() };
+        let line = SamplesLine::Telemetry { source: Cow::Borrowed("nvml"), sample: Cow::Borrowed(&sample) };
+        let json = serde_json::to_string(&line).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"telemetry","source":"nvml","t_s":1.5,"power_w":300.0,"throttle":["sw_power_cap"]}"#
+        );
+        assert_eq!(serde_json::from_str::<SamplesLine>(&json).unwrap(), line);
+        let segment = SamplesLine::Segment { segment: 2, started_at: "2026-12-01T00:00:00Z".into() };
+        let json = serde_json::to_string(&segment).unwrap();
+        assert_eq!(json, r#"{"kind":"segment","segment":2,"started_at":"2026-12-01T00:00:00Z"}"#);
+        assert_eq!(serde_json::from_str::<SamplesLine>(&json).unwrap(), segment);
+        assert!(serde_json::from_str::<SamplesLine>(r#"{"kind":"telemetry","source":"nvml","t_s":1.5,"pow"#).is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! The sampling thread: reads every source at a fixed rate on the run's monotonic clock, writes
 //! each reading to the run's raw-samples file as it goes, and keeps them for window summaries.
 
-use lynx_schema::telemetry::Sample;
+use lynx_schema::telemetry::{Sample, SamplesLine};
+use std::borrow::Cow;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,16 +34,13 @@ pub enum SamplerError {
     Panicked,
 }
 
-/// Write `sample` of `source` as one line of the raw-samples file:
-/// `{"kind":"telemetry","source":…,<the sample's fields>}`. The prefix is spliced in by hand:
-/// `#[serde(flatten)]` would buffer every sample through a map.
-fn write_line(sink: &mut dyn Write, prefix: &[u8], sample: &Sample, buffer: &mut Vec<u8>) -> std::io::Result<()> {
+/// Write `sample` of `source` as one line of the samples file.
+fn write_line(sink: &mut dyn Write, source: &str, sample: &Sample, buffer: &mut Vec<u8>) -> std::io::Result<()> {
     buffer.clear();
-    serde_json::to_writer(&mut *buffer, sample)?;
-    sink.write_all(prefix)?;
-    // The sample's object without its opening brace (it always has `t_s`, so it is not empty).
-    sink.write_all(&buffer[1..])?;
-    sink.write_all(b"\n")
+    let line = SamplesLine::Telemetry { source: Cow::Borrowed(source), sample: Cow::Borrowed(sample) };
+    serde_json::to_writer(&mut *buffer, &line)?;
+    buffer.push(b'\n');
+    sink.write_all(buffer)
 }
 
 /// The running sampler; stop it to join the thread and flush the file.
@@ -73,12 +71,7 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(vec![Vec::new(); sources.len()]));
         let period = Duration::from_secs_f64(1.0 / rate_hz);
-        let prefixes: Vec<Vec<u8>> = names
-            .iter()
-            .map(|name| {
-                format!("{{\"kind\":\"telemetry\",\"source\":{},", serde_json::Value::from(name.as_str())).into_bytes()
-            })
-            .collect();
+        let thread_names = names.clone();
         let (thread_stop, thread_samples) = (stop.clone(), samples.clone());
         let thread = std::thread::Builder::new().name("lynx-telemetry".to_owned()).spawn(move || {
             let mut next = Instant::now();
@@ -88,7 +81,7 @@ impl Sampler {
                 for (index, source) in sources.iter_mut().enumerate() {
                     let mut sample = source.sample().sanitised();
                     sample.t_s = clock.elapsed().as_secs_f64();
-                    write_line(&mut sink, &prefixes[index], &sample, &mut buffer)?;
+                    write_line(&mut sink, &thread_names[index], &sample, &mut buffer)?;
                     thread_samples.lock().unwrap_or_else(|p| p.into_inner())[index].push(sample);
                 }
                 if last_flush.elapsed() >= FLUSH_EVERY {

@@ -19,7 +19,7 @@ use lynx_schema::config::{ModelShape, Suite};
 use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::result::{CellRecord, CellShape, Check, RunResult, WarmupRecord};
 use lynx_schema::roofline::RooflineRecord;
-use lynx_schema::telemetry::Sample;
+use lynx_schema::telemetry::{Sample, SamplesLine};
 use std::path::{Path, PathBuf};
 
 /// What to run.
@@ -93,7 +93,10 @@ fn next_segment(path: &Path) -> Result<u32, RunError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(1),
         Err(source) => return Err(RunError::Io { path: path.to_path_buf(), source }),
     };
-    let segments = text.split(|&b| b == b'\n').filter(|line| line.starts_with(br#"{"kind":"segment""#)).count();
+    let segments = text
+        .split(|&b| b == b'\n')
+        .filter(|line| matches!(serde_json::from_slice(line), Ok(SamplesLine::Segment { .. })))
+        .count();
     Ok(segments as u32 + 1)
 }
 

@@ -10,7 +10,7 @@ use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::{load_gpu_backends, Runtime};
 use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
-use crate::telemetry::{RunTelemetry, Segment};
+use crate::telemetry::RunTelemetry;
 use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
@@ -54,7 +54,8 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         &device,
         setup.config.suite.telemetry.rate_hz,
         &run.samples_path(),
-        Segment::new(segment, rfc3339_utc(unix_now_s())),
+        segment,
+        &rfc3339_utc(unix_now_s()),
     )?;
     let mut result = match earlier {
         Some(result) => resumed(result, &telemetry, runtime),
