@@ -227,12 +227,16 @@ pub struct NodeArgs {
     /// With --all-devices or --devices: one device after another instead of all at once.
     #[arg(long)]
     pub one_at_a_time: bool,
+    /// (internal) This process is the run of this one device of a node's runs: the node starts
+    /// each device's `lynx run` with its own command line unchanged and this flag added.
+    #[arg(long, hide = true)]
+    pub node_device: Option<DeviceName>,
 }
 
 impl NodeArgs {
     /// Whether this is a node's run rather than one device's.
     pub fn is_node(&self) -> bool {
-        self.all_devices || !self.devices.is_empty()
+        (self.all_devices || !self.devices.is_empty()) && self.node_device.is_none()
     }
 }
 

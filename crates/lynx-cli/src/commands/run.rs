@@ -9,7 +9,6 @@ use lynx_runner::{devices, suite, Plan};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::device::DeviceName;
 use lynx_schema::value::Reported;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -25,7 +24,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(dir) => resumable(dir, &args)?,
         None => {
             let host = lynx_runner::host_record();
-            let device = match args.device {
+            let device = match args.node.node_device.or(args.device) {
                 Some(name) => devices::find(name, &host)?,
                 None => devices::best(&host),
             };
@@ -42,8 +41,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     execute(&run, resuming, signing_key.as_ref(), price).map(|_| ())
 }
 
-/// One `lynx run` per device of the node, given this process's own arguments but for the
-/// node's flags, and the node summary.
+/// One `lynx run` per device of the node, each given this process's own command line unchanged
+/// and `--node-device` naming its device (so every option the user set reaches it as given),
+/// and the node summary.
 fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
     let host = lynx_runner::host_record();
     let names: Vec<String> = if node.devices.is_empty() {
@@ -65,12 +65,10 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
     };
     let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
     let exe = std::env::current_exe()?;
-    let run_args = device_run_args();
     let mut spawn = |device: &str, report: &Path, log: std::fs::File| {
         Command::new(&exe)
-            .arg("run")
-            .args(["--device", device])
-            .args(&run_args)
+            .args(std::env::args_os().skip(1))
+            .args(["--node-device", device])
             .arg("--report-run-dir")
             .arg(report)
             .stdout(log.try_clone()?)
@@ -86,25 +84,6 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
     } else {
         Err(anyhow::anyhow!("not every device's run succeeded; see the summary above"))
     }
-}
-
-/// This process's `lynx run` arguments without the node's flags (`--all-devices`, `--devices`,
-/// `--one-at-a-time`): what each device's own `lynx run` is given, so that every option the
-/// user set reaches it unchanged.
-fn device_run_args() -> Vec<OsString> {
-    let mut given = std::env::args_os().skip_while(|arg| arg != "run").skip(1);
-    let mut kept = Vec::new();
-    while let Some(arg) = given.next() {
-        match arg.to_str() {
-            Some("--all-devices" | "--one-at-a-time") => {}
-            Some("--devices") => {
-                given.next();
-            }
-            Some(text) if text.starts_with("--devices=") => {}
-            _ => kept.push(arg),
-        }
-    }
-    kept
 }
 
 /// Supervise `run` to its end, assemble, sign and report it; the outcome, or the error (exit
