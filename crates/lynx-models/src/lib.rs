@@ -9,6 +9,7 @@
 //! unsupported precision) comes back as an error for the cell instead of a panic that would lose
 //! the run.
 
+pub mod experts;
 pub mod gqa;
 pub mod linear;
 pub mod mla;
@@ -16,6 +17,7 @@ pub mod mlp;
 mod model;
 pub mod moe;
 pub mod rope;
+pub mod runtime;
 pub mod weights;
 
 use lynx_schema::config::Precision;

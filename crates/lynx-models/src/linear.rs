@@ -10,7 +10,7 @@ use crate::{Convert, ModelError};
 use tch::{Device, Kind, Tensor};
 
 /// Largest finite e4m3fn value.
-const E4M3_MAX: f64 = 448.0;
+pub(crate) const E4M3_MAX: f64 = 448.0;
 
 pub enum Linear {
     /// `[out, in]` weight at the model's element type.
@@ -20,7 +20,7 @@ pub enum Linear {
 }
 
 /// e4m3 values and the fp32 scale that maps them back: x ≈ q · scale.
-fn quantise(x: &Tensor) -> Result<(Tensor, Tensor), ModelError> {
+pub(crate) fn quantise(x: &Tensor) -> Result<(Tensor, Tensor), ModelError> {
     let amax = x.f_abs()?.f_max()?.f_to_kind(Kind::Float)?;
     let scale = amax.f_div_scalar(E4M3_MAX)?.f_clamp_min(1e-12)?;
     let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(Kind::Float8e4m3fn)?;
@@ -59,6 +59,12 @@ impl Linear {
                 *shape.last_mut().expect("activations have a feature dimension") = out;
                 Ok(y.f_reshape(shape.as_slice())?)
             }
+        }
+    }
+
+    pub fn bias(&self) -> Option<&Tensor> {
+        match self {
+            Linear::Dense { bias, .. } | Linear::Fp8 { bias, .. } => bias.as_ref(),
         }
     }
 

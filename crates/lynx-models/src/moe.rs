@@ -4,17 +4,18 @@
 //! arXiv:2401.04088) and DeepSeek-V3's group-limited sigmoid routing with a selection bias
 //! (arXiv:2412.19437, section 2.1.2; reference `inference/model.py`, `Gate`).
 //!
-//! Experts run batched: the (token, expert) pairs are sorted by expert, and each expert that
-//! received tokens runs once over all of them. The loop is over experts, never over tokens. The
-//! per-expert token counts come to the host to size those batches (one small copy per layer, as
-//! in the reference implementations).
+//! Experts run stacked ([`crate::experts`]): the pairs sorted by expert through one grouped
+//! matmul, or each pair through its gathered expert, or every token through every expert,
+//! chosen from the step's shape. Nothing in a layer waits on the host: the per-expert token
+//! counts the reference implementations copy to the host stay on the device.
 
+use crate::experts::{ExpertBank, ExpertKernel};
 use crate::linear::Linear;
 use crate::mlp::{Mlp, GATE_UP_DOWN, W1_W3_W2};
 use crate::weights::{Checkpoint, Init, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Activation, Moe, Router};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 pub struct MoeLayer {
     router: Tensor,
@@ -22,7 +23,7 @@ pub struct MoeLayer {
     router_bias: Option<Tensor>,
     rule: Router,
     experts_per_token: i64,
-    experts: Vec<Mlp>,
+    experts: ExpertBank,
     /// All shared experts as one MLP of `shared × intermediate` width, as DeepSeek builds them.
     shared: Option<Mlp>,
 }
@@ -111,16 +112,19 @@ impl MoeLayer {
         } else {
             None
         };
+        // Experts are drawn or read dense, one by one in the order the reference draws them, then
+        // stacked (and quantised per expert for fp8).
+        let dense = source.clone().with_fp8(false);
         let expert_mlps = match (layout, source.loaded()) {
             (MoeLayout::GptOss, Some(checkpoint)) => {
-                stacked_experts(source, checkpoint, prefix, experts, hidden, intermediate)?
+                stacked_experts(&dense, checkpoint, prefix, experts, hidden, intermediate)?
             }
             _ => {
                 let names = if layout == MoeLayout::Mixtral { W1_W3_W2 } else { GATE_UP_DOWN };
                 (0..experts)
                     .map(|e| {
                         Mlp::new(
-                            source,
+                            &dense,
                             &format!("{prefix}.experts.{e}"),
                             names,
                             hidden,
@@ -128,7 +132,7 @@ impl MoeLayer {
                             config.expert_bias,
                         )
                     })
-                    .collect::<Result<_, _>>()?
+                    .collect::<Result<Vec<_>, _>>()?
             }
         };
         Ok(MoeLayer {
@@ -136,7 +140,7 @@ impl MoeLayer {
             router_bias,
             rule: config.router.clone(),
             experts_per_token: i64::from(config.experts_per_token),
-            experts: expert_mlps,
+            experts: ExpertBank::new(&expert_mlps, source.kind, source.fp8)?,
             shared,
         })
     }
@@ -147,7 +151,7 @@ impl MoeLayer {
             router_bias: self.router_bias.as_ref().map(|b| convert.accumulator(b)).transpose()?,
             rule: self.rule.clone(),
             experts_per_token: self.experts_per_token,
-            experts: self.experts.iter().map(|e| e.to(convert)).collect::<Result<_, _>>()?,
+            experts: self.experts.to(convert)?,
             shared: self.shared.as_ref().map(|s| s.to(convert)).transpose()?,
         })
     }
@@ -211,29 +215,26 @@ impl MoeLayer {
         Ok(out.f_reshape(size.as_slice())?)
     }
 
-    /// Σ over each token's experts of weight · expert(token), experts batched over their tokens.
+    /// Σ over each token's experts of weight · expert(token), run the way the step's shape and
+    /// the device call for.
     pub fn run_experts(&self, x: &Tensor, routing: &Routing, activation: &Activation) -> Result<Tensor, ModelError> {
-        let k = self.experts_per_token;
-        let flat_experts = routing.experts.f_reshape([-1])?;
-        let order = flat_experts.f_argsort_stable(true, 0, false)?;
-        let token_of = order.f_floor_divide_scalar(k)?;
-        let sorted = x.f_index_select(0, &token_of)?;
-        let counts_on_device = flat_experts.f_bincount::<Tensor>(None, self.experts.len() as i64)?;
-        let counts = Vec::<i64>::try_from(counts_on_device.f_to_device(Device::Cpu)?)?;
-        let mut outputs = Vec::new();
-        let mut begin = 0;
-        for (expert, &count) in self.experts.iter().zip(&counts) {
-            if count > 0 {
-                outputs.push(expert.forward(&sorted.f_narrow(0, begin, count)?, activation)?);
-                begin += count;
-            }
-        }
-        let weights = routing.weights.f_reshape([-1])?.f_index_select(0, &order)?;
-        let weighted = Tensor::f_cat(&outputs, 0)?.f_mul(&weights.f_unsqueeze(1)?.f_to_kind(x.kind())?)?;
-        Ok(x.f_zeros_like()?.f_index_add(0, &token_of, &weighted)?)
+        let kernel = self.experts.kernel(x.size()[0] * self.experts_per_token);
+        self.run_experts_with(x, routing, activation, kernel)
     }
 
-    pub fn experts(&self) -> &[Mlp] {
-        &self.experts
+    /// The same, run by `kernel`.
+    pub fn run_experts_with(
+        &self,
+        x: &Tensor,
+        routing: &Routing,
+        activation: &Activation,
+        kernel: ExpertKernel,
+    ) -> Result<Tensor, ModelError> {
+        self.experts.run(x, (&routing.experts, &routing.weights), activation, kernel)
+    }
+
+    /// Routed expert `e` alone, as an MLP.
+    pub fn expert(&self, e: i64) -> Result<Mlp, ModelError> {
+        self.experts.expert(e)
     }
 }

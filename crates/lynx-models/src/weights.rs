@@ -85,6 +85,7 @@ pub enum Init {
 }
 
 /// Supplies a model's weights at one precision on one device.
+#[derive(Clone)]
 pub struct WeightSource<'a> {
     pub kind: Kind,
     pub device: Device,

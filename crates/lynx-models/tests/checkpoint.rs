@@ -226,7 +226,7 @@ fn gpt_oss_stacked_experts_split_into_their_gate_up_and_down() {
         let up = (x.matmul(&ups[e].tr()) + &biases[e][1]).clamp(-7.0, 7.0);
         let glu = &gate * (&gate * 1.702).sigmoid();
         let expected = (glu * (up + 1.0)).matmul(&downs[e].tr()) + &biases[e][2];
-        let actual = layer.experts()[e].forward(&x, &activation).unwrap();
+        let actual = layer.expert(e as i64).unwrap().forward(&x, &activation).unwrap();
         let diff = (actual - expected).abs().max().double_value(&[]);
         assert!(diff < 1e-5, "expert {e}: max |Δ| = {diff}");
     }

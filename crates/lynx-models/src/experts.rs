@@ -1,0 +1,304 @@
+//! A mixture of experts' projections stacked `[experts, out, in]`, and the three ways a step runs
+//! them without the host learning how many tokens each expert received. Copying per-expert
+//! counts to the host in every MoE layer stalls the device's queue until the step so far has run
+//! (the host then issues the rest late) and makes the step impossible to capture as a graph, so
+//! a step never does it (docs/ARCHITECTURE.md, "What a step may not call").
+//!
+//! - [`ExpertKernel::Grouped`]: the (token, expert) pairs sorted by expert, the offsets of each
+//!   expert's rows computed on the device (`index_add`, not `bincount`, whose CUDA kernel reads
+//!   the largest id back to size its output), and libtorch's `_grouped_mm`. Used where its
+//!   kernel reads the offsets where they are: on the CPU, and on CUDA devices with ATen's bf16
+//!   grouped kernel (sm90 and sm100, found by probing `_scaled_grouped_mm`, which ATen allows on
+//!   exactly those). Elsewhere ATen's fallback copies the offsets to the host, so it is not used.
+//! - [`ExpertKernel::Gathered`]: each pair multiplied by its own expert's weight, gathered with
+//!   `index_select`: reads `pairs` experts' weights, fewer than all of them while pairs < experts
+//!   (decode at small batch).
+//! - [`ExpertKernel::Every`]: every token through every expert, each weighted by its routing
+//!   weight (zero where not chosen): reads every expert's weight once (as a grouped kernel does
+//!   once the batch touches them all) and spends experts / k times the FLOPs it needs.
+//!
+//! e4m3 experts keep one scale per expert (amax / 448, as [`crate::linear`] does per tensor)
+//! and run Gathered or Every on their dequantised values (e4m3 values are exact in bf16), with
+//! the activations quantised per tensor as `_scaled_mm` takes them.
+
+use crate::linear::{quantise, Linear, E4M3_MAX};
+use crate::mlp::{activate, Mlp};
+use crate::{Convert, ModelError};
+use lynx_schema::config::Activation;
+use std::sync::OnceLock;
+use tch::{Device, Kind, Tensor};
+
+/// How a step runs the experts (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertKernel {
+    Grouped,
+    Gathered,
+    Every,
+}
+
+/// One projection of every expert: `[experts, out, in]`, with its bias `[experts, out]`.
+struct Stacked {
+    weight: Tensor,
+    /// e4m3 weights' scale per expert, `[experts]` fp32; `None` for dense weights.
+    scale: Option<Tensor>,
+    bias: Option<Tensor>,
+}
+
+impl Stacked {
+    /// The projections of `linears` (one per expert), stacked, in e4m3 when `fp8`.
+    fn new(linears: &[&Linear], kind: Kind, fp8: bool) -> Result<Stacked, ModelError> {
+        let weights = linears.iter().map(|l| l.dense_weight(kind)).collect::<Result<Vec<_>, _>>()?;
+        let biases = linears.iter().map(|l| l.bias().map(|b| b.f_to_kind(kind))).collect::<Option<Result<Vec<_>, _>>>();
+        Stacked::of(
+            Tensor::f_stack(&weights, 0)?,
+            biases.transpose()?.map(|b| Tensor::f_stack(&b, 0)).transpose()?,
+            fp8,
+        )
+    }
+
+    fn of(weight: Tensor, bias: Option<Tensor>, fp8: bool) -> Result<Stacked, ModelError> {
+        if !fp8 {
+            return Ok(Stacked { weight, scale: None, bias });
+        }
+        let experts = weight.size()[0];
+        let (mut quantised, mut scales) = (Vec::new(), Vec::new());
+        for e in 0..experts {
+            let (q, scale) = quantise(&weight.f_select(0, e)?)?;
+            quantised.push(q.f_to_kind(Kind::BFloat16)?);
+            scales.push(scale);
+        }
+        let weight = Tensor::f_stack(&quantised, 0)?.f_to_kind(Kind::Float8e4m3fn)?;
+        let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
+        Ok(Stacked { weight, scale: Some(Tensor::f_stack(&scales, 0)?), bias })
+    }
+
+    /// The weights at `kind`, dequantised for e4m3: `[experts, out, in]`, or only `ids`'s.
+    fn dense(&self, ids: Option<&Tensor>, kind: Kind) -> Result<Tensor, ModelError> {
+        let weight = match (ids, &self.scale) {
+            // e4m3 rows gathered as bytes: index kernels need not know the type.
+            (Some(ids), Some(_)) => {
+                self.weight.f_view_dtype(Kind::Uint8)?.f_index_select(0, ids)?.f_view_dtype(Kind::Float8e4m3fn)?
+            }
+            (Some(ids), None) => self.weight.f_index_select(0, ids)?,
+            (None, _) => self.weight.shallow_clone(),
+        };
+        match &self.scale {
+            None => Ok(weight),
+            Some(scale) => {
+                let scale = match ids {
+                    Some(ids) => scale.f_index_select(0, ids)?,
+                    None => scale.shallow_clone(),
+                };
+                Ok(weight.f_to_kind(kind)?.f_mul(&scale.f_reshape([-1, 1, 1])?.f_to_kind(kind)?)?)
+            }
+        }
+    }
+
+    /// `x` as the weights see it: for e4m3 weights, quantised to e4m3 and back as `_scaled_mm`
+    /// takes activations (one scale per tensor, or per expert for `[experts, tokens, in]`).
+    fn input(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        if self.scale.is_none() {
+            return Ok(x.shallow_clone());
+        }
+        let amax = match x.dim() {
+            3 => x.f_abs()?.f_amax([1i64, 2].as_slice(), true)?,
+            _ => x.f_abs()?.f_max()?,
+        };
+        let scale = amax.f_to_kind(Kind::Float)?.f_div_scalar(E4M3_MAX)?.f_clamp_min(1e-12)?;
+        let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(Kind::Float8e4m3fn)?;
+        Ok(q.f_to_kind(Kind::Float)?.f_mul(&scale)?.f_to_kind(x.kind())?)
+    }
+
+    /// Rows of `x` (`[pairs, in]`) each through expert `ids[row]`: `[pairs, out]`.
+    fn gathered(&self, x: &Tensor, ids: &Tensor) -> Result<Tensor, ModelError> {
+        let x = self.input(x)?;
+        let weight = self.dense(Some(ids), x.kind())?;
+        let y = x.f_unsqueeze(1)?.f_bmm(&weight.f_transpose(1, 2)?)?.f_squeeze_dim(1)?;
+        self.with_bias(y, |b| b.f_index_select(0, ids))
+    }
+
+    /// `x` (`[tokens, in]`, or `[experts, tokens, in]`) through every expert: `[experts, tokens,
+    /// out]`.
+    fn every(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        let x = self.input(x)?;
+        let weight = self.dense(None, x.kind())?;
+        let y = x.f_matmul(&weight.f_transpose(1, 2)?)?;
+        self.with_bias(y, |b| b.f_unsqueeze(1))
+    }
+
+    /// Rows of `x` sorted by expert, expert `e`'s ending at `offsets[e]`, each through its expert.
+    fn grouped(&self, x: &Tensor, offsets: &Tensor, ids: &Tensor) -> Result<Tensor, ModelError> {
+        let y = x.f_internal_grouped_mm(&self.weight.f_transpose(1, 2)?, Some(offsets), None::<&Tensor>, None)?;
+        self.with_bias(y, |b| b.f_index_select(0, ids))
+    }
+
+    fn with_bias(
+        &self,
+        y: Tensor,
+        shaped: impl Fn(&Tensor) -> Result<Tensor, tch::TchError>,
+    ) -> Result<Tensor, ModelError> {
+        match &self.bias {
+            Some(bias) => Ok(y.f_add(&shaped(&bias.f_to_kind(y.kind())?)?)?),
+            None => Ok(y),
+        }
+    }
+
+    /// Expert `e`'s projection as a layer of its own.
+    fn expert(&self, e: i64) -> Result<Linear, ModelError> {
+        let kind = if self.scale.is_some() { Kind::BFloat16 } else { self.weight.kind() };
+        let id = Tensor::f_from_slice(&[e])?.f_to_device(self.weight.device())?;
+        let bias = self.bias.as_ref().map(|b| b.f_select(0, e)).transpose()?;
+        Ok(Linear::Dense { weight: self.dense(Some(&id), kind)?.f_select(0, 0)?, bias })
+    }
+
+    fn to(&self, convert: &Convert) -> Result<Stacked, ModelError> {
+        let kind = if self.scale.is_some() { Kind::Float } else { self.weight.kind() };
+        let weight = convert.weight(&self.dense(None, kind)?)?;
+        Stacked::of(weight, convert.optional(&self.bias)?, convert.fp8)
+    }
+}
+
+/// Every routed expert of one layer, stacked.
+pub struct ExpertBank {
+    gate: Stacked,
+    up: Stacked,
+    down: Stacked,
+    /// Whether [`ExpertKernel::Grouped`] runs here without a copy to the host.
+    grouped: bool,
+}
+
+impl ExpertBank {
+    /// `experts` stacked, at `kind` on their device, in e4m3 when `fp8`.
+    pub fn new(experts: &[Mlp], kind: Kind, fp8: bool) -> Result<ExpertBank, ModelError> {
+        let stack = |pick: fn(&Mlp) -> &Linear| Stacked::new(&experts.iter().map(pick).collect::<Vec<_>>(), kind, fp8);
+        let gate = stack(|m| &m.gate)?;
+        let grouped = !fp8 && grouped_mm_reads_offsets_on_device(gate.weight.device(), kind);
+        Ok(ExpertBank { gate, up: stack(|m| &m.up)?, down: stack(|m| &m.down)?, grouped })
+    }
+
+    pub fn to(&self, convert: &Convert) -> Result<ExpertBank, ModelError> {
+        Ok(ExpertBank {
+            gate: self.gate.to(convert)?,
+            up: self.up.to(convert)?,
+            down: self.down.to(convert)?,
+            grouped: !convert.fp8 && grouped_mm_reads_offsets_on_device(convert.device, convert.kind),
+        })
+    }
+
+    pub fn len(&self) -> i64 {
+        self.gate.weight.size()[0]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How a step with `pairs` (token, expert) pairs runs the experts.
+    pub fn kernel(&self, pairs: i64) -> ExpertKernel {
+        if self.grouped {
+            ExpertKernel::Grouped
+        } else if pairs < self.len() {
+            ExpertKernel::Gathered
+        } else {
+            ExpertKernel::Every
+        }
+    }
+
+    /// Expert `e` alone, as an MLP (for checking the bank against one expert's definition).
+    pub fn expert(&self, e: i64) -> Result<Mlp, ModelError> {
+        Ok(Mlp { gate: self.gate.expert(e)?, up: self.up.expert(e)?, down: self.down.expert(e)? })
+    }
+
+    /// Σ over each token's experts of weight · expert(token), for `x` of `[tokens, hidden]` and
+    /// its routing (`experts`, `weights`: `[tokens, k]`), run by `kernel`.
+    pub fn run(
+        &self,
+        x: &Tensor,
+        (experts, weights): (&Tensor, &Tensor),
+        activation: &Activation,
+        kernel: ExpertKernel,
+    ) -> Result<Tensor, ModelError> {
+        let k = experts.size()[1];
+        let ids = experts.f_reshape([-1])?;
+        let weights = weights.f_reshape([-1])?;
+        let mlp = |project: &dyn Fn(&Stacked, &Tensor) -> Result<Tensor, ModelError>, input: &Tensor| {
+            let hidden = activate(&project(&self.gate, input)?, &project(&self.up, input)?, activation)?;
+            project(&self.down, &hidden)
+        };
+        match kernel {
+            ExpertKernel::Every => {
+                let out = mlp(&|s, input| s.every(input), x)?;
+                // [tokens, experts] routing weights, zero where an expert was not chosen.
+                let combine = Tensor::f_zeros([x.size()[0], self.len()], (weights.kind(), x.device()))?.f_scatter(
+                    1,
+                    experts,
+                    &weights.f_reshape([-1, k])?,
+                )?;
+                let weighted = out.f_mul(&combine.f_transpose(0, 1)?.f_unsqueeze(-1)?.f_to_kind(out.kind())?)?;
+                Ok(weighted.f_sum_dim_intlist([0i64].as_slice(), false, out.kind())?)
+            }
+            ExpertKernel::Gathered => {
+                let token_of = Tensor::f_arange(ids.size()[0], (Kind::Int64, x.device()))?.f_floor_divide_scalar(k)?;
+                let out = mlp(&|s, input| s.gathered(input, &ids), &x.f_index_select(0, &token_of)?)?;
+                combine_pairs(x, &token_of, &out, &weights)
+            }
+            ExpertKernel::Grouped => {
+                let order = ids.f_argsort_stable(true, 0, false)?;
+                let token_of = order.f_floor_divide_scalar(k)?;
+                let sorted_ids = ids.f_index_select(0, &order)?;
+                let counts = Tensor::f_zeros([self.len()], (Kind::Int64, x.device()))?.f_index_add(
+                    0,
+                    &ids,
+                    &ids.f_ones_like()?,
+                )?;
+                let offsets = counts.f_cumsum(0, Kind::Int)?;
+                let sorted = x.f_index_select(0, &token_of)?;
+                let out = mlp(&|s, input| s.grouped(input, &offsets, &sorted_ids), &sorted)?;
+                combine_pairs(x, &token_of, &out, &weights.f_index_select(0, &order)?)
+            }
+        }
+    }
+}
+
+/// Σ per token of its pairs' outputs (`[pairs, hidden]`, pair i belonging to `token_of[i]`)
+/// times their weights.
+fn combine_pairs(x: &Tensor, token_of: &Tensor, out: &Tensor, weights: &Tensor) -> Result<Tensor, ModelError> {
+    let weighted = out.f_mul(&weights.f_unsqueeze(1)?.f_to_kind(out.kind())?)?;
+    Ok(x.f_zeros_like()?.f_index_add(0, token_of, &weighted.f_to_kind(x.kind())?)?)
+}
+
+/// Whether libtorch's `_grouped_mm` at `kind` on `device` reads its offsets on the device: on the
+/// CPU (no device), and on CUDA in bf16 where ATen has its grouped kernel (sm90, sm100; probed
+/// once a process through `_scaled_grouped_mm`, allowed on exactly those). Not on ROCm, whose
+/// libtorch registers its devices as CUDA but has no such kernel.
+fn grouped_mm_reads_offsets_on_device(device: Device, kind: Kind) -> bool {
+    match device {
+        Device::Cpu => matches!(kind, Kind::Float | Kind::Half | Kind::BFloat16),
+        Device::Cuda(index) if kind == Kind::BFloat16 && !crate::runtime::is_rocm() => {
+            static PROBED: OnceLock<bool> = OnceLock::new();
+            *PROBED.get_or_init(|| scaled_grouped_mm_runs(Device::Cuda(index)))
+        }
+        _ => false,
+    }
+}
+
+fn scaled_grouped_mm_runs(device: Device) -> bool {
+    let probe = || -> Result<Tensor, tch::TchError> {
+        let a = Tensor::f_ones([32, 32], (Kind::Float, device))?.f_to_kind(Kind::Float8e4m3fn)?;
+        let b = Tensor::f_ones([2, 32, 32], (Kind::Float, device))?.f_to_kind(Kind::Float8e4m3fn)?;
+        let offsets = Tensor::f_from_slice(&[16i32, 32])?.f_to_device(device)?;
+        let scale_a = Tensor::f_ones([32], (Kind::Float, device))?;
+        let scale_b = Tensor::f_ones([2, 32], (Kind::Float, device))?;
+        a.f_internal_scaled_grouped_mm(
+            &b.f_transpose(1, 2)?,
+            &scale_a,
+            &scale_b,
+            Some(&offsets),
+            None::<&Tensor>,
+            None::<&Tensor>,
+            Kind::BFloat16,
+            false,
+        )
+    };
+    probe().is_ok()
+}
