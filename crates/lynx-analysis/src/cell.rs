@@ -70,6 +70,7 @@ pub fn measured(
         joules_per_token: None,
         segment: None,
         roofline: None,
+        attention: None,
     })
 }
 

@@ -125,6 +125,8 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
 
     for cell in result["cells"].as_array().unwrap() {
         assert_eq!(cell["status"], "ok", "{cell}");
+        // Issue 15: every cell names the attention kernel its steps ran.
+        assert!(["flash", "math"].contains(&cell["attention"].as_str().unwrap_or_default()), "{cell}");
         let full = &cell["full_depth"];
         let (measured_median, head, estimate) = (
             seconds(&cell["step_time"]["median_s"]),

@@ -13,6 +13,7 @@ use crate::rope::{self, Rope, RopeTable};
 use crate::weights::{RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{AttentionBias, Gqa};
+use lynx_schema::result::AttentionKernel;
 use tch::{Device, Kind, Tensor};
 
 /// The cache of one GQA layer: `[batch, kv_heads, capacity, head_dim]` keys and values.
@@ -135,13 +136,12 @@ impl GqaAttention {
 
         // Keys this chunk can see: everything cached, or only the window for a sliding layer.
         let end = start + n;
-        let first = self.window.map_or(0, |w| (start + 1 - w).max(0));
+        let first = self.first_key(start);
         let keys = cache.keys.f_narrow(2, first, end - first)?;
         let values = cache.values.f_narrow(2, first, end - first)?;
         let attended = match &self.sinks {
             None => {
-                let mask = attention_mask(start, n, first, self.window, x.device())?;
-                let is_causal = mask.is_none() && n > 1;
+                let (mask, is_causal) = self.fused_mask(start, n, first, x.device())?;
                 Tensor::f_scaled_dot_product_attention(&q, &keys, &values, mask.as_ref(), 0.0, is_causal, None, true)?
             }
             Some(sinks) => {
@@ -152,6 +152,38 @@ impl GqaAttention {
         };
         let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.num_heads * self.head_dim])?;
         self.wo.forward(&merged)
+    }
+
+    /// The first key a chunk of `n` queries at `start` sees: 0, or the window's start.
+    fn first_key(&self, start: i64) -> i64 {
+        self.window.map_or(0, |w| (start + 1 - w).max(0))
+    }
+
+    /// SDPA's mask and causal flag for `n` queries at `start` over keys from `first`.
+    fn fused_mask(&self, start: i64, n: i64, first: i64, device: Device) -> Result<(Option<Tensor>, bool), ModelError> {
+        let mask = attention_mask(start, n, first, self.window, device)?;
+        let is_causal = mask.is_none() && n > 1;
+        Ok((mask, is_causal))
+    }
+
+    /// The kernel a step of `n` tokens per sequence after the cache's first `start` attends with:
+    /// SDPA's choice for the step's shapes, or the explicit path with sinks.
+    pub fn kernel(&self, cache: &GqaCache, start: i64, n: i64) -> Result<AttentionKernel, ModelError> {
+        if self.sinks.is_some() {
+            return Ok(AttentionKernel::Explicit);
+        }
+        let size = cache.keys.size();
+        let queries =
+            Tensor::f_empty([size[0], self.num_heads, n, self.head_dim], (cache.keys.kind(), cache.keys.device()))?;
+        let first = self.first_key(start);
+        let keys = cache.keys.f_narrow(2, first, start + n - first)?;
+        let values = cache.values.f_narrow(2, first, start + n - first)?;
+        let (mask, is_causal) = self.fused_mask(start, n, first, queries.device())?;
+        let choice =
+            Tensor::f_internal_fused_sdp_choice(&queries, &keys, &values, mask.as_ref(), 0.0, is_causal, None, true)?;
+        AttentionKernel::from_sdp_backend(choice).ok_or_else(|| {
+            ModelError::Unsupported(format!("libtorch has no attention kernel for these shapes ({choice})"))
+        })
     }
 }
 

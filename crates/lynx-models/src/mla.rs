@@ -6,15 +6,18 @@
 //! RoPE key shared by all heads (576 values for DeepSeek-V3, against 2 × 128 × 128 for plain
 //! multi-head attention). Keys and values are never expanded: the key up-projection is absorbed
 //! into the queries and the value up-projection applied after attention, so attention itself is
-//! multi-query attention over the cache (one key/value head of width latent + rope), run through
-//! libtorch's `scaled_dot_product_attention`.
+//! multi-query attention over the cache (one key/value head of width latent + rope). A decode
+//! step runs it as two batched matmuls with the heads as rows (no fused SDPA kernel takes a
+//! 576-wide head, and SDPA's math kernel would expand the keys for every head); a prompt chunk
+//! runs it through libtorch's `scaled_dot_product_attention` with `enable_gqa`.
 
 use crate::gqa::attention_mask;
 use crate::linear::Linear;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
 use crate::weights::{Init, RmsNorm, WeightSource};
-use crate::{Convert, ModelError};
+use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Mla, RopeScaling};
+use lynx_schema::result::AttentionKernel;
 use tch::{Device, Kind, Tensor};
 
 /// Row order that turns `blocks` blocks of `block` rows, each ending in `rope` interleaved RoPE
@@ -198,12 +201,48 @@ impl MlaAttention {
         let (w_uk, w_uv) = self.up_projections()?;
         // Absorb the key up-projection into the queries: q_nope · W_ukᵀ lives in latent space.
         let q = Tensor::f_cat(&[&q_nope.f_matmul(&w_uk)?, &q_pe], -1)?;
-        let keys = cache.latent_and_rope.f_narrow(1, 0, start + n)?.f_unsqueeze(1)?;
+        let keys = cache.latent_and_rope.f_narrow(1, 0, start + n)?;
+        let attended = if n == 1 { self.attend_explicit(&q, &keys)? } else { self.attend_sdpa(&q, &keys, start)? };
+        // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
+        let out = attended.f_matmul(&w_uv.f_transpose(1, 2)?)?;
+        let merged = out.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
+        self.wo.forward(&merged)
+    }
+
+    /// Decode attention as two batched matmuls over the latent. Every head attends the same keys
+    /// (the cached latents and RoPE keys, `[batch, len, rank + rope]`), so the heads are the rows
+    /// of one matmul per sequence and nothing is copied per head: SDPA's fused kernels refuse a
+    /// 576-wide head, and its math kernel expands the keys for all heads. `q` is `[batch, heads,
+    /// 1, rank + rope]`; returns `[batch, heads, 1, rank]`.
+    fn attend_explicit(&self, q: &Tensor, keys: &Tensor) -> Result<Tensor, ModelError> {
+        let [batch, heads, n, width] = q.size()[..] else { unreachable!("queries are 4-d") };
+        let acc = accumulation_kind(q.kind());
+        let scores = q
+            .f_reshape([batch, heads * n, width])?
+            .f_bmm(&keys.f_transpose(1, 2)?)?
+            .f_to_kind(acc)?
+            .f_mul_scalar(self.softmax_scale)?;
+        let weights = scores.f_softmax(-1, acc)?.f_to_kind(keys.kind())?;
+        let attended = weights.f_bmm(&keys.f_narrow(-1, 0, self.rank)?)?;
+        Ok(attended.f_view([batch, heads, n, self.rank])?)
+    }
+
+    /// The kernel a step of `n` tokens per sequence after the cache's first `start` attends with:
+    /// the explicit matmuls for one token, else SDPA's choice for the chunk's shapes.
+    pub fn kernel(&self, cache: &MlaCache, start: i64, n: i64) -> Result<AttentionKernel, ModelError> {
+        if n == 1 {
+            return Ok(AttentionKernel::Explicit);
+        }
+        let cached = &cache.latent_and_rope;
+        let batch = cached.size()[0];
+        let queries =
+            Tensor::f_empty([batch, self.heads, n, self.rank + self.rope_dim], (cached.kind(), cached.device()))?;
+        let keys = cached.f_narrow(1, 0, start + n)?.f_unsqueeze(1)?;
         let values = keys.f_narrow(-1, 0, self.rank)?;
-        let mask = attention_mask(start, n, 0, None, x.device())?;
+        let mask = attention_mask(start, n, 0, None, cached.device())?;
         let is_causal = mask.is_none() && n > 1;
-        let attended = Tensor::f_scaled_dot_product_attention(
-            &q,
+        let choice = Tensor::f_internal_fused_sdp_choice(
+            &queries,
             &keys,
             &values,
             mask.as_ref(),
@@ -212,10 +251,29 @@ impl MlaAttention {
             self.softmax_scale,
             true,
         )?;
-        // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
-        let out = attended.f_matmul(&w_uv.f_transpose(1, 2)?)?;
-        let merged = out.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
-        self.wo.forward(&merged)
+        AttentionKernel::from_sdp_backend(choice).ok_or_else(|| {
+            ModelError::Unsupported(format!("libtorch has no attention kernel for these shapes ({choice})"))
+        })
+    }
+
+    /// Attention of a chunk of queries at `start..` through SDPA, the heads sharing one key and
+    /// value head (`enable_gqa`), causal within the chunk.
+    fn attend_sdpa(&self, q: &Tensor, keys: &Tensor, start: i64) -> Result<Tensor, ModelError> {
+        let n = q.size()[2];
+        let keys = keys.f_unsqueeze(1)?;
+        let values = keys.f_narrow(-1, 0, self.rank)?;
+        let mask = attention_mask(start, n, 0, None, q.device())?;
+        let is_causal = mask.is_none() && n > 1;
+        Ok(Tensor::f_scaled_dot_product_attention(
+            q,
+            &keys,
+            &values,
+            mask.as_ref(),
+            0.0,
+            is_causal,
+            self.softmax_scale,
+            true,
+        )?)
     }
 
     /// The same attention with keys and values expanded per head and no cache, over a whole
@@ -281,5 +339,14 @@ mod tests {
         let cached = Tensor::cat(&pieces, 1);
         let diff = (cached - &full).abs().max().double_value(&[]);
         assert!(diff < 1e-5, "max |Δ| = {diff}");
+
+        // Regression (issue 15): decode attends by explicit matmuls, as SDPA did before it.
+        let q = Tensor::randn([2, 4, 1, 20], (Kind::Float, Device::Cpu));
+        let keys = cache.latent_and_rope.narrow(1, 0, 7);
+        let explicit = mla.attend_explicit(&q, &keys).unwrap();
+        let sdpa = mla.attend_sdpa(&q, &keys, 6).unwrap();
+        assert_eq!(explicit.size(), [2, 4, 1, 16]);
+        let diff = (explicit - sdpa).abs().max().double_value(&[]);
+        assert!(diff < 1e-6, "explicit against SDPA: max |Δ| = {diff}");
     }
 }

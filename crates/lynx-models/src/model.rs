@@ -11,6 +11,7 @@ use crate::moe::{MoeLayer, MoeLayout};
 use crate::weights::{Checkpoint, Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, holding, with_generator, Convert, ModelError};
 use lynx_schema::config::{Activation, Attention, ModelShape, Precision};
+use lynx_schema::result::AttentionKernel;
 use tch::{Device, Kind, Tensor};
 
 /// Layer `i` named as layer `i`.
@@ -341,6 +342,19 @@ impl Model {
         };
         let head = self.lm_head.as_ref().unwrap_or(&self.embedding);
         Ok(self.norm.forward(&x)?.f_linear::<Tensor>(head, None)?.f_to_kind(accumulation_kind(self.kind))?)
+    }
+
+    /// The attention kernel a step of `n` tokens per sequence after the `cache`'s context runs:
+    /// the first layer's (the layers of a model attend alike, but gpt-oss's sliding ones, whose
+    /// sinks take the explicit path as every layer of gpt-oss does).
+    pub fn attention_kernel(&self, cache: &KvCache, n: i64) -> Result<Option<AttentionKernel>, ModelError> {
+        let start = cache.len;
+        match (self.blocks.first().map(|b| &b.attention), cache.layers.first()) {
+            (Some(AttentionLayer::Gqa(a)), Some(LayerCache::Gqa(c))) => a.kernel(c, start, n).map(Some),
+            (Some(AttentionLayer::Mla(a)), Some(LayerCache::Mla(c))) => a.kernel(c, start, n).map(Some),
+            (None, _) => Ok(None),
+            _ => Err(ModelError::Shape("KV cache built for another model".to_owned())),
+        }
     }
 
     /// The prefill step: `prompts` (`[batch, prompt_len]`) into an empty `cache`; returns each

@@ -341,3 +341,26 @@ fn a_randomly_filled_cache_is_a_context_to_decode_after() {
         assert!(cache.fill_random(11).is_err());
     }
 }
+
+/// Regression (issue 15): each cell records the attention kernel its steps ran. MLA decode and
+/// attention sinks run lynx's explicit matmuls; everything else asks libtorch which SDPA kernel
+/// the shapes get (the CPU has a flash kernel and the math one).
+#[test]
+fn every_architecture_names_the_attention_kernel_of_a_step() {
+    use lynx_schema::result::AttentionKernel;
+    for text in ALL {
+        let model = model(text);
+        let mut cache = KvCache::new(&model, 2, 16).unwrap();
+        let prefill = model.attention_kernel(&cache, 8).unwrap().unwrap();
+        cache.fill_random(8).unwrap();
+        let decode = model.attention_kernel(&cache, 1).unwrap().unwrap();
+        let fused = [AttentionKernel::Flash, AttentionKernel::Math];
+        match name(text).as_str() {
+            "tiny-gpt-oss" => assert_eq!((prefill, decode), (AttentionKernel::Explicit, AttentionKernel::Explicit)),
+            "tiny-deepseek" => {
+                assert!(fused.contains(&prefill) && decode == AttentionKernel::Explicit, "{prefill} {decode}")
+            }
+            other => assert!(fused.contains(&prefill) && fused.contains(&decode), "{other}: {prefill} {decode}"),
+        }
+    }
+}

@@ -342,7 +342,7 @@ fn cells(result: &RunResult) -> Markup {
         table {
             tr {
                 th { "cell" } th { "status" } th { "median" } th { "p99" } th { "tok/s/user" } th { "tok/s/device" }
-                th { "of bandwidth" } th { "of matmul" }
+                th { "of bandwidth" } th { "of matmul" } th { "attention" }
             }
             @for cell in &result.cells {
                 @let roofline = cell.roofline.as_ref();
@@ -360,6 +360,7 @@ fn cells(result: &RunResult) -> Markup {
                     td { (figure(cell.tok_per_s_per_device.map(|v| v.get()), 1.0, 1)) }
                     td { (figure(roofline.and_then(|r| r.bandwidth_fraction).map(|v| v.get()), 100.0, 1)) "%" }
                     td { (figure(roofline.and_then(|r| r.matmul_fraction).map(|v| v.get()), 100.0, 1)) "%" }
+                    td { (cell.attention.map_or("-", |a| a.as_str())) }
                 }
             }
         }

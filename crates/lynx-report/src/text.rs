@@ -317,9 +317,10 @@ fn cells_section(result: &RunResult) -> String {
         full_depth_header,
         "TOK/S/USER",
         "TOK/S/DEVICE",
+        "ATTENTION",
     ]);
     for cell in &result.cells {
-        let mut row: [String; 11] = Default::default();
+        let mut row: [String; 12] = Default::default();
         row[0] = cell.shape.to_string();
         match (&cell.status, &cell.step_time) {
             (CellStatus::Ok, Some(t)) => {
@@ -333,6 +334,7 @@ fn cells_section(result: &RunResult) -> String {
                 row[8] = cell.full_depth.as_ref().map_or(String::new(), |f| ms(f.median_s.get()));
                 row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
+                row[11] = cell.attention.map_or("-".to_owned(), |a| a.to_string());
             }
             (CellStatus::Oom { .. }, _) => row[1] = "out of memory (see below)".to_owned(),
             (CellStatus::Error { .. }, _) => row[1] = "failed (see below)".to_owned(),

@@ -539,6 +539,57 @@ pub struct CellRecord {
     /// the run is assembled.
     #[serde(default)]
     pub roofline: Option<crate::roofline::CellRoofline>,
+    /// The attention kernel the cell's steps ran (absent in results made before lynx recorded
+    /// it, and for a cell that failed before asking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionKernel>,
+}
+
+/// The attention kernel of a step: the scaled-dot-product-attention kernel libtorch chose for
+/// the step's shapes (ATen's `_fused_sdp_choice`, whose `SDPBackend` numbers these follow), or
+/// lynx's explicit matmuls where no fused kernel serves the model (MLA decode, attention sinks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionKernel {
+    Math,
+    Flash,
+    MemoryEfficient,
+    Cudnn,
+    /// A kernel a device backend registered in place of ATen's.
+    Overrideable,
+    Explicit,
+}
+
+impl AttentionKernel {
+    /// The kernel of ATen's `SDPBackend` number; `None` for its `error` (-1), or a number it does
+    /// not define.
+    pub fn from_sdp_backend(number: i64) -> Option<AttentionKernel> {
+        match number {
+            0 => Some(AttentionKernel::Math),
+            1 => Some(AttentionKernel::Flash),
+            2 => Some(AttentionKernel::MemoryEfficient),
+            3 => Some(AttentionKernel::Cudnn),
+            4 => Some(AttentionKernel::Overrideable),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttentionKernel::Math => "math",
+            AttentionKernel::Flash => "flash",
+            AttentionKernel::MemoryEfficient => "memory_efficient",
+            AttentionKernel::Cudnn => "cudnn",
+            AttentionKernel::Overrideable => "overrideable",
+            AttentionKernel::Explicit => "explicit",
+        }
+    }
+}
+
+impl std::fmt::Display for AttentionKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl CellRecord {
@@ -593,6 +644,7 @@ impl CellRecord {
             tok_per_s_per_device: None,
             segment: None,
             roofline: None,
+            attention: None,
         }
     }
 }

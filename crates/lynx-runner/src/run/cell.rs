@@ -5,7 +5,7 @@ use super::warmup::{decode_step, to_host};
 use crate::telemetry::RunTelemetry;
 use lynx_models::{KvCache, Model, ModelError};
 use lynx_schema::config::MeasureConfig;
-use lynx_schema::result::{CellRecord, CellShape};
+use lynx_schema::result::{AttentionKernel, CellRecord, CellShape};
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::Finite;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +75,7 @@ pub(super) fn measure_cell(
         let mut cell = lynx_analysis::cell::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
+        cell.attention = measured.attention;
         let tokens = steps * shape.tokens_per_step();
         cell.joules_per_token = cell
             .telemetry
@@ -99,6 +100,8 @@ struct Measured {
     ctx_end: Option<u32>,
     /// The timed steps' span on the run's telemetry clock.
     window_s: (f64, f64),
+    /// The attention kernel the steps ran.
+    attention: Option<AttentionKernel>,
 }
 
 fn measure_prefill(
@@ -111,9 +114,10 @@ fn measure_prefill(
 ) -> Result<Option<Measured>, ModelError> {
     let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
     let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
+    let attention = model.attention_kernel(&cache, i64::from(prompt_len))?;
     let mut step = || to_host(&model.prefill(&prompts, &mut cache)?);
     step()?;
-    timed_steps(limits, clock, stop, step)
+    Ok(timed_steps(limits, clock, stop, step)?.map(|m| Measured { attention, ..m }))
 }
 
 fn measure_decode(
@@ -130,11 +134,13 @@ fn measure_decode(
     let mut tokens = model.random_tokens(i64::from(batch), 1)?;
     tokens = decode_step(model, &tokens, &mut cache)?;
     cache.truncate(ctx);
+    let attention = model.attention_kernel(&cache, 1)?;
     let measured = timed_steps(limits, clock, stop, || {
         tokens = decode_step(model, &tokens, &mut cache)?;
         Ok(())
     })?;
-    Ok(measured.map(|m| Measured { ctx_end: Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX)), ..m }))
+    let ctx_end = Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX));
+    Ok(measured.map(|m| Measured { ctx_end, attention, ..m }))
 }
 
 /// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times; `None`
@@ -159,5 +165,5 @@ fn timed_steps(
         step_s.push(step_start.elapsed().as_secs_f64());
     }
     let measured_s = start.elapsed().as_secs_f64();
-    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s: (window_start, clock()) }))
+    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s: (window_start, clock()), attention: None }))
 }
