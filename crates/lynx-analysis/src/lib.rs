@@ -13,6 +13,7 @@ pub mod derived;
 pub mod equilibrium;
 pub mod fleet;
 pub mod latency;
+pub mod memory;
 pub mod roofline;
 pub mod shortlist;
 pub mod sim;

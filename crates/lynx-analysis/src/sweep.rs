@@ -2,8 +2,8 @@
 //! measured alone, so a resumed run makes exactly the decisions the first one would have.
 //!
 //! The sweep is a set of lines: prefill at each prompt length, then decode at each context, in
-//! the suite's order. Each line climbs its batch ladder until a batch runs out of memory, a
-//! batch's median step passes the suite's largest latency bound (TTFT for prefill, TPOT for
+//! the suite's order. Each line climbs its batch ladder until a batch runs out of memory (or was
+//! estimated not to fit and skipped), a batch's median step passes the suite's largest latency bound (TTFT for prefill, TPOT for
 //! decode), or the ladder ends. A cell that failed for any other reason is recorded and the
 //! climb goes on.
 
@@ -49,6 +49,10 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord]) -> Swee
             match (&cell.status, cell.median_s()) {
                 (CellStatus::Oom { .. }, _) => {
                     end = LineEnd::OutOfMemory { batch };
+                    break;
+                }
+                (CellStatus::Skipped { .. }, _) => {
+                    end = LineEnd::DoesNotFit { batch };
                     break;
                 }
                 (CellStatus::Ok, Some(median)) if median > bound => {
@@ -133,5 +137,14 @@ ctxs = [128, 256]
             "{:?}",
             finished.lines[2]
         );
+
+        // A cell the memory planner skipped ends its line as out of memory would.
+        let mut skipped = done[..3].to_vec();
+        let mut cell = CellRecord::failed(d(2, 128), String::new());
+        cell.status = CellStatus::Skipped { message: "needs 9 GiB".into(), needed_bytes: 9 << 30, free_bytes: 1 << 30 };
+        skipped.push(cell);
+        let plan = plan(&suite(), &bounds(), &skipped);
+        assert_eq!(plan.lines[1].end, LineEnd::DoesNotFit { batch: 2 });
+        assert_eq!(plan.next, Some(d(1, 256)));
     }
 }

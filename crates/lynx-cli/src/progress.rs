@@ -141,8 +141,13 @@ impl Observer for Progress {
 
     fn cell_done(&mut self, cell: &CellRecord) {
         match (&cell.status, &cell.step_time) {
-            (CellStatus::Oom { message }, _) => self.say(format!("{} out of memory: {message}", cell.shape)),
             (CellStatus::Error { message }, _) => self.say(format!("{} failed: {message}", cell.shape)),
+            (status @ (CellStatus::Oom { .. } | CellStatus::Skipped { .. }), _) => self.say(format!(
+                "{} {}: {}",
+                cell.shape,
+                status.failure().unwrap_or_default(),
+                status.message().unwrap_or_default()
+            )),
             (CellStatus::Ok, Some(t)) if self.bar.is_some() => {
                 let telemetry = cell.telemetry.first().map_or(String::new(), |w| {
                     let mut parts = Vec::new();

@@ -279,3 +279,43 @@ fn roofline_measures_and_prints_the_cpus_ceilings() {
     let line = bad_input(&["roofline", "--sustained-s=-1"]);
     assert!(line.contains("--sustained-s"), "{line}");
 }
+
+/// Regression (issue 15): a cell whose estimated memory exceeds the device's free memory is
+/// recorded as skipped with both figures, never allocated, and ends its batch ladder as out of
+/// memory would. The free memory is stated, so the planner is tested on any host.
+#[test]
+fn a_cell_that_cannot_fit_is_skipped_with_both_figures_and_ends_its_ladder() {
+    use lynx_analysis::memory::{cell_memory, decode_capacity};
+    use lynx_schema::config::{ModelShape, Precision};
+    use lynx_schema::result::CellShape;
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let shape = ModelShape::from_toml(&fixture("models/test-small.toml"), "test-small").unwrap();
+    let need = |batch| {
+        let cell = CellShape::Decode { batch, ctx: 512 };
+        cell_memory(&shape, Precision::Fp32, cell, decode_capacity(512, 8)).total_bytes()
+    };
+    let free = (need(1) + need(8)) / 2;
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_FREE_MEMORY_BYTES", free.to_string())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("decode batch 8 ctx 512: does not fit: needs an estimated"), "{stdout}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let cells = result["cells"].as_array().unwrap();
+    let decode = |batch: u64| cells.iter().find(|c| c["step"] == "decode" && c["batch"] == batch).unwrap();
+    assert_eq!(decode(1)["status"], "ok");
+    let skipped = decode(8);
+    assert_eq!(skipped["status"], "skipped", "{skipped}");
+    assert_eq!(skipped["needed_bytes"], need(8));
+    assert_eq!(skipped["free_bytes"], free);
+    assert!(skipped["message"].as_str().unwrap().ends_with("free (stated by LYNX_FREE_MEMORY_BYTES)"), "{skipped}");
+    assert!(skipped["step_time"].is_null());
+    let ends: Vec<&str> =
+        result["derived"]["sweep"].as_array().unwrap().iter().map(|l| l["end"].as_str().unwrap()).collect();
+    assert!(ends.contains(&"does not fit at batch 8"), "{ends:?}");
+}

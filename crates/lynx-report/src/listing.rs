@@ -5,7 +5,7 @@
 use crate::escape::{markdown_text, terminal_text};
 use crate::table::Table;
 use crate::text::{derived_report, ms, roofline_table};
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, RunResult};
+use lynx_schema::result::{CellRecord, CellShape, RunResult};
 use lynx_schema::shortlist::Shortlist;
 use lynx_schema::value::{Finite, Reported};
 use std::fmt::Write;
@@ -146,14 +146,7 @@ fn cells_table(cells: &[CellRecord]) -> Table {
             CellShape::Prefill { .. } => String::new(),
             CellShape::Decode { ctx, .. } => ctx.to_string(),
         }),
-        ("status", |c| {
-            match &c.status {
-                CellStatus::Ok => "ok",
-                CellStatus::Oom { .. } => "oom",
-                CellStatus::Error { .. } => "error",
-            }
-            .to_owned()
-        }),
+        ("status", |c| c.status.as_str().to_owned()),
         ("message", |c| c.status.message().unwrap_or_default().to_owned()),
         ("n", |c| c.step_time.as_ref().map_or(String::new(), |t| t.n.to_string())),
         ("median_s", |c| number(c.step_time.as_ref().map(|t| t.median_s.get()))),

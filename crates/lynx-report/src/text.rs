@@ -336,9 +336,8 @@ fn cells_section(result: &RunResult) -> String {
                 row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[11] = cell.attention.map_or("-".to_owned(), |a| a.to_string());
             }
-            (CellStatus::Oom { .. }, _) => row[1] = "out of memory (see below)".to_owned(),
-            (CellStatus::Error { .. }, _) => row[1] = "failed (see below)".to_owned(),
             (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
+            (status, _) => row[1] = format!("{} (see below)", status.failure().unwrap_or_default()),
         }
         rows.row(row);
     }
@@ -350,7 +349,7 @@ fn cells_section(result: &RunResult) -> String {
     if !failed.is_empty() {
         let _ = writeln!(out, "\ncells that failed:");
         for cell in failed {
-            let kind = if matches!(cell.status, CellStatus::Oom { .. }) { "out of memory" } else { "error" };
+            let kind = cell.status.failure().unwrap_or_default();
             let _ = writeln!(out, "  {}: {kind}: {}", cell.shape, cell.status.message().unwrap_or_default());
         }
     }

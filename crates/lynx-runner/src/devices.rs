@@ -6,6 +6,9 @@ use lynx_schema::device::{slug, DeviceName};
 use lynx_schema::result::{DeviceRecord, HostRecord};
 use lynx_schema::value::Reported;
 
+/// The variable that states a device's free memory instead of reading it.
+pub const FREE_MEMORY_VAR: &str = "LYNX_FREE_MEMORY_BYTES";
+
 /// A device lynx can run on.
 #[derive(Debug, Clone)]
 pub struct Device {
@@ -28,6 +31,26 @@ impl Device {
         }
     }
 
+    /// Memory free for a cell's allocations, and how it was had: `LYNX_FREE_MEMORY_BYTES` when
+    /// set (to plan as if the device had that much free); on the CPU the host's available memory
+    /// (`MemAvailable`). Unavailable on GPUs for now: memory libtorch's caching allocator keeps for
+    /// reuse counts as used to the driver, so the driver's free figure alone would refuse cells
+    /// that fit; those cells run, and one that runs out of memory is recorded as such.
+    pub fn free_memory(&self) -> Reported<(u64, &'static str)> {
+        if let Some(stated) = std::env::var(FREE_MEMORY_VAR).ok().and_then(|v| v.trim().parse().ok()) {
+            return Reported::Known((stated, "stated by LYNX_FREE_MEMORY_BYTES"));
+        }
+        match self.record.device {
+            DeviceName::Cpu => lynx_telemetry::available_memory_bytes().map_or_else(
+                || Reported::unavailable("/proc/meminfo gives no MemAvailable"),
+                |bytes| Reported::Known((bytes, "the host's MemAvailable")),
+            ),
+            DeviceName::Cuda(_) | DeviceName::Rocm(_) => {
+                Reported::unavailable("libtorch's cached blocks are not read yet, so a GPU's free memory is not known")
+            }
+        }
+    }
+
     /// Folder name of this device's results: the device's name in kebab case, and for a GPU the
     /// first block of its UUID (or its index), so the GPUs of one node stay apart.
     pub fn slug(&self) -> String {
@@ -47,9 +70,11 @@ impl Device {
     }
 }
 
-/// Whether libtorch's CUDA device type drives AMD GPUs (a ROCm build).
+/// Whether libtorch's CUDA device type drives AMD GPUs: a ROCm build of libtorch is loaded.
+/// (`tch::utils::has_hip` is not a reliable test: a ROCm libtorch registers its GPUs as CUDA
+/// devices through hipified hooks.)
 fn gpus_are_rocm() -> bool {
-    tch::utils::has_hip()
+    lynx_models::runtime::is_rocm()
 }
 
 /// Every device libtorch can use: the CPU, then each GPU.

@@ -482,6 +482,14 @@ pub enum CellStatus {
     Error {
         message: String,
     },
+    /// Not run: the memory the cell was estimated to need beyond the model's weights (its KV
+    /// cache and workspace) exceeded the device's free memory. The batch ladder stops here, as
+    /// it does on out of memory, without allocating anything.
+    Skipped {
+        message: String,
+        needed_bytes: u64,
+        free_bytes: u64,
+    },
 }
 
 impl CellStatus {
@@ -499,10 +507,32 @@ impl CellStatus {
         }
     }
 
+    /// The status as the result writes it (`ok`, `oom`, `error`, `skipped`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CellStatus::Ok => "ok",
+            CellStatus::Oom { .. } => "oom",
+            CellStatus::Error { .. } => "error",
+            CellStatus::Skipped { .. } => "skipped",
+        }
+    }
+
+    /// What happened to a cell that was not measured, in words.
+    pub fn failure(&self) -> Option<&'static str> {
+        match self {
+            CellStatus::Ok => None,
+            CellStatus::Oom { .. } => Some("out of memory"),
+            CellStatus::Error { .. } => Some("error"),
+            CellStatus::Skipped { .. } => Some("does not fit"),
+        }
+    }
+
     pub fn message(&self) -> Option<&str> {
         match self {
             CellStatus::Ok => None,
-            CellStatus::Oom { message } | CellStatus::Error { message } => Some(message),
+            CellStatus::Oom { message } | CellStatus::Error { message } | CellStatus::Skipped { message, .. } => {
+                Some(message)
+            }
         }
     }
 }

@@ -20,6 +20,8 @@ pub enum LineEnd {
     NotFinished,
     /// The batch ran out of memory.
     OutOfMemory { batch: u32 },
+    /// The batch's estimated memory exceeded the device's free memory: not run.
+    DoesNotFit { batch: u32 },
     /// The batch's median step passed the largest bound on its step's latency (TTFT for
     /// prefill, TPOT for decode); the median as written, to four decimals.
     PassesBound { batch: u32, median_s: f64, step: StepKind, bound_s: f64 },
@@ -31,6 +33,7 @@ impl std::fmt::Display for LineEnd {
             LineEnd::LadderEnd => f.write_str("ladder end"),
             LineEnd::NotFinished => f.write_str("not finished"),
             LineEnd::OutOfMemory { batch } => write!(f, "out of memory at batch {batch}"),
+            LineEnd::DoesNotFit { batch } => write!(f, "does not fit at batch {batch}"),
             LineEnd::PassesBound { batch, median_s, step, bound_s } => {
                 let latency = if step == StepKind::Prefill { "TTFT" } else { "TPOT" };
                 write!(f, "batch {batch} median step {median_s:.4} s passes the largest {latency} bound {bound_s} s")
@@ -52,6 +55,9 @@ impl std::str::FromStr for LineEnd {
         }
         if let Some(b) = text.strip_prefix("out of memory at batch ") {
             return Ok(LineEnd::OutOfMemory { batch: batch(b)? });
+        }
+        if let Some(b) = text.strip_prefix("does not fit at batch ") {
+            return Ok(LineEnd::DoesNotFit { batch: batch(b)? });
         }
         let rest = text.strip_prefix("batch ").ok_or_else(wrong)?;
         let (b, rest) = rest.split_once(" median step ").ok_or_else(wrong)?;
@@ -120,6 +126,7 @@ mod tests {
             "ladder end",
             "not finished",
             "out of memory at batch 64",
+            "does not fit at batch 512",
             "batch 2 median step 2.5638 s passes the largest TTFT bound 2 s",
             "batch 16 median step 0.1234 s passes the largest TPOT bound 0.1 s",
         ] {

@@ -80,12 +80,19 @@ pub fn utilisation(before: &[CpuTimes], after: &[CpuTimes]) -> Vec<f64> {
 
 /// Bytes in use from `/proc/meminfo`: MemTotal − MemAvailable.
 pub fn parse_meminfo(text: &str) -> Option<u64> {
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    };
-    Some(field("MemTotal:")?.saturating_sub(field("MemAvailable:")?))
+    Some(meminfo_field(text, "MemTotal:")?.saturating_sub(meminfo_field(text, "MemAvailable:")?))
+}
+
+/// Bytes of `/proc/meminfo`'s field `name` (given in kB).
+pub fn meminfo_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The host's memory available to a new allocation without swapping (`MemAvailable`), bytes.
+pub fn available_memory_bytes() -> Option<u64> {
+    meminfo_field(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemAvailable:")
 }
 
 /// The `cpu MHz` of each processor in `/proc/cpuinfo`.
@@ -307,6 +314,7 @@ mod tests {
     #[test]
     fn meminfo_and_cpuinfo_parse() {
         let meminfo = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n";
+        assert_eq!(meminfo_field(meminfo, "MemAvailable:"), Some(400 * 1024));
         assert_eq!(parse_meminfo(meminfo), Some(600 * 1024));
         assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
         let cpuinfo = "processor : 0\ncpu MHz\t\t: 2000.0\nprocessor : 1\ncpu MHz\t\t: 3000.0\n";

@@ -9,7 +9,10 @@
 mod host;
 mod sampler;
 
-pub use host::{parse_cpuinfo_mhz, parse_meminfo, parse_proc_stat, utilisation, CpuTimes, HostSource};
+pub use host::{
+    available_memory_bytes, meminfo_field, parse_cpuinfo_mhz, parse_meminfo, parse_proc_stat, utilisation, CpuTimes,
+    HostSource,
+};
 pub use sampler::{Sampler, SamplerError, TelemetrySource};
 
 use lynx_schema::result::HostRecord;

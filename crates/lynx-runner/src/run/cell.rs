@@ -3,6 +3,7 @@
 
 use super::warmup::{decode_step, to_host};
 use crate::telemetry::RunTelemetry;
+use lynx_analysis::memory::{decode_capacity, expected_decode_steps};
 use lynx_models::{KvCache, Model, ModelError};
 use lynx_schema::config::MeasureConfig;
 use lynx_schema::result::{AttentionKernel, CellRecord, CellShape};
@@ -120,6 +121,9 @@ fn measure_prefill(
     Ok(timed_steps(limits, clock, stop, step)?.map(|m| Measured { attention, ..m }))
 }
 
+/// A decode cell: its cache holds the context, two untimed steps, and the timed steps the cell
+/// is expected to take (from the second untimed step's time; at least `min_steps`), not
+/// `max_steps` of room it would never use. The timed steps stop when that room is used.
 fn measure_decode(
     model: &Model,
     batch: u32,
@@ -128,14 +132,33 @@ fn measure_decode(
     clock: &dyn Fn() -> f64,
     stop: &AtomicBool,
 ) -> Result<Option<Measured>, ModelError> {
-    let ctx = i64::from(ctx);
-    let mut cache = KvCache::new(model, i64::from(batch), ctx + i64::from(limits.max_steps))?;
-    cache.fill_random(ctx)?;
-    let mut tokens = model.random_tokens(i64::from(batch), 1)?;
+    let (batch, ctx_tokens) = (i64::from(batch), i64::from(ctx));
+    let cache_for = |steps: u32| -> Result<KvCache, ModelError> {
+        let capacity = i64::try_from(decode_capacity(ctx, steps)).unwrap_or(i64::MAX);
+        let mut cache = KvCache::new(model, batch, capacity)?;
+        cache.fill_random(ctx_tokens)?;
+        Ok(cache)
+    };
+    let mut cache = cache_for(limits.min_steps)?;
+    let mut tokens = model.random_tokens(batch, 1)?;
     tokens = decode_step(model, &tokens, &mut cache)?;
-    cache.truncate(ctx);
+    let second = Instant::now();
+    tokens = decode_step(model, &tokens, &mut cache)?;
+    let steps = expected_decode_steps(limits, second.elapsed().as_secs_f64());
+    if steps > limits.min_steps {
+        // The small cache goes first; a larger one that does not fit leaves the cell at
+        // min_steps of room.
+        drop(cache);
+        cache = match cache_for(steps) {
+            Ok(larger) => larger,
+            Err(_) => cache_for(limits.min_steps)?,
+        };
+    }
+    let room = u32::try_from(cache.capacity() - ctx_tokens - 2).unwrap_or(limits.min_steps);
+    cache.truncate(ctx_tokens);
+    let limits = MeasureConfig { max_steps: room.min(limits.max_steps), ..limits.clone() };
     let attention = model.attention_kernel(&cache, 1)?;
-    let measured = timed_steps(limits, clock, stop, || {
+    let measured = timed_steps(&limits, clock, stop, || {
         tokens = decode_step(model, &tokens, &mut cache)?;
         Ok(())
     })?;

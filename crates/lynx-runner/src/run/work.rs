@@ -14,12 +14,14 @@ use crate::telemetry::RunTelemetry;
 use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
+use lynx_analysis::memory::{cell_memory, decode_capacity};
 use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
 use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::result::{
-    Check, CheckName, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus, WeightsRecord, RESULT_SCHEMA,
+    CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus,
+    WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::time::rfc3339_utc;
@@ -223,6 +225,27 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
+    /// `shape` recorded as skipped when the memory it is estimated to need (with the least room
+    /// a decode cell is measured with) exceeds the device's free memory; `None` when it fits or
+    /// the free memory is not known.
+    fn does_not_fit(&self, setup: &Setup, shape: CellShape) -> Option<CellRecord> {
+        let (free_bytes, source) = *self.device.free_memory().known()?;
+        let suite = &setup.config.suite;
+        let capacity = match shape {
+            CellShape::Prefill { prompt_len, .. } => u64::from(prompt_len),
+            CellShape::Decode { ctx, .. } => decode_capacity(ctx, suite.measure.min_steps),
+        };
+        let estimate = cell_memory(&setup.shape, suite.precision, shape, capacity);
+        let reason = estimate.refusal(free_bytes)?;
+        let mut cell = CellRecord::failed(shape, String::new());
+        cell.status = CellStatus::Skipped {
+            message: format!("{reason} ({source})"),
+            needed_bytes: estimate.total_bytes(),
+            free_bytes,
+        };
+        Some(cell)
+    }
+
     /// Write the result as it stands.
     fn save(&mut self) -> Result<(), RunError> {
         self.result.updated_at = rfc3339_utc(unix_now_s());
@@ -299,9 +322,12 @@ impl Turn<'_> {
             }
             write_json_atomic(&self.run.current_path(), &shape)?;
             self.observer.cell_started(&shape, self.result.cells.len() + 1, most_cells);
-            let Some(mut cell) = measure_cell(model, head_only, shape, &suite.measure, &self.telemetry, self.stop)
-            else {
-                return Ok(WorkEnd::Stopped);
+            let mut cell = match self.does_not_fit(setup, shape) {
+                Some(skipped) => skipped,
+                None => match measure_cell(model, head_only, shape, &suite.measure, &self.telemetry, self.stop) {
+                    Some(cell) => cell,
+                    None => return Ok(WorkEnd::Stopped),
+                },
             };
             cell.segment = Some(self.segment);
             self.journal.append(&cell)?;

@@ -370,6 +370,16 @@ impl ModelShape {
         tokens * self.kv_elements_per_token_per_layer() * precision.activation_bytes()
     }
 
+    /// Bytes lynx's KV cache allocates for `batch` sequences of `capacity` tokens: every layer
+    /// holds `capacity` tokens (a sliding layer's cache is not cut to its window).
+    pub fn kv_cache_bytes(&self, precision: Precision, batch: u64, capacity: u64) -> u64 {
+        batch
+            * capacity
+            * u64::from(self.num_layers)
+            * self.kv_elements_per_token_per_layer()
+            * precision.activation_bytes()
+    }
+
     /// Cached elements per token per layer: key and value heads for GQA, the latent and the
     /// shared RoPE key for MLA.
     fn kv_elements_per_token_per_layer(&self) -> u64 {
