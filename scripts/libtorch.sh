@@ -9,8 +9,9 @@
 #      as on GPU hosts that ship PyTorch.
 #   3. Otherwise the PyPI torch wheel, installed once into the cache folder
 #      ${LYNX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lynx}/libtorch/torch-<version>,
-#      with only the two CUDA runtime wheels that libtorch's CPU part needs. A finished install is
-#      marked, so a second call does no work; pip's own cache keeps the downloads.
+#      with only the two CUDA runtime wheels that libtorch's CPU part needs and the CUDA `crt/`
+#      headers lynx's CUDA shim compiles against. A finished install is marked, so a second call
+#      does no work; pip's own cache keeps the downloads.
 #
 # The versions come from [workspace.metadata.libtorch] in the repository's Cargo.toml, next to the
 # tch pin, so there is one place to change them.
@@ -25,6 +26,7 @@ source "$repo/scripts/pins.sh"
 torch_version=$(lynx_pin torch)
 cudart_version=$(lynx_pin nvidia-cuda-runtime)
 cupti_version=$(lynx_pin nvidia-cuda-cupti)
+crt_version=$(lynx_pin nvidia-cuda-crt)
 
 # version_of DIR: the torch version a libtorch folder declares (pip's version.py or the
 # build-version file of a libtorch archive), without its local part (+cpu, +cu130).
@@ -67,7 +69,7 @@ fi
 cache=${LYNX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lynx}
 prefix="$cache/libtorch/torch-$torch_version"
 marker="$prefix/.lynx-installed"
-wanted="torch==$torch_version nvidia-cuda-runtime==$cudart_version.* nvidia-cuda-cupti==$cupti_version.*"
+wanted="torch==$torch_version nvidia-cuda-runtime==$cudart_version.* nvidia-cuda-cupti==$cupti_version.* nvidia-cuda-crt==$crt_version.*"
 
 if [ -f "$marker" ] && [ "$(cat "$marker")" = "$wanted" ]; then
   check "$prefix/torch" "the cached libtorch"

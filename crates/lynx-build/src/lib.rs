@@ -42,6 +42,63 @@ pub fn compile_libtorch_shim(source: &str, name: &str) {
         .compile(name);
 }
 
+/// Build the C++ file `source` (relative to the calling crate) as the shared library
+/// `$OUT_DIR/lib{name}.so` against torch-sys's libtorch and CUDA headers, its libtorch symbols
+/// left to resolve against the libtorch_cuda the process loads, and set the cfg `{name}`.
+/// Where the libtorch has no CUDA part, or no CUDA runtime headers are found (`CUDA_HOME`, the
+/// wheel's `nvidia/cu*/include`, `/usr/local/cuda`), nothing is built, the cfg stays unset and a
+/// warning says why: the binary then reports CUDA graphs as unavailable with that reason.
+pub fn build_cuda_shim(source: &str, name: &str) {
+    println!("cargo:rustc-check-cfg=cfg({name})");
+    println!("cargo:rerun-if-changed={source}");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    let lib = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB").expect("DEP_TCH_LIBTORCH_LIB is unset: depend on torch-sys directly"),
+    );
+    let root = lib.parent().expect("libtorch's lib folder has a parent");
+    if !lib.join("libtorch_cuda.so").exists() {
+        println!("cargo:warning=no CUDA graphs: {} has no libtorch_cuda.so", lib.display());
+        return;
+    }
+    let Some(cuda_include) = cuda_headers(root) else {
+        println!("cargo:warning=no CUDA graphs: no cuda_runtime_api.h in CUDA_HOME, the wheel or /usr/local/cuda");
+        return;
+    };
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join(format!("lib{name}.so"));
+    let compiler = cc::Build::new().cpp(true).get_compiler();
+    let status = Command::new(compiler.path())
+        .args(["-shared", "-fPIC", "-O2", "-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", "-w"])
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-I")
+        .arg(root.join("include/torch/csrc/api/include"))
+        .arg("-I")
+        .arg(&cuda_include)
+        .arg(source)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", compiler.path().display()));
+    assert!(status.success(), "compiling {source} against {} failed", root.display());
+    println!("cargo:rustc-cfg={name}");
+}
+
+/// The folder holding `cuda_runtime_api.h` for a libtorch at `root` (site-packages/torch).
+fn cuda_headers(root: &Path) -> Option<PathBuf> {
+    let wheel = root.parent().map(|site| site.join("nvidia"));
+    let wheel_includes = wheel
+        .and_then(|nvidia| std::fs::read_dir(nvidia).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok().map(|e| e.path().join("include")));
+    std::env::var_os("CUDA_HOME")
+        .map(|home| PathBuf::from(home).join("include"))
+        .into_iter()
+        .chain(wheel_includes)
+        .chain(std::iter::once(PathBuf::from("/usr/local/cuda/include")))
+        .find(|dir| dir.join("cuda_runtime_api.h").exists())
+}
+
 /// The version a libtorch `lib` folder's distribution declares: `../version.py` in a PyTorch
 /// package, `../build-version` in a libtorch archive.
 pub fn libtorch_version(lib: &Path) -> Option<String> {

@@ -29,6 +29,12 @@ pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
             let _ = writeln!(out, "note: {} not loaded: {unavailable}", backend.library);
         }
     }
+    match lynx_runner::cuda::shim() {
+        Ok(_) => out.push_str("CUDA graphs: available\n"),
+        Err(reason) => {
+            let _ = writeln!(out, "CUDA graphs: unavailable ({reason})");
+        }
+    }
     out
 }
 

@@ -33,9 +33,10 @@ impl Device {
 
     /// Memory free for a cell's allocations, and how it was had: `LYNX_FREE_MEMORY_BYTES` when
     /// set (to plan as if the device had that much free); on the CPU the host's available memory
-    /// (`MemAvailable`). Unavailable on GPUs for now: memory libtorch's caching allocator keeps for
-    /// reuse counts as used to the driver, so the driver's free figure alone would refuse cells
-    /// that fit; those cells run, and one that runs out of memory is recorded as such.
+    /// (`MemAvailable`); on a GPU the driver's free memory once libtorch's caching allocator has
+    /// released the blocks it keeps for reuse (which the driver counts as used), through the CUDA
+    /// shim. Unavailable where the shim is: those cells run, and one that does not fit is
+    /// recorded as out of memory.
     pub fn free_memory(&self) -> Reported<(u64, &'static str)> {
         if let Some(stated) = std::env::var(FREE_MEMORY_VAR).ok().and_then(|v| v.trim().parse().ok()) {
             return Reported::Known((stated, "stated by LYNX_FREE_MEMORY_BYTES"));
@@ -45,9 +46,10 @@ impl Device {
                 || Reported::unavailable("/proc/meminfo gives no MemAvailable"),
                 |bytes| Reported::Known((bytes, "the host's MemAvailable")),
             ),
-            DeviceName::Cuda(_) | DeviceName::Rocm(_) => {
-                Reported::unavailable("libtorch's cached blocks are not read yet, so a GPU's free memory is not known")
-            }
+            DeviceName::Cuda(index) | DeviceName::Rocm(index) => match crate::cuda::free_memory(index as usize) {
+                Ok((free, _)) => Reported::Known((free, "the driver's free memory, libtorch's cache released")),
+                Err(reason) => Reported::unavailable(reason),
+            },
         }
     }
 

@@ -8,6 +8,7 @@
 //! and never prints.
 
 pub mod collect;
+pub mod cuda;
 pub mod devices;
 mod harness;
 pub mod journal;

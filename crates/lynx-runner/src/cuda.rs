@@ -1,0 +1,218 @@
+//! libtorch's CUDA graphs and caching allocator, which tch does not expose, through the shim
+//! `csrc/cuda.cpp`.
+//!
+//! The shim is a shared library built against the headers of the libtorch lynx links and
+//! embedded in the binary. It is loaded only once libtorch's GPU backend has loaded (its libtorch
+//! symbols resolve against that library), from an anonymous in-memory file, so a CPU host with
+//! no CUDA library never touches it. Where the build had no CUDA libtorch, or the backend did not
+//! load here, [`shim`] says why, and so does every use of it.
+
+use crate::libtorch::load_gpu_backends;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+/// Bytes of the error text the shim may write.
+const ERROR_LEN: usize = 512;
+
+type GraphNew = unsafe extern "C" fn(*mut c_char, usize) -> *mut c_void;
+type GraphBegin = unsafe extern "C" fn(*mut c_void, c_int, *mut c_char, usize) -> c_int;
+type GraphStep = unsafe extern "C" fn(*mut c_void, *mut c_char, usize) -> c_int;
+type GraphFree = unsafe extern "C" fn(*mut c_void);
+type FreeMemory = unsafe extern "C" fn(c_int, *mut u64, *mut u64, *mut c_char, usize) -> c_int;
+
+/// The shim's entry points.
+pub struct Shim {
+    graph_new: GraphNew,
+    graph_begin: GraphBegin,
+    graph_end: GraphStep,
+    graph_replay: GraphStep,
+    graph_free: GraphFree,
+    free_memory: FreeMemory,
+}
+
+#[cfg(lynx_cuda)]
+static SHIM_LIBRARY: Option<&[u8]> = Some(include_bytes!(concat!(env!("OUT_DIR"), "/liblynx_cuda.so")));
+#[cfg(not(lynx_cuda))]
+static SHIM_LIBRARY: Option<&[u8]> = None;
+
+/// The loaded shim, or why there is none (the same answer for the whole process).
+pub fn shim() -> Result<&'static Shim, String> {
+    static SHIM: OnceLock<Result<Shim, String>> = OnceLock::new();
+    SHIM.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+fn load() -> Result<Shim, String> {
+    let library = SHIM_LIBRARY
+        .ok_or_else(|| "this lynx was built against a libtorch without CUDA, or without the CUDA headers".to_owned())?;
+    // Why each backend did not load is the runtime's record (`lynx devices`, a result's harness).
+    if !load_gpu_backends().gpu_backends.iter().any(|b| b.loaded.known().is_some_and(|loaded| *loaded)) {
+        return Err("no GPU backend of libtorch loaded".to_owned());
+    }
+    let path = in_memory_file(library)?;
+    let c_path = CString::new(path).map_err(|e| e.to_string())?;
+    // SAFETY: `c_path` is a valid NUL-terminated path to the shim's bytes; the handle is never
+    // closed, so the function pointers taken from it stay valid for the process.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(format!("loading the CUDA shim: {}", dl_error()));
+    }
+    let symbol = |name: &str| -> Result<*mut c_void, String> {
+        let c_name = CString::new(name).map_err(|e| e.to_string())?;
+        // SAFETY: `handle` is a live dlopen handle and `c_name` a NUL-terminated symbol name.
+        let address = unsafe { libc::dlsym(handle, c_name.as_ptr()) };
+        if address.is_null() {
+            Err(format!("the CUDA shim has no {name}"))
+        } else {
+            Ok(address)
+        }
+    };
+    // SAFETY: each symbol is the extern "C" function of csrc/cuda.cpp with exactly this
+    // signature; transmuting a non-null data pointer from dlsym to that function type is how
+    // dlsym is used.
+    unsafe {
+        Ok(Shim {
+            graph_new: std::mem::transmute::<*mut c_void, GraphNew>(symbol("lynx_cuda_graph_new")?),
+            graph_begin: std::mem::transmute::<*mut c_void, GraphBegin>(symbol("lynx_cuda_graph_begin")?),
+            graph_end: std::mem::transmute::<*mut c_void, GraphStep>(symbol("lynx_cuda_graph_end")?),
+            graph_replay: std::mem::transmute::<*mut c_void, GraphStep>(symbol("lynx_cuda_graph_replay")?),
+            graph_free: std::mem::transmute::<*mut c_void, GraphFree>(symbol("lynx_cuda_graph_free")?),
+            free_memory: std::mem::transmute::<*mut c_void, FreeMemory>(symbol("lynx_cuda_free_memory")?),
+        })
+    }
+}
+
+/// `bytes` in an anonymous in-memory file (`memfd_create`), as a path `dlopen` can open.
+fn in_memory_file(bytes: &[u8]) -> Result<String, String> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    let name = CString::new("liblynx_cuda.so").map_err(|e| e.to_string())?;
+    // SAFETY: `name` is NUL-terminated; memfd_create returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just returned to this process and is owned by nothing else. The file is
+    // leaked below so the descriptor stays open for dlopen (which keeps its own mapping).
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes).map_err(|e| format!("writing the CUDA shim to memory: {e}"))?;
+    std::mem::forget(file);
+    Ok(format!("/proc/self/fd/{fd}"))
+}
+
+/// The text of the last dlerror on this thread.
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl* call on
+    // this thread; it is copied at once.
+    unsafe {
+        let message = libc::dlerror();
+        if message.is_null() {
+            "no message".to_owned()
+        } else {
+            CStr::from_ptr(message).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// Run a shim call that reports failure as a non-zero return with text in its error buffer.
+fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
+    let mut error = [0 as c_char; ERROR_LEN];
+    if f(error.as_mut_ptr(), ERROR_LEN) == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim NUL-terminates what it writes within ERROR_LEN, and the buffer starts
+    // zeroed, so it holds a NUL-terminated string either way.
+    Err(unsafe { CStr::from_ptr(error.as_ptr()) }.to_string_lossy().into_owned())
+}
+
+/// A captured CUDA graph (hipGraph on ROCm libtorch): the work issued during
+/// [`CudaGraph::capture`], launched again by [`CudaGraph::replay`] with no host work per kernel.
+/// The tensors the work read and wrote must outlive it: replays use the same memory.
+pub struct CudaGraph {
+    handle: *mut c_void,
+    shim: &'static Shim,
+}
+
+impl CudaGraph {
+    /// Capture the work `issue` issues on GPU `device`; `issue`'s own outcome beside the graph.
+    /// A failure in `issue` ends the capture and is the error.
+    pub fn capture<T, E: std::fmt::Display>(
+        device: usize,
+        issue: impl FnOnce() -> Result<T, E>,
+    ) -> Result<(CudaGraph, T), String> {
+        let shim = shim()?;
+        let mut error = [0 as c_char; ERROR_LEN];
+        // SAFETY: graph_new takes an error buffer of ERROR_LEN bytes and returns a new graph or
+        // NULL.
+        let handle = unsafe { (shim.graph_new)(error.as_mut_ptr(), ERROR_LEN) };
+        if handle.is_null() {
+            // SAFETY: as in `call`.
+            return Err(unsafe { CStr::from_ptr(error.as_ptr()) }.to_string_lossy().into_owned());
+        }
+        let graph = CudaGraph { handle, shim };
+        let index = c_int::try_from(device).map_err(|e| e.to_string())?;
+        // SAFETY: `handle` is a live graph; the error buffer is ERROR_LEN bytes.
+        call(|e, n| unsafe { (shim.graph_begin)(graph.handle, index, e, n) })?;
+        let issued = issue();
+        // SAFETY: as above; the capture begun above is ended whatever `issue` returned.
+        let ended = call(|e, n| unsafe { (shim.graph_end)(graph.handle, e, n) });
+        let value = issued.map_err(|e| format!("capturing the step: {e}"))?;
+        ended.map_err(|e| format!("ending the capture: {e}"))?;
+        Ok((graph, value))
+    }
+
+    /// Launch the captured work once.
+    pub fn replay(&self) -> Result<(), String> {
+        // SAFETY: `handle` is a live, captured graph; the error buffer is ERROR_LEN bytes.
+        call(|e, n| unsafe { (self.shim.graph_replay)(self.handle, e, n) })
+    }
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: `handle` came from graph_new and is freed once, here; the shim catches every
+        // exception, so this never unwinds.
+        unsafe { (self.shim.graph_free)(self.handle) }
+    }
+}
+
+/// GPU `device`'s free memory once libtorch's caching allocator has released the blocks it keeps
+/// for reuse (which the driver counts as used): (free, total) bytes.
+pub fn free_memory(device: usize) -> Result<(u64, u64), String> {
+    let shim = shim()?;
+    let index = c_int::try_from(device).map_err(|e| e.to_string())?;
+    let (mut free, mut total) = (0u64, 0u64);
+    // SAFETY: the out-pointers are valid for the call; the error buffer is ERROR_LEN bytes.
+    call(|e, n| unsafe { (shim.free_memory)(index, &mut free, &mut total, e, n) })?;
+    Ok((free, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 15): a host without a GPU backend never loads the shim and says why;
+    /// capturing a graph there is that reason, not a crash.
+    #[test]
+    fn without_a_gpu_backend_graphs_are_unavailable_with_the_reason() {
+        if tch::Cuda::is_available() {
+            return assert!(shim().is_ok(), "{:?}", shim().err());
+        }
+        let reason = shim().err().expect("no GPU here, so no shim");
+        assert!(reason.contains("no GPU backend of libtorch loaded") || reason.contains("without CUDA"), "{reason}");
+        let error = CudaGraph::capture(0, || Ok::<(), String>(())).err().unwrap();
+        assert_eq!(error, reason);
+        assert_eq!(free_memory(0).unwrap_err(), reason);
+    }
+
+    /// A build against a libtorch with a CUDA part (the pinned wheel, as in CI) embeds the shim,
+    /// so the binary has it to load on a GPU host.
+    #[test]
+    fn a_build_against_a_cuda_libtorch_embeds_the_shim() {
+        let _ = tch::Tensor::from(1.0f64); // make sure libtorch is mapped
+        let lib_dir = load_gpu_backends().lib_dir.known().cloned().expect("libtorch_cpu.so is mapped");
+        if lib_dir.join("libtorch_cuda.so").exists() {
+            let library = SHIM_LIBRARY.expect("the build found libtorch_cuda and the CUDA headers");
+            assert_eq!(&library[..4], b"\x7fELF");
+        }
+    }
+}
