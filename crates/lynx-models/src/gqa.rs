@@ -9,6 +9,7 @@
 //! weighted sum), as the reference implementation does.
 
 use crate::linear::Linear;
+use crate::model::Place;
 use crate::rope::{self, Rope, RopeTable};
 use crate::weights::{RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
@@ -116,7 +117,13 @@ impl GqaAttention {
 
     /// Attend `x` (`[batch, n, hidden]`, positions `start..start + n`) over the cache's first
     /// `start` tokens and itself, appending its keys and values to the cache.
-    pub fn forward(&self, x: &Tensor, cache: &GqaCache, rope: &RopeTable, start: i64) -> Result<Tensor, ModelError> {
+    pub(crate) fn forward(
+        &self,
+        x: &Tensor,
+        cache: &GqaCache,
+        rope: &RopeTable,
+        place: Place,
+    ) -> Result<Tensor, ModelError> {
         let size = x.size();
         let (batch, n) = (size[0], size[1]);
         let heads = |w: &Linear, count: i64| -> Result<Tensor, ModelError> {
@@ -131,27 +138,62 @@ impl GqaAttention {
         }
         let q = rope::apply(&q, rope)?;
         let k = rope::apply(&k, rope)?;
-        cache.keys.f_narrow(2, start, n)?.f_copy_(&k)?;
-        cache.values.f_narrow(2, start, n)?.f_copy_(&v)?;
+        let attended = match place {
+            Place::Host(start) => self.attend_at(&q, &k, &v, cache, start)?,
+            Place::Device { position, keys } => {
+                let _ = cache.keys.shallow_clone().f_index_copy_(2, position, &k)?;
+                let _ = cache.values.shallow_clone().f_index_copy_(2, position, &v)?;
+                let mask = Place::device_mask(position, keys, self.window)?;
+                match &self.sinks {
+                    None => Tensor::f_scaled_dot_product_attention(
+                        &q,
+                        &cache.keys,
+                        &cache.values,
+                        Some(&mask),
+                        0.0,
+                        false,
+                        None,
+                        true,
+                    )?,
+                    Some(sinks) => {
+                        attend_with_sinks(&q, &cache.keys, &cache.values, Some(&mask), sinks, self.num_kv_heads)?
+                    }
+                }
+            }
+        };
+        let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.num_heads * self.head_dim])?;
+        self.wo.forward(&merged)
+    }
 
+    /// Queries `q` at positions `start..start + n` (known on the host) over the cached keys they
+    /// may see, after writing their keys `k` and values `v` to the cache.
+    fn attend_at(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        cache: &GqaCache,
+        start: i64,
+    ) -> Result<Tensor, ModelError> {
+        let n = q.size()[2];
+        cache.keys.f_narrow(2, start, n)?.f_copy_(k)?;
+        cache.values.f_narrow(2, start, n)?.f_copy_(v)?;
         // Keys this chunk can see: everything cached, or only the window for a sliding layer.
         let end = start + n;
         let first = self.first_key(start);
         let keys = cache.keys.f_narrow(2, first, end - first)?;
         let values = cache.values.f_narrow(2, first, end - first)?;
-        let attended = match &self.sinks {
+        Ok(match &self.sinks {
             None => {
-                let (mask, is_causal) = self.fused_mask(start, n, first, x.device())?;
-                Tensor::f_scaled_dot_product_attention(&q, &keys, &values, mask.as_ref(), 0.0, is_causal, None, true)?
+                let (mask, is_causal) = self.fused_mask(start, n, first, q.device())?;
+                Tensor::f_scaled_dot_product_attention(q, &keys, &values, mask.as_ref(), 0.0, is_causal, None, true)?
             }
             Some(sinks) => {
                 // The explicit path has no `is_causal`: every chunk of several queries is masked.
-                let mask = (n > 1).then(|| explicit_mask(start, n, first, self.window, x.device())).transpose()?;
-                attend_with_sinks(&q, &keys, &values, mask.as_ref(), sinks, self.num_kv_heads)?
+                let mask = (n > 1).then(|| explicit_mask(start, n, first, self.window, q.device())).transpose()?;
+                attend_with_sinks(q, &keys, &values, mask.as_ref(), sinks, self.num_kv_heads)?
             }
-        };
-        let merged = attended.f_transpose(1, 2)?.f_reshape([batch, n, self.num_heads * self.head_dim])?;
-        self.wo.forward(&merged)
+        })
     }
 
     /// The first key a chunk of `n` queries at `start` sees: 0, or the window's start.

@@ -13,6 +13,7 @@
 
 use crate::gqa::attention_mask;
 use crate::linear::Linear;
+use crate::model::Place;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
 use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
@@ -189,20 +190,39 @@ impl MlaAttention {
 
     /// Attend `x` (`[batch, n, hidden]`, positions `start..start + n`) through the compressed
     /// cache, appending its latents to it.
-    pub fn forward(&self, x: &Tensor, cache: &MlaCache, table: &RopeTable, start: i64) -> Result<Tensor, ModelError> {
+    pub(crate) fn forward(
+        &self,
+        x: &Tensor,
+        cache: &MlaCache,
+        table: &RopeTable,
+        place: Place,
+    ) -> Result<Tensor, ModelError> {
         let size = x.size();
         let (batch, n) = (size[0], size[1]);
         let (q_nope, q_pe) = self.queries(x, table)?;
         let (latent, k_pe) = self.latents(x, table)?;
-        let slot = cache.latent_and_rope.f_narrow(1, start, n)?;
-        slot.f_narrow(-1, 0, self.rank)?.f_copy_(&latent)?;
-        slot.f_narrow(-1, self.rank, self.rope_dim)?.f_copy_(&k_pe)?;
-
         let (w_uk, w_uv) = self.up_projections()?;
         // Absorb the key up-projection into the queries: q_nope · W_ukᵀ lives in latent space.
         let q = Tensor::f_cat(&[&q_nope.f_matmul(&w_uk)?, &q_pe], -1)?;
-        let keys = cache.latent_and_rope.f_narrow(1, 0, start + n)?;
-        let attended = if n == 1 { self.attend_explicit(&q, &keys)? } else { self.attend_sdpa(&q, &keys, start)? };
+        let attended = match place {
+            Place::Host(start) => {
+                let slot = cache.latent_and_rope.f_narrow(1, start, n)?;
+                slot.f_narrow(-1, 0, self.rank)?.f_copy_(&latent)?;
+                slot.f_narrow(-1, self.rank, self.rope_dim)?.f_copy_(&k_pe)?;
+                let keys = cache.latent_and_rope.f_narrow(1, 0, start + n)?;
+                if n == 1 {
+                    self.attend_explicit(&q, &keys, None)?
+                } else {
+                    self.attend_sdpa(&q, &keys, start)?
+                }
+            }
+            Place::Device { position, keys } => {
+                let entry = Tensor::f_cat(&[&latent, &k_pe], -1)?;
+                let _ = cache.latent_and_rope.shallow_clone().f_index_copy_(1, position, &entry)?;
+                let mask = Place::device_mask(position, keys, None)?;
+                self.attend_explicit(&q, &cache.latent_and_rope, Some(&mask))?
+            }
+        };
         // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
         let out = attended.f_matmul(&w_uv.f_transpose(1, 2)?)?;
         let merged = out.f_transpose(1, 2)?.f_reshape([batch, n, self.heads * self.v_dim])?;
@@ -213,15 +233,19 @@ impl MlaAttention {
     /// (the cached latents and RoPE keys, `[batch, len, rank + rope]`), so the heads are the rows
     /// of one matmul per sequence and nothing is copied per head: SDPA's fused kernels refuse a
     /// 576-wide head, and its math kernel expands the keys for all heads. `q` is `[batch, heads,
-    /// 1, rank + rope]`; returns `[batch, heads, 1, rank]`.
-    fn attend_explicit(&self, q: &Tensor, keys: &Tensor) -> Result<Tensor, ModelError> {
+    /// 1, rank + rope]`; `mask` (`[1, len]`, true where a key may be attended) leaves keys out;
+    /// returns `[batch, heads, 1, rank]`.
+    fn attend_explicit(&self, q: &Tensor, keys: &Tensor, mask: Option<&Tensor>) -> Result<Tensor, ModelError> {
         let [batch, heads, n, width] = q.size()[..] else { unreachable!("queries are 4-d") };
         let acc = accumulation_kind(q.kind());
-        let scores = q
+        let mut scores = q
             .f_reshape([batch, heads * n, width])?
             .f_bmm(&keys.f_transpose(1, 2)?)?
             .f_to_kind(acc)?
             .f_mul_scalar(self.softmax_scale)?;
+        if let Some(mask) = mask {
+            scores = scores.f_masked_fill(&mask.f_logical_not()?, f64::NEG_INFINITY)?;
+        }
         let weights = scores.f_softmax(-1, acc)?.f_to_kind(keys.kind())?;
         let attended = weights.f_bmm(&keys.f_narrow(-1, 0, self.rank)?)?;
         Ok(attended.f_view([batch, heads, n, self.rank])?)
@@ -330,11 +354,13 @@ mod tests {
 
         // A 3-token prompt, then token by token through the compressed cache.
         let cache = mla.new_cache(2, 7, Kind::Float, Device::Cpu).unwrap();
-        let prompt = mla.forward(&x.narrow(1, 0, 3), &cache, &mla.rope.table(0, 3, Kind::Float).unwrap(), 0).unwrap();
+        let prompt = mla
+            .forward(&x.narrow(1, 0, 3), &cache, &mla.rope.table(0, 3, Kind::Float).unwrap(), Place::Host(0))
+            .unwrap();
         let mut pieces = vec![prompt];
         for position in 3..7 {
             let table = mla.rope.table(position, 1, Kind::Float).unwrap();
-            pieces.push(mla.forward(&x.narrow(1, position, 1), &cache, &table, position).unwrap());
+            pieces.push(mla.forward(&x.narrow(1, position, 1), &cache, &table, Place::Host(position)).unwrap());
         }
         let cached = Tensor::cat(&pieces, 1);
         let diff = (cached - &full).abs().max().double_value(&[]);
@@ -343,7 +369,7 @@ mod tests {
         // Regression (issue 15): decode attends by explicit matmuls, as SDPA did before it.
         let q = Tensor::randn([2, 4, 1, 20], (Kind::Float, Device::Cpu));
         let keys = cache.latent_and_rope.narrow(1, 0, 7);
-        let explicit = mla.attend_explicit(&q, &keys).unwrap();
+        let explicit = mla.attend_explicit(&q, &keys, None).unwrap();
         let sdpa = mla.attend_sdpa(&q, &keys, 6).unwrap();
         assert_eq!(explicit.size(), [2, 4, 1, 16]);
         let diff = (explicit - sdpa).abs().max().double_value(&[]);

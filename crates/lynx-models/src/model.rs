@@ -8,6 +8,7 @@ use crate::gqa::{GqaAttention, GqaCache};
 use crate::mla::{MlaAttention, MlaCache};
 use crate::mlp::{Mlp, GATE_UP_DOWN};
 use crate::moe::{MoeLayer, MoeLayout};
+use crate::rope::RopeTable;
 use crate::weights::{Checkpoint, Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, holding, with_generator, Convert, ModelError};
 use lynx_schema::config::{Activation, Attention, ModelShape, Precision};
@@ -17,6 +18,29 @@ use tch::{Device, Kind, Tensor};
 /// Layer `i` named as layer `i`.
 fn identity(shape: &ModelShape) -> Vec<u32> {
     (0..shape.num_layers).collect()
+}
+
+/// Where a step's tokens go in the KV cache, and which cached keys they attend.
+#[derive(Clone, Copy)]
+pub(crate) enum Place<'a> {
+    /// Positions `start..start + n`, known on the host: the first `start + n` keys.
+    Host(i64),
+    /// One token a sequence at the position held on the device in `position` (`[1]`, int64):
+    /// every key of the cache (`keys` = 0..capacity), those after the position masked out.
+    Device { position: &'a Tensor, keys: &'a Tensor },
+}
+
+impl Place<'_> {
+    /// For a step at the device-held position: true for the keys it may attend (at or before the
+    /// position, and within `window` positions of it for a sliding layer), `[1, capacity]`.
+    pub(crate) fn device_mask(position: &Tensor, keys: &Tensor, window: Option<i64>) -> Result<Tensor, ModelError> {
+        let mut allowed = keys.f_le_tensor(position)?;
+        if let Some(w) = window {
+            // Hugging Face's sliding mask: query − key < window.
+            allowed = allowed.f_logical_and(&keys.f_gt_tensor(&position.f_sub_scalar(w)?)?)?;
+        }
+        Ok(allowed.f_unsqueeze(0)?)
+    }
 }
 
 /// Which positions the lm head is applied to.
@@ -117,10 +141,30 @@ impl KvCache {
         Ok(())
     }
 
+    /// A copy of this cache in new memory: the same tokens, values and capacity.
+    pub fn duplicate(&self) -> Result<KvCache, ModelError> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|layer| match layer {
+                LayerCache::Gqa(c) => Ok(LayerCache::Gqa(GqaCache { keys: copy(&c.keys)?, values: copy(&c.values)? })),
+                LayerCache::Mla(c) => Ok(LayerCache::Mla(MlaCache { latent_and_rope: copy(&c.latent_and_rope)? })),
+            })
+            .collect::<Result<_, ModelError>>()?;
+        Ok(KvCache { layers, len: self.len, capacity: self.capacity, batch: self.batch })
+    }
+
     /// Forget the tokens after the first `len`.
     pub fn truncate(&mut self, len: i64) {
         self.len = self.len.min(len.max(0));
     }
+}
+
+/// `t` in new memory.
+fn copy(t: &Tensor) -> Result<Tensor, ModelError> {
+    let mut copy = t.f_empty_like()?;
+    copy.f_copy_(t)?;
+    Ok(copy)
 }
 
 /// A model: weights on one device at one precision.
@@ -312,19 +356,55 @@ impl Model {
         if start + n > cache.capacity {
             return Err(ModelError::CacheFull { capacity: cache.capacity, needed: start + n });
         }
-        let mut x = Tensor::f_embedding(&self.embedding, tokens, -1, false, false)?;
         // Every layer of a model shares its RoPE configuration: one table per forward.
         let table = match self.blocks.first().map(|b| &b.attention) {
             Some(AttentionLayer::Gqa(a)) => Some(a.rope.table(start, n, self.kind)?),
             Some(AttentionLayer::Mla(a)) => Some(a.rope.table(start, n, self.kind)?),
             None => None,
         };
+        let out = self.layers(tokens, cache, table.as_ref(), Place::Host(start), logits)?;
+        cache.len = start + n;
+        Ok(out)
+    }
+
+    /// One decode step whose kernels and their host-side arguments are the same at every
+    /// position, so that it can be captured once as a graph and replayed: it reads `tokens`
+    /// (`[batch, 1]`) at the position held on the device in `position` (`[1]`, int64), writes
+    /// their keys and values there, and attends over the cache's whole capacity with the keys
+    /// after the position masked out. Nothing here reads a value back to the host, and the
+    /// cache's host-side length is left alone. Returns the last position's logits, as
+    /// [`Model::forward`] does. The attention work is that of the whole capacity.
+    pub fn decode_on_device(&self, tokens: &Tensor, cache: &KvCache, position: &Tensor) -> Result<Tensor, ModelError> {
+        let size = tokens.size();
+        if size != [cache.batch, 1] {
+            return Err(ModelError::Shape(format!("tokens must be [{}, 1], got {size:?}", cache.batch)));
+        }
+        let table = match self.blocks.first().map(|b| &b.attention) {
+            Some(AttentionLayer::Gqa(a)) => Some(a.rope.table_at(position, self.kind)?),
+            Some(AttentionLayer::Mla(a)) => Some(a.rope.table_at(position, self.kind)?),
+            None => None,
+        };
+        let keys = Tensor::f_arange(cache.capacity, (Kind::Int64, self.device))?;
+        self.layers(tokens, cache, table.as_ref(), Place::Device { position, keys: &keys }, Logits::Last)
+    }
+
+    /// The blocks, final norm and lm head over `tokens` placed at `place` in `cache`.
+    fn layers(
+        &self,
+        tokens: &Tensor,
+        cache: &KvCache,
+        table: Option<&RopeTable>,
+        place: Place,
+        logits: Logits,
+    ) -> Result<Tensor, ModelError> {
+        let n = tokens.size()[1];
+        let mut x = Tensor::f_embedding(&self.embedding, tokens, -1, false, false)?;
         for (block, layer_cache) in self.blocks.iter().zip(&cache.layers) {
-            let table = table.as_ref().expect("a model with blocks has a RoPE table");
+            let table = table.expect("a model with blocks has a RoPE table");
             let normed = block.attention_norm.forward(&x)?;
             let attended = match (&block.attention, layer_cache) {
-                (AttentionLayer::Gqa(a), LayerCache::Gqa(c)) => a.forward(&normed, c, table, start)?,
-                (AttentionLayer::Mla(a), LayerCache::Mla(c)) => a.forward(&normed, c, table, start)?,
+                (AttentionLayer::Gqa(a), LayerCache::Gqa(c)) => a.forward(&normed, c, table, place)?,
+                (AttentionLayer::Mla(a), LayerCache::Mla(c)) => a.forward(&normed, c, table, place)?,
                 _ => return Err(ModelError::Shape("KV cache built for another model".to_owned())),
             };
             x = x.f_add(&attended)?;
@@ -335,7 +415,6 @@ impl Model {
             };
             x = x.f_add(&mlp)?;
         }
-        cache.len = start + n;
         let x = match logits {
             Logits::All => x,
             Logits::Last => x.f_narrow(1, n - 1, 1)?,

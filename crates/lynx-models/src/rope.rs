@@ -46,7 +46,13 @@ impl Rope {
     /// accumulation precision the frequencies are kept in.
     pub fn table(&self, start: i64, n: i64, kind: Kind) -> Result<RopeTable, ModelError> {
         let device = self.inv_freq.device();
-        let positions = Tensor::f_arange_start(start, start + n, (self.inv_freq.kind(), device))?;
+        self.table_at(&Tensor::f_arange_start(start, start + n, (self.inv_freq.kind(), device))?, kind)
+    }
+
+    /// cos and sin for the positions held in `positions` (`[n]`, on the device), so a step need
+    /// not know its position on the host.
+    pub fn table_at(&self, positions: &Tensor, kind: Kind) -> Result<RopeTable, ModelError> {
+        let positions = positions.f_to_kind(self.inv_freq.kind())?;
         let angles = positions.f_unsqueeze(1)?.f_mul(&self.inv_freq.f_unsqueeze(0)?)?;
         let angles = Tensor::f_cat(&[&angles, &angles], -1)?;
         // This runs every step: no kernel for a scale of 1 or a cast to the same type.

@@ -364,3 +364,29 @@ fn every_architecture_names_the_attention_kernel_of_a_step() {
         }
     }
 }
+
+/// Regression (issue 15): the step a CUDA graph captures (its position held on the device, the
+/// whole cache attended with later keys masked out, nothing read back to the host) gives the
+/// eager step's logits, token after token, for every architecture (sliding windows past their
+/// size, sinks, MLA, experts).
+#[test]
+fn the_device_positioned_step_gives_the_eager_steps_logits() {
+    for text in ALL {
+        let model = model(text);
+        let mut eager = KvCache::new(&model, 2, 12).unwrap();
+        eager.fill_random(5).unwrap();
+        let on_device = eager.duplicate().unwrap();
+        let mut position = Tensor::from_slice(&[5i64]);
+        let mut tokens = model.random_tokens(2, 1).unwrap();
+        for step in 0..6 {
+            let expected = model.forward(&tokens, &mut eager, Logits::Last).unwrap();
+            let actual = model.decode_on_device(&tokens, &on_device, &position).unwrap();
+            assert_eq!(actual.size(), expected.size());
+            let diff = max_abs_diff(&actual, &expected);
+            assert!(diff < 1e-4, "{} step {step}: max |Δ| = {diff}", name(text));
+            tokens = expected.argmax(-1, false);
+            let _ = position.f_add_scalar_(1).unwrap();
+        }
+        assert_eq!(eager.len(), 11);
+    }
+}
