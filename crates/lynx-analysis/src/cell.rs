@@ -43,6 +43,15 @@ pub fn extrapolate(
     })
 }
 
+/// The share of a step that, spent issuing it on the host, makes a cell launch-bound.
+pub const LAUNCH_BOUND_SHARE: f64 = 0.9;
+
+/// Whether a step whose host issue time has median `issue_median_s` against a median step time
+/// `step_median_s` is launch-bound: the device waits on the host for most of the step.
+pub fn launch_bound(issue_median_s: f64, step_median_s: f64) -> bool {
+    issue_median_s >= LAUNCH_BOUND_SHARE * step_median_s
+}
+
 /// A measured cell with its figures derived from the step times (DESIGN.md vocabulary).
 pub fn measured(
     shape: CellShape,
@@ -71,12 +80,20 @@ pub fn measured(
         segment: None,
         roofline: None,
         attention: None,
+        issue_median_s: None,
+        launch_bound: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_is_launch_bound_from_nine_tenths_of_it_spent_issuing() {
+        assert!(launch_bound(0.9, 1.0) && launch_bound(1.0, 1.0));
+        assert!(!launch_bound(0.89, 1.0) && !launch_bound(0.1, 1.0));
+    }
 
     fn summary(median_s: f64) -> StepTimeSummary {
         crate::stats::summarise(&[median_s; 3]).unwrap()

@@ -125,8 +125,13 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
 
     for cell in result["cells"].as_array().unwrap() {
         assert_eq!(cell["status"], "ok", "{cell}");
-        // Issue 15: every cell names the attention kernel its steps ran.
+        // Issue 15: every cell names the attention kernel its steps ran, and its host issue time,
+        // which cannot exceed the step; a CPU runs kernels as they are issued, so no cell there
+        // is judged launch-bound.
         assert!(["flash", "math"].contains(&cell["attention"].as_str().unwrap_or_default()), "{cell}");
+        let issue = seconds(&cell["issue_median_s"]);
+        assert!(issue > 0.0 && issue <= seconds(&cell["step_time"]["max_s"]), "{cell}");
+        assert!(cell.get("launch_bound").is_none(), "{cell}");
         let full = &cell["full_depth"];
         let (measured_median, head, estimate) = (
             seconds(&cell["step_time"]["median_s"]),

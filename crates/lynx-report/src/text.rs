@@ -318,9 +318,10 @@ fn cells_section(result: &RunResult) -> String {
         "TOK/S/USER",
         "TOK/S/DEVICE",
         "ATTENTION",
+        "HOST ISSUE",
     ]);
     for cell in &result.cells {
-        let mut row: [String; 12] = Default::default();
+        let mut row: [String; 13] = Default::default();
         row[0] = cell.shape.to_string();
         match (&cell.status, &cell.step_time) {
             (CellStatus::Ok, Some(t)) => {
@@ -335,6 +336,11 @@ fn cells_section(result: &RunResult) -> String {
                 row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[11] = cell.attention.map_or("-".to_owned(), |a| a.to_string());
+                row[12] = match (cell.issue_median_s, cell.launch_bound) {
+                    (Some(issue), Some(true)) => format!("{} LAUNCH-BOUND", ms(issue.get())),
+                    (Some(issue), _) => ms(issue.get()),
+                    (None, _) => "-".to_owned(),
+                };
             }
             (CellStatus::Ok, None) => row[1] = "no step times".to_owned(),
             (status, _) => row[1] = format!("{} (see below)", status.failure().unwrap_or_default()),
@@ -344,6 +350,13 @@ fn cells_section(result: &RunResult) -> String {
     out.push_str(&rows.text(usize::MAX));
     if extrapolated {
         let _ = writeln!(out, "tok/s figures come from the full-depth estimates (head-only time + layers scaled)");
+    }
+    if result.cells.iter().any(|c| c.launch_bound == Some(true)) {
+        let _ = writeln!(
+            out,
+            "LAUNCH-BOUND: issuing the step took at least 90% of it; the device waited on the host, so those \
+             step times describe the host and the dispatcher more than the device"
+        );
     }
     let failed: Vec<&CellRecord> = result.cells.iter().filter(|c| c.status != CellStatus::Ok).collect();
     if !failed.is_empty() {

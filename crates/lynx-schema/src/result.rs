@@ -573,6 +573,17 @@ pub struct CellRecord {
     /// it, and for a cell that failed before asking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionKernel>,
+    /// The host's issue time of a timed step: from the step's call to the model's step function
+    /// returning, before its tokens are copied to the host (which waits for the device); the
+    /// median over the timed steps. Absent in results made before lynx recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_median_s: Option<Finite>,
+    /// Whether issuing the step took at least 90% of the step (the median issue time against
+    /// the median step time): the device then waits on the host and the dispatcher, and the step
+    /// time describes them more than the device. Absent on a CPU, which runs each kernel as it
+    /// is issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_bound: Option<bool>,
 }
 
 /// The attention kernel of a step: the scaled-dot-product-attention kernel libtorch chose for
@@ -675,6 +686,8 @@ impl CellRecord {
             segment: None,
             roofline: None,
             attention: None,
+            issue_median_s: None,
+            launch_bound: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One cell measured: an untimed step, then timed steps until the suite's limits, summarised
 //! into the cell's record with its telemetry.
 
-use super::warmup::{decode_step, to_host};
+use super::warmup::to_host;
 use crate::telemetry::RunTelemetry;
 use lynx_analysis::memory::{decode_capacity, expected_decode_steps};
 use lynx_models::{KvCache, Model, ModelError};
@@ -11,6 +11,7 @@ use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::Finite;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+use tch::Tensor;
 
 /// The model with no layers, for extrapolating a layer subset to full depth.
 pub(super) struct HeadOnly {
@@ -25,6 +26,12 @@ enum CellFailure {
     Failed(String),
     /// The stop flag was raised: the cell is left to be measured again.
     Stopped,
+}
+
+impl Measured {
+    fn step_median_s(&self) -> f64 {
+        lynx_analysis::stats::median(&self.step_s).unwrap_or(f64::NAN)
+    }
 }
 
 impl From<String> for CellFailure {
@@ -77,6 +84,11 @@ pub(super) fn measure_cell(
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         cell.attention = measured.attention;
+        let issue_median_s = lynx_analysis::stats::median(&measured.issue_s).map_err(|e| e.to_string())?;
+        cell.issue_median_s = Finite::new(issue_median_s, "issue time").ok();
+        // A CPU runs each kernel as it is issued: its issue time is its step time.
+        cell.launch_bound = (model.device() != tch::Device::Cpu)
+            .then(|| lynx_analysis::cell::launch_bound(issue_median_s, measured.step_median_s()));
         let tokens = steps * shape.tokens_per_step();
         cell.joules_per_token = cell
             .telemetry
@@ -103,6 +115,8 @@ struct Measured {
     window_s: (f64, f64),
     /// The attention kernel the steps ran.
     attention: Option<AttentionKernel>,
+    /// Each timed step's host issue time.
+    issue_s: Vec<f64>,
 }
 
 fn measure_prefill(
@@ -116,7 +130,7 @@ fn measure_prefill(
     let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
     let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
     let attention = model.attention_kernel(&cache, i64::from(prompt_len))?;
-    let mut step = || to_host(&model.prefill(&prompts, &mut cache)?);
+    let mut step = || issued(|| model.prefill(&prompts, &mut cache)).map(|(_, issue_s)| issue_s);
     step()?;
     Ok(timed_steps(limits, clock, stop, step)?.map(|m| Measured { attention, ..m }))
 }
@@ -141,9 +155,9 @@ fn measure_decode(
     };
     let mut cache = cache_for(limits.min_steps)?;
     let mut tokens = model.random_tokens(batch, 1)?;
-    tokens = decode_step(model, &tokens, &mut cache)?;
+    tokens = issued(|| model.decode(&tokens, &mut cache))?.0;
     let second = Instant::now();
-    tokens = decode_step(model, &tokens, &mut cache)?;
+    tokens = issued(|| model.decode(&tokens, &mut cache))?.0;
     let steps = expected_decode_steps(limits, second.elapsed().as_secs_f64());
     if steps > limits.min_steps {
         // The small cache goes first; a larger one that does not fit leaves the cell at
@@ -159,22 +173,36 @@ fn measure_decode(
     let limits = MeasureConfig { max_steps: room.min(limits.max_steps), ..limits.clone() };
     let attention = model.attention_kernel(&cache, 1)?;
     let measured = timed_steps(&limits, clock, stop, || {
-        tokens = decode_step(model, &tokens, &mut cache)?;
-        Ok(())
+        let (next, issue_s) = issued(|| model.decode(&tokens, &mut cache))?;
+        tokens = next;
+        Ok(issue_s)
     })?;
     let ctx_end = Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX));
     Ok(measured.map(|m| Measured { ctx_end, attention, ..m }))
 }
 
-/// Run `step` at least `min_steps` times and `min_s` seconds, at most `max_steps` times; `None`
-/// when `stop` is raised first (checked between steps, so a step in flight finishes).
+/// Issue a step with `call` and end it by copying its tokens to the host, as a serving engine
+/// does each step (the copy waits for the device); the tokens and the seconds until `call`
+/// returned, the host's issue time.
+fn issued(call: impl FnOnce() -> Result<Tensor, ModelError>) -> Result<(Tensor, f64), ModelError> {
+    let start = Instant::now();
+    let tokens = call()?;
+    let issue_s = start.elapsed().as_secs_f64();
+    to_host(&tokens)?;
+    Ok((tokens, issue_s))
+}
+
+/// Run `step` (which returns its issue time) at least `min_steps` times and `min_s` seconds, at
+/// most `max_steps` times; `None` when `stop` is raised first (checked between steps, so a step
+/// in flight finishes).
 fn timed_steps(
     limits: &MeasureConfig,
     clock: &dyn Fn() -> f64,
     stop: &AtomicBool,
-    mut step: impl FnMut() -> Result<(), ModelError>,
+    mut step: impl FnMut() -> Result<f64, ModelError>,
 ) -> Result<Option<Measured>, ModelError> {
     let mut step_s = Vec::new();
+    let mut issue_s = Vec::new();
     let window_start = clock();
     let start = Instant::now();
     while step_s.len() < limits.max_steps as usize
@@ -184,9 +212,10 @@ fn timed_steps(
             return Ok(None);
         }
         let step_start = Instant::now();
-        step()?;
+        issue_s.push(step()?);
         step_s.push(step_start.elapsed().as_secs_f64());
     }
     let measured_s = start.elapsed().as_secs_f64();
-    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s: (window_start, clock()), attention: None }))
+    let window_s = (window_start, clock());
+    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s, attention: None, issue_s }))
 }
