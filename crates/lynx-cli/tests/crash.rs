@@ -280,3 +280,31 @@ fn a_cell_too_big_for_memory_is_recorded_as_out_of_memory_and_the_sweep_goes_on(
 fn journal_cells(dir: &Path) -> Vec<Value> {
     String::from_utf8(journal_of(dir)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
+
+/// Regression (issue 15): a CUDA error other than out of memory leaves the worker's device
+/// context unusable. The worker journals the cell as failed and exits; a fresh worker (a fresh
+/// context) runs the cells left, and the run completes. Simulated, as no CPU has a context to
+/// poison.
+#[test]
+fn a_poisoned_device_context_ends_the_worker_and_the_next_one_finishes_the_run() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_TEST_POISON_CELL", "decode batch 1 ctx 512")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("device context unusable; starting a new worker"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    let cells = result["cells"].as_array().unwrap();
+    let failed: Vec<&Value> = cells.iter().filter(|c| c["status"] != "ok").collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!((failed[0]["batch"].as_u64(), failed[0]["ctx"].as_u64()), (Some(1), Some(512)));
+    assert!(failed[0]["message"].as_str().unwrap().contains("illegal memory access"), "{}", failed[0]);
+    let after = cells.iter().find(|c| c["step"] == "decode" && c["batch"] == 8).expect("the sweep went on");
+    assert_eq!(after["status"], "ok");
+    assert_eq!(after["segment"], 2, "a second worker measured the rest");
+}

@@ -45,6 +45,25 @@ pub enum NativeUnavailable {
     Blas(String),
     #[error("timing: {0}")]
     Timing(#[from] lynx_analysis::stats::StatsError),
+    /// cudarc panicked (its cuBLASLt workspace allocation unwraps, for one): the probe is
+    /// unavailable for the reason it gave, and the run goes on.
+    #[error("{0} panicked: {1}")]
+    Panicked(&'static str, String),
+}
+
+/// `probe` with a panic inside it (cudarc's) turned into the probe's reason.
+fn without_panics<T>(
+    what: &'static str,
+    probe: impl FnOnce() -> Result<T, NativeUnavailable>,
+) -> Result<T, NativeUnavailable> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(probe)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "no message".to_owned());
+        Err(NativeUnavailable::Panicked(what, message.lines().next().unwrap_or_default().to_owned()))
+    })
 }
 
 impl From<cudarc::driver::DriverError> for NativeUnavailable {
@@ -198,6 +217,10 @@ fn median(values: Vec<f64>) -> Result<f64, NativeUnavailable> {
 /// L2, random contents, one untimed launch each, then the median of [`REPETITIONS`] launches
 /// timed with CUDA events.
 pub fn native_bandwidth(ordinal: u32, library_dirs: &[PathBuf]) -> Result<NativeBandwidth, NativeUnavailable> {
+    without_panics("the native bandwidth probe", || bandwidth(ordinal, library_dirs))
+}
+
+fn bandwidth(ordinal: u32, library_dirs: &[PathBuf]) -> Result<NativeBandwidth, NativeUnavailable> {
     let context = context(ordinal)?;
     load_nvrtc(library_dirs)?;
     let major = context.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
@@ -389,19 +412,31 @@ pub fn native_matmul(
     library_dirs: &[PathBuf],
     sustained_s: Option<f64>,
 ) -> Result<Vec<NativeMatmul>, NativeUnavailable> {
-    let context = context(ordinal)?;
-    load_cublaslt(library_dirs)?;
-    let blas = CudaBlasLT::new(context.default_stream()).map_err(|e| NativeUnavailable::Blas(e.to_string()))?;
-    Ok(vec![
-        matmul_rate(&context, &blas, NativeDtype::Tf32, sustained_s, |x| x)?,
-        matmul_rate(&context, &blas, NativeDtype::Fp16, sustained_s, half::f16::from_f32)?,
-        matmul_rate(&context, &blas, NativeDtype::Bf16, sustained_s, half::bf16::from_f32)?,
-    ])
+    without_panics("cuBLASLt", || {
+        let context = context(ordinal)?;
+        load_cublaslt(library_dirs)?;
+        let blas = CudaBlasLT::new(context.default_stream()).map_err(|e| NativeUnavailable::Blas(e.to_string()))?;
+        Ok(vec![
+            matmul_rate(&context, &blas, NativeDtype::Tf32, sustained_s, |x| x)?,
+            matmul_rate(&context, &blas, NativeDtype::Fp16, sustained_s, half::f16::from_f32)?,
+            matmul_rate(&context, &blas, NativeDtype::Bf16, sustained_s, half::bf16::from_f32)?,
+        ])
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (issue 15): cudarc unwraps its cuBLASLt workspace allocation; a panic inside a
+    /// probe is that probe's reason, not the end of the run.
+    #[test]
+    fn a_panic_inside_a_probe_becomes_its_reason() {
+        let outcome: Result<(), _> = without_panics("cuBLASLt", || panic!("workspace: out of memory\nmore"));
+        let reason = outcome.unwrap_err().to_string();
+        assert_eq!(reason, "cuBLASLt panicked: workspace: out of memory");
+        assert_eq!(without_panics("x", || Ok(7)).unwrap(), 7);
+    }
 
     #[test]
     fn launches_fill_every_sm_and_never_exceed_the_work() {

@@ -25,6 +25,18 @@ pub struct Target {
     /// The folder of the libtorch this process runs against: NVRTC and cuBLASLt are looked for in
     /// the CUDA wheels beside a pip libtorch.
     pub lib_dir: Option<std::path::PathBuf>,
+    /// Releases the memory libtorch's caching allocator keeps for reuse, so the native probes,
+    /// which allocate outside libtorch, find it free; `None` where there is nothing to release.
+    pub release_cached_memory: Option<fn(&Target)>,
+}
+
+impl Target {
+    /// Before a native probe: libtorch's cached blocks handed back to the driver.
+    fn before_native(&self) {
+        if let Some(release) = self.release_cached_memory {
+            release(self);
+        }
+    }
 }
 
 /// Probe sizes for a device.
@@ -361,11 +373,13 @@ pub fn burst(device: &Target, plan: &ProbePlan) -> RooflineRecord {
     if device.device == DeviceName::Cpu {
         probes.extend(cpu_stream());
     }
+    device.before_native();
     probes.extend(native_bandwidth_probes(device, lib_dir.as_deref()));
     for precision in torch_dtypes(device, plan.precision) {
         probes.push(torch_matmul(device, precision, None));
     }
     if device.device != DeviceName::Cpu {
+        device.before_native();
         probes.extend(native_matmul_probes(device, lib_dir.as_deref(), None));
     }
     RooflineRecord { cache_bytes: device.cache_bytes, ..with_gaps(probes) }
@@ -379,6 +393,7 @@ pub fn sustained(device: &Target, plan: &ProbePlan, record: &mut RooflineRecord)
         record.probes.push(torch_matmul(device, precision, Some(seconds)));
     }
     if matches!(device.device, DeviceName::Cuda(_)) {
+        device.before_native();
         record.probes.extend(native_matmul_probes(device, lib_dir.as_deref(), Some(seconds)));
     }
     *record = RooflineRecord { cache_bytes: record.cache_bytes, ..with_gaps(std::mem::take(&mut record.probes)) };

@@ -28,6 +28,10 @@ impl Device {
             torch: self.torch,
             cache_bytes: self.cache_bytes,
             lib_dir: load_gpu_backends().lib_dir.known().cloned(),
+            release_cached_memory: match self.record.device {
+                DeviceName::Cpu => None,
+                DeviceName::Cuda(_) | DeviceName::Rocm(_) => Some(release_cached_memory),
+            },
         }
     }
 
@@ -69,6 +73,14 @@ impl Device {
                 format!("{}-{}", name.unwrap_or_else(|| kind.to_owned()), id.unwrap_or_else(|| index.to_string()))
             }
         }
+    }
+}
+
+/// Hand the blocks libtorch's caching allocator keeps back to the driver (through the CUDA shim;
+/// nothing where the shim is not loaded), before a native probe allocates outside libtorch.
+fn release_cached_memory(target: &lynx_probes::roofline::Target) {
+    if let tch::Device::Cuda(index) = target.torch {
+        let _ = crate::cuda::free_memory(index);
     }
 }
 

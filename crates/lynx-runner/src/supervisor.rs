@@ -3,7 +3,9 @@
 //! so its logic is tested here with stand-in workers), which does all device work. A worker that dies
 //! (a sticky CUDA error that aborts, a segfault in a kernel, the OOM killer) takes nothing with
 //! it: its finished cells are in the journal, the cell it died in is journaled as failed, and
-//! the supervisor starts a fresh worker for the rest.
+//! the supervisor starts a fresh worker for the rest. A worker whose GPU context a non-memory
+//! CUDA error left unusable journals that cell and exits with [`EXIT_POISONED`]; the supervisor
+//! starts a fresh worker the same way.
 //!
 //! Signals: SIGINT and SIGTERM raise a flag. The worker finishes its current step, leaves the
 //! cell it was in unjournaled and exits with [`EXIT_STOPPED`]; the supervisor forwards SIGTERM
@@ -22,6 +24,9 @@ use std::time::Duration;
 
 /// The worker's exit code when a signal stopped it cleanly.
 pub const EXIT_STOPPED: u8 = 3;
+/// The worker's exit code when a GPU error left its device context unusable: the cell it struck
+/// is journaled, and a fresh worker (a fresh context) runs the rest.
+pub const EXIT_POISONED: u8 = 4;
 /// The environment variable that tells a worker its supervisor's pid.
 pub const SUPERVISOR_PID: &str = "LYNX_SUPERVISOR_PID";
 /// Worker deaths in a row with no cell journaled after which the supervisor gives up.
@@ -133,6 +138,15 @@ pub fn supervise(
             Some(code) if code == i32::from(EXIT_STOPPED) => {
                 return Ok(Supervised::Stopped(stop_signal().unwrap_or(libc::SIGTERM)));
             }
+            Some(code) if code == i32::from(EXIT_POISONED) && journaled(run) > before => {
+                if let Some(signal) = stop_signal() {
+                    return Ok(Supervised::Stopped(signal));
+                }
+                fruitless = 0;
+                say("a GPU error left the worker's device context unusable; starting a new worker for the cells left"
+                    .to_owned());
+                continue;
+            }
             _ => {}
         }
         let (how, sigkill) = death(status);
@@ -208,5 +222,29 @@ mod tests {
         assert!(matches!(cells[0].status, CellStatus::Oom { .. }), "{:?}", cells[0].status);
         assert!(said[0].contains(&format!("during {shape}")), "{said:?}");
         assert!(!run.current_path().exists(), "the cell marker outlived the death it recorded");
+    }
+
+    /// Regression (issue 15): a worker whose GPU context an error poisoned journals its cell and
+    /// exits with EXIT_POISONED; the supervisor starts a fresh one, which finishes. A poisoned
+    /// exit with nothing journaled is a death like any other.
+    #[test]
+    fn a_poisoned_worker_is_replaced_and_the_next_one_finishes() {
+        let (_out, run) = run_dir();
+        let journal = run.journal_path();
+        // First worker: journal a line and exit poisoned; the second sees it and finishes.
+        let script =
+            format!("if [ -s {0} ]; then exit 0; fi; echo '{{}}' >> {0}; exit {EXIT_POISONED}", journal.display());
+        let mut worker = move || {
+            let mut command = Command::new("sh");
+            command.args(["-c", &script]);
+            command
+        };
+        let mut said = Vec::new();
+        let end = supervise(&run, &mut worker, &mut |line| said.push(line)).unwrap();
+        assert!(matches!(end, Supervised::Done));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("device context unusable; starting a new worker"), "{said:?}");
+        let end = supervise(&run, &mut shell("exit 4"), &mut |line| said.push(line)).unwrap();
+        assert!(matches!(end, Supervised::GaveUp(_)), "no progress: no replacement without end");
     }
 }

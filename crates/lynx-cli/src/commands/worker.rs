@@ -17,5 +17,6 @@ pub fn run(run_dir: &Path) -> anyhow::Result<()> {
     match end? {
         lynx_runner::WorkEnd::Done => Ok(()),
         lynx_runner::WorkEnd::Stopped => Err(Exit(supervisor::EXIT_STOPPED).into()),
+        lynx_runner::WorkEnd::Poisoned => Err(Exit(supervisor::EXIT_POISONED).into()),
     }
 }

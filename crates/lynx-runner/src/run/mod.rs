@@ -75,7 +75,30 @@ pub enum WorkEnd {
     /// The stop flag was raised: the current step finished, the cell it belonged to was left
     /// out (it is measured again on resume), and the files are consistent.
     Stopped,
+    /// A GPU error left the device context unusable (the cell it struck is journaled as
+    /// failed): this process must end so a fresh one, with a fresh context, runs the rest.
+    Poisoned,
 }
+
+/// Whether a failed step's `message` is a CUDA or HIP error that leaves the process's device
+/// context unusable: any such error but running out of memory (an illegal address, a launch
+/// failure, a device-side assert), after which every later call on the context fails too.
+pub fn poisons_the_context(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    let gpu_error = ["cuda error", "hip error", "cudaerror", "hiperror", "illegal memory access", "launch failure"]
+        .iter()
+        .any(|pattern| lower.contains(pattern));
+    gpu_error
+        && !matches!(
+            lynx_schema::result::CellStatus::from_failure(message.to_owned()),
+            lynx_schema::result::CellStatus::Oom { .. }
+        )
+}
+
+/// A test hook: the cell of this shape (as `lynx run` prints it, e.g. `decode batch 8 ctx 512`)
+/// fails with a simulated illegal-address CUDA error in the first worker, as a poisoned device
+/// context would, so that the recovery can be tested on a host without a GPU.
+pub const SIMULATE_POISON_VAR: &str = "LYNX_TEST_POISON_CELL";
 
 /// A model that could not be built: bad input when the checkpoint cannot serve it.
 pub(crate) fn model_error(context: &str, error: ModelError) -> RunError {
@@ -105,5 +128,19 @@ fn remove(path: &Path) -> Result<(), RunError> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RunError::Io { path: path.to_path_buf(), source: e }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_errors_but_running_out_of_memory_poison_the_context() {
+        assert!(poisons_the_context("CUDA error: an illegal memory access was encountered"));
+        assert!(poisons_the_context("HIP error: unspecified launch failure"));
+        assert!(!poisons_the_context("CUDA out of memory. Tried to allocate 2.00 GiB"));
+        assert!(!poisons_the_context("CUDA error: out of memory"));
+        assert!(!poisons_the_context("shape mismatch"));
     }
 }

@@ -4,7 +4,7 @@
 
 use super::cell::{measure_cell, HeadOnly};
 use super::warmup::warm_up;
-use super::{model_error, next_segment, remove, Observer, WorkEnd};
+use super::{model_error, next_segment, poisons_the_context, remove, Observer, WorkEnd, SIMULATE_POISON_VAR};
 use crate::devices::Device;
 use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::{load_gpu_backends, Runtime};
@@ -322,8 +322,16 @@ impl Turn<'_> {
             }
             write_json_atomic(&self.run.current_path(), &shape)?;
             self.observer.cell_started(&shape, self.result.cells.len() + 1, most_cells);
+            let simulated =
+                std::env::var(SIMULATE_POISON_VAR).is_ok_and(|v| v == shape.to_string()) && self.segment == 1;
             let mut cell = match self.does_not_fit(setup, shape) {
                 Some(skipped) => skipped,
+                None if simulated => CellRecord::failed(
+                    shape,
+                    format!(
+                        "CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})"
+                    ),
+                ),
                 None => match measure_cell(model, head_only, shape, &suite.measure, &self.telemetry, self.stop) {
                     Some(cell) => cell,
                     None => return Ok(WorkEnd::Stopped),
@@ -332,9 +340,13 @@ impl Turn<'_> {
             cell.segment = Some(self.segment);
             self.journal.append(&cell)?;
             self.observer.cell_done(&cell);
+            let poisoned = cell.status.message().is_some_and(poisons_the_context);
             self.result.cells.push(cell);
             self.save()?;
             remove(&self.run.current_path())?;
+            if poisoned {
+                return Ok(WorkEnd::Poisoned);
+            }
         }
         Ok(WorkEnd::Done)
     }
