@@ -31,6 +31,12 @@ fn the_stream_kernels_compile_for_hopper_and_ampere_with_every_entry_point() {
         // 16-byte accesses: the float4 loads and stores are vector instructions.
         assert!(ptx.contains("ld.global.nc.v4.f32") || ptx.contains("ld.global.v4.f32"), "{arch}: no 16-byte loads");
         assert!(ptx.contains("st.global.v4.f32"), "{arch}: no 16-byte stores");
+        // Regression (issue 15): each thread keeps several 16-byte loads in flight. The copy's
+        // unrolled round issues four loads before its first store.
+        let copy = ptx.split(".entry lynx_copy").nth(1).unwrap().split(".entry").next().unwrap();
+        let first_store = copy.find("st.global.v4.f32").unwrap();
+        let loads = copy[..first_store].matches("ld.global.nc.v4.f32").count();
+        assert!(loads >= 4, "{arch}: {loads} loads before the copy's first store");
     }
 }
 
