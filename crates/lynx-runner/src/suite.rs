@@ -174,6 +174,12 @@ mod tests {
         }
         let (suite, model) = Catalogue::default().suite("cpu").unwrap();
         assert_eq!((suite.name.as_str(), model.name.as_str()), ("cpu", "lynx-ref-small"));
+        // Every built-in suite passes the checks `lynx run --suite` applies (the GPU check's
+        // suites run nowhere else before a GPU host).
+        for (name, _) in EMBEDDED_SUITES {
+            let (suite, _) = Catalogue::default().suite(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(suite.name, *name);
+        }
     }
 
     /// A models folder adds models and overrides a built-in one by name.
