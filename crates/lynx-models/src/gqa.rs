@@ -223,9 +223,7 @@ impl GqaAttention {
         let (mask, is_causal) = self.fused_mask(start, n, first, queries.device())?;
         let choice =
             Tensor::f_internal_fused_sdp_choice(&queries, &keys, &values, mask.as_ref(), 0.0, is_causal, None, true)?;
-        AttentionKernel::from_sdp_backend(choice).ok_or_else(|| {
-            ModelError::Unsupported(format!("libtorch has no attention kernel for these shapes ({choice})"))
-        })
+        AttentionKernel::from_sdp_backend(choice).ok_or(ModelError::NoAttentionKernel(choice))
     }
 }
 

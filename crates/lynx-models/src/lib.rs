@@ -37,6 +37,10 @@ pub enum ModelError {
     Shape(String),
     #[error("{0}")]
     Unsupported(String),
+    /// ATen's `_fused_sdp_choice` answered with no kernel (its `error`, or a number it does not
+    /// define).
+    #[error("libtorch has no attention kernel for these shapes (it answered {0})")]
+    NoAttentionKernel(i64),
     /// A checkpoint that cannot serve the model: missing, misshapen or quantised tensors.
     #[error("weights: {0}")]
     Weights(String),

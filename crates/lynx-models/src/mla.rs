@@ -261,10 +261,7 @@ impl MlaAttention {
         let batch = cached.size()[0];
         let queries =
             Tensor::f_empty([batch, self.heads, n, self.rank + self.rope_dim], (cached.kind(), cached.device()))?;
-        let keys = cached.f_narrow(1, 0, start + n)?.f_unsqueeze(1)?;
-        let values = keys.f_narrow(-1, 0, self.rank)?;
-        let mask = attention_mask(start, n, 0, None, cached.device())?;
-        let is_causal = mask.is_none() && n > 1;
+        let (keys, values, mask, is_causal) = self.sdpa_inputs(&cached.f_narrow(1, 0, start + n)?, start, n)?;
         let choice = Tensor::f_internal_fused_sdp_choice(
             &queries,
             &keys,
@@ -275,19 +272,28 @@ impl MlaAttention {
             self.softmax_scale,
             true,
         )?;
-        AttentionKernel::from_sdp_backend(choice).ok_or_else(|| {
-            ModelError::Unsupported(format!("libtorch has no attention kernel for these shapes ({choice})"))
-        })
+        AttentionKernel::from_sdp_backend(choice).ok_or(ModelError::NoAttentionKernel(choice))
+    }
+
+    /// SDPA's keys and values (one head shared by all, `[batch, 1, len, ·]`) over cached `keys`
+    /// (`[batch, len, rank + rope]`), and its mask and causal flag for `n` queries at `start`.
+    fn sdpa_inputs(
+        &self,
+        keys: &Tensor,
+        start: i64,
+        n: i64,
+    ) -> Result<(Tensor, Tensor, Option<Tensor>, bool), ModelError> {
+        let keys = keys.f_unsqueeze(1)?;
+        let values = keys.f_narrow(-1, 0, self.rank)?;
+        let mask = attention_mask(start, n, 0, None, keys.device())?;
+        let is_causal = mask.is_none() && n > 1;
+        Ok((keys, values, mask, is_causal))
     }
 
     /// Attention of a chunk of queries at `start..` through SDPA, the heads sharing one key and
     /// value head (`enable_gqa`), causal within the chunk.
     fn attend_sdpa(&self, q: &Tensor, keys: &Tensor, start: i64) -> Result<Tensor, ModelError> {
-        let n = q.size()[2];
-        let keys = keys.f_unsqueeze(1)?;
-        let values = keys.f_narrow(-1, 0, self.rank)?;
-        let mask = attention_mask(start, n, 0, None, q.device())?;
-        let is_causal = mask.is_none() && n > 1;
+        let (keys, values, mask, is_causal) = self.sdpa_inputs(keys, start, q.size()[2])?;
         Ok(Tensor::f_scaled_dot_product_attention(
             q,
             &keys,
