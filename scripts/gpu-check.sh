@@ -226,19 +226,20 @@ else:
     b, f = (decode_median(bf16, 64) if bf16 else None), (decode_median(fp8, 64) if fp8 else None)
     claim("fp8 decode faster than bf16 at batch 64", judged(bool(b and f and f < b)),
           f"fp8 {f * 1e3:.2f} ms, bf16 {b * 1e3:.2f} ms" if b and f else "a cell is missing")
-    problems = []
+    problems, kernels = [], set()
     for name in ("gpu-check-moe", "gpu-check-mla"):
         result = results.get(name)
         if result is None:
             problems.append(f"{name}: no result")
             continue
         for cell in cells(result, "decode"):
+            kernels.add(f"{name}: attention {cell.get('attention')}, experts {cell.get('experts')}")
             if cell["status"] != "ok":
                 problems.append(f"{name} batch {cell['batch']}: {cell['status']}")
             elif cell["batch"] >= 16 and cell.get("launch_bound"):
                 problems.append(f"{name} batch {cell['batch']}: launch-bound")
     claim("MoE and MLA cells complete, none launch-bound at batch >= 16", judged(not problems),
-          "; ".join(problems) or "all complete")
+          "; ".join(problems or sorted(kernels)) or "no cells")
 
 # Every run's own checks.
 over = []

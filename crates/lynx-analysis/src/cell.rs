@@ -80,6 +80,7 @@ pub fn measured(
         segment: None,
         roofline: None,
         attention: None,
+        experts: None,
         issue_median_s: None,
         launch_bound: None,
     })

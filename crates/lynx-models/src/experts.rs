@@ -28,13 +28,8 @@ use lynx_schema::config::Activation;
 use std::sync::OnceLock;
 use tch::{Device, Kind, Tensor};
 
-/// How a step runs the experts (see the module's documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExpertKernel {
-    Grouped,
-    Gathered,
-    Every,
-}
+/// How a step runs the experts (see the module's documentation); results record it per cell.
+pub use lynx_schema::result::ExpertKernel;
 
 /// One projection of every expert: `[experts, out, in]`, with its bias `[experts, out]`.
 struct Stacked {

@@ -436,6 +436,15 @@ impl Model {
         }
     }
 
+    /// How a step of `tokens` tokens (batch × tokens a sequence) runs a mixture of experts' layers;
+    /// `None` for a dense model.
+    pub fn expert_kernel(&self, tokens: i64) -> Option<lynx_schema::result::ExpertKernel> {
+        self.blocks.iter().find_map(|block| match &block.mlp {
+            MlpLayer::Moe(moe) => Some(moe.kernel(tokens)),
+            MlpLayer::Dense(_) => None,
+        })
+    }
+
     /// The prefill step: `prompts` (`[batch, prompt_len]`) into an empty `cache`; returns each
     /// sequence's first generated token (greedy), `[batch, 1]`.
     pub fn prefill(&self, prompts: &Tensor, cache: &mut KvCache) -> Result<Tensor, ModelError> {

@@ -218,8 +218,12 @@ impl MoeLayer {
     /// Σ over each token's experts of weight · expert(token), run the way the step's shape and
     /// the device call for.
     pub fn run_experts(&self, x: &Tensor, routing: &Routing, activation: &Activation) -> Result<Tensor, ModelError> {
-        let kernel = self.experts.kernel(x.size()[0] * self.experts_per_token);
-        self.run_experts_with(x, routing, activation, kernel)
+        self.run_experts_with(x, routing, activation, self.kernel(x.size()[0]))
+    }
+
+    /// How a step of `tokens` tokens runs the experts.
+    pub fn kernel(&self, tokens: i64) -> ExpertKernel {
+        self.experts.kernel(tokens * self.experts_per_token)
     }
 
     /// The same, run by `kernel`.

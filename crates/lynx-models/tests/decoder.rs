@@ -355,6 +355,10 @@ fn every_architecture_names_the_attention_kernel_of_a_step() {
         cache.fill_random(8).unwrap();
         let decode = model.attention_kernel(&cache, 1).unwrap().unwrap();
         let fused = [AttentionKernel::Flash, AttentionKernel::Math];
+        // Experts: grouped where the CPU runs _grouped_mm (fp32); none for a dense model.
+        let experts = model.expert_kernel(2);
+        assert_eq!(experts.is_some(), shape(text).moe.is_some(), "{}", name(text));
+        assert!(experts.is_none_or(|e| e == lynx_models::experts::ExpertKernel::Grouped), "{}", name(text));
         match name(text).as_str() {
             "tiny-gpt-oss" => assert_eq!((prefill, decode), (AttentionKernel::Explicit, AttentionKernel::Explicit)),
             "tiny-deepseek" => {

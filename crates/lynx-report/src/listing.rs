@@ -135,7 +135,7 @@ fn ranking(list: &Shortlist) -> Table {
 /// (empty where the cell has no such figure).
 fn cells_table(cells: &[CellRecord]) -> Table {
     type Field = fn(&CellRecord) -> String;
-    let columns: [(&str, Field); 24] = [
+    let columns: [(&str, Field); 25] = [
         ("step", |c| if matches!(c.shape, CellShape::Prefill { .. }) { "prefill" } else { "decode" }.to_owned()),
         ("batch", |c| c.shape.batch().to_string()),
         ("prompt_len", |c| match c.shape {
@@ -164,6 +164,7 @@ fn cells_table(cells: &[CellRecord]) -> Table {
         ("achieved_gflop_per_s", |c| number(c.roofline.as_ref().map(|r| r.achieved_flops_per_s.get() / 1e9))),
         ("matmul_fraction", |c| number(c.roofline.as_ref().and_then(|r| r.matmul_fraction).map(Finite::get))),
         ("attention", |c| c.attention.map_or(String::new(), |a| a.to_string())),
+        ("experts", |c| c.experts.map_or(String::new(), |e| e.to_string())),
         ("issue_median_s", |c| number(c.issue_median_s.map(Finite::get))),
         ("launch_bound", |c| c.launch_bound.map_or(String::new(), |b| b.to_string())),
     ];

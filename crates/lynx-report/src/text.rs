@@ -317,7 +317,7 @@ fn cells_section(result: &RunResult) -> String {
         full_depth_header,
         "TOK/S/USER",
         "TOK/S/DEVICE",
-        "ATTENTION",
+        "KERNELS",
         "HOST ISSUE",
     ]);
     for cell in &result.cells {
@@ -335,7 +335,11 @@ fn cells_section(result: &RunResult) -> String {
                 row[8] = cell.full_depth.as_ref().map_or(String::new(), |f| ms(f.median_s.get()));
                 row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
-                row[11] = cell.attention.map_or("-".to_owned(), |a| a.to_string());
+                row[11] = match (cell.attention, cell.experts) {
+                    (Some(a), Some(e)) => format!("{a}, experts {e}"),
+                    (Some(a), None) => a.to_string(),
+                    (None, _) => "-".to_owned(),
+                };
                 row[12] = match (cell.issue_median_s, cell.launch_bound) {
                     (Some(issue), Some(true)) => format!("{} LAUNCH-BOUND", ms(issue.get())),
                     (Some(issue), _) => ms(issue.get()),

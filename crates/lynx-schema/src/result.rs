@@ -573,6 +573,10 @@ pub struct CellRecord {
     /// it, and for a cell that failed before asking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionKernel>,
+    /// How a mixture of experts' layers ran their experts in the cell's steps (absent for dense
+    /// models, and in results made before lynx recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<ExpertKernel>,
     /// The host's issue time of a timed step: from the step's call to the model's step function
     /// returning, before its tokens are copied to the host (which waits for the device); the
     /// median over the timed steps. Absent in results made before lynx recorded it.
@@ -584,6 +588,29 @@ pub struct CellRecord {
     /// is issued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_bound: Option<bool>,
+}
+
+/// How a step runs a mixture of experts' routed experts, none of them copying per-expert counts
+/// to the host (lynx-models' `experts` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpertKernel {
+    /// The pairs sorted by expert through libtorch's `_grouped_mm`, offsets on the device.
+    Grouped,
+    /// Each (token, expert) pair through its own expert's gathered weights.
+    Gathered,
+    /// Every token through every expert, weighted zero where not chosen.
+    Every,
+}
+
+impl std::fmt::Display for ExpertKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExpertKernel::Grouped => "grouped",
+            ExpertKernel::Gathered => "gathered",
+            ExpertKernel::Every => "every",
+        })
+    }
 }
 
 /// The attention kernel of a step: the scaled-dot-product-attention kernel libtorch chose for
@@ -686,6 +713,7 @@ impl CellRecord {
             segment: None,
             roofline: None,
             attention: None,
+            experts: None,
             issue_median_s: None,
             launch_bound: None,
         }

@@ -84,6 +84,7 @@ pub(super) fn measure_cell(
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         cell.attention = measured.attention;
+        cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
         let issue_median_s = lynx_analysis::stats::median(&measured.issue_s).map_err(|e| e.to_string())?;
         cell.issue_median_s = Finite::new(issue_median_s, "issue time").ok();
         // A CPU runs each kernel as it is issued: its issue time is its step time.
