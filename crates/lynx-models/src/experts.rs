@@ -19,9 +19,10 @@
 //!
 //! e4m3 experts keep one scale per expert (amax / 448, as [`crate::linear`] does per tensor)
 //! and run Gathered or Every on their dequantised values (e4m3 values are exact in bf16), with
-//! the activations quantised per tensor as `_scaled_mm` takes them.
+//! the activations quantised per tensor as `_scaled_mm` takes them (statically once
+//! calibrated, as every fp8 layer).
 
-use crate::linear::{quantise, Linear, E4M3_MAX};
+use crate::linear::{quantise, Fp8Input, Linear};
 use crate::mlp::{activate, Mlp};
 use crate::{Convert, ModelError};
 use lynx_schema::config::Activation;
@@ -34,8 +35,9 @@ pub use lynx_schema::result::ExpertKernel;
 /// One projection of every expert: `[experts, out, in]`, with its bias `[experts, out]`.
 struct Stacked {
     weight: Tensor,
-    /// e4m3 weights' scale per expert, `[experts]` fp32; `None` for dense weights.
-    scale: Option<Tensor>,
+    /// e4m3 weights' scale per expert, `[experts]` fp32, and how inputs are scaled to e4m3;
+    /// `None` for dense weights.
+    scale: Option<(Tensor, Fp8Input)>,
     bias: Option<Tensor>,
 }
 
@@ -64,7 +66,7 @@ impl Stacked {
         }
         let weight = Tensor::f_stack(&quantised, 0)?.f_to_kind(Kind::Float8e4m3fn)?;
         let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
-        Ok(Stacked { weight, scale: Some(Tensor::f_stack(&scales, 0)?), bias })
+        Ok(Stacked { weight, scale: Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic())), bias })
     }
 
     /// The weights at `kind`, dequantised for e4m3: `[experts, out, in]`, or only `ids`'s.
@@ -79,7 +81,7 @@ impl Stacked {
         };
         match &self.scale {
             None => Ok(weight),
-            Some(scale) => {
+            Some((scale, _)) => {
                 let scale = match ids {
                     Some(ids) => scale.f_index_select(0, ids)?,
                     None => scale.shallow_clone(),
@@ -90,17 +92,10 @@ impl Stacked {
     }
 
     /// `x` as the weights see it: for e4m3 weights, quantised to e4m3 and back as `_scaled_mm`
-    /// takes activations (one scale per tensor, or per expert for `[experts, tokens, in]`).
+    /// takes activations (one scale for the tensor: the layer's static one once calibrated).
     fn input(&self, x: &Tensor) -> Result<Tensor, ModelError> {
-        if self.scale.is_none() {
-            return Ok(x.shallow_clone());
-        }
-        let amax = match x.dim() {
-            3 => x.f_abs()?.f_amax([1i64, 2].as_slice(), true)?,
-            _ => x.f_abs()?.f_max()?,
-        };
-        let scale = amax.f_to_kind(Kind::Float)?.f_div_scalar(E4M3_MAX)?.f_clamp_min(1e-12)?;
-        let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(Kind::Float8e4m3fn)?;
+        let Some((_, input)) = &self.scale else { return Ok(x.shallow_clone()) };
+        let (q, scale) = input.quantise(x)?;
         Ok(q.f_to_kind(Kind::Float)?.f_mul(&scale)?.f_to_kind(x.kind())?)
     }
 
@@ -136,6 +131,10 @@ impl Stacked {
             Some(bias) => Ok(y.f_add(&shaped(&bias.f_to_kind(y.kind())?)?)?),
             None => Ok(y),
         }
+    }
+
+    fn fp8_input(&self) -> Option<&Fp8Input> {
+        self.scale.as_ref().map(|(_, input)| input)
     }
 
     /// Expert `e`'s projection as a layer of its own.
@@ -182,6 +181,11 @@ impl ExpertBank {
 
     pub fn len(&self) -> i64 {
         self.gate.weight.size()[0]
+    }
+
+    /// How the bank's e4m3 projections scale their inputs (none for dense experts).
+    pub fn fp8_inputs(&self) -> impl Iterator<Item = &Fp8Input> {
+        [&self.gate, &self.up, &self.down].into_iter().filter_map(Stacked::fp8_input)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -196,6 +196,11 @@ impl GqaAttention {
         })
     }
 
+    /// The layer's linear projections.
+    pub(crate) fn linears(&self) -> Vec<&Linear> {
+        vec![&self.wq, &self.wk, &self.wv, &self.wo]
+    }
+
     /// The first key a chunk of `n` queries at `start` sees: 0, or the window's start.
     fn first_key(&self, start: i64) -> i64 {
         self.window.map_or(0, |w| (start + 1 - w).max(0))

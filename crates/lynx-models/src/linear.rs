@@ -3,8 +3,10 @@
 //!
 //! fp8 follows the per-tensor recipe of Micikevicius et al. 2022 ("FP8 Formats for Deep
 //! Learning", arXiv:2209.05433) as PyTorch's `_scaled_mm` takes it: weight ≈ w8 · s_w with s_w =
-//! amax(|w|) / 448 (e4m3's largest finite value), activations quantised the same way on the fly,
-//! and the product accumulated and returned in bf16.
+//! amax(|w|) / 448 (e4m3's largest finite value), inputs quantised the same way, and the product
+//! accumulated and returned in bf16. Inputs are scaled dynamically (the amax of each input) until
+//! the model is calibrated ([`crate::Model::calibrate_fp8`]); then statically, one scale per
+//! layer, as serving engines run fp8.
 
 use crate::{Convert, ModelError};
 use tch::{Device, Kind, Tensor};
@@ -15,8 +17,69 @@ pub(crate) const E4M3_MAX: f64 = 448.0;
 pub enum Linear {
     /// `[out, in]` weight at the model's element type.
     Dense { weight: Tensor, bias: Option<Tensor> },
-    /// `[out, in]` e4m3 weight and its fp32 scale; the bias in bf16.
-    Fp8 { weight: Tensor, scale: Tensor, bias: Option<Tensor> },
+    /// `[out, in]` e4m3 weight and its fp32 scale; the bias in bf16; how inputs are scaled.
+    Fp8 { weight: Tensor, scale: Tensor, bias: Option<Tensor>, input: Fp8Input },
+}
+
+/// How an fp8 layer scales its input to e4m3. Dynamic: from the amax of every input (a
+/// reduction and a division per call, before the matmul). Static, as serving engines run fp8:
+/// one scale, calibrated once from the amax of the inputs a calibration pass gives the layer
+/// ([`Fp8Input::begin_calibration`], then [`Fp8Input::end_calibration`]); an input beyond it
+/// saturates at e4m3's largest value.
+pub struct Fp8Input(std::sync::Mutex<InputScale>);
+
+enum InputScale {
+    Dynamic,
+    /// Calibrating: the largest |input| seen so far.
+    Calibrating(Option<Tensor>),
+    Static(Tensor),
+}
+
+impl Fp8Input {
+    pub fn dynamic() -> Fp8Input {
+        Fp8Input(std::sync::Mutex::new(InputScale::Dynamic))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, InputScale> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// From now on, record the largest |input| (inputs are still scaled dynamically meanwhile).
+    pub fn begin_calibration(&self) {
+        *self.state() = InputScale::Calibrating(None);
+    }
+
+    /// Keep the scale of the largest |input| seen since [`Fp8Input::begin_calibration`];
+    /// dynamic again when the layer saw none. Whether it is static now.
+    pub fn end_calibration(&self) -> Result<bool, ModelError> {
+        let mut state = self.state();
+        *state = match std::mem::replace(&mut *state, InputScale::Dynamic) {
+            InputScale::Calibrating(Some(amax)) => InputScale::Static(amax.f_div_scalar(E4M3_MAX)?.f_clamp_min(1e-12)?),
+            InputScale::Calibrating(None) | InputScale::Dynamic => InputScale::Dynamic,
+            static_scale @ InputScale::Static(_) => static_scale,
+        };
+        Ok(matches!(*state, InputScale::Static(_)))
+    }
+
+    /// `x` in e4m3 and the fp32 scale that maps it back (x ≈ q · scale).
+    pub(crate) fn quantise(&self, x: &Tensor) -> Result<(Tensor, Tensor), ModelError> {
+        let mut state = self.state();
+        match &mut *state {
+            InputScale::Static(scale) => {
+                let q = x.f_to_kind(Kind::Float)?.f_div(scale)?.f_clamp(-E4M3_MAX, E4M3_MAX)?;
+                Ok((q.f_to_kind(Kind::Float8e4m3fn)?, scale.shallow_clone()))
+            }
+            InputScale::Dynamic => quantise(x),
+            InputScale::Calibrating(seen) => {
+                let amax = x.f_abs()?.f_max()?.f_to_kind(Kind::Float)?;
+                *seen = Some(match seen.take() {
+                    Some(before) => before.f_maximum(&amax)?,
+                    None => amax,
+                });
+                quantise(x)
+            }
+        }
+    }
 }
 
 /// e4m3 values and the fp32 scale that maps them back: x ≈ q · scale.
@@ -35,16 +98,16 @@ impl Linear {
         }
         let (weight, scale) = quantise(&weight)?;
         let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
-        Ok(Linear::Fp8 { weight, scale, bias })
+        Ok(Linear::Fp8 { weight, scale, bias, input: Fp8Input::dynamic() })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
         match self {
             Linear::Dense { weight, bias } => Ok(x.f_linear(weight, bias.as_ref())?),
-            Linear::Fp8 { weight, scale, bias } => {
+            Linear::Fp8 { weight, scale, bias, input } => {
                 let size = x.size();
                 let (features, out) = (size[size.len() - 1], weight.size()[0]);
-                let (xq, x_scale) = quantise(&x.f_reshape([-1, features])?)?;
+                let (xq, x_scale) = input.quantise(&x.f_reshape([-1, features])?)?;
                 // _scaled_mm takes the weight column-major: the transpose of the [out, in] tensor.
                 let y = xq.f_internal_scaled_mm(
                     &weight.f_transpose(0, 1)?,
@@ -59,6 +122,14 @@ impl Linear {
                 *shape.last_mut().expect("activations have a feature dimension") = out;
                 Ok(y.f_reshape(shape.as_slice())?)
             }
+        }
+    }
+
+    /// How an fp8 layer scales its input; `None` for a dense layer.
+    pub fn fp8_input(&self) -> Option<&Fp8Input> {
+        match self {
+            Linear::Dense { .. } => None,
+            Linear::Fp8 { input, .. } => Some(input),
         }
     }
 

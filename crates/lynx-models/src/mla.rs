@@ -162,6 +162,16 @@ impl MlaAttention {
         Ok(MlaCache { latent_and_rope: Tensor::f_zeros([batch, capacity, self.rank + self.rope_dim], (kind, device))? })
     }
 
+    /// The layer's linear projections (the key/value up-projection is a dense matrix).
+    pub(crate) fn linears(&self) -> Vec<&Linear> {
+        let mut linears = match &self.query {
+            QueryProjection::LowRank { down, up, .. } => vec![down, up],
+            QueryProjection::Direct(w) => vec![w],
+        };
+        linears.extend([&self.kv_down, &self.wo]);
+        linears
+    }
+
     /// Queries `[batch, heads, n, nope]` and RoPE'd `[batch, heads, n, rope]`.
     fn queries(&self, x: &Tensor, table: &RopeTable) -> Result<(Tensor, Tensor), ModelError> {
         let size = x.size();

@@ -5,6 +5,7 @@
 //! qwen3,qwen3_moe,gpt_oss,deepseek_v3}.py`.
 
 use crate::gqa::{GqaAttention, GqaCache};
+use crate::linear::{Fp8Input, Linear};
 use crate::mla::{MlaAttention, MlaCache};
 use crate::mlp::{Mlp, GATE_UP_DOWN};
 use crate::moe::{MoeLayer, MoeLayout};
@@ -59,7 +60,7 @@ enum AttentionLayer {
 
 enum MlpLayer {
     Dense(Mlp),
-    Moe(MoeLayer),
+    Moe(Box<MoeLayer>),
 }
 
 struct Block {
@@ -230,7 +231,7 @@ impl Model {
                     mlp_norm: block.mlp_norm.to(&convert)?,
                     mlp: match &block.mlp {
                         MlpLayer::Dense(m) => MlpLayer::Dense(m.to(&convert)?),
-                        MlpLayer::Moe(m) => MlpLayer::Moe(m.to(&convert)?),
+                        MlpLayer::Moe(m) => MlpLayer::Moe(Box::new(m.to(&convert)?)),
                     },
                 })
             })
@@ -292,7 +293,14 @@ impl Model {
                         ("mlp", MoeLayout::Standard)
                     };
                     let width = i64::from(moe.intermediate_size);
-                    MlpLayer::Moe(MoeLayer::new(source, &format!("{prefix}.{block}"), layout, moe, hidden, width)?)
+                    MlpLayer::Moe(Box::new(MoeLayer::new(
+                        source,
+                        &format!("{prefix}.{block}"),
+                        layout,
+                        moe,
+                        hidden,
+                        width,
+                    )?))
                 }
                 _ => {
                     let width = shape.mlp.as_ref().map(|m| m.intermediate_size).ok_or_else(|| {
@@ -434,6 +442,45 @@ impl Model {
             (None, _) => Ok(None),
             _ => Err(ModelError::Shape("KV cache built for another model".to_owned())),
         }
+    }
+
+    /// Calibrate every e4m3 layer's input scale once, as serving engines run fp8: the largest
+    /// |input| each layer sees over `tokens` (`[batch, n]`, a prompt from its own seed), / 448,
+    /// kept static from then on in place of an amax and a division in every call. How many
+    /// layers took a static scale (0 for a model without fp8 layers).
+    pub fn calibrate_fp8(&self, tokens: &Tensor) -> Result<usize, ModelError> {
+        let inputs = self.fp8_inputs();
+        if inputs.is_empty() {
+            return Ok(0);
+        }
+        inputs.iter().for_each(|input| input.begin_calibration());
+        let mut cache = KvCache::new(self, tokens.size()[0], tokens.size()[1])?;
+        let pass = self.forward(tokens, &mut cache, Logits::Last);
+        let mut calibrated = 0;
+        for input in &inputs {
+            calibrated += usize::from(input.end_calibration()?);
+        }
+        let _logits = pass?;
+        Ok(calibrated)
+    }
+
+    /// How each e4m3 layer scales its inputs.
+    fn fp8_inputs(&self) -> Vec<&Fp8Input> {
+        let mut inputs = Vec::new();
+        for block in &self.blocks {
+            let attention = match &block.attention {
+                AttentionLayer::Gqa(a) => a.linears(),
+                AttentionLayer::Mla(a) => a.linears(),
+            };
+            inputs.extend(attention.into_iter().filter_map(Linear::fp8_input));
+            match &block.mlp {
+                MlpLayer::Dense(m) => {
+                    inputs.extend([&m.gate, &m.up, &m.down].into_iter().filter_map(Linear::fp8_input))
+                }
+                MlpLayer::Moe(m) => inputs.extend(m.fp8_inputs()),
+            }
+        }
+        inputs
     }
 
     /// How a step of `tokens` tokens (batch × tokens a sequence) runs a mixture of experts' layers;

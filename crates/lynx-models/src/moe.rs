@@ -237,6 +237,12 @@ impl MoeLayer {
         self.experts.run(x, (&routing.experts, &routing.weights), activation, kernel)
     }
 
+    /// How the layer's e4m3 projections scale their inputs: shared and routed experts'.
+    pub(crate) fn fp8_inputs(&self) -> Vec<&crate::linear::Fp8Input> {
+        let shared = self.shared.iter().flat_map(|m| [&m.gate, &m.up, &m.down]).filter_map(Linear::fp8_input);
+        shared.chain(self.experts.fp8_inputs()).collect()
+    }
+
     /// Routed expert `e` alone, as an MLP.
     pub fn expert(&self, e: i64) -> Result<Mlp, ModelError> {
         self.experts.expert(e)

@@ -53,6 +53,10 @@ pub struct RunResult {
     /// null, when none: results published before the field existed still verify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reproduces: Option<Reproduces>,
+    /// fp8 runs: how the e4m3 layers' input scales were chosen (absent at other precisions, and
+    /// in results made before lynx calibrated them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_input_scales: Option<String>,
 }
 
 /// What a run was asked to do, written into its folder before anything runs: the worker process

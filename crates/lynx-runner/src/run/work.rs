@@ -209,6 +209,7 @@ fn fresh(
         derived: None,
         roofline: None,
         reproduces: plan.reproduces.clone(),
+        fp8_input_scales: None,
     }
 }
 
@@ -272,6 +273,8 @@ impl Turn<'_> {
         }
         let context = format!("building {} on {}", suite.model, self.device.record.device);
         let model = setup.build(&setup.shape, &setup.layers, &context)?;
+        self.result.fp8_input_scales =
+            crate::parity::calibrate_fp8(&model, suite).map_err(|e| model_error(&context, e))?;
         if !self.warm(&model, setup)? {
             return Ok(WorkEnd::Stopped);
         }
