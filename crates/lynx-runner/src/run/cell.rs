@@ -28,12 +28,6 @@ enum CellFailure {
     Stopped,
 }
 
-impl Measured {
-    fn step_median_s(&self) -> f64 {
-        lynx_analysis::stats::median(&self.step_s).unwrap_or(f64::NAN)
-    }
-}
-
 impl From<String> for CellFailure {
     fn from(message: String) -> Self {
         CellFailure::Failed(message)
@@ -79,6 +73,7 @@ pub(super) fn measure_cell(
             None => None,
         };
         let steps = summary.n as u64;
+        let step_median_s = summary.median_s.get();
         let measured_s = Finite::new(measured.measured_s, "measured time").map_err(|e| e.to_string())?;
         let mut cell = lynx_analysis::cell::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
             .map_err(|e| e.to_string())?;
@@ -89,7 +84,7 @@ pub(super) fn measure_cell(
         cell.issue_median_s = Finite::new(issue_median_s, "issue time").ok();
         // A CPU runs each kernel as it is issued: its issue time is its step time.
         cell.launch_bound = (model.device() != tch::Device::Cpu)
-            .then(|| lynx_analysis::cell::launch_bound(issue_median_s, measured.step_median_s()));
+            .then(|| lynx_analysis::cell::launch_bound(issue_median_s, step_median_s));
         let tokens = steps * shape.tokens_per_step();
         cell.joules_per_token = cell
             .telemetry
