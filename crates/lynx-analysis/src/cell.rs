@@ -83,6 +83,7 @@ pub fn measured(
         experts: None,
         issue_median_s: None,
         launch_bound: None,
+        attended: None,
     })
 }
 
@@ -102,7 +103,7 @@ mod tests {
 
     #[test]
     fn decode_figures_follow_the_vocabulary() {
-        let shape = CellShape::Decode { batch: 8, ctx: 128 };
+        let shape = CellShape::decode(8, 128);
         let cell = measured(shape, summary(0.02), Finite::new(1.0, "t").unwrap(), Some(140), None).unwrap();
         assert!((cell.tok_per_s_per_user.unwrap().get() - 50.0).abs() < 1e-9);
         assert!((cell.tok_per_s_per_device.unwrap().get() - 400.0).abs() < 1e-9);
@@ -121,7 +122,7 @@ mod tests {
         // Head alone 2 ms; 4 of 32 layers measured at 10 ms: 8 ms for 4 layers, 64 ms for 32.
         let full = extrapolate(&summary(0.010), summary(0.002), 4, 32).unwrap();
         assert!((full.median_s.get() - 0.066).abs() < 1e-12);
-        let shape = CellShape::Decode { batch: 2, ctx: 64 };
+        let shape = CellShape::decode(2, 64);
         let cell = measured(shape, summary(0.010), Finite::new(1.0, "t").unwrap(), None, Some(full)).unwrap();
         assert!((cell.tok_per_s_per_device.unwrap().get() - 2.0 / 0.066).abs() < 1e-9, "figures use the estimate");
         let error = extrapolate(&summary(0.001), summary(0.002), 4, 32).unwrap_err();

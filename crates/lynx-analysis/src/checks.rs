@@ -131,14 +131,9 @@ mod tests {
             })
             .collect();
         let summary = crate::stats::summarise(&[0.01; 4]).unwrap();
-        let mut cell = crate::cell::measured(
-            CellShape::Decode { batch: 1, ctx: 8 },
-            summary,
-            Finite::new(1.0, "t").unwrap(),
-            Some(11),
-            None,
-        )
-        .unwrap();
+        let mut cell =
+            crate::cell::measured(CellShape::decode(1, 8), summary, Finite::new(1.0, "t").unwrap(), Some(11), None)
+                .unwrap();
         cell.telemetry = vec![summarise("gpu", &samples, 0.0, 1.0, 20.0).unwrap()];
         cell
     }

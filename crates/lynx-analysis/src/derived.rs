@@ -7,9 +7,9 @@ use crate::latency::bounds_for;
 use crate::sim::{max_rate, SimSetup, StepTable, TablePoint};
 use lynx_schema::config::{LatencyBound, SimulationConfig, Workload};
 use lynx_schema::derived::{
-    BoundedPoint, Derived, FrontierLine, FrontierPoint, LatencyBounded, PrefillPoint, PriceInputs,
+    BoundedPoint, Derived, EagerGraph, FrontierLine, FrontierPoint, LatencyBounded, PrefillPoint, PriceInputs,
 };
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord, StepMode};
 use lynx_schema::sweep::SweepLine;
 use lynx_schema::value::{Finite, Reported};
 
@@ -32,9 +32,10 @@ fn finite(value: f64, what: &str) -> Result<Finite, String> {
 /// Derive every figure from `cells` of a run configured as `config`.
 pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, sweep: Vec<SweepLine>) -> Derived {
     let ok = || cells.iter().filter(|c| c.status == CellStatus::Ok);
+    let decode = fastest_decode(cells);
     let mut frontier: Vec<FrontierLine> = Vec::new();
-    for cell in ok() {
-        let (CellShape::Decode { batch, ctx }, Some(user), Some(device)) =
+    for cell in &decode {
+        let (CellShape::Decode { batch, ctx, mode }, Some(user), Some(device)) =
             (cell.shape, cell.tok_per_s_per_user, cell.tok_per_s_per_device)
         else {
             continue;
@@ -44,6 +45,7 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
             tok_per_s_per_user: user,
             tok_per_s_per_device: device,
             joules_per_token: cell.joules_per_token,
+            mode,
         };
         match frontier.iter_mut().find(|line| line.ctx == ctx) {
             Some(line) => line.points.push(point),
@@ -87,7 +89,72 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
             latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point });
         }
     }
-    Derived { frontier, prefill, latency_bounded, price, sweep }
+    Derived {
+        frontier,
+        prefill,
+        latency_bounded,
+        price,
+        sweep,
+        decode_modes: decode_modes(cells, &decode),
+        eager_graph: eager_graph(cells),
+    }
+}
+
+/// Each decode shape with a successful cell in both modes, eager against graph.
+pub fn eager_graph(cells: &[CellRecord]) -> Vec<EagerGraph> {
+    let ok = |mode: StepMode| {
+        cells.iter().filter(move |c| c.status == CellStatus::Ok && c.shape.mode() == mode && c.shape.is_decode())
+    };
+    let mut pairs = Vec::new();
+    for eager in ok(StepMode::Eager) {
+        let same = |c: &&CellRecord| c.shape.batch() == eager.shape.batch() && c.shape.length() == eager.shape.length();
+        let Some(graph) = ok(StepMode::Graph).find(same) else { continue };
+        let (Some(eager_s), Some(graph_s)) = (eager.median_s(), graph.median_s()) else { continue };
+        let (Ok(eager_step_s), Ok(graph_step_s), Ok(ratio)) =
+            (finite(eager_s, "eager step"), finite(graph_s, "graph step"), finite(eager_s / graph_s, "eager/graph"))
+        else {
+            continue;
+        };
+        pairs.push(EagerGraph {
+            batch: eager.shape.batch(),
+            ctx: eager.shape.length(),
+            eager_step_s,
+            graph_step_s,
+            eager_over_graph: ratio,
+        });
+    }
+    pairs
+}
+
+/// The decode cells the derived figures use: at each (batch, context) the successful cell with
+/// the shortest median step, whichever mode issued it. Graph cells exist only in a run whose
+/// graph parity check passed, so every mode here passed its checks.
+pub fn fastest_decode(cells: &[CellRecord]) -> Vec<&CellRecord> {
+    let mut chosen: Vec<&CellRecord> = Vec::new();
+    for cell in cells.iter().filter(|c| c.status == CellStatus::Ok && c.shape.is_decode()) {
+        let Some(median) = cell.median_s() else { continue };
+        let same = |c: &&CellRecord| c.shape.batch() == cell.shape.batch() && c.shape.length() == cell.shape.length();
+        match chosen.iter().position(same) {
+            Some(i) if chosen[i].median_s().is_some_and(|m| m <= median) => {}
+            Some(i) => chosen[i] = cell,
+            None => chosen.push(cell),
+        }
+    }
+    chosen
+}
+
+/// In words, which modes the derived figures use, where any graph cell was measured: `graph at
+/// 10 of 12 decode shapes, eager at 2`.
+fn decode_modes(cells: &[CellRecord], chosen: &[&CellRecord]) -> Option<String> {
+    if !cells.iter().any(|c| c.shape.mode() == StepMode::Graph) {
+        return None;
+    }
+    let graph = chosen.iter().filter(|c| c.shape.mode() == StepMode::Graph).count();
+    Some(format!(
+        "the faster passing mode at each decode shape: graph at {graph} of {} decode shapes, eager at {}",
+        chosen.len(),
+        chosen.len() - graph
+    ))
 }
 
 /// Latency-bounded throughput of `workload` under `bound` from a run's `cells` (those that
@@ -108,10 +175,11 @@ pub fn latency_bounded_from_cells(
 /// The prefill and decode step-time tables of the cells that succeeded (median step times, the
 /// full-depth estimate for a layer subset; mean power where measured).
 fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
-    let table = |decode: bool| {
+    let prefill: Vec<&CellRecord> =
+        cells.iter().filter(|c| c.status == CellStatus::Ok && matches!(c.shape, CellShape::Prefill { .. })).collect();
+    let table = |cells: &[&CellRecord]| {
         let points: Vec<TablePoint> = cells
             .iter()
-            .filter(|c| c.status == CellStatus::Ok && matches!(c.shape, CellShape::Decode { .. }) == decode)
             .filter_map(|c| {
                 Some(TablePoint {
                     batch: c.shape.batch(),
@@ -123,7 +191,7 @@ fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
             .collect();
         StepTable::new(&points)
     };
-    (table(false), table(true))
+    (table(&prefill), table(&fastest_decode(cells)))
 }
 
 fn bounded(
@@ -241,5 +309,39 @@ mod tests {
         assert!((cost.get() - 2.0).abs() < 1e-12);
         let no_price = PriceInputs { usd_per_device_hour: None, ..price };
         assert!(matches!(usd_per_million(&no_price, 1000.0), Reported::Unavailable { .. }));
+    }
+
+    fn decode_cell(batch: u32, ctx: u32, mode: StepMode, median_s: f64) -> CellRecord {
+        let summary = crate::stats::summarise(&[median_s; 3]).unwrap();
+        let shape = CellShape::Decode { batch, ctx, mode };
+        crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), None, None).unwrap()
+    }
+
+    /// At each decode shape the faster mode's cell feeds the derived figures, whichever it is;
+    /// each shape measured both ways gives its eager/graph ratio; a run without graph cells says
+    /// nothing about modes.
+    #[test]
+    fn the_faster_mode_at_each_shape_is_used_and_named() {
+        let cells = [
+            decode_cell(1, 128, StepMode::Eager, 0.020),
+            decode_cell(1, 128, StepMode::Graph, 0.010),
+            decode_cell(8, 128, StepMode::Eager, 0.030),
+            decode_cell(8, 128, StepMode::Graph, 0.040),
+            decode_cell(16, 128, StepMode::Eager, 0.050),
+        ];
+        let chosen: Vec<(u32, StepMode)> =
+            fastest_decode(&cells).iter().map(|c| (c.shape.batch(), c.shape.mode())).collect();
+        assert_eq!(chosen, [(1, StepMode::Graph), (8, StepMode::Eager), (16, StepMode::Eager)]);
+        let words = decode_modes(&cells, &fastest_decode(&cells)).unwrap();
+        assert!(words.ends_with("graph at 1 of 3 decode shapes, eager at 2"), "{words}");
+        let pairs = eager_graph(&cells);
+        assert_eq!(pairs.len(), 2);
+        assert_eq!((pairs[0].batch, pairs[0].eager_over_graph.get()), (1, 2.0));
+        assert!((pairs[1].eager_over_graph.get() - 0.75).abs() < 1e-12);
+        let (_, decode) = step_tables(&cells);
+        assert_eq!(decode.max_batch(128, 128), Some(16));
+        let eager_only = &cells[2..3];
+        assert_eq!(decode_modes(eager_only, &fastest_decode(eager_only)), None);
+        assert!(eager_graph(eager_only).is_empty());
     }
 }

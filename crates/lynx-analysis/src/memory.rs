@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn the_cache_is_counted_as_allocated_and_grows_with_batch_and_capacity() {
         let m = dense();
-        let cell = |batch| CellShape::Decode { batch, ctx: 100 };
+        let cell = |batch| CellShape::decode(batch, 100);
         let one = cell_memory(&m, Precision::Bf16, cell(1), 200);
         // 2 × kv_heads × head_dim elements per token per layer, 4 layers, 2 bytes.
         assert_eq!(one.kv_cache_bytes, 200 * 4 * (2 * 2 * 16) * 2);

@@ -96,8 +96,16 @@ fn finite(value: f64, what: &str) -> Finite {
 }
 
 /// The work of one step of `cell` on `shape` at `precision`. A decode cell's context is taken as
-/// the mean over its measured steps: `ctx` at the first and `ctx_end` at the last.
-pub fn step_work(shape: &ModelShape, precision: Precision, cell: CellShape, ctx_end: Option<u32>) -> StepWork {
+/// the mean over its measured steps: `ctx` at the first and `ctx_end` at the last. A graph
+/// cell's step reads and attends all the `attended` keys of its padded cache instead (a figure
+/// must never look better than the work the step did).
+pub fn step_work(
+    shape: &ModelShape,
+    precision: Precision,
+    cell: CellShape,
+    ctx_end: Option<u32>,
+    attended: Option<u32>,
+) -> StepWork {
     let params = shape.parameters();
     let hidden = f64::from(shape.hidden_size);
     let vocab = f64::from(shape.vocab_size);
@@ -130,10 +138,11 @@ pub fn step_work(shape: &ModelShape, precision: Precision, cell: CellShape, ctx_
         CellShape::Prefill { batch, prompt_len } => {
             (0.0, f64::from(batch) * shape.kv_bytes(precision, u64::from(prompt_len)) as f64)
         }
-        CellShape::Decode { batch, ctx } => {
+        CellShape::Decode { batch, ctx, .. } => {
             let mean_ctx = (u64::from(ctx) + u64::from(ctx_end.unwrap_or(ctx))) / 2;
+            let read = attended.map_or(mean_ctx, u64::from);
             let batch = f64::from(batch);
-            (batch * shape.kv_bytes(precision, mean_ctx) as f64, batch * shape.kv_bytes_per_token(precision) as f64)
+            (batch * shape.kv_bytes(precision, read) as f64, batch * shape.kv_bytes_per_token(precision) as f64)
         }
     };
     let activation_bytes = 2.0 * tokens * hidden * act * f64::from(shape.num_layers) + logit_rows * vocab * act;
@@ -144,7 +153,7 @@ pub fn step_work(shape: &ModelShape, precision: Precision, cell: CellShape, ctx_
     let untied_head = if shape.tie_word_embeddings { 0.0 } else { lm_head };
     let per_token = params.active as f64 - params.embedding as f64 - untied_head;
     let matmul_flops = 2.0 * tokens * per_token + 2.0 * logit_rows * lm_head;
-    let attention_flops = attention_flops(shape, cell, ctx_end);
+    let attention_flops = attention_flops(shape, cell, ctx_end, attended);
     let bytes = weight_bytes + kv_read_bytes + kv_write_bytes + activation_bytes;
     StepWork {
         weight_bytes: finite(weight_bytes, "weight bytes"),
@@ -159,8 +168,9 @@ pub fn step_work(shape: &ModelShape, precision: Precision, cell: CellShape, ctx_
 }
 
 /// 4 × heads × (key width) × keys per query token and layer; for MLA the absorbed form, whose
-/// keys are the latent plus the RoPE key and whose values are the latent.
-fn attention_flops(shape: &ModelShape, cell: CellShape, ctx_end: Option<u32>) -> f64 {
+/// keys are the latent plus the RoPE key and whose values are the latent. A padded graph step
+/// computes over all `attended` keys in every layer (the mask hides, it does not skip).
+fn attention_flops(shape: &ModelShape, cell: CellShape, ctx_end: Option<u32>, attended: Option<u32>) -> f64 {
     let (heads, qk_width, v_width) = match &shape.attention {
         Attention::Gqa(gqa) => {
             let d = f64::from(shape.head_dim());
@@ -178,6 +188,10 @@ fn attention_flops(shape: &ModelShape, cell: CellShape, ctx_end: Option<u32>) ->
     let sliding = f64::from(shape.num_layers) - full;
     // Keys attended summed over the query tokens of one sequence, for full and sliding layers.
     let (keys_full, keys_sliding) = match cell {
+        CellShape::Decode { .. } if attended.is_some() => {
+            let keys = f64::from(attended.unwrap_or(0));
+            (keys, keys)
+        }
         CellShape::Decode { ctx, .. } => {
             let mean = (f64::from(ctx) + f64::from(ctx_end.unwrap_or(ctx))) / 2.0 + 1.0;
             (mean, mean.min(window))
@@ -202,7 +216,7 @@ pub fn cell_roofline(
     ceilings: &RooflineRecord,
 ) -> Option<CellRoofline> {
     let median_s = cell.median_s()?;
-    let work = step_work(shape, precision, cell.shape, cell.ctx_end);
+    let work = step_work(shape, precision, cell.shape, cell.ctx_end, cell.attended);
     let bytes_per_s = work.bytes.get() / median_s;
     let flops_per_s = work.flops.get() / median_s;
     let fraction = |achieved: f64, ceiling: Option<&Probe>| {
@@ -319,6 +333,20 @@ intermediate_size = 128
         assert!((gaps[1].1 - 0.9).abs() < 1e-12);
     }
 
+    /// A graph step attends its whole padded cache: its KV reads and attention FLOPs are those
+    /// of the capacity, never of the (smaller) context, and nothing else changes.
+    #[test]
+    fn a_padded_graph_step_counts_the_keys_it_attends() {
+        let shape = dense();
+        let eager = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), Some(100), None);
+        let graph_shape = CellShape::Decode { batch: 2, ctx: 100, mode: lynx_schema::result::StepMode::Graph };
+        let graph = step_work(&shape, Precision::Fp32, graph_shape, Some(100), Some(300));
+        assert_eq!(graph.kv_read_bytes.get(), 3.0 * eager.kv_read_bytes.get());
+        assert!((graph.attention_flops.get() / eager.attention_flops.get() - 300.0 / 101.0).abs() < 1e-12);
+        assert_eq!(graph.weight_bytes, eager.weight_bytes);
+        assert_eq!(graph.matmul_flops, eager.matmul_flops);
+    }
+
     #[test]
     fn decode_work_by_hand() {
         // hidden 64, 4 heads of 16, 2 KV heads: per layer q, o 64×64 each, k, v 64×32 each
@@ -326,7 +354,7 @@ intermediate_size = 128
         // norm 64. Total 2×(12 288 + 24 576 + 128) + 128 000 + 64 = 202 048 parameters.
         let shape = dense();
         assert_eq!(shape.parameters().total, 202_048);
-        let work = step_work(&shape, Precision::Fp32, CellShape::Decode { batch: 2, ctx: 100 }, Some(100));
+        let work = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), Some(100), None);
         // Weights: all 202 048 × 4 bytes, less the embedding table (256 000 bytes) plus the two
         // rows looked up (2 × 64 × 4).
         assert_eq!(work.weight_bytes.get(), 808_192.0 - 256_000.0 + 512.0);
@@ -343,7 +371,7 @@ intermediate_size = 128
 
     #[test]
     fn prefill_attention_is_causal() {
-        let work = step_work(&dense(), Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 10 }, None);
+        let work = step_work(&dense(), Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 10 }, None, None);
         // 55 keys over 10 causal positions.
         assert_eq!(work.attention_flops.get(), 2.0 * 4.0 * 32.0 * 2.0 * 55.0);
         assert_eq!(work.kv_read_bytes.get(), 0.0);
@@ -362,7 +390,7 @@ intermediate_size = 128
     }
 
     fn cell(median_s: f64) -> CellRecord {
-        let shape = CellShape::Decode { batch: 2, ctx: 100 };
+        let shape = CellShape::decode(2, 100);
         let summary = crate::stats::summarise(&[median_s; 3]).unwrap();
         crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), Some(100), None).unwrap()
     }
@@ -406,7 +434,7 @@ intermediate_size = 128
                 probe(ProbeKind::Matmul, ElementType::F32, 1e15),
             ])
         };
-        let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, cell(1.0).ctx_end).bytes.get();
+        let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, cell(1.0).ctx_end, None).bytes.get();
         // Three times the bandwidth ceiling: a DRAM-sized step cannot, a cache-resident one can.
         let mut fast = cell(bytes / 2e9 / 3.0);
         fast.roofline = cell_roofline(&shape, Precision::Fp32, &fast, &bandwidth_only(None));

@@ -6,9 +6,12 @@
 //! estimated not to fit and skipped), a batch's median step passes the suite's largest latency bound (TTFT for prefill, TPOT for
 //! decode), or the ladder ends. A cell that failed for any other reason is recorded and the
 //! climb goes on.
+//!
+//! A run whose graph parity check passed (on a GPU, before any graph cell) climbs each decode
+//! context twice: eager, then graph, as two lines with their own ends.
 
 use lynx_schema::config::{LatencyBound, Suite};
-use lynx_schema::result::{CellRecord, CellShape, CellStatus};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, CheckName, StepMode};
 use lynx_schema::sweep::{LineEnd, StepKind, SweepLine};
 
 /// The next cell to measure (`None` when the sweep is done) and every line's state.
@@ -18,25 +21,34 @@ pub struct SweepPlan {
     pub lines: Vec<SweepLine>,
 }
 
-/// Plan the sweep of `suite` held to `bounds`, given the cells measured so far.
-pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord]) -> SweepPlan {
+/// The decode modes a run measures, from its checks: eager always; graph too once the run's
+/// graph parity check passed (the check is made only where graphs can be captured).
+pub fn decode_modes(checks: &[Check]) -> Vec<StepMode> {
+    let graphs = checks.iter().any(|c| c.name == CheckName::GraphParity && c.passed);
+    StepMode::ALL.into_iter().filter(|&mode| mode == StepMode::Eager || graphs).collect()
+}
+
+/// Plan the sweep of `suite` held to `bounds`, given the cells measured so far, with a decode
+/// line for each context in each of `modes`.
+pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord], modes: &[StepMode]) -> SweepPlan {
     let largest = |f: fn(&LatencyBound) -> f64| bounds.iter().map(f).fold(f64::NAN, f64::max);
     let prefill_bound = largest(|b| b.ttft_p99_s);
     let decode_bound = largest(|b| b.tpot_p99_s);
-    let prefill = suite.prefill.prompt_lens.iter().map(|&len| (true, len, suite.prefill.ladder()));
-    let decode = suite.decode.ctxs.iter().map(|&len| (false, len, suite.decode.ladder()));
+    let prefill = suite.prefill.prompt_lens.iter().map(|&len| (None, len, suite.prefill.ladder()));
+    let decode = suite
+        .decode
+        .ctxs
+        .iter()
+        .flat_map(|&len| modes.iter().map(move |&mode| (Some(mode), len, suite.decode.ladder())));
     let mut next = None;
     let mut states = Vec::new();
-    for (is_prefill, len, ladder) in prefill.chain(decode) {
+    for (decode_mode, len, ladder) in prefill.chain(decode) {
         let (step, bound) =
-            if is_prefill { (StepKind::Prefill, prefill_bound) } else { (StepKind::Decode, decode_bound) };
+            if decode_mode.is_none() { (StepKind::Prefill, prefill_bound) } else { (StepKind::Decode, decode_bound) };
         let ladder = ladder.batches();
-        let shape_of = |batch| {
-            if is_prefill {
-                CellShape::Prefill { batch, prompt_len: len }
-            } else {
-                CellShape::Decode { batch, ctx: len }
-            }
+        let shape_of = |batch| match decode_mode {
+            None => CellShape::Prefill { batch, prompt_len: len },
+            Some(mode) => CellShape::Decode { batch, ctx: len, mode },
         };
         let mut end = LineEnd::LadderEnd;
         for &batch in &ladder {
@@ -62,7 +74,7 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord]) -> Swee
                 _ => {}
             }
         }
-        states.push(SweepLine { step, len, ladder, end });
+        states.push(SweepLine { step, mode: decode_mode.unwrap_or_default(), len, ladder, end });
     }
     SweepPlan { next, lines: states }
 }
@@ -104,7 +116,7 @@ ctxs = [128, 256]
     fn lines_run_in_order_and_climb_their_ladders() {
         let mut done = Vec::new();
         let mut order = Vec::new();
-        while let Some(shape) = plan(&suite(), &bounds(), &done).next {
+        while let Some(shape) = plan(&suite(), &bounds(), &done, &[StepMode::Eager]).next {
             order.push(shape);
             done.push(ok(shape, 0.01));
         }
@@ -113,23 +125,27 @@ ctxs = [128, 256]
         assert_eq!(decode_batches, [1, 2, 4, 8]);
         assert_eq!(order.len(), 2 + 4 + 4);
         assert_eq!(order[0], CellShape::Prefill { batch: 1, prompt_len: 64 });
-        assert!(plan(&suite(), &bounds(), &done).lines.iter().all(|l| l.end == LineEnd::LadderEnd));
+        assert!(plan(&suite(), &bounds(), &done, &[StepMode::Eager]).lines.iter().all(|l| l.end == LineEnd::LadderEnd));
     }
 
     #[test]
     fn out_of_memory_and_the_bound_stop_a_line_but_an_error_does_not() {
-        let d = |batch, ctx| CellShape::Decode { batch, ctx };
+        let d = CellShape::decode;
         let mut done = vec![
             ok(CellShape::Prefill { batch: 1, prompt_len: 64 }, 0.5),
             ok(CellShape::Prefill { batch: 2, prompt_len: 64 }, 0.9),
             ok(d(1, 128), 0.01),
             CellRecord::failed(d(2, 128), "CUDA out of memory. Tried to allocate 2.00 GiB".into()),
         ];
-        assert_eq!(plan(&suite(), &bounds(), &done).next, Some(d(1, 256)));
+        assert_eq!(plan(&suite(), &bounds(), &done, &[StepMode::Eager]).next, Some(d(1, 256)));
         done.push(CellRecord::failed(d(1, 256), "some tch error".into()));
-        assert_eq!(plan(&suite(), &bounds(), &done).next, Some(d(2, 256)), "an error does not stop the climb");
+        assert_eq!(
+            plan(&suite(), &bounds(), &done, &[StepMode::Eager]).next,
+            Some(d(2, 256)),
+            "an error does not stop the climb"
+        );
         done.push(ok(d(2, 256), 0.2));
-        let finished = plan(&suite(), &bounds(), &done);
+        let finished = plan(&suite(), &bounds(), &done, &[StepMode::Eager]);
         assert_eq!(finished.next, None);
         assert_eq!(finished.lines[1].end, LineEnd::OutOfMemory { batch: 2 });
         assert!(
@@ -143,8 +159,52 @@ ctxs = [128, 256]
         let mut cell = CellRecord::failed(d(2, 128), String::new());
         cell.status = CellStatus::Skipped { message: "needs 9 GiB".into(), needed_bytes: 9 << 30, free_bytes: 1 << 30 };
         skipped.push(cell);
-        let plan = plan(&suite(), &bounds(), &skipped);
+        let plan = plan(&suite(), &bounds(), &skipped, &[StepMode::Eager]);
         assert_eq!(plan.lines[1].end, LineEnd::DoesNotFit { batch: 2 });
         assert_eq!(plan.next, Some(d(1, 256)));
+    }
+
+    /// A run whose graph parity passed climbs each decode context eager, then as a graph, each
+    /// line ending on its own; one that has no such check, or failed it, measures eager alone.
+    #[test]
+    fn graph_lines_follow_each_eager_line_once_graph_parity_passed() {
+        let check =
+            |passed| Check { name: CheckName::GraphParity, passed, detail: String::new(), measured: None, limit: None };
+        assert_eq!(decode_modes(&[]), [StepMode::Eager]);
+        assert_eq!(decode_modes(&[check(false)]), [StepMode::Eager]);
+        let modes = decode_modes(&[check(true)]);
+        assert_eq!(modes, [StepMode::Eager, StepMode::Graph]);
+        let mut done = Vec::new();
+        let mut order = Vec::new();
+        while let Some(shape) = plan(&suite(), &bounds(), &done, &modes).next {
+            order.push(shape);
+            // Graph steps at batch 4 and above pass the bound; eager ones never do.
+            let slow = shape.mode() == StepMode::Graph && shape.batch() >= 4;
+            done.push(ok(shape, if slow { 0.5 } else { 0.01 }));
+        }
+        let at_128: Vec<String> =
+            order.iter().filter(|s| s.length() == 128 && s.is_decode()).map(|s| s.to_string()).collect();
+        assert_eq!(
+            at_128,
+            [
+                "decode batch 1 ctx 128",
+                "decode batch 2 ctx 128",
+                "decode batch 4 ctx 128",
+                "decode batch 8 ctx 128",
+                "decode batch 1 ctx 128 graph",
+                "decode batch 2 ctx 128 graph",
+                "decode batch 4 ctx 128 graph",
+            ]
+        );
+        let lines = plan(&suite(), &bounds(), &done, &modes).lines;
+        assert_eq!(lines.len(), 1 + 2 * 2);
+        let graph_lines: Vec<&SweepLine> = lines.iter().filter(|l| l.mode == StepMode::Graph).collect();
+        assert_eq!(graph_lines.len(), 2);
+        assert!(graph_lines.iter().all(|l| matches!(l.end, LineEnd::PassesBound { batch: 4, .. })), "{graph_lines:?}");
+        // The eager lines are unaffected by the graph ones.
+        assert!(lines
+            .iter()
+            .filter(|l| l.step == StepKind::Decode && l.mode == StepMode::Eager)
+            .all(|l| l.end == LineEnd::LadderEnd));
     }
 }

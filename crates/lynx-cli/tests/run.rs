@@ -291,7 +291,7 @@ fn a_cell_that_cannot_fit_is_skipped_with_both_figures_and_ends_its_ladder() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let shape = ModelShape::from_toml(&fixture("models/test-small.toml"), "test-small").unwrap();
     let need = |batch| {
-        let cell = CellShape::Decode { batch, ctx: 512 };
+        let cell = CellShape::decode(batch, 512);
         cell_memory(&shape, Precision::Fp32, cell, decode_capacity(512, 8)).total_bytes()
     };
     let free = (need(1) + need(8)) / 2;
@@ -318,4 +318,91 @@ fn a_cell_that_cannot_fit_is_skipped_with_both_figures_and_ends_its_ladder() {
     let ends: Vec<&str> =
         result["derived"]["sweep"].as_array().unwrap().iter().map(|l| l["end"].as_str().unwrap()).collect();
     assert!(ends.contains(&"does not fit at batch 8"), "{ends:?}");
+}
+
+/// Issue 15: where graph parity passed, each decode context is climbed eager and as a graph; a
+/// graph cell records its mode and the padded keys its steps attend (its roofline counts them);
+/// the derived figures use the faster mode at each shape and say so; the summary, the result
+/// and the CSV export show both modes side by side. A CPU has no graphs, so the test hook's
+/// stand-in (each replay issues the step again) drives the same path, and the result says so.
+#[test]
+fn graph_cells_are_measured_beside_eager_ones_once_graph_parity_passed() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().args(run_args(models.path(), out.path())).env("LYNX_TEST_GRAPHS", "reissue").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("decode batch 8 ctx 512 graph"), "{stdout}");
+    assert!(stdout.contains("eager against graph") && stdout.contains("EAGER/GRAPH"), "{stdout}");
+    assert!(stdout.contains("check graph_parity passed"), "{stdout}");
+
+    let path = result_file(out.path());
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    let graphs = result["harness"]["graphs"]["unavailable"].as_str().unwrap();
+    assert!(graphs.contains("simulated by LYNX_TEST_GRAPHS"), "{graphs}");
+    let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "graph_parity").unwrap();
+    assert_eq!(check["passed"], true, "{check}");
+    assert!(check["measured"].as_f64().unwrap() <= check["limit"].as_f64().unwrap(), "{check}");
+
+    let cells = result["cells"].as_array().unwrap();
+    let decode = |batch: u64, mode: &str| {
+        cells
+            .iter()
+            .find(|c| {
+                c["step"] == "decode"
+                    && c["batch"] == batch
+                    && c.get("mode").map_or("eager", |m| m.as_str().unwrap()) == mode
+            })
+            .unwrap_or_else(|| panic!("no {mode} decode cell at batch {batch}: {cells:?}"))
+    };
+    for batch in [1, 8] {
+        let (eager, graph) = (decode(batch, "eager"), decode(batch, "graph"));
+        assert!(eager.get("mode").is_none() && eager.get("attended").is_none(), "{eager}");
+        assert_eq!((&graph["status"], &graph["mode"]), (&Value::from("ok"), &Value::from("graph")), "{graph}");
+        let steps = graph["step_time"]["n"].as_u64().unwrap();
+        let attended = graph["attended"].as_u64().unwrap();
+        assert!(
+            attended >= 512 + 2 + steps,
+            "the cache holds the context, two untimed steps and the timed ones: {graph}"
+        );
+        assert_eq!(graph["ctx_end"].as_u64().unwrap(), 512 + steps - 1, "{graph}");
+        // Work per step from the roofline figures: the padded graph step counts more bytes.
+        let bytes =
+            |cell: &Value| seconds(&cell["roofline"]["achieved_bytes_per_s"]) * seconds(&cell["step_time"]["median_s"]);
+        assert!(bytes(graph) > bytes(eager), "graph {} bytes against eager {}", bytes(graph), bytes(eager));
+    }
+
+    let derived = &result["derived"];
+    let pairs = derived["eager_graph"].as_array().unwrap();
+    assert_eq!(pairs.len(), 2, "{pairs:?}");
+    for pair in pairs {
+        let ratio = pair["eager_over_graph"].as_f64().unwrap();
+        let expected = pair["eager_step_s"].as_f64().unwrap() / pair["graph_step_s"].as_f64().unwrap();
+        assert!((ratio - expected).abs() < 1e-9, "{pair}");
+    }
+    assert!(derived["decode_modes"].as_str().unwrap().contains("faster passing mode"), "{derived}");
+    // Each frontier point is the faster of the two cells at its shape.
+    for line in derived["frontier"].as_array().unwrap() {
+        for point in line["points"].as_array().unwrap() {
+            let batch = point["batch"].as_u64().unwrap();
+            let median = |mode| decode(batch, mode)["step_time"]["median_s"].as_f64().unwrap();
+            let faster = if median("graph") < median("eager") { "graph" } else { "eager" };
+            assert_eq!(point.get("mode").map_or("eager", |m| m.as_str().unwrap()), faster, "{point}");
+        }
+    }
+    let modes: Vec<&str> =
+        derived["sweep"].as_array().unwrap().iter().filter_map(|l| l.get("mode")?.as_str()).collect();
+    assert_eq!(modes, ["graph"], "one graph line, at ctx 512");
+
+    let envelope = path.with_extension("intoto.json");
+    let export = lynx(&["export", envelope.to_str().unwrap(), "--pubkey", &pubkey(), "--format", "csv"]);
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let csv = String::from_utf8(export.stdout).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let graph_rows = csv.lines().skip(1).filter(|l| l.split(',').nth(column("mode")) == Some("graph")).count();
+    assert_eq!(graph_rows, 2, "{csv}");
 }

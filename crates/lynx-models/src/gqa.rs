@@ -215,6 +215,31 @@ impl GqaAttention {
 
     /// The kernel a step of `n` tokens per sequence after the cache's first `start` attends with:
     /// SDPA's choice for the step's shapes, or the explicit path with sinks.
+    /// The kernel a graph-safe decode step ([`crate::Model::decode_on_device`]) runs: one query
+    /// per sequence over the cache's whole capacity under a boolean mask.
+    pub fn device_kernel(&self, cache: &GqaCache) -> Result<AttentionKernel, ModelError> {
+        if self.sinks.is_some() {
+            return Ok(AttentionKernel::Explicit);
+        }
+        let size = cache.keys.size();
+        let device = cache.keys.device();
+        let queries = Tensor::f_empty([size[0], self.num_heads, 1, self.head_dim], (cache.keys.kind(), device))?;
+        let position = Tensor::f_zeros([1], (tch::Kind::Int64, device))?;
+        let keys = Tensor::f_arange(size[2], (tch::Kind::Int64, device))?;
+        let mask = crate::model::Place::device_mask(&position, &keys, self.window)?;
+        let choice = Tensor::f_internal_fused_sdp_choice(
+            &queries,
+            &cache.keys,
+            &cache.values,
+            Some(&mask),
+            0.0,
+            false,
+            None,
+            true,
+        )?;
+        AttentionKernel::from_sdp_backend(choice).ok_or(ModelError::NoAttentionKernel(choice))
+    }
+
     pub fn kernel(&self, cache: &GqaCache, start: i64, n: i64) -> Result<AttentionKernel, ModelError> {
         if self.sinks.is_some() {
             return Ok(AttentionKernel::Explicit);

@@ -444,6 +444,18 @@ impl Model {
         }
     }
 
+    /// The attention kernel a graph-safe decode step ([`Model::decode_on_device`]) over `cache`
+    /// runs: SDPA's choice for one masked query over the whole capacity (MLA and gpt-oss's sinks
+    /// attend explicitly).
+    pub fn device_attention_kernel(&self, cache: &KvCache) -> Result<Option<AttentionKernel>, ModelError> {
+        match (self.blocks.first().map(|b| &b.attention), cache.layers.first()) {
+            (Some(AttentionLayer::Gqa(a)), Some(LayerCache::Gqa(c))) => a.device_kernel(c).map(Some),
+            (Some(AttentionLayer::Mla(_)), Some(LayerCache::Mla(_))) => Ok(Some(AttentionKernel::Explicit)),
+            (None, _) => Ok(None),
+            _ => Err(ModelError::Shape("KV cache built for another model".to_owned())),
+        }
+    }
+
     /// Calibrate every e4m3 layer's input scale once, as serving engines run fp8: the largest
     /// |input| each layer sees over `tokens` (`[batch, n]`, a prompt from its own seed), / 448,
     /// kept static from then on in place of an amax and a division in every call. How many

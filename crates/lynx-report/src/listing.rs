@@ -135,7 +135,7 @@ fn ranking(list: &Shortlist) -> Table {
 /// (empty where the cell has no such figure).
 fn cells_table(cells: &[CellRecord]) -> Table {
     type Field = fn(&CellRecord) -> String;
-    let columns: [(&str, Field); 25] = [
+    let columns: [(&str, Field); 27] = [
         ("step", |c| if matches!(c.shape, CellShape::Prefill { .. }) { "prefill" } else { "decode" }.to_owned()),
         ("batch", |c| c.shape.batch().to_string()),
         ("prompt_len", |c| match c.shape {
@@ -167,6 +167,8 @@ fn cells_table(cells: &[CellRecord]) -> Table {
         ("experts", |c| c.experts.map_or(String::new(), |e| e.to_string())),
         ("issue_median_s", |c| number(c.issue_median_s.map(Finite::get))),
         ("launch_bound", |c| c.launch_bound.map_or(String::new(), |b| b.to_string())),
+        ("mode", |c| if c.shape.is_decode() { c.shape.mode().to_string() } else { String::new() }),
+        ("attended", |c| c.attended.map_or(String::new(), |n| n.to_string())),
     ];
     let mut table = Table::new(columns.iter().map(|(name, _)| *name));
     for cell in cells {

@@ -284,6 +284,7 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
         }
         h2 { "Cells" }
         (cells(result))
+        @if let Some(derived) = &result.derived { (modes(derived)) }
         h2 { "Telemetry" }
         @if series.is_empty() { p { "no device telemetry in the samples file" } }
         @for (name, points) in &series {
@@ -299,7 +300,7 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
 /// The table of what ran where, signed by whom.
 fn facts(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
     let config = &result.config;
-    let rows: [(&str, Markup); 14] = [
+    let rows: [(&str, Markup); 15] = [
         ("envelope", html! { (Html(&entry.file.display().to_string())) }),
         ("signed by key", html! { (Html(key_id)) }),
         ("run", html! { (Html(&result.run_id)) }),
@@ -326,6 +327,15 @@ fn facts(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
         ("configuration sha256", html! { code { (Html(&config.sha256)) } }),
         ("lynx", html! { (Html(&result.harness.lynx_version)) " (" (reported(&result.harness.git_commit)) ")" }),
         ("libtorch", reported(&result.harness.libtorch_runtime_version)),
+        (
+            "graphs",
+            match &result.harness.graphs {
+                Some(Reported::Known(true)) => html! { "captured and replayed" },
+                Some(Reported::Known(false)) => html! { "not captured" },
+                Some(Reported::Unavailable { unavailable }) => html! { "unavailable (" (Html(unavailable)) ")" },
+                None => html! { "not measured (a result made before lynx measured graphs)" },
+            },
+        ),
     ];
     html! {
         table {
@@ -361,6 +371,31 @@ fn cells(result: &RunResult) -> Markup {
                     td { (figure(roofline.and_then(|r| r.bandwidth_fraction).map(|v| v.get()), 100.0, 1)) "%" }
                     td { (figure(roofline.and_then(|r| r.matmul_fraction).map(|v| v.get()), 100.0, 1)) "%" }
                     td { (cell.attention.map_or("-", |a| a.as_str())) }
+                }
+            }
+        }
+    }
+}
+
+/// Which decode mode the derived figures use, and each shape measured eager and as a graph.
+fn modes(derived: &lynx_schema::derived::Derived) -> Markup {
+    html! {
+        @if let Some(modes) = &derived.decode_modes { p { "Derived decode figures use " (Html(modes)) "." } }
+        @if !derived.eager_graph.is_empty() {
+            h2 { "Eager against graph" }
+            p {
+                "The median decode step issued kernel by kernel (eager) and replayed as one captured graph: the "
+                "ratio is what the host CPU and libtorch's dispatcher cost a step on this device."
+            }
+            table {
+                tr { th { "ctx" } th { "batch" } th { "eager" } th { "graph" } th { "eager/graph" } }
+                @for pair in &derived.eager_graph {
+                    tr {
+                        td { (pair.ctx) } td { (pair.batch) }
+                        td { (format!("{:.3} ms", pair.eager_step_s.get() * 1e3)) }
+                        td { (format!("{:.3} ms", pair.graph_step_s.get() * 1e3)) }
+                        td { (format!("{:.2}x", pair.eager_over_graph.get())) }
+                    }
                 }
             }
         }

@@ -7,7 +7,7 @@ use lynx_schema::catalogue::ModelSummary;
 use lynx_schema::config::Precision;
 use lynx_schema::derived::Derived;
 use lynx_schema::equilibrium::WindowStats;
-use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, WarmupRecord};
+use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord};
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
 use lynx_schema::sweep::LineEnd;
 use lynx_schema::value::{Finite, Reported};
@@ -203,7 +203,10 @@ pub fn derived_report(derived: &Derived) -> String {
         .sweep
         .iter()
         .filter(|l| l.end != LineEnd::LadderEnd)
-        .map(|l| format!("  {} {}: {}", l.step, l.len, l.end))
+        .map(|l| match l.mode {
+            StepMode::Eager => format!("  {} {}: {}", l.step, l.len, l.end),
+            mode => format!("  {} {} {mode}: {}", l.step, l.len, l.end),
+        })
         .collect();
     if !stopped.is_empty() {
         let _ = writeln!(out, "\nsweep lines that stopped before their ladder's end:\n{}", stopped.join("\n"));
@@ -409,7 +412,9 @@ fn frontier_section(derived: &Derived) -> String {
     let mut out = String::new();
     if !derived.frontier.is_empty() {
         let _ = writeln!(out, "\ndecode frontier (Pareto set of tok/s/user against tok/s/device):");
-        let mut rows = Table::new(["CTX", "BATCH", "TOK/S/USER", "TOK/S/DEVICE", "J/TOKEN"]);
+        let graphs = derived.decode_modes.is_some();
+        let mut rows =
+            Table::new(["CTX", "BATCH", "TOK/S/USER", "TOK/S/DEVICE", "J/TOKEN", if graphs { "MODE" } else { "" }]);
         for line in &derived.frontier {
             for p in &line.points {
                 rows.row([
@@ -418,11 +423,41 @@ fn frontier_section(derived: &Derived) -> String {
                     format!("{:.1}", p.tok_per_s_per_user.get()),
                     format!("{:.1}", p.tok_per_s_per_device.get()),
                     joules(p.joules_per_token),
+                    if graphs { p.mode.to_string() } else { String::new() },
                 ]);
             }
         }
         out.push_str(&indent(&rows.text(usize::MAX)));
     }
+    if let Some(modes) = &derived.decode_modes {
+        let _ = writeln!(out, "  decode figures use {modes}");
+    }
+    out.push_str(&eager_graph_section(derived));
+    out
+}
+
+/// Each decode shape measured eager and as a graph: what the host and the dispatcher cost a
+/// step on the device.
+fn eager_graph_section(derived: &Derived) -> String {
+    let mut out = String::new();
+    if derived.eager_graph.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\neager against graph (median step; the ratio is what issuing each kernel from the host costs):"
+    );
+    let mut rows = Table::new(["CTX", "BATCH", "EAGER", "GRAPH", "EAGER/GRAPH"]);
+    for pair in &derived.eager_graph {
+        rows.row([
+            pair.ctx.to_string(),
+            pair.batch.to_string(),
+            ms(pair.eager_step_s.get()),
+            ms(pair.graph_step_s.get()),
+            format!("{:.2}x", pair.eager_over_graph.get()),
+        ]);
+    }
+    out.push_str(&indent(&rows.text(usize::MAX)));
     out
 }
 

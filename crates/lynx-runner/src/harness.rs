@@ -5,8 +5,9 @@ use lynx_schema::result::{hex, Harness};
 use lynx_schema::value::Reported;
 use sha2::{Digest, Sha256};
 
-/// The harness section of a result for this process.
-pub fn describe(runtime: &Runtime) -> Harness {
+/// The harness section of a result for this process; `graphs`: whether it can capture decode
+/// steps as graphs, or why not.
+pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
     Harness {
         lynx_version: env!("CARGO_PKG_VERSION").to_owned(),
         git_commit: non_empty(env!("LYNX_GIT_COMMIT"), "lynx was built outside a git checkout"),
@@ -25,6 +26,7 @@ pub fn describe(runtime: &Runtime) -> Harness {
         torch_threads: tch::get_num_threads(),
         rustc: env!("LYNX_RUSTC").to_owned(),
         build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
+        graphs: Some(graphs),
     }
 }
 

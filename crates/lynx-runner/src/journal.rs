@@ -163,7 +163,7 @@ mod tests {
     use super::*;
 
     fn cell(batch: u32) -> CellRecord {
-        CellRecord::failed(CellShape::Decode { batch, ctx: 8 }, "x".into())
+        CellRecord::failed(CellShape::decode(batch, 8), "x".into())
     }
 
     #[test]

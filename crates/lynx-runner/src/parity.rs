@@ -127,10 +127,17 @@ pub fn calibrate_fp8(model: &Model, suite: &Suite) -> Result<Option<String>, Mod
 
 /// Relative error of each position's logits, prompt positions first.
 fn position_errors(logits: &ParityLogits) -> Result<Vec<f64>, tch::TchError> {
+    relative_errors(&logits.device, &logits.reference)
+}
+
+/// ‖logits − reference‖₂ / ‖reference‖₂ of each position of `[batch, positions, vocab]` logits,
+/// positions-major (every sequence's first position, then every second, …), in float64.
+pub(crate) fn relative_errors(logits: &Tensor, reference: &Tensor) -> Result<Vec<f64>, tch::TchError> {
     let norm = |t: &Tensor| t.f_square()?.f_sum_dim_intlist([-1i64].as_slice(), false, Kind::Double)?.f_sqrt();
-    let error = norm(&logits.device.f_sub(&logits.reference)?)?.f_div(&norm(&logits.reference)?)?;
+    let (logits, reference) = (logits.f_to_kind(Kind::Double)?, reference.f_to_kind(Kind::Double)?);
+    let error = norm(&logits.f_sub(&reference)?)?.f_div(&norm(&reference)?)?;
     // [batch, positions] → positions-major, so the prompt part is the first batch·prompt_len.
-    Vec::<f64>::try_from(error.f_transpose(0, 1)?.f_contiguous()?.f_reshape([-1])?)
+    Vec::<f64>::try_from(error.f_transpose(0, 1)?.f_contiguous()?.f_reshape([-1])?.f_to_device(Device::Cpu)?)
 }
 
 /// The medians of `logits`' per-position errors held to the bound for `precision`.
@@ -173,7 +180,7 @@ fn failed(detail: String, limit: f64) -> Check {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn shape(text: &str) -> ModelShape {
@@ -195,7 +202,8 @@ mod tests {
         intermediate_size = 96
     "#;
 
-    fn catalogue_parity_shapes() -> Vec<ModelShape> {
+    /// The catalogue's architectures, narrowed to unit-test size.
+    pub(crate) fn catalogue_parity_shapes() -> Vec<ModelShape> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
         let mut shapes = Vec::new();
         for name in ["llama-3.1-8b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-r1", "qwen3-30b-a3b"] {

@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn killed_workers_lose_only_their_cell_and_fruitless_deaths_give_up() {
         let (_out, run) = run_dir();
-        let shape = CellShape::Decode { batch: 4, ctx: 128 };
+        let shape = CellShape::decode(4, 128);
         crate::store::write_json_atomic(&run.current_path(), &shape).unwrap();
         let mut said = Vec::new();
         let end = supervise(&run, &mut shell("kill -9 $$"), &mut |line| said.push(line)).unwrap();

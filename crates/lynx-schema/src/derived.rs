@@ -21,6 +21,27 @@ pub struct Derived {
     pub price: PriceInputs,
     /// How each line of the sweep ended.
     pub sweep: Vec<SweepLine>,
+    /// Which decode mode the frontier and the latency-bounded figures use, where the run
+    /// measured graph cells beside eager ones: at each shape the faster of the modes whose
+    /// checks passed (absent when every decode cell was eager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_modes: Option<String>,
+    /// Each decode shape measured both eager and as a graph: what issuing the step's kernels
+    /// one by one (the host CPU and libtorch's dispatcher) costs on this device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub eager_graph: Vec<EagerGraph>,
+}
+
+/// One decode shape measured in both modes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EagerGraph {
+    pub batch: u32,
+    pub ctx: u32,
+    /// The cells' median steps (the full-depth estimates for a layer subset).
+    pub eager_step_s: Finite,
+    pub graph_step_s: Finite,
+    /// eager_step_s / graph_step_s: above 1 where the graph is faster.
+    pub eager_over_graph: Finite,
 }
 
 /// The Pareto set of (tok/s/user, tok/s/device) over the decode cells at one context, ascending
@@ -37,6 +58,9 @@ pub struct FrontierPoint {
     pub tok_per_s_per_user: Finite,
     pub tok_per_s_per_device: Finite,
     pub joules_per_token: Option<Finite>,
+    /// The decode mode of the cell the point comes from (absent: eager).
+    #[serde(default, skip_serializing_if = "crate::result::StepMode::is_eager")]
+    pub mode: crate::result::StepMode,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -154,6 +154,9 @@ pub enum CheckName {
     Throttling,
     /// No cell above a measured ceiling.
     Roofline,
+    /// A replayed graph step gave the eager step's logits (same weights, same inputs) within
+    /// the precision's parity bound; graph cells are measured only after it passed.
+    GraphParity,
 }
 
 impl CheckName {
@@ -165,6 +168,7 @@ impl CheckName {
             CheckName::TelemetryCoverage => "telemetry_coverage",
             CheckName::Throttling => "throttling",
             CheckName::Roofline => "roofline",
+            CheckName::GraphParity => "graph_parity",
         }
     }
 }
@@ -222,6 +226,10 @@ pub struct Harness {
     pub torch_threads: i32,
     /// Compiler that built lynx.
     pub rustc: String,
+    /// Whether decode steps could be captured and replayed as CUDA (or HIP) graphs in this
+    /// process, or why not (absent in results made before lynx measured graphs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<Reported<bool>>,
     /// Cargo profile of the build (release, debug).
     pub build_profile: String,
 }
@@ -435,8 +443,47 @@ pub enum CellShape {
     /// A forward pass over `batch` prompts of `prompt_len` tokens into an empty KV cache.
     Prefill { batch: u32, prompt_len: u32 },
     /// One token for each of `batch` sequences whose KV cache holds `ctx` tokens at the first
-    /// measured step and one more at each following step.
-    Decode { batch: u32, ctx: u32 },
+    /// measured step and one more at each following step, issued as `mode` says (absent in a
+    /// result: eager, as every decode cell was before lynx measured graphs).
+    Decode {
+        batch: u32,
+        ctx: u32,
+        #[serde(default, skip_serializing_if = "StepMode::is_eager")]
+        mode: StepMode,
+    },
+}
+
+/// How a decode cell's steps were issued to the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepMode {
+    /// Each step's kernels launched one by one by the host, through libtorch's dispatcher.
+    #[default]
+    Eager,
+    /// The step captured once as a CUDA graph (a HIP graph on ROCm) and replayed: one launch a
+    /// step, with the cache position and the step's tokens updated in place on the device.
+    Graph,
+}
+
+impl StepMode {
+    pub const ALL: [StepMode; 2] = [StepMode::Eager, StepMode::Graph];
+
+    pub fn is_eager(&self) -> bool {
+        *self == StepMode::Eager
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepMode::Eager => "eager",
+            StepMode::Graph => "graph",
+        }
+    }
+}
+
+impl std::fmt::Display for StepMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl CellShape {
@@ -454,6 +501,23 @@ impl CellShape {
         }
     }
 
+    pub fn is_decode(&self) -> bool {
+        matches!(self, CellShape::Decode { .. })
+    }
+
+    /// How the steps were issued: prefill is always eager.
+    pub fn mode(&self) -> StepMode {
+        match *self {
+            CellShape::Prefill { .. } => StepMode::Eager,
+            CellShape::Decode { mode, .. } => mode,
+        }
+    }
+
+    /// An eager decode cell.
+    pub fn decode(batch: u32, ctx: u32) -> CellShape {
+        CellShape::Decode { batch, ctx, mode: StepMode::Eager }
+    }
+
     /// Tokens one step produces (decode: one per sequence) or reads (prefill: every prompt token).
     pub fn tokens_per_step(&self) -> u64 {
         match *self {
@@ -467,7 +531,8 @@ impl std::fmt::Display for CellShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CellShape::Prefill { batch, prompt_len } => write!(f, "prefill batch {batch} prompt {prompt_len}"),
-            CellShape::Decode { batch, ctx } => write!(f, "decode batch {batch} ctx {ctx}"),
+            CellShape::Decode { batch, ctx, mode: StepMode::Eager } => write!(f, "decode batch {batch} ctx {ctx}"),
+            CellShape::Decode { batch, ctx, mode } => write!(f, "decode batch {batch} ctx {ctx} {mode}"),
         }
     }
 }
@@ -592,6 +657,12 @@ pub struct CellRecord {
     /// is issued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_bound: Option<bool>,
+    /// Graph cells: the keys each step's attention spans. A graph step attends over the cache's
+    /// whole capacity with the keys past its position masked out, so that one capture serves
+    /// every position; its roofline work counts these padded keys, not the context. Absent for
+    /// eager cells, which attend the context alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attended: Option<u32>,
 }
 
 /// How a step runs a mixture of experts' routed experts, none of them copying per-expert counts
@@ -720,6 +791,7 @@ impl CellRecord {
             experts: None,
             issue_median_s: None,
             launch_bound: None,
+            attended: None,
         }
     }
 }

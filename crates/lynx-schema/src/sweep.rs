@@ -106,6 +106,9 @@ impl std::fmt::Display for StepKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepLine {
     pub step: StepKind,
+    /// Decode lines: how the line's steps were issued (absent: eager).
+    #[serde(default, skip_serializing_if = "crate::result::StepMode::is_eager")]
+    pub mode: crate::result::StepMode,
     /// The prompt length (prefill) or starting context (decode) of the line.
     pub len: u32,
     /// The batches the ladder offers.

@@ -51,10 +51,10 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
     let mut result: RunResult = read_json(&path, "result")?;
     let (_, cells) = Journal::open(&run.journal_path())?;
     let bounds = bounds_for(&result.config.suite.bounds, &result.config.model);
-    let plan = sweep::plan(&result.config.suite, &bounds, &cells);
+    let plan = sweep::plan(&result.config.suite, &bounds, &cells, &sweep::decode_modes(&result.checks));
     result.status = if plan.next.is_none() { RunStatus::Complete } else { RunStatus::Partial };
     result.cells = cells;
-    result.checks.retain(|c| c.name == CheckName::Parity);
+    result.checks.retain(|c| matches!(c.name, CheckName::Parity | CheckName::GraphParity));
     let warmups: Vec<&WarmupRecord> = result.warmup.iter().chain(&result.resumed_warmups).collect();
     let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
     let checks = measurement_checks(&warmups, &result.cells, device_source);

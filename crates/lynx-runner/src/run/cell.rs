@@ -1,12 +1,12 @@
 //! One cell measured: an untimed step, then timed steps until the suite's limits, summarised
 //! into the cell's record with its telemetry.
 
-use super::warmup::to_host;
+use super::graph::{Graphs, StepBuffers};
 use crate::telemetry::RunTelemetry;
 use lynx_analysis::memory::{decode_capacity, expected_decode_steps};
 use lynx_models::{KvCache, Model, ModelError};
 use lynx_schema::config::MeasureConfig;
-use lynx_schema::result::{AttentionKernel, CellRecord, CellShape};
+use lynx_schema::result::{AttentionKernel, CellRecord, CellShape, StepMode};
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::Finite;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,16 +48,24 @@ pub(super) fn measure_cell(
     head_only: Option<&HeadOnly>,
     shape: CellShape,
     limits: &MeasureConfig,
+    graphs: &Graphs,
     telemetry: &RunTelemetry,
     stop: &AtomicBool,
 ) -> Option<CellRecord> {
     let clock = || telemetry.now_s();
     let run = |model: &Model| -> Result<(StepTimeSummary, Measured), CellFailure> {
         let measured = match shape {
-            CellShape::Prefill { batch, prompt_len } => measure_prefill(model, batch, prompt_len, limits, &clock, stop),
-            CellShape::Decode { batch, ctx } => measure_decode(model, batch, ctx, limits, &clock, stop),
+            CellShape::Prefill { batch, prompt_len } => {
+                measure_prefill(model, batch, prompt_len, limits, &clock, stop).map_err(|e| e.to_string())
+            }
+            CellShape::Decode { batch, ctx, mode: StepMode::Eager } => {
+                measure_decode(model, batch, ctx, limits, &clock, stop).map_err(|e| e.to_string())
+            }
+            CellShape::Decode { batch, ctx, mode: StepMode::Graph } => {
+                measure_graph_decode(model, graphs, batch, ctx, limits, &clock, stop)
+            }
         }
-        .map_err(|e| without_backtrace(&e.to_string()))?
+        .map_err(|e| without_backtrace(&e))?
         .ok_or(CellFailure::Stopped)?;
         Ok((lynx_analysis::stats::summarise(&measured.step_s).map_err(|e| e.to_string())?, measured))
     };
@@ -79,6 +87,7 @@ pub(super) fn measure_cell(
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         cell.attention = measured.attention;
+        cell.attended = measured.attended;
         cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
         let issue_median_s = lynx_analysis::stats::median(&measured.issue_s).map_err(|e| e.to_string())?;
         cell.issue_median_s = Finite::new(issue_median_s, "issue time").ok();
@@ -113,6 +122,8 @@ struct Measured {
     attention: Option<AttentionKernel>,
     /// Each timed step's host issue time.
     issue_s: Vec<f64>,
+    /// Graph steps: the keys each attends (the cache's capacity).
+    attended: Option<u32>,
 }
 
 fn measure_prefill(
@@ -131,17 +142,18 @@ fn measure_prefill(
     Ok(timed_steps(limits, clock, stop, step)?.map(|m| Measured { attention, ..m }))
 }
 
-/// A decode cell: its cache holds the context, two untimed steps, and the timed steps the cell
-/// is expected to take (from the second untimed step's time; at least `min_steps`), not
-/// `max_steps` of room it would never use. The timed steps stop when that room is used.
-fn measure_decode(
+/// A decode cell's cache, sized by running its two untimed steps with `untimed`: it holds the
+/// context, the two untimed steps, and the timed steps the cell is expected to take (from the
+/// second untimed step's time; at least `min_steps`), not `max_steps` of room it would never
+/// use. The limits come back with `max_steps` cut to that room, so that the timed steps stop
+/// when it is used.
+fn sized_cache(
     model: &Model,
     batch: u32,
     ctx: u32,
     limits: &MeasureConfig,
-    clock: &dyn Fn() -> f64,
-    stop: &AtomicBool,
-) -> Result<Option<Measured>, ModelError> {
+    mut untimed: impl FnMut(&mut KvCache) -> Result<(), ModelError>,
+) -> Result<(KvCache, MeasureConfig), ModelError> {
     let (batch, ctx_tokens) = (i64::from(batch), i64::from(ctx));
     let cache_for = |steps: u32| -> Result<KvCache, ModelError> {
         let capacity = i64::try_from(decode_capacity(ctx, steps)).unwrap_or(i64::MAX);
@@ -150,10 +162,9 @@ fn measure_decode(
         Ok(cache)
     };
     let mut cache = cache_for(limits.min_steps)?;
-    let mut tokens = model.random_tokens(batch, 1)?;
-    tokens = issued(|| model.decode(&tokens, &mut cache))?.0;
+    untimed(&mut cache)?;
     let second = Instant::now();
-    tokens = issued(|| model.decode(&tokens, &mut cache))?.0;
+    untimed(&mut cache)?;
     let steps = expected_decode_steps(limits, second.elapsed().as_secs_f64());
     if steps > limits.min_steps {
         // The small cache goes first; a larger one that does not fit leaves the cell at
@@ -166,21 +177,80 @@ fn measure_decode(
     }
     let room = u32::try_from(cache.capacity() - ctx_tokens - 2).unwrap_or(limits.min_steps);
     cache.truncate(ctx_tokens);
-    let limits = MeasureConfig { max_steps: room.min(limits.max_steps), ..limits.clone() };
+    Ok((cache, MeasureConfig { max_steps: room.min(limits.max_steps), ..limits.clone() }))
+}
+
+/// An eager decode cell: each step issued by the host (see [`sized_cache`] for its room).
+fn measure_decode(
+    model: &Model,
+    batch: u32,
+    ctx: u32,
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+    stop: &AtomicBool,
+) -> Result<Option<Measured>, ModelError> {
+    let mut tokens = model.random_tokens(i64::from(batch), 1)?;
+    let (mut cache, limits) = sized_cache(model, batch, ctx, limits, |cache| {
+        tokens = issued(|| model.decode(&tokens, cache))?.0;
+        Ok(())
+    })?;
     let attention = model.attention_kernel(&cache, 1)?;
     let measured = timed_steps(&limits, clock, stop, || {
         let (next, issue_s) = issued(|| model.decode(&tokens, &mut cache))?;
         tokens = next;
-        Ok(issue_s)
+        Ok::<f64, ModelError>(issue_s)
     })?;
     let ctx_end = Some(u32::try_from(cache.len() - 1).unwrap_or(u32::MAX));
     Ok(measured.map(|m| Measured { ctx_end, attention, ..m }))
 }
 
+/// A graph decode cell: the graph-safe step run twice untimed (which sizes the cache as an
+/// eager cell's is sized), captured once over the cell's cache, replayed once untimed, then
+/// replayed for the timed steps from position `ctx`, each ended by copying its tokens to the
+/// host. Every step attends the cache's whole capacity, which the cell records.
+fn measure_graph_decode(
+    model: &Model,
+    graphs: &Graphs,
+    batch: u32,
+    ctx: u32,
+    limits: &MeasureConfig,
+    clock: &dyn Fn() -> f64,
+    stop: &AtomicBool,
+) -> Result<Option<Measured>, String> {
+    let model_error = |e: ModelError| e.to_string();
+    let start = i64::from(ctx);
+    let tokens = model.random_tokens(i64::from(batch), 1).map_err(model_error)?;
+    let buffers = StepBuffers::new(&tokens, start, None).map_err(model_error)?;
+    let (cache, limits) = sized_cache(model, batch, ctx, limits, |cache| {
+        buffers.step(model, cache)?;
+        to_host(&buffers.tokens)
+    })
+    .map_err(model_error)?;
+    buffers.rewind(start).map_err(model_error)?;
+    let attention = model.device_attention_kernel(&cache).map_err(model_error)?;
+    let mut captured = graphs.capture(|| buffers.step(model, &cache))?;
+    // The first replay uploads the graph: untimed, and its position is used again.
+    captured.replay()?;
+    to_host(&buffers.tokens).map_err(model_error)?;
+    buffers.rewind(start).map_err(model_error)?;
+    let measured = timed_steps(&limits, clock, stop, || {
+        let issue = Instant::now();
+        captured.replay()?;
+        let issue_s = issue.elapsed().as_secs_f64();
+        to_host(&buffers.tokens).map_err(model_error)?;
+        Ok::<f64, String>(issue_s)
+    })?;
+    let attended = u32::try_from(cache.capacity()).ok();
+    Ok(measured.map(|m| {
+        let ctx_end = u32::try_from(m.step_s.len()).ok().map(|n| ctx + n.saturating_sub(1));
+        Measured { ctx_end, attention, attended, ..m }
+    }))
+}
+
 /// Issue a step with `call` and end it by copying its tokens to the host, as a serving engine
 /// does each step (the copy waits for the device); the tokens and the seconds until `call`
 /// returned, the host's issue time.
-fn issued(call: impl FnOnce() -> Result<Tensor, ModelError>) -> Result<(Tensor, f64), ModelError> {
+pub(super) fn issued(call: impl FnOnce() -> Result<Tensor, ModelError>) -> Result<(Tensor, f64), ModelError> {
     let start = Instant::now();
     let tokens = call()?;
     let issue_s = start.elapsed().as_secs_f64();
@@ -188,15 +258,22 @@ fn issued(call: impl FnOnce() -> Result<Tensor, ModelError>) -> Result<(Tensor, 
     Ok((tokens, issue_s))
 }
 
+/// Copy generated tokens to the host, as a serving engine does each step. The copy waits for the
+/// device to finish the step, so it is where a timed step ends.
+fn to_host(tokens: &Tensor) -> Result<(), ModelError> {
+    let _on_host = tokens.f_to_device(tch::Device::Cpu)?;
+    Ok(())
+}
+
 /// Run `step` (which returns its issue time) at least `min_steps` times and `min_s` seconds, at
 /// most `max_steps` times; `None` when `stop` is raised first (checked between steps, so a step
 /// in flight finishes).
-fn timed_steps(
+fn timed_steps<E>(
     limits: &MeasureConfig,
     clock: &dyn Fn() -> f64,
     stop: &AtomicBool,
-    mut step: impl FnMut() -> Result<f64, ModelError>,
-) -> Result<Option<Measured>, ModelError> {
+    mut step: impl FnMut() -> Result<f64, E>,
+) -> Result<Option<Measured>, E> {
     let mut step_s = Vec::new();
     let mut issue_s = Vec::new();
     let window_start = clock();
@@ -213,5 +290,5 @@ fn timed_steps(
     }
     let measured_s = start.elapsed().as_secs_f64();
     let window_s = (window_start, clock());
-    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s, attention: None, issue_s }))
+    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s, attention: None, issue_s, attended: None }))
 }

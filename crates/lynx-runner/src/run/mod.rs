@@ -4,6 +4,7 @@
 
 mod assemble;
 mod cell;
+mod graph;
 mod start;
 mod warmup;
 mod work;

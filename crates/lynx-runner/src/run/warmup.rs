@@ -1,6 +1,7 @@
 //! Warm-up: the heaviest decode step in a loop until the device reaches equilibrium or the
 //! detector gives up.
 
+use super::cell::issued;
 use super::{Observer, WarmupProgress};
 use crate::telemetry::RunTelemetry;
 use crate::RunError;
@@ -26,7 +27,7 @@ fn warmup_state(model: &Model, batch: u32, ctx: u32) -> Result<(KvCache, tch::Te
     let mut cache = KvCache::new(model, i64::from(batch), i64::from(ctx) + WARMUP_CACHE_ROOM)?;
     cache.fill_random(i64::from(ctx))?;
     let tokens = model.random_tokens(i64::from(batch), 1)?;
-    let tokens = decode_step(model, &tokens, &mut cache)?;
+    let tokens = issued(|| model.decode(&tokens, &mut cache))?.0;
     Ok((cache, tokens))
 }
 
@@ -70,7 +71,7 @@ pub(super) fn warm_up(
             cache.truncate(i64::from(ctx));
         }
         let step_start = Instant::now();
-        tokens = decode_step(model, &tokens, &mut cache).map_err(model_error)?;
+        tokens = issued(|| model.decode(&tokens, &mut cache)).map_err(model_error)?.0;
         let step_s = step_start.elapsed().as_secs_f64();
         steps += 1;
         let now_s = telemetry.now_s();
@@ -111,18 +112,4 @@ pub(super) fn warm_up(
             segment: None,
         }));
     }
-}
-
-/// One decode step; done when the new tokens are on the host.
-pub(super) fn decode_step(model: &Model, tokens: &tch::Tensor, cache: &mut KvCache) -> Result<tch::Tensor, ModelError> {
-    let next = model.decode(tokens, cache)?;
-    to_host(&next)?;
-    Ok(next)
-}
-
-/// Copy generated tokens to the host, as a serving engine does each step. The copy waits for the
-/// device to finish the step, so it is where a timed step ends.
-pub(super) fn to_host(tokens: &tch::Tensor) -> Result<(), ModelError> {
-    let _on_host = tokens.f_to_device(tch::Device::Cpu)?;
-    Ok(())
 }

@@ -3,6 +3,7 @@
 //! starts.
 
 use super::cell::{measure_cell, HeadOnly};
+use super::graph::{graph_parity, Graphs};
 use super::warmup::warm_up;
 use super::{model_error, next_segment, poisons_the_context, remove, Observer, WorkEnd, SIMULATE_POISON_VAR};
 use crate::devices::Device;
@@ -20,8 +21,8 @@ use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
 use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::result::{
-    CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, HostRecord, RunPlan, RunResult, RunStatus,
-    WeightsRecord, RESULT_SCHEMA,
+    CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, Harness, HostRecord, RunPlan, RunResult,
+    RunStatus, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::time::rfc3339_utc;
@@ -38,13 +39,16 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     let plan = run.read_plan()?;
     let (journal, done) = Journal::open(&run.journal_path())?;
     let bounds = bounds_for(&plan.suite.bounds, &plan.model);
-    if sweep::plan(&plan.suite, &bounds, &done).next.is_none() && run.result_path().exists() {
-        return Ok(WorkEnd::Done);
-    }
     let host = crate::host_record();
     let device = crate::devices::find(plan.device, &host)?;
-    let setup = Setup::new(&plan, &device)?;
     let earlier = earlier_result(run, &plan, &device)?;
+    if let Some(earlier) = &earlier {
+        if sweep::plan(&plan.suite, &bounds, &done, &sweep::decode_modes(&earlier.checks)).next.is_none() {
+            return Ok(WorkEnd::Done);
+        }
+    }
+    let setup = Setup::new(&plan, &device)?;
+    let graphs = Graphs::for_device(device.torch);
     // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
     // anything is measured.
     let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == CheckName::Parity)) {
@@ -60,12 +64,15 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         &rfc3339_utc(unix_now_s()),
     )?;
     let mut result = match earlier {
-        Some(result) => resumed(result, &telemetry, runtime),
-        None => fresh(&plan, &device, host, setup.config.clone(), &telemetry, parity, runtime),
+        Some(result) => resumed(result, &telemetry, runtime, &graphs),
+        None => {
+            let harness = crate::harness::describe(runtime, graphs.record());
+            fresh(&plan, &device, host, setup.config.clone(), &telemetry, parity, harness)
+        }
     };
     // The journal is the record of the cells; the result carries them, and gains each new one.
     result.cells = done;
-    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, stop };
+    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, graphs, stop };
     let end = turn.measure(&setup, &bounds)?;
     remove(&run.current_path())?;
     turn.telemetry.finish()?;
@@ -172,12 +179,12 @@ fn earlier_result(run: &RunDir, plan: &RunPlan, device: &Device) -> Result<Optio
 
 /// Back to a run in progress: what the last assembly derived is derived again at the end, from
 /// the whole journal.
-fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime) -> RunResult {
+fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime, graphs: &Graphs) -> RunResult {
     result.status = RunStatus::Incomplete;
-    result.checks.retain(|c| c.name == CheckName::Parity);
+    result.checks.retain(|c| matches!(c.name, CheckName::Parity | CheckName::GraphParity));
     result.derived = None;
     result.telemetry = telemetry.record.clone();
-    result.harness = crate::harness::describe(runtime);
+    result.harness = crate::harness::describe(runtime, graphs.record());
     result
 }
 
@@ -189,7 +196,7 @@ fn fresh(
     config: ConfigRecord,
     telemetry: &RunTelemetry,
     parity: Check,
-    runtime: &Runtime,
+    harness: Harness,
 ) -> RunResult {
     RunResult {
         schema: RESULT_SCHEMA.to_owned(),
@@ -197,7 +204,7 @@ fn fresh(
         status: RunStatus::Incomplete,
         started_at: plan.started_at.clone(),
         updated_at: plan.started_at.clone(),
-        harness: crate::harness::describe(runtime),
+        harness,
         device: device.record.clone(),
         host,
         config,
@@ -222,6 +229,8 @@ struct Turn<'a> {
     telemetry: RunTelemetry,
     segment: u32,
     device: Device,
+    /// How this process captures decode steps as graphs, or why it cannot.
+    graphs: Graphs,
     stop: &'a AtomicBool,
 }
 
@@ -275,6 +284,7 @@ impl Turn<'_> {
         let model = setup.build(&setup.shape, &setup.layers, &context)?;
         self.result.fp8_input_scales =
             crate::parity::calibrate_fp8(&model, suite).map_err(|e| model_error(&context, e))?;
+        self.check_graphs(&model, suite.precision)?;
         if !self.warm(&model, setup)? {
             return Ok(WorkEnd::Stopped);
         }
@@ -288,6 +298,18 @@ impl Turn<'_> {
         }
         let head_only = setup.head_only()?;
         self.sweep(&model, head_only.as_ref(), setup, bounds)
+    }
+
+    /// The graph parity check, once per run, where this process can capture graphs: graph
+    /// lines are measured only after it passed (a resumed run keeps its verdict).
+    fn check_graphs(&mut self, model: &Model, precision: lynx_schema::config::Precision) -> Result<(), RunError> {
+        if !self.graphs.available() || self.result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
+            return Ok(());
+        }
+        let check = graph_parity(model, &self.graphs, precision);
+        self.observer.checked(&check);
+        self.result.checks.push(check);
+        self.save()
     }
 
     /// Warm up to equilibrium (or give up) and record it; `false` when `stop` was raised.
@@ -317,9 +339,10 @@ impl Turn<'_> {
         bounds: &[LatencyBound],
     ) -> Result<WorkEnd, RunError> {
         let suite = &setup.config.suite;
+        let modes = sweep::decode_modes(&self.result.checks);
         let most_cells = suite.prefill.ladder().batches().len() * suite.prefill.prompt_lens.len()
-            + suite.decode.ladder().batches().len() * suite.decode.ctxs.len();
-        while let Some(shape) = sweep::plan(suite, bounds, &self.result.cells).next {
+            + suite.decode.ladder().batches().len() * suite.decode.ctxs.len() * modes.len();
+        while let Some(shape) = sweep::plan(suite, bounds, &self.result.cells, &modes).next {
             if self.stop.load(Ordering::SeqCst) {
                 return Ok(WorkEnd::Stopped);
             }
@@ -335,7 +358,15 @@ impl Turn<'_> {
                         "CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})"
                     ),
                 ),
-                None => match measure_cell(model, head_only, shape, &suite.measure, &self.telemetry, self.stop) {
+                None => match measure_cell(
+                    model,
+                    head_only,
+                    shape,
+                    &suite.measure,
+                    &self.graphs,
+                    &self.telemetry,
+                    self.stop,
+                ) {
                     Some(cell) => cell,
                     None => return Ok(WorkEnd::Stopped),
                 },

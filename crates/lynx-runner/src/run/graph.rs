@@ -1,0 +1,235 @@
+//! Decode steps as CUDA graphs (HIP graphs on ROCm): whether this process can capture them, the
+//! graph-safe step captured once per cell and replayed, and the check that a replay computes what
+//! the eager step does.
+//!
+//! A graph step reads its tokens and its cache position from device tensors and writes its
+//! greedy tokens back over the tokens it read and the next position over the position, so that
+//! every replay is the next step with no host work but the one launch.
+
+use crate::cuda::CudaGraph;
+use lynx_models::{KvCache, Logits, Model, ModelError};
+use lynx_schema::config::Precision;
+use lynx_schema::result::{Check, CheckName};
+use lynx_schema::value::{Finite, Reported};
+use tch::{Kind, Tensor};
+
+/// A test hook: on a CPU, `LYNX_TEST_GRAPHS=reissue` makes graph mode available through a
+/// stand-in that keeps the step at capture and issues it again at each replay (no graph exists),
+/// so that the graph path (capture, the in-place position and tokens, the replay limit, the
+/// parity check, graph lines and the reports) is tested on hosts without a GPU. A result made so
+/// says it in its harness and its graph parity check.
+pub const SIMULATE_GRAPHS_VAR: &str = "LYNX_TEST_GRAPHS";
+
+/// What the hook's stand-in is called in a result.
+const REISSUE: &str = "simulated by LYNX_TEST_GRAPHS=reissue: each replay issues the step again; no graph was captured";
+
+/// How this process captures decode steps, or why it cannot.
+#[derive(Debug, Clone)]
+pub(crate) enum Graphs {
+    /// libtorch's CUDAGraph on GPU `index`, through the CUDA shim.
+    Cuda(usize),
+    /// The test hook's stand-in ([`SIMULATE_GRAPHS_VAR`]).
+    Reissue,
+    Unavailable(String),
+}
+
+impl Graphs {
+    /// Graphs on `device`: a GPU whose libtorch backend and the shim loaded.
+    pub(crate) fn for_device(device: tch::Device) -> Graphs {
+        match device {
+            tch::Device::Cuda(index) => match crate::cuda::shim() {
+                Ok(_) => Graphs::Cuda(index),
+                Err(reason) => Graphs::Unavailable(reason),
+            },
+            _ if std::env::var(SIMULATE_GRAPHS_VAR).is_ok_and(|v| v == "reissue") => Graphs::Reissue,
+            other => Graphs::Unavailable(format!(
+                "graphs are captured on CUDA and ROCm devices only, and this run is on {other:?}"
+            )),
+        }
+    }
+
+    /// The harness's record: available (with the stand-in named), or why not.
+    pub(crate) fn record(&self) -> Reported<bool> {
+        match self {
+            Graphs::Cuda(_) => Reported::Known(true),
+            Graphs::Reissue => Reported::unavailable(REISSUE),
+            Graphs::Unavailable(reason) => Reported::unavailable(reason.clone()),
+        }
+    }
+
+    pub(crate) fn available(&self) -> bool {
+        !matches!(self, Graphs::Unavailable(_))
+    }
+
+    /// Capture the work `step` issues, to be run by [`Captured::replay`]. On a GPU the capture
+    /// records the work without running it.
+    pub(crate) fn capture<'a>(
+        &self,
+        step: impl FnMut() -> Result<(), ModelError> + 'a,
+    ) -> Result<Captured<'a>, String> {
+        match self {
+            Graphs::Cuda(index) => CudaGraph::capture(*index, step).map(|(graph, ())| Captured::Cuda(graph)),
+            Graphs::Reissue => Ok(Captured::Reissue(Box::new(step))),
+            Graphs::Unavailable(reason) => Err(reason.clone()),
+        }
+    }
+}
+
+/// A captured step.
+pub(crate) enum Captured<'a> {
+    Cuda(CudaGraph),
+    Reissue(Box<dyn FnMut() -> Result<(), ModelError> + 'a>),
+}
+
+impl Captured<'_> {
+    /// Launch the step once (it runs asynchronously on a GPU).
+    pub(crate) fn replay(&mut self) -> Result<(), String> {
+        match self {
+            Captured::Cuda(graph) => graph.replay(),
+            Captured::Reissue(step) => step().map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The device tensors a graph step reads and writes in place.
+pub(crate) struct StepBuffers {
+    /// `[batch, 1]` int64: the step's input tokens, then its greedy output, fed to the next step.
+    pub tokens: Tensor,
+    /// `[1]` int64: the cache position the step writes and attends up to; advanced by each step.
+    pub position: Tensor,
+    /// `[batch, 1, vocab]`: the step's logits, where a check needs them (copying them costs a
+    /// step at large batch a visible share of its time, so measured cells keep none).
+    pub logits: Option<Tensor>,
+}
+
+impl StepBuffers {
+    /// Buffers for steps from position `position`, starting from `tokens`.
+    pub(crate) fn new(tokens: &Tensor, position: i64, logits: Option<Tensor>) -> Result<StepBuffers, ModelError> {
+        let at = Tensor::f_full([1], position, (Kind::Int64, tokens.device()))?;
+        Ok(StepBuffers { tokens: tokens.f_detach_copy()?, position: at, logits })
+    }
+
+    /// Back to position `position` (the tokens stay).
+    pub(crate) fn rewind(&self, position: i64) -> Result<(), ModelError> {
+        let _ = self.position.shallow_clone().f_fill_(position)?;
+        Ok(())
+    }
+
+    /// One graph-safe decode step over `cache`: the model's step at the position, its greedy
+    /// tokens written over the tokens it read, the position advanced (and the logits kept where
+    /// asked). Nothing here waits for the device.
+    pub(crate) fn step(&self, model: &Model, cache: &KvCache) -> Result<(), ModelError> {
+        let logits = model.decode_on_device(&self.tokens, cache, &self.position)?;
+        self.tokens.shallow_clone().f_copy_(&logits.f_argmax(-1, false)?)?;
+        let _ = self.position.shallow_clone().f_add_scalar_(1)?;
+        if let Some(kept) = &self.logits {
+            kept.shallow_clone().f_copy_(&logits)?;
+        }
+        Ok(())
+    }
+}
+
+/// Sequences and cached tokens of the graph parity check.
+const PARITY_BATCH: i64 = 2;
+const PARITY_CTX: i64 = 16;
+
+/// The graph parity check: on `model` (the measured one), a captured step replayed twice gives
+/// the eager step's logits for the same cache and tokens within the parity bound of
+/// `precision`, each replay advancing the position and feeding its own tokens back.
+pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision) -> Check {
+    let limit = crate::parity::tolerance(precision);
+    let (passed, detail, measured) = match replayed_errors(model, graphs) {
+        Ok(errors) => {
+            let worst = errors.iter().copied().fold(0.0, f64::max);
+            let passed = errors.iter().all(|e| e.is_finite()) && worst <= limit;
+            let how = if matches!(graphs, Graphs::Reissue) { format!("; {REISSUE}") } else { String::new() };
+            let detail = format!(
+                "a replayed graph step's logits against the eager step's, two steps at batch {PARITY_BATCH} after \
+                 {PARITY_CTX} cached tokens: worst relative error {worst:.2e} at {precision} (limit {limit:.0e}){how}"
+            );
+            (passed, detail, Finite::new(worst, "graph parity error").ok())
+        }
+        Err(error) => (false, format!("the graph step could not be captured or replayed: {error}"), None),
+    };
+    Check { name: CheckName::GraphParity, passed, detail, measured, limit: Finite::new(limit, "parity limit").ok() }
+}
+
+/// Each sequence's relative logit error of two replays against two eager steps.
+fn replayed_errors(model: &Model, graphs: &Graphs) -> Result<Vec<f64>, String> {
+    let torch = |e: tch::TchError| e.to_string();
+    let model_error = |e: ModelError| e.to_string();
+    let mut eager = KvCache::new(model, PARITY_BATCH, PARITY_CTX + 2).map_err(model_error)?;
+    eager.fill_random(PARITY_CTX).map_err(model_error)?;
+    let cache = eager.duplicate().map_err(model_error)?;
+    let first = model.random_tokens(PARITY_BATCH, 1).map_err(model_error)?;
+    let expected_first = model.forward(&first, &mut eager, Logits::Last).map_err(model_error)?;
+    let logits = expected_first.f_zeros_like().map_err(torch)?;
+    let buffers = StepBuffers::new(&first, PARITY_CTX, Some(logits)).map_err(model_error)?;
+    // One eager run of the graph step first, as capture wants (libraries initialise lazily);
+    // it writes the same keys and values the first replay does.
+    buffers.step(model, &cache).map_err(model_error)?;
+    buffers.tokens.shallow_clone().f_copy_(&first).map_err(torch)?;
+    buffers.rewind(PARITY_CTX).map_err(model_error)?;
+    let mut captured = graphs.capture(|| buffers.step(model, &cache))?;
+    let kept = buffers.logits.as_ref().ok_or("the parity step keeps its logits")?;
+    captured.replay()?;
+    let mut errors = crate::parity::relative_errors(kept, &expected_first).map_err(torch)?;
+    // The second step's tokens are those the first replay chose, for the eager step too.
+    let second = buffers.tokens.f_detach_copy().map_err(torch)?;
+    let expected_second = model.forward(&second, &mut eager, Logits::Last).map_err(model_error)?;
+    captured.replay()?;
+    errors.extend(crate::parity::relative_errors(kept, &expected_second).map_err(torch)?);
+    Ok(errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parity::{parity_shape, tests::catalogue_parity_shapes};
+
+    /// The check passes through the stand-in on a CPU for every catalogue architecture (dense,
+    /// MoE, MLA, sinks and sliding windows): two replays, each advancing the position and feeding
+    /// its tokens back, give the eager steps' logits.
+    #[test]
+    fn replays_give_the_eager_steps_logits() {
+        for shape in catalogue_parity_shapes() {
+            let model = Model::new(&parity_shape(&shape, 2), Precision::Fp32, tch::Device::Cpu, 3).unwrap();
+            let check = graph_parity(&model, &Graphs::Reissue, Precision::Fp32);
+            assert!(check.passed, "{}: {check:?}", shape.name);
+            assert!(check.measured.unwrap().get() < 1e-5, "{}: {check:?}", shape.name);
+            assert!(check.detail.contains("simulated by LYNX_TEST_GRAPHS"), "{}", check.detail);
+        }
+    }
+
+    /// A step advances its position on the device; a rewind puts it back.
+    #[test]
+    fn a_step_advances_the_position_and_a_rewind_puts_it_back() {
+        let model = Model::new(&catalogue_parity_shapes()[0], Precision::Fp32, tch::Device::Cpu, 3).unwrap();
+        let mut cache = KvCache::new(&model, 1, 8).unwrap();
+        cache.fill_random(4).unwrap();
+        let tokens = model.random_tokens(1, 1).unwrap();
+        let buffers = StepBuffers::new(&tokens, 4, None).unwrap();
+        buffers.step(&model, &cache).unwrap();
+        assert_eq!(buffers.position.int64_value(&[0]), 5);
+        buffers.rewind(4).unwrap();
+        assert_eq!(buffers.position.int64_value(&[0]), 4);
+    }
+
+    /// Where graphs are unavailable the check fails with the reason (it is not made on such a
+    /// run; this is what a capture that fails on a GPU records).
+    #[test]
+    fn a_step_that_cannot_be_captured_fails_the_check_with_the_reason() {
+        let model = Model::new(&catalogue_parity_shapes()[0], Precision::Fp32, tch::Device::Cpu, 3).unwrap();
+        let check = graph_parity(&model, &Graphs::Unavailable("no GPU here".into()), Precision::Fp32);
+        assert!(!check.passed && check.detail.contains("no GPU here"), "{check:?}");
+    }
+
+    #[test]
+    fn a_cpu_has_no_graphs_unless_the_hook_asks() {
+        if std::env::var(SIMULATE_GRAPHS_VAR).is_err() {
+            let graphs = Graphs::for_device(tch::Device::Cpu);
+            assert!(!graphs.available());
+            assert!(matches!(graphs.record(), Reported::Unavailable { .. }));
+        }
+    }
+}
