@@ -24,4 +24,6 @@ fn main() {
     shared_library("c/nvml.c", &out.join("nvml/libnvidia-ml.so.1"), &[]);
     shared_library("c/rocm_smi.c", &out.join("rocm5/librocm_smi64.so.1"), &["-DRSMI_MAJOR=5"]);
     shared_library("c/rocm_smi.c", &out.join("rocm6/librocm_smi64.so.1"), &["-DRSMI_MAJOR=6"]);
+    shared_library("c/rocm_smi.c", &out.join("rocm6x3/librocm_smi64.so.1"), &["-DRSMI_MAJOR=6", "-DDEVICES=3"]);
+    shared_library("c/hip.c", &out.join("hip/libamdhip64.so.6"), &[]);
 }

@@ -11,6 +11,7 @@ pub mod checks;
 pub mod compare;
 pub mod derived;
 pub mod equilibrium;
+pub mod estimate;
 pub mod fleet;
 pub mod latency;
 pub mod memory;

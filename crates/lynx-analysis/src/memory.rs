@@ -94,11 +94,12 @@ pub fn cell_memory(shape: &ModelShape, precision: Precision, cell: CellShape, ca
 }
 
 /// Timed steps a decode cell is expected to take, from an untimed step's time: enough for
-/// `min_s` with a quarter to spare (steps slow as the context grows, so fewer are taken), and
-/// never fewer than `min_steps` or more than `max_steps`.
+/// `min_s` twice over (steps slow as the context grows, and a shared host's steps vary: a cell
+/// whose cache room ran out would be measured for less than `min_s`), and never fewer than
+/// `min_steps` or more than `max_steps`.
 pub fn expected_decode_steps(limits: &MeasureConfig, step_s: f64) -> u32 {
     let for_time = if step_s > 0.0 && step_s.is_finite() {
-        (1.25 * limits.min_s / step_s).ceil() + 2.0
+        (2.0 * limits.min_s / step_s).ceil() + 2.0
     } else {
         f64::from(limits.max_steps)
     };
@@ -165,8 +166,8 @@ mod tests {
     #[test]
     fn decode_steps_follow_the_first_step_within_the_limits() {
         let limits = MeasureConfig { min_steps: 20, min_s: 3.0, max_steps: 1000 };
-        // 30 ms steps: 3 s takes 100; with a quarter to spare and two more, 127.
-        assert_eq!(expected_decode_steps(&limits, 0.03), 127);
+        // 30 ms steps: 3 s takes 100; twice that and two more, 202.
+        assert_eq!(expected_decode_steps(&limits, 0.03), 202);
         assert_eq!(expected_decode_steps(&limits, 1.0), 20, "never fewer than min_steps");
         assert_eq!(expected_decode_steps(&limits, 1e-6), 1000, "never more than max_steps");
         assert_eq!(expected_decode_steps(&limits, f64::NAN), 1000);

@@ -79,15 +79,13 @@ impl Observer for Progress {
         self.result_path = Some(result_path.to_path_buf());
         let config = &result.config;
         self.say(format!(
-            "{} on {} ({}): model {} ({:.1} M parameters, {}), at most {} cells{}",
+            "{} on {} ({}): model {} ({:.1} M parameters, {}){}",
             config.suite.name,
             result.device.device,
             result.device.name,
             config.model.name,
             config.model_parameters as f64 / 1e6,
             config.suite.precision,
-            config.suite.prefill.ladder().batches().len() * config.suite.prefill.prompt_lens.len()
-                + config.suite.decode.ladder().batches().len() * config.suite.decode.ctxs.len(),
             if result.cells.is_empty() {
                 String::new()
             } else {
@@ -96,6 +94,15 @@ impl Observer for Progress {
         ));
         let dir = result_path.parent().unwrap_or(Path::new("."));
         self.say(format!("result file {} (resume with `lynx run --resume {}`)", result_path.display(), dir.display()));
+        // Once the inputs are accepted (bad input gets its one line, and no estimate), the time
+        // the cells still to run are expected to take.
+        let estimate = lynx_runner::RunDir::open(dir)
+            .map_err(|e| e.to_string())
+            .and_then(|run| lynx_runner::estimate(&run, &result.cells, &result.checks));
+        match estimate {
+            Ok(line) => self.say(line),
+            Err(why) => self.say(format!("no wall-time estimate: {why}")),
+        }
     }
 
     fn warming(&mut self, progress: &WarmupProgress) {

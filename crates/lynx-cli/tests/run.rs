@@ -335,6 +335,14 @@ fn graph_cells_are_measured_beside_eager_ones_once_graph_parity_passed() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("decode batch 8 ctx 512 graph"), "{stdout}");
+    // Before it starts, the run says how long it expects to take, and on what that rests.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let estimate = stderr
+        .lines()
+        .find(|l| l.starts_with("lynx: estimated wall time about "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    // Two prefill cells, and each decode batch eager and as a graph.
+    assert!(estimate.contains(", 6 cells;") && estimate.contains("a host CPU assumed"), "{estimate}");
     assert!(stdout.contains("eager against graph") && stdout.contains("EAGER/GRAPH"), "{stdout}");
     assert!(stdout.contains("check graph_parity passed"), "{stdout}");
 

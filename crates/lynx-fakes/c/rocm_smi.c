@@ -11,6 +11,11 @@
 #ifndef RSMI_MAJOR
 #error "build with -DRSMI_MAJOR=5 or 6"
 #endif
+/* Devices the library sees (-DDEVICES=3 for the bus-id mapping test); device d is on PCI bus
+ * 0x83 + d. */
+#ifndef DEVICES
+#define DEVICES 1
+#endif
 
 typedef int rsmi_status_t;
 enum {
@@ -46,7 +51,7 @@ static atomic_ullong energy_reads;
 
 #define CHECK(dv)                                          \
     if (!atomic_load(&initialised)) return RSMI_STATUS_INIT_ERROR; \
-    if ((dv) != 0) return RSMI_STATUS_INVALID_ARGS;
+    if ((dv) >= DEVICES) return RSMI_STATUS_INVALID_ARGS;
 
 rsmi_status_t rsmi_init(uint64_t flags) { (void)flags; atomic_fetch_add(&initialised, 1); return RSMI_STATUS_SUCCESS; }
 rsmi_status_t rsmi_shut_down(void) { atomic_fetch_sub(&initialised, 1); return RSMI_STATUS_SUCCESS; }
@@ -71,7 +76,7 @@ rsmi_status_t rsmi_status_string(rsmi_status_t status, const char **text) {
 
 rsmi_status_t rsmi_num_monitor_devices(uint32_t *count) {
     if (!atomic_load(&initialised)) return RSMI_STATUS_INIT_ERROR;
-    *count = 1;
+    *count = DEVICES;
     return RSMI_STATUS_SUCCESS;
 }
 
@@ -85,8 +90,8 @@ rsmi_status_t rsmi_dev_serial_number_get(uint32_t dv, char *out, uint32_t n) { C
 rsmi_status_t rsmi_dev_vbios_version_get(uint32_t dv, char *out, uint32_t n) { CHECK(dv) return copy_string("113-D67301-063", out, n); }
 
 rsmi_status_t rsmi_dev_unique_id_get(uint32_t dv, uint64_t *id) { CHECK(dv) *id = 0x5a1b2c3d4e5f6071ULL; return RSMI_STATUS_SUCCESS; }
-/* Domain 0, bus 0x83, device 0, function 0. */
-rsmi_status_t rsmi_dev_pci_id_get(uint32_t dv, uint64_t *bdfid) { CHECK(dv) *bdfid = 0x83ULL << 8; return RSMI_STATUS_SUCCESS; }
+/* Domain 0, bus 0x83 + dv, device 0, function 0. */
+rsmi_status_t rsmi_dev_pci_id_get(uint32_t dv, uint64_t *bdfid) { CHECK(dv) *bdfid = (0x83ULL + dv) << 8; return RSMI_STATUS_SUCCESS; }
 
 rsmi_status_t rsmi_dev_memory_total_get(uint32_t dv, int type, uint64_t *bytes) {
     CHECK(dv)

@@ -21,7 +21,9 @@
 //! energy accumulator 2^30 + 65536 per read at 15.2587890625 µJ (so 16384 J, plus 1 J per
 //! read); edge 45, junction 71.5, memory 66 °C; 93% busy; system clock 1700 MHz and memory
 //! clock 1600 MHz (the 5.x `rsmi_frequencies_t`); 12 GiB of 63.98 GiB VRAM used; PCI
-//! 0000:83:00.0; serial 692231000131; VBIOS 113-D67301-063.
+//! 0000:83:00.0; serial 692231000131; VBIOS 113-D67301-063. [`ROCM_SMI_6_THREE`] sees three
+//! such devices on buses 0x83, 0x84 and 0x85; [`HIP`] is the HIP runtime of a process that
+//! sees two of them, renumbered (see there).
 
 /// The stand-in libnvidia-ml.
 pub const NVML: &str = concat!(env!("OUT_DIR"), "/nvml/libnvidia-ml.so.1");
@@ -29,6 +31,12 @@ pub const NVML: &str = concat!(env!("OUT_DIR"), "/nvml/libnvidia-ml.so.1");
 pub const ROCM_SMI_5: &str = concat!(env!("OUT_DIR"), "/rocm5/librocm_smi64.so.1");
 /// The stand-in librocm_smi64 reporting ROCm SMI 6.2.
 pub const ROCM_SMI_6: &str = concat!(env!("OUT_DIR"), "/rocm6/librocm_smi64.so.1");
+/// ROCm SMI 6.2 seeing three devices, device d on PCI bus 0x83 + d (each reading as device 0's).
+pub const ROCM_SMI_6_THREE: &str = concat!(env!("OUT_DIR"), "/rocm6x3/librocm_smi64.so.1");
+/// The stand-in libamdhip64: the HIP runtime of a process started with
+/// `HIP_VISIBLE_DEVICES=2,0` on a node of three GPUs: ordinal 0 on PCI bus 0000:85:00.0,
+/// ordinal 1 on 0000:83:00.0.
+pub const HIP: &str = concat!(env!("OUT_DIR"), "/hip/libamdhip64.so.6");
 
 /// NVML device 0's UUID (every reading present).
 pub const NVML_FULL_UUID: &str = "GPU-f4ce0000-1111-2222-3333-444444444444";

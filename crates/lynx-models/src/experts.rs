@@ -17,12 +17,12 @@
 //!   weight (zero where not chosen): reads every expert's weight once (as a grouped kernel does
 //!   once the batch touches them all) and spends experts / k times the FLOPs it needs.
 //!
-//! e4m3 experts keep one scale per expert (amax / 448, as [`crate::linear`] does per tensor)
-//! and run Gathered or Every on their dequantised values (e4m3 values are exact in bf16), with
+//! e4m3 experts keep one scale per expert (amax / the format's largest value, as
+//! [`crate::linear`] does per tensor) and run Gathered or Every on their dequantised values (e4m3 values are exact in bf16), with
 //! the activations quantised per tensor as `_scaled_mm` takes them (statically once
 //! calibrated, as every fp8 layer).
 
-use crate::linear::{quantise, Fp8Input, Linear};
+use crate::linear::{quantise, Fp8Format, Fp8Input, Linear};
 use crate::mlp::{activate, Mlp};
 use crate::{Convert, ModelError};
 use lynx_schema::config::Activation;
@@ -43,7 +43,7 @@ struct Stacked {
 
 impl Stacked {
     /// The projections of `linears` (one per expert), stacked, in e4m3 when `fp8`.
-    fn new(linears: &[&Linear], kind: Kind, fp8: bool) -> Result<Stacked, ModelError> {
+    fn new(linears: &[&Linear], kind: Kind, fp8: Option<Fp8Format>) -> Result<Stacked, ModelError> {
         let weights = linears.iter().map(|l| l.dense_weight(kind)).collect::<Result<Vec<_>, _>>()?;
         let biases = linears.iter().map(|l| l.bias().map(|b| b.f_to_kind(kind))).collect::<Option<Result<Vec<_>, _>>>();
         Stacked::of(
@@ -53,20 +53,20 @@ impl Stacked {
         )
     }
 
-    fn of(weight: Tensor, bias: Option<Tensor>, fp8: bool) -> Result<Stacked, ModelError> {
-        if !fp8 {
+    fn of(weight: Tensor, bias: Option<Tensor>, fp8: Option<Fp8Format>) -> Result<Stacked, ModelError> {
+        let Some(format) = fp8 else {
             return Ok(Stacked { weight, scale: None, bias });
-        }
+        };
         let experts = weight.size()[0];
         let (mut quantised, mut scales) = (Vec::new(), Vec::new());
         for e in 0..experts {
-            let (q, scale) = quantise(&weight.f_select(0, e)?)?;
+            let (q, scale) = quantise(&weight.f_select(0, e)?, format)?;
             quantised.push(q.f_to_kind(Kind::BFloat16)?);
             scales.push(scale);
         }
-        let weight = Tensor::f_stack(&quantised, 0)?.f_to_kind(Kind::Float8e4m3fn)?;
+        let weight = Tensor::f_stack(&quantised, 0)?.f_to_kind(format.kind())?;
         let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
-        Ok(Stacked { weight, scale: Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic())), bias })
+        Ok(Stacked { weight, scale: Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic(format))), bias })
     }
 
     /// The weights at `kind`, dequantised for e4m3: `[experts, out, in]`, or only `ids`'s.
@@ -74,7 +74,7 @@ impl Stacked {
         let weight = match (ids, &self.scale) {
             // e4m3 rows gathered as bytes: index kernels need not know the type.
             (Some(ids), Some(_)) => {
-                self.weight.f_view_dtype(Kind::Uint8)?.f_index_select(0, ids)?.f_view_dtype(Kind::Float8e4m3fn)?
+                self.weight.f_view_dtype(Kind::Uint8)?.f_index_select(0, ids)?.f_view_dtype(self.weight.kind())?
             }
             (Some(ids), None) => self.weight.f_index_select(0, ids)?,
             (None, _) => self.weight.shallow_clone(),
@@ -163,10 +163,10 @@ pub struct ExpertBank {
 
 impl ExpertBank {
     /// `experts` stacked, at `kind` on their device, in e4m3 when `fp8`.
-    pub fn new(experts: &[Mlp], kind: Kind, fp8: bool) -> Result<ExpertBank, ModelError> {
+    pub fn new(experts: &[Mlp], kind: Kind, fp8: Option<Fp8Format>) -> Result<ExpertBank, ModelError> {
         let stack = |pick: fn(&Mlp) -> &Linear| Stacked::new(&experts.iter().map(pick).collect::<Vec<_>>(), kind, fp8);
         let gate = stack(|m| &m.gate)?;
-        let grouped = !fp8 && grouped_mm_reads_offsets_on_device(gate.weight.device(), kind);
+        let grouped = fp8.is_none() && grouped_mm_reads_offsets_on_device(gate.weight.device(), kind);
         Ok(ExpertBank { gate, up: stack(|m| &m.up)?, down: stack(|m| &m.down)?, grouped })
     }
 
@@ -175,7 +175,7 @@ impl ExpertBank {
             gate: self.gate.to(convert)?,
             up: self.up.to(convert)?,
             down: self.down.to(convert)?,
-            grouped: !convert.fp8 && grouped_mm_reads_offsets_on_device(convert.device, convert.kind),
+            grouped: convert.fp8.is_none() && grouped_mm_reads_offsets_on_device(convert.device, convert.kind),
         })
     }
 

@@ -74,8 +74,8 @@ pub fn accumulation_kind(kind: Kind) -> Kind {
 pub struct Convert {
     pub device: tch::Device,
     pub kind: Kind,
-    /// Whether the blocks' linear layers become e4m3.
-    pub fp8: bool,
+    /// The e4m3 format the blocks' linear layers become, if they do.
+    pub fp8: Option<linear::Fp8Format>,
 }
 
 impl Convert {
@@ -107,9 +107,6 @@ pub fn kind_of(precision: Precision) -> Kind {
 /// How a model of `precision` is held on `device`: activation kind and whether linear layers
 /// are e4m3, or why `device` cannot run it.
 pub fn holding(precision: Precision, device: tch::Device) -> Result<Convert, ModelError> {
-    let fp8 = precision == Precision::Fp8;
-    if fp8 {
-        linear::fp8_supported(device)?;
-    }
+    let fp8 = (precision == Precision::Fp8).then(|| linear::fp8_format(device)).transpose()?;
     Ok(Convert { device, kind: kind_of(precision), fp8 })
 }

@@ -3,16 +3,47 @@
 //!
 //! fp8 follows the per-tensor recipe of Micikevicius et al. 2022 ("FP8 Formats for Deep
 //! Learning", arXiv:2209.05433) as PyTorch's `_scaled_mm` takes it: weight ≈ w8 · s_w with s_w =
-//! amax(|w|) / 448 (e4m3's largest finite value), inputs quantised the same way, and the product
-//! accumulated and returned in bf16. Inputs are scaled dynamically (the amax of each input) until
-//! the model is calibrated ([`crate::Model::calibrate_fp8`]); then statically, one scale per
+//! amax(|w|) / 448 (e4m3fn's largest finite value; 240 for the e4m3fnuz of MI300-class
+//! devices, [`Fp8Format`]), inputs quantised the same way, and the product accumulated and
+//! returned in bf16. Inputs are scaled dynamically (the amax of each input) until the model is
+//! calibrated ([`crate::Model::calibrate_fp8`]); then statically, one scale per
 //! layer, as serving engines run fp8.
 
 use crate::{Convert, ModelError};
 use tch::{Device, Kind, Tensor};
 
-/// Largest finite e4m3fn value.
-pub(crate) const E4M3_MAX: f64 = 448.0;
+/// The 8-bit float a device's fp8 layers use: OCP e4m3fn (largest finite value 448) on NVIDIA
+/// GPUs, CPUs and AMD from MI350; e4m3fnuz (largest 240: one more exponent bias, no negative
+/// zero) on MI300-class AMD GPUs, whose matrix cores take no other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp8Format {
+    E4m3fn,
+    E4m3fnuz,
+}
+
+impl Fp8Format {
+    pub fn kind(self) -> Kind {
+        match self {
+            Fp8Format::E4m3fn => Kind::Float8e4m3fn,
+            Fp8Format::E4m3fnuz => Kind::Float8e4m3fnuz,
+        }
+    }
+
+    /// The largest finite value: a scale maps a tensor's amax to it.
+    pub fn max(self) -> f64 {
+        match self {
+            Fp8Format::E4m3fn => 448.0,
+            Fp8Format::E4m3fnuz => 240.0,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Format::E4m3fn => "e4m3fn",
+            Fp8Format::E4m3fnuz => "e4m3fnuz",
+        }
+    }
+}
 
 pub enum Linear {
     /// `[out, in]` weight at the model's element type.
@@ -26,7 +57,7 @@ pub enum Linear {
 /// one scale, calibrated once from the amax of the inputs a calibration pass gives the layer
 /// ([`Fp8Input::begin_calibration`], then [`Fp8Input::end_calibration`]); an input beyond it
 /// saturates at e4m3's largest value.
-pub struct Fp8Input(std::sync::Mutex<InputScale>);
+pub struct Fp8Input(std::sync::Mutex<InputScale>, Fp8Format);
 
 enum InputScale {
     Dynamic,
@@ -36,8 +67,13 @@ enum InputScale {
 }
 
 impl Fp8Input {
-    pub fn dynamic() -> Fp8Input {
-        Fp8Input(std::sync::Mutex::new(InputScale::Dynamic))
+    pub fn dynamic(format: Fp8Format) -> Fp8Input {
+        Fp8Input(std::sync::Mutex::new(InputScale::Dynamic), format)
+    }
+
+    /// The 8-bit float the layer quantises its input to.
+    pub fn format(&self) -> Fp8Format {
+        self.1
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, InputScale> {
@@ -54,7 +90,9 @@ impl Fp8Input {
     pub fn end_calibration(&self) -> Result<bool, ModelError> {
         let mut state = self.state();
         *state = match std::mem::replace(&mut *state, InputScale::Dynamic) {
-            InputScale::Calibrating(Some(amax)) => InputScale::Static(amax.f_div_scalar(E4M3_MAX)?.f_clamp_min(1e-12)?),
+            InputScale::Calibrating(Some(amax)) => {
+                InputScale::Static(amax.f_div_scalar(self.1.max())?.f_clamp_min(1e-12)?)
+            }
             InputScale::Calibrating(None) | InputScale::Dynamic => InputScale::Dynamic,
             static_scale @ InputScale::Static(_) => static_scale,
         };
@@ -63,42 +101,43 @@ impl Fp8Input {
 
     /// `x` in e4m3 and the fp32 scale that maps it back (x ≈ q · scale).
     pub(crate) fn quantise(&self, x: &Tensor) -> Result<(Tensor, Tensor), ModelError> {
+        let format = self.1;
         let mut state = self.state();
         match &mut *state {
             InputScale::Static(scale) => {
-                let q = x.f_to_kind(Kind::Float)?.f_div(scale)?.f_clamp(-E4M3_MAX, E4M3_MAX)?;
-                Ok((q.f_to_kind(Kind::Float8e4m3fn)?, scale.shallow_clone()))
+                let q = x.f_to_kind(Kind::Float)?.f_div(scale)?.f_clamp(-format.max(), format.max())?;
+                Ok((q.f_to_kind(format.kind())?, scale.shallow_clone()))
             }
-            InputScale::Dynamic => quantise(x),
+            InputScale::Dynamic => quantise(x, format),
             InputScale::Calibrating(seen) => {
                 let amax = x.f_abs()?.f_max()?.f_to_kind(Kind::Float)?;
                 *seen = Some(match seen.take() {
                     Some(before) => before.f_maximum(&amax)?,
                     None => amax,
                 });
-                quantise(x)
+                quantise(x, format)
             }
         }
     }
 }
 
-/// e4m3 values and the fp32 scale that maps them back: x ≈ q · scale.
-pub(crate) fn quantise(x: &Tensor) -> Result<(Tensor, Tensor), ModelError> {
+/// `format` values and the fp32 scale that maps them back: x ≈ q · scale.
+pub(crate) fn quantise(x: &Tensor, format: Fp8Format) -> Result<(Tensor, Tensor), ModelError> {
     let amax = x.f_abs()?.f_max()?.f_to_kind(Kind::Float)?;
-    let scale = amax.f_div_scalar(E4M3_MAX)?.f_clamp_min(1e-12)?;
-    let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(Kind::Float8e4m3fn)?;
+    let scale = amax.f_div_scalar(format.max())?.f_clamp_min(1e-12)?;
+    let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(format.kind())?;
     Ok((q, scale))
 }
 
 impl Linear {
-    /// `weight` (and `bias`) as a dense layer, or quantised to e4m3 when `fp8`.
-    pub fn new(weight: Tensor, bias: Option<Tensor>, fp8: bool) -> Result<Linear, ModelError> {
-        if !fp8 {
+    /// `weight` (and `bias`) as a dense layer, or quantised to `fp8`'s format.
+    pub fn new(weight: Tensor, bias: Option<Tensor>, fp8: Option<Fp8Format>) -> Result<Linear, ModelError> {
+        let Some(format) = fp8 else {
             return Ok(Linear::Dense { weight, bias });
-        }
-        let (weight, scale) = quantise(&weight)?;
+        };
+        let (weight, scale) = quantise(&weight, format)?;
         let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
-        Ok(Linear::Fp8 { weight, scale, bias, input: Fp8Input::dynamic() })
+        Ok(Linear::Fp8 { weight, scale, bias, input: Fp8Input::dynamic(format) })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, ModelError> {
@@ -157,19 +196,43 @@ impl Linear {
     }
 }
 
-/// Whether `device` can run the e4m3 scaled matmul; the reason it cannot otherwise.
-pub fn fp8_supported(device: Device) -> Result<(), ModelError> {
-    let probe = || -> Result<Tensor, tch::TchError> {
-        let a = Tensor::f_ones([16, 16], (Kind::Float, device))?.f_to_kind(Kind::Float8e4m3fn)?;
-        let one = Tensor::f_ones([], (Kind::Float, device))?;
-        a.f_internal_scaled_mm(&a.f_transpose(0, 1)?, &one, &one, None::<Tensor>, None::<Tensor>, Kind::BFloat16, false)
+/// The e4m3 format `device` runs libtorch's scaled matmul in, or the reason it runs neither. A
+/// ROCm GPU tries e4m3fnuz first (MI300-class matrix cores take only it; ATen refuses it from
+/// MI350 on, which takes e4m3fn); every other device runs e4m3fn.
+pub fn fp8_format(device: Device) -> Result<Fp8Format, ModelError> {
+    let formats: &[Fp8Format] = match device {
+        Device::Cuda(_) if crate::runtime::is_rocm() => &[Fp8Format::E4m3fnuz, Fp8Format::E4m3fn],
+        _ => &[Fp8Format::E4m3fn],
     };
-    probe().map(|_| ()).map_err(|error| {
-        let first_line = error.to_string().lines().next().unwrap_or_default().to_owned();
-        ModelError::Unsupported(format!(
-            "fp8 is not supported on {device:?}: libtorch's e4m3 scaled matmul fails there ({first_line})"
-        ))
-    })
+    let mut reasons = Vec::new();
+    for &format in formats {
+        match scaled_mm_runs(device, format) {
+            Ok(()) => return Ok(format),
+            Err(error) => {
+                reasons.push(format!("{}: {}", format.name(), error.to_string().lines().next().unwrap_or_default()))
+            }
+        }
+    }
+    Err(ModelError::Unsupported(format!(
+        "fp8 is not supported on {device:?}: libtorch's e4m3 scaled matmul fails there ({})",
+        reasons.join("; ")
+    )))
+}
+
+/// A 16×16 scaled matmul in `format` on `device`.
+fn scaled_mm_runs(device: Device, format: Fp8Format) -> Result<(), tch::TchError> {
+    let a = Tensor::f_ones([16, 16], (Kind::Float, device))?.f_to_kind(format.kind())?;
+    let one = Tensor::f_ones([], (Kind::Float, device))?;
+    let _product = a.f_internal_scaled_mm(
+        &a.f_transpose(0, 1)?,
+        &one,
+        &one,
+        None::<Tensor>,
+        None::<Tensor>,
+        Kind::BFloat16,
+        false,
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -182,20 +245,33 @@ mod tests {
         let w = Tensor::randn([48, 64], (Kind::Float, Device::Cpu)) * 0.05;
         let b = Tensor::randn([48], (Kind::Float, Device::Cpu)) * 0.05;
         let x = Tensor::randn([2, 3, 64], (Kind::Float, Device::Cpu));
-        let dense = Linear::new(w.shallow_clone(), Some(b.shallow_clone()), false).unwrap().forward(&x).unwrap();
-        let fp8 = Linear::new(w, Some(b), true).unwrap();
-        assert!(matches!(fp8, Linear::Fp8 { .. }));
-        let out = fp8.forward(&x.to_kind(Kind::BFloat16)).unwrap();
-        assert_eq!(out.size(), [2, 3, 48]);
-        assert_eq!(out.kind(), Kind::BFloat16);
-        let error = (out.to_kind(Kind::Float) - &dense).norm().double_value(&[]) / dense.norm().double_value(&[]);
-        // e4m3 keeps 3 mantissa bits: a few percent, not more.
-        assert!(error > 1e-3 && error < 0.1, "relative error {error}");
+        let dense = Linear::new(w.shallow_clone(), Some(b.shallow_clone()), None).unwrap().forward(&x).unwrap();
+        // Both formats (e4m3fnuz as MI300 runs it; libtorch's CPU kernel takes it too), dynamic
+        // and statically calibrated.
+        for format in [Fp8Format::E4m3fn, Fp8Format::E4m3fnuz] {
+            let fp8 = Linear::new(w.shallow_clone(), Some(b.shallow_clone()), Some(format)).unwrap();
+            let Linear::Fp8 { weight, input, .. } = &fp8 else { panic!("not fp8") };
+            assert_eq!((weight.kind(), input.format()), (format.kind(), format));
+            for calibrated in [false, true] {
+                if calibrated {
+                    input.begin_calibration();
+                    let _calibration = fp8.forward(&x.to_kind(Kind::BFloat16)).unwrap();
+                    assert!(input.end_calibration().unwrap());
+                }
+                let out = fp8.forward(&x.to_kind(Kind::BFloat16)).unwrap();
+                assert_eq!(out.size(), [2, 3, 48]);
+                assert_eq!(out.kind(), Kind::BFloat16);
+                let error =
+                    (out.to_kind(Kind::Float) - &dense).norm().double_value(&[]) / dense.norm().double_value(&[]);
+                // e4m3 keeps 3 mantissa bits: a few percent, not more.
+                assert!(error > 1e-3 && error < 0.1, "{format:?} calibrated {calibrated}: relative error {error}");
+            }
+        }
     }
 
     #[test]
-    fn this_cpu_runs_the_scaled_matmul() {
+    fn this_cpu_runs_the_scaled_matmul_in_e4m3fn() {
         // libtorch 2.11 has a CPU kernel; a device without one reports why instead.
-        fp8_supported(Device::Cpu).unwrap();
+        assert_eq!(fp8_format(Device::Cpu).unwrap(), Fp8Format::E4m3fn);
     }
 }

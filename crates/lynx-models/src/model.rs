@@ -210,7 +210,7 @@ impl Model {
     ) -> Result<Model, ModelError> {
         let at = match at {
             Some((device, precision)) => holding(precision, device)?,
-            None => Convert { device: Device::Cpu, kind: Kind::Double, fp8: false },
+            None => Convert { device: Device::Cpu, kind: Kind::Double, fp8: None },
         };
         Model::build(shape, &WeightSource::checkpoint(checkpoint, at.kind, at.device).with_fp8(at.fp8), layers)
     }
@@ -457,9 +457,10 @@ impl Model {
     }
 
     /// Calibrate every e4m3 layer's input scale once, as serving engines run fp8: the largest
-    /// |input| each layer sees over `tokens` (`[batch, n]`, a prompt from its own seed), / 448,
-    /// kept static from then on in place of an amax and a division in every call. How many
-    /// layers took a static scale (0 for a model without fp8 layers).
+    /// |input| each layer sees over `tokens` (`[batch, n]`, a prompt from its own seed), / the
+    /// format's largest value (448, or 240 for e4m3fnuz), kept static from then on in place of an
+    /// amax and a division in every call. How many layers took a static scale (0 for a model
+    /// without fp8 layers).
     pub fn calibrate_fp8(&self, tokens: &Tensor) -> Result<usize, ModelError> {
         let inputs = self.fp8_inputs();
         if inputs.is_empty() {
@@ -474,6 +475,11 @@ impl Model {
         }
         let _logits = pass?;
         Ok(calibrated)
+    }
+
+    /// The e4m3 format the model's fp8 layers use (`None` without fp8 layers).
+    pub fn fp8_format(&self) -> Option<crate::linear::Fp8Format> {
+        self.fp8_inputs().first().map(|input| input.format())
     }
 
     /// How each e4m3 layer scales its inputs.

@@ -114,7 +114,7 @@ impl MoeLayer {
         };
         // Experts are drawn or read dense, one by one in the order the reference draws them, then
         // stacked (and quantised per expert for fp8).
-        let dense = source.clone().with_fp8(false);
+        let dense = source.clone().with_fp8(None);
         let expert_mlps = match (layout, source.loaded()) {
             (MoeLayout::GptOss, Some(checkpoint)) => {
                 stacked_experts(&dense, checkpoint, prefix, experts, hidden, intermediate)?

@@ -6,7 +6,7 @@
 //! looks it up, checks its shape against the model's and converts it to the run's element type
 //! and device.
 
-use crate::linear::Linear;
+use crate::linear::{Fp8Format, Linear};
 use crate::{accumulation_kind, Convert, ModelError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -89,8 +89,8 @@ pub enum Init {
 pub struct WeightSource<'a> {
     pub kind: Kind,
     pub device: Device,
-    /// Whether linear layers are quantised to e4m3.
-    pub fp8: bool,
+    /// The e4m3 format linear layers are quantised to, if they are.
+    pub fp8: Option<Fp8Format>,
     /// Standard deviation of drawn weights.
     std: f64,
     checkpoint: Option<&'a Checkpoint>,
@@ -99,16 +99,16 @@ pub struct WeightSource<'a> {
 impl<'a> WeightSource<'a> {
     /// Weights drawn at Normal(0, std).
     pub fn random(std: f64, kind: Kind, device: Device) -> WeightSource<'static> {
-        WeightSource { kind, device, fp8: false, std, checkpoint: None }
+        WeightSource { kind, device, fp8: None, std, checkpoint: None }
     }
 
     /// Weights read from `checkpoint`.
     pub fn checkpoint(checkpoint: &'a Checkpoint, kind: Kind, device: Device) -> WeightSource<'a> {
-        WeightSource { kind, device, fp8: false, std: 0.0, checkpoint: Some(checkpoint) }
+        WeightSource { kind, device, fp8: None, std: 0.0, checkpoint: Some(checkpoint) }
     }
 
-    /// The same source with linear layers in e4m3 when `fp8`.
-    pub fn with_fp8(self, fp8: bool) -> Self {
+    /// The same source with linear layers in `fp8`'s format, if given.
+    pub fn with_fp8(self, fp8: Option<Fp8Format>) -> Self {
         WeightSource { fp8, ..self }
     }
 

@@ -1,6 +1,7 @@
 //! Mixture-of-experts routing and batched expert execution against a naive per-token reference.
 
 use lynx_models::experts::ExpertKernel;
+use lynx_models::linear::Fp8Format;
 use lynx_models::moe::{MoeLayer, MoeLayout};
 use lynx_models::weights::WeightSource;
 use lynx_schema::config::{Activation, Moe, Router};
@@ -128,21 +129,25 @@ fn fp8_experts_stay_near_the_dense_ones_by_every_kernel() {
         expert_bias: true,
         router,
     };
-    let build = |fp8: bool| {
+    let build = |fp8: Option<Fp8Format>| {
         let source = WeightSource::random(0.2, Kind::BFloat16, Device::Cpu).with_fp8(fp8);
         lynx_models::with_generator(Some(11), || MoeLayer::new(&source, "mlp", MoeLayout::Standard, &config, 32, 24))
             .unwrap()
     };
-    let (dense, fp8) = (build(false), build(true));
+    let dense = build(None);
     let x = tokens(8).to_kind(Kind::BFloat16);
     let routing = dense.route(&x).unwrap();
     let reference =
         dense.run_experts_with(&x, &routing, &activation, ExpertKernel::Every).unwrap().to_kind(Kind::Float);
-    for kernel in [ExpertKernel::Gathered, ExpertKernel::Every] {
-        let out = fp8.run_experts_with(&x, &routing, &activation, kernel).unwrap().to_kind(Kind::Float);
-        let error = (&out - &reference).norm().double_value(&[]) / reference.norm().double_value(&[]);
-        // e4m3 keeps 3 mantissa bits: a few percent, not more, and not nothing.
-        assert!(error > 1e-3 && error < 0.1, "{kernel:?}: relative error {error}");
+    // e4m3fn, and e4m3fnuz as MI300-class devices run it.
+    for format in [Fp8Format::E4m3fn, Fp8Format::E4m3fnuz] {
+        let fp8 = build(Some(format));
+        for kernel in [ExpertKernel::Gathered, ExpertKernel::Every] {
+            let out = fp8.run_experts_with(&x, &routing, &activation, kernel).unwrap().to_kind(Kind::Float);
+            let error = (&out - &reference).norm().double_value(&[]) / reference.norm().double_value(&[]);
+            // e4m3 keeps 3 mantissa bits: a few percent, not more, and not nothing.
+            assert!(error > 1e-3 && error < 0.1, "{format:?} {kernel:?}: relative error {error}");
+        }
     }
 }
 

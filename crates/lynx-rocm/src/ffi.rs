@@ -320,3 +320,57 @@ fn status_text(
         }
     }
 }
+
+/// The HIP runtime, for the PCI bus id of a HIP ordinal: HIP numbers only the devices
+/// `HIP_VISIBLE_DEVICES` / `ROCR_VISIBLE_DEVICES` let it see, while ROCm SMI numbers all of
+/// them, so the two are matched by bus, never by index.
+pub struct Hip {
+    get_pci_bus_id: unsafe extern "C" fn(*mut std::ffi::c_char, i32, i32) -> i32,
+    /// Kept loaded for as long as `get_pci_bus_id` may be called.
+    _lib: libloading::Library,
+}
+
+impl Hip {
+    /// The libamdhip64 libtorch's HIP backend loaded (the loader finds it by its soname).
+    pub fn loaded() -> Result<Hip, String> {
+        let mut reason = String::new();
+        for name in ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"] {
+            match Hip::open(std::path::Path::new(name)) {
+                Ok(hip) => return Ok(hip),
+                Err(e) => reason = e,
+            }
+        }
+        Err(reason)
+    }
+
+    /// The HIP runtime at `path`.
+    pub fn open(path: &std::path::Path) -> Result<Hip, String> {
+        // SAFETY: loading the HIP runtime runs its initialisers, which have no preconditions
+        // (libtorch's HIP backend loads the same library).
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| format!("the HIP runtime ({}) to match devices by PCI bus: {e}", path.display()))?;
+        // SAFETY: hip_runtime_api.h declares `hipError_t hipDeviceGetPCIBusId(char *pciBusId, int
+        // len, int device)`, hipError_t an int enum; the pointer is kept beside the library.
+        let get_pci_bus_id = unsafe {
+            *lib.get::<unsafe extern "C" fn(*mut std::ffi::c_char, i32, i32) -> i32>(b"hipDeviceGetPCIBusId\0")
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        };
+        Ok(Hip { get_pci_bus_id, _lib: lib })
+    }
+
+    /// The PCI bus id (`dddd:bb:dd.f`, lower case) of HIP ordinal `index`.
+    pub fn pci_bus_id(&self, index: u32) -> Result<String, String> {
+        let mut text = [0 as std::ffi::c_char; 64];
+        let ordinal = i32::try_from(index).map_err(|e| e.to_string())?;
+        // SAFETY: the buffer is 64 bytes and its length is passed; HIP writes a NUL-terminated
+        // id within it or returns an error.
+        let status = unsafe { (self.get_pci_bus_id)(text.as_mut_ptr(), text.len() as i32, ordinal) };
+        if status != 0 {
+            return Err(format!("hipDeviceGetPCIBusId for HIP ordinal {index} returned hipError {status}"));
+        }
+        text[text.len() - 1] = 0;
+        // SAFETY: NUL-terminated above at the latest.
+        let id = unsafe { std::ffi::CStr::from_ptr(text.as_ptr()) };
+        Ok(id.to_string_lossy().to_ascii_lowercase())
+    }
+}

@@ -16,7 +16,7 @@
 mod ffi;
 pub mod metrics;
 
-pub use ffi::{RocmSmiLib, SmiError};
+pub use ffi::{Hip, RocmSmiLib, SmiError};
 use lynx_schema::result::BoardRecord;
 use lynx_schema::telemetry::Sample;
 use lynx_schema::value::Reported;
@@ -46,9 +46,24 @@ pub fn open(path: &Path) -> Result<&'static RocmSmiLib, String> {
         .map_err(|e| format!("ROCm SMI is unavailable: {e}"))
 }
 
-/// The SMI device for HIP ordinal `index`, or why there is none.
+/// The SMI device for HIP ordinal `index` (found by its PCI bus id), or why there is none.
 fn device(index: u32) -> Result<(&'static RocmSmiLib, u32), String> {
-    device_of(rocm_smi()?, index)
+    let smi = rocm_smi()?;
+    let bus = Hip::loaded()?.pci_bus_id(index)?;
+    Ok((smi, smi_device_on_bus(smi, &bus)?))
+}
+
+/// The SMI device of `smi` on PCI bus `bus` (`dddd:bb:dd.f`), or why there is none.
+pub fn smi_device_on_bus(smi: &'static RocmSmiLib, bus: &str) -> Result<u32, String> {
+    let count = smi.device_count().map_err(|e| format!("rsmi_num_monitor_devices: {e}"))?;
+    (0..count)
+        .find(|&d| smi.pci_id(d).is_ok_and(|bdf| pci_bus_id(bdf) == bus))
+        .ok_or_else(|| format!("none of the {count} devices ROCm SMI sees is on PCI bus {bus}"))
+}
+
+/// The SMI device of HIP ordinal `index` of `hip`, matched by PCI bus id.
+pub fn smi_device_of(smi: &'static RocmSmiLib, hip: &Hip, index: u32) -> Result<u32, String> {
+    smi_device_on_bus(smi, &hip.pci_bus_id(index)?)
 }
 
 fn device_of(smi: &'static RocmSmiLib, index: u32) -> Result<(&'static RocmSmiLib, u32), String> {
@@ -73,8 +88,8 @@ fn not_by_smi<T>(what: &str) -> Reported<T> {
 
 /// The board record of `rocm:index`, or why ROCm SMI cannot give it.
 pub fn board(index: u32) -> Reported<BoardRecord> {
-    match rocm_smi() {
-        Ok(smi) => board_of(smi, index),
+    match device(index) {
+        Ok((smi, d)) => board_of(smi, d),
         Err(reason) => Reported::unavailable(reason),
     }
 }
@@ -113,13 +128,18 @@ pub struct RocmSource {
     current_power: bool,
     /// The device's `gpu_metrics`, open, or why its throttle status cannot be read.
     metrics: Result<(PathBuf, File), String>,
+    /// The HIP ordinal the device was matched to, where it was.
+    hip_index: Option<u32>,
 }
 
 impl RocmSource {
-    /// The source for HIP ordinal `index`, or why it cannot be had.
+    /// The source for HIP ordinal `index` (its SMI device found by PCI bus id), or why it
+    /// cannot be had.
     pub fn for_index(index: u32) -> Result<RocmSource, String> {
         let (smi, device) = device(index)?;
-        RocmSource::new(smi, device, Path::new(PCI_DEVICES))
+        let mut source = RocmSource::new(smi, device, Path::new(PCI_DEVICES))?;
+        source.hip_index = Some(index);
+        Ok(source)
     }
 
     /// The source for SMI device `index` of `smi`, with the device's `gpu_metrics` found under
@@ -139,7 +159,8 @@ impl RocmSource {
                 read_throttle(&file).map_err(|e| format!("{}: {e}", path.display()))?;
                 Ok((path, file))
             });
-        Ok(RocmSource { smi, device, current_power: smi.current_socket_power_uw(device).is_ok(), metrics })
+        let current_power = smi.current_socket_power_uw(device).is_ok();
+        Ok(RocmSource { smi, device, current_power, metrics, hip_index: None })
     }
 }
 
@@ -179,7 +200,12 @@ impl TelemetrySource for RocmSource {
             ("power_w".to_owned(), power.to_owned()),
             (
                 "device".to_owned(),
-                format!("ROCm SMI device {} taken as HIP ordinal {}, by index", self.device, self.device),
+                match self.hip_index {
+                    Some(hip) => {
+                        format!("ROCm SMI device {} for HIP ordinal {hip}, matched by PCI bus id", self.device)
+                    }
+                    None => format!("ROCm SMI device {}", self.device),
+                },
             ),
         ];
         if let Ok((path, _)) = &self.metrics {

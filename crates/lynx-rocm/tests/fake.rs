@@ -3,9 +3,9 @@
 //! clock choices by library version, and the throttle status. The expected values are the
 //! readings lynx-fakes documents.
 
-use lynx_fakes::{ROCM_SMI_5, ROCM_SMI_6};
+use lynx_fakes::{HIP, ROCM_SMI_5, ROCM_SMI_6, ROCM_SMI_6_THREE};
 use lynx_rocm::metrics::v1_3_table;
-use lynx_rocm::{board_of, open, RocmSource};
+use lynx_rocm::{board_of, open, smi_device_of, Hip, RocmSource};
 use lynx_schema::telemetry::ThrottleReason;
 use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
@@ -111,4 +111,30 @@ fn a_library_that_is_not_there_is_a_reason() {
         reason.starts_with("ROCm SMI is unavailable: librocm_smi64 cannot be loaded from /nonexistent/"),
         "{reason}"
     );
+}
+
+/// Issue 15: `rocm:N` is HIP ordinal N, which `HIP_VISIBLE_DEVICES` renumbers while ROCm SMI
+/// numbers every device: the SMI device is found by PCI bus id. With the stand-in HIP runtime of
+/// a process started with `HIP_VISIBLE_DEVICES=2,0` on three GPUs, ordinal 0 is SMI device 2 and
+/// ordinal 1 is SMI device 0 (by index both would be the wrong board); an ordinal HIP does not
+/// have, or a bus SMI does not see, is an error naming it, never another board.
+#[test]
+fn a_hip_ordinal_is_its_smi_device_by_pci_bus_id_not_by_index() {
+    let hip = Hip::open(Path::new(HIP)).expect("the stand-in libamdhip64 loads");
+    assert_eq!(hip.pci_bus_id(0).unwrap(), "0000:85:00.0");
+    assert_eq!(hip.pci_bus_id(1).unwrap(), "0000:83:00.0");
+    assert!(hip.pci_bus_id(2).unwrap_err().contains("HIP ordinal 2"));
+
+    let three = open(Path::new(ROCM_SMI_6_THREE)).unwrap();
+    assert_eq!(three.device_count().unwrap(), 3);
+    assert_eq!(smi_device_of(three, &hip, 0), Ok(2));
+    assert_eq!(smi_device_of(three, &hip, 1), Ok(0));
+    let Reported::Known(board) = board_of(three, smi_device_of(three, &hip, 0).unwrap()) else { panic!() };
+    assert_eq!(board.pci_bus_id, Reported::Known("0000:85:00.0".to_owned()));
+
+    // A node where SMI sees only the board on bus 0x83: ordinal 0 (bus 0x85) has no SMI device.
+    let one = open(Path::new(ROCM_SMI_6)).unwrap();
+    let missing = smi_device_of(one, &hip, 0).unwrap_err();
+    assert!(missing.contains("0000:85:00.0") && missing.contains("none of the 1 devices"), "{missing}");
+    assert_eq!(smi_device_of(one, &hip, 1), Ok(0));
 }

@@ -116,11 +116,15 @@ fn calibration_prompt(vocab: i64, config: &ParityConfig, seed: u64) -> Result<Te
 pub fn calibrate_fp8(model: &Model, suite: &Suite) -> Result<Option<String>, ModelError> {
     let prompt = calibration_prompt(model.vocab_size(), &suite.parity, suite.seed)?.f_to_device(model.device())?;
     let layers = model.calibrate_fp8(&prompt)?;
+    let Some(format) = model.fp8_format() else { return Ok(None) };
     Ok((layers > 0).then(|| {
         format!(
-            "static: one input scale per e4m3 layer ({layers} layers), its largest |input| over a seeded {}x{} \
-             calibration prompt / 448, set once before anything was measured",
-            suite.parity.batch, suite.parity.prompt_len
+            "static: one input scale per {} layer ({layers} layers), its largest |input| over a seeded {}x{} \
+             calibration prompt / {}, set once before anything was measured",
+            format.name(),
+            suite.parity.batch,
+            suite.parity.prompt_len,
+            format.max()
         )
     }))
 }
@@ -286,7 +290,11 @@ pub(crate) mod tests {
         };
         let fp8 = Model::new(&shape(DENSE), Precision::Fp8, Device::Cpu, 3).unwrap();
         let how = calibrate_fp8(&fp8, &suite("fp8")).unwrap().unwrap();
-        assert!(how.starts_with("static: one input scale per e4m3 layer (28 layers)") && how.contains("2x16"), "{how}");
+        assert!(
+            how.starts_with("static: one input scale per e4m3fn layer (28 layers)")
+                && how.contains("2x16 calibration prompt / 448,"),
+            "{how}"
+        );
         let fp32 = Model::new(&shape(DENSE), Precision::Fp32, Device::Cpu, 3).unwrap();
         assert_eq!(calibrate_fp8(&fp32, &suite("fp32")).unwrap(), None);
     }

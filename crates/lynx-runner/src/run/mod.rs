@@ -10,7 +10,7 @@ mod warmup;
 mod work;
 
 pub use assemble::{assemble, record_worker_death};
-pub use start::{start, start_reproduction};
+pub use start::{estimate, start, start_reproduction};
 pub use work::work;
 
 use crate::devices::Device;

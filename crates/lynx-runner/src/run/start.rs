@@ -5,8 +5,9 @@ use crate::journal::RunDir;
 use crate::store::write_json_atomic;
 use crate::unix_now_s;
 use crate::RunError;
+use lynx_analysis::estimate::{datasheet, wall_time, Planned, Rates};
 use lynx_models::Checkpoint;
-use lynx_schema::result::{ConfigRecord, Reproduces, RunPlan, WeightsRecord};
+use lynx_schema::result::{CellRecord, Check, CheckName, ConfigRecord, Reproduces, RunPlan, StepMode, WeightsRecord};
 use lynx_schema::time::{compact_utc, rfc3339_utc};
 use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -51,4 +52,44 @@ fn random_u32() -> u32 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     hasher.finish() as u32
+}
+
+/// The wall time `run` is expected to take from here, with the cells `done` and the `checks`
+/// made so far, as one line for the user, or why there is no estimate. The device is found
+/// again, but nothing is allocated on it: a GPU's free memory is taken as its memory less the
+/// weights.
+pub fn estimate(run: &RunDir, done: &[CellRecord], checks: &[Check]) -> Result<String, String> {
+    let plan = run.read_plan().map_err(|e| e.to_string())?;
+    let device = crate::devices::find(plan.device, &crate::host_record()).map_err(|e| e.to_string())?;
+    let config =
+        ConfigRecord::new(plan.suite.clone(), plan.model.clone(), WeightsRecord::Random { seed: plan.suite.seed })?;
+    let shape = config.device_shape();
+    let precision = plan.suite.precision;
+    let (rates, free_bytes) = match device.torch {
+        tch::Device::Cpu => (Rates::cpu(), device.free_memory().known().map(|(free, _)| *free)),
+        _ => {
+            let name = device.record.name.known().cloned().unwrap_or_default();
+            let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
+            let weights = shape.weight_bytes(precision);
+            (Rates::gpu(sheet, precision), device.record.memory_bytes.known().map(|m| m.saturating_sub(weights)))
+        }
+    };
+    let modes = if checks.iter().any(|c| c.name == CheckName::GraphParity) {
+        lynx_analysis::sweep::decode_modes(checks)
+    } else if super::graph::Graphs::for_device(device.torch).available() {
+        StepMode::ALL.to_vec()
+    } else {
+        vec![StepMode::Eager]
+    };
+    let bounds = lynx_analysis::latency::bounds_for(&plan.suite.bounds, &plan.model);
+    let planned = Planned {
+        suite: &plan.suite,
+        shape,
+        model_layers: plan.model.num_layers,
+        bounds: &bounds,
+        modes: &modes,
+        free_bytes,
+        done,
+    };
+    Ok(wall_time(&planned, &rates).to_string())
 }

@@ -1,0 +1,323 @@
+//! The wall time a run is expected to take, printed before it starts. The sweep is planned
+//! exactly as the run will plan it ([`crate::sweep::plan`]), fed step times predicted from the
+//! device's datasheet (peak memory bandwidth and dense matmul rate, each at the share of it
+//! that measurements elsewhere reach) and the host's cost of issuing an eager step's kernels;
+//! the phases before the cells (building the model, the probes, warm-up) are added. The run
+//! prints it once its inputs are accepted (after the parity check, which it does not count). It is an estimate, never a figure of
+//! the device: nothing it says enters a result.
+
+use crate::memory::{cell_memory, decode_capacity, expected_decode_steps};
+use lynx_schema::config::{LatencyBound, ModelShape, Precision, Suite};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, StepMode};
+use lynx_schema::value::Finite;
+
+/// One device's datasheet: HBM bandwidth and dense bf16 matmul rate (fp8: twice that on every
+/// device listed), as ../shared/REFERENCES.md tabulates them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Datasheet {
+    /// What the device's name contains (`H200` in `NVIDIA H200`).
+    pub name: &'static str,
+    pub bandwidth_bytes_per_s: f64,
+    pub bf16_flops_per_s: f64,
+}
+
+/// The devices lynx has datasheet figures for.
+pub const DATASHEETS: [Datasheet; 5] = [
+    Datasheet { name: "H100 80GB HBM3", bandwidth_bytes_per_s: 3.35e12, bf16_flops_per_s: 989e12 },
+    Datasheet { name: "H200", bandwidth_bytes_per_s: 4.8e12, bf16_flops_per_s: 989e12 },
+    Datasheet { name: "B200", bandwidth_bytes_per_s: 8.0e12, bf16_flops_per_s: 2250e12 },
+    Datasheet { name: "MI300X", bandwidth_bytes_per_s: 5.3e12, bf16_flops_per_s: 1300e12 },
+    Datasheet { name: "MI355X", bandwidth_bytes_per_s: 8.0e12, bf16_flops_per_s: 2500e12 },
+];
+
+/// The datasheet of the device named `name` (as its driver names it), if lynx has one.
+pub fn datasheet(name: &str) -> Option<&'static Datasheet> {
+    DATASHEETS.iter().find(|d| name.contains(d.name))
+}
+
+/// Shares of the datasheet a step is assumed to reach: the measured copy and bf16 matmul of an
+/// H100 and an H200 against their datasheets (REFERENCES.md: 2.90 of 3.35 TB/s, 4.01 of 4.8;
+/// 794.5 and 828 of 989 TFLOP/s).
+const BANDWIDTH_SHARE: f64 = 0.85;
+const MATMUL_SHARE: f64 = 0.8;
+/// The host's cost of issuing one kernel of an eager step through libtorch's dispatcher.
+const ISSUE_S_PER_KERNEL: f64 = 5e-6;
+/// Kernels a layer's eager step issues (norms, projections, RoPE, cache writes, attention,
+/// residual adds, the MLP), and the extra a mixture of experts' routing and experts issue.
+const KERNELS_PER_LAYER: f64 = 30.0;
+const KERNELS_PER_MOE_LAYER: f64 = 20.0;
+/// A replayed graph's launch.
+const GRAPH_LAUNCH_S: f64 = 20e-6;
+/// The burst roofline probes, before warm-up.
+const BURST_PROBES_S: f64 = 15.0;
+/// Drawing random weights and KV caches on the host.
+const HOST_DRAW_BYTES_PER_S: f64 = 1e9;
+/// A host CPU lynx has no datasheet for: memory bandwidth and matmul rate assumed.
+const CPU_BANDWIDTH_BYTES_PER_S: f64 = 20e9;
+const CPU_FLOPS_PER_S: f64 = 100e9;
+
+/// The rates a step time is predicted from, and where they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates {
+    pub bandwidth_bytes_per_s: f64,
+    pub flops_per_s: f64,
+    /// Host seconds to issue one eager kernel (0 where issuing is running: a CPU).
+    pub issue_s_per_kernel: f64,
+    /// Whether the device is a GPU (weights and caches are drawn on it).
+    pub gpu: bool,
+    pub basis: String,
+}
+
+impl Rates {
+    /// A GPU's rates at `precision` from its datasheet.
+    pub fn gpu(sheet: &Datasheet, precision: Precision) -> Rates {
+        let flops = match precision {
+            Precision::Fp8 => 2.0 * sheet.bf16_flops_per_s,
+            Precision::Fp32 => sheet.bf16_flops_per_s / 2.0,
+            Precision::Bf16 | Precision::Fp16 => sheet.bf16_flops_per_s,
+        };
+        Rates {
+            bandwidth_bytes_per_s: BANDWIDTH_SHARE * sheet.bandwidth_bytes_per_s,
+            flops_per_s: MATMUL_SHARE * flops,
+            issue_s_per_kernel: ISSUE_S_PER_KERNEL,
+            gpu: true,
+            basis: format!(
+                "the {} datasheet: {:.2} TB/s at {:.0}%, {:.0} TFLOP/s {precision} at {:.0}%, {:.0} µs to issue an \
+                 eager kernel",
+                sheet.name,
+                sheet.bandwidth_bytes_per_s / 1e12,
+                BANDWIDTH_SHARE * 100.0,
+                flops / 1e12,
+                MATMUL_SHARE * 100.0,
+                ISSUE_S_PER_KERNEL * 1e6
+            ),
+        }
+    }
+
+    /// A host CPU's assumed rates.
+    pub fn cpu() -> Rates {
+        Rates {
+            bandwidth_bytes_per_s: CPU_BANDWIDTH_BYTES_PER_S,
+            flops_per_s: CPU_FLOPS_PER_S,
+            issue_s_per_kernel: 0.0,
+            gpu: false,
+            basis: format!(
+                "a host CPU assumed to reach {:.0} GB/s and {:.0} GFLOP/s",
+                CPU_BANDWIDTH_BYTES_PER_S / 1e9,
+                CPU_FLOPS_PER_S / 1e9
+            ),
+        }
+    }
+}
+
+/// What a run is expected to take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WallTime {
+    /// Everything, with warm-up at its `min_s`.
+    pub total_s: f64,
+    /// How much longer a warm-up that never reaches equilibrium makes it (`max_s` − `min_s`).
+    pub warmup_extra_s: f64,
+    /// Cells the planned sweep measures (skipped ones not counted).
+    pub cells: usize,
+    pub basis: String,
+}
+
+impl std::fmt::Display for WallTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let minutes = |s: f64| (s / 60.0).ceil();
+        write!(
+            f,
+            "estimated wall time about {} min ({} if warm-up runs to its max_s), {} cells; from {}; an estimate, \
+             not a measurement",
+            minutes(self.total_s),
+            minutes(self.total_s + self.warmup_extra_s),
+            self.cells,
+            self.basis
+        )
+    }
+}
+
+/// What a run's estimate needs.
+pub struct Planned<'a> {
+    pub suite: &'a Suite,
+    /// The shape the device runs (a layer subset's or a shard's).
+    pub shape: &'a ModelShape,
+    /// The model's own layer count, for a layer subset's full-depth step.
+    pub model_layers: u32,
+    pub bounds: &'a [LatencyBound],
+    /// The decode modes the run is expected to measure.
+    pub modes: &'a [StepMode],
+    /// The device's free memory, where known: cells that would not fit are skipped.
+    pub free_bytes: Option<u64>,
+    /// Cells a resumed run already has.
+    pub done: &'a [CellRecord],
+}
+
+/// The wall time of `run` at `rates`.
+pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
+    let suite = run.suite;
+    let precision = suite.precision;
+    let draw = |bytes: f64| bytes / if rates.gpu { rates.bandwidth_bytes_per_s / 4.0 } else { HOST_DRAW_BYTES_PER_S };
+    let mut total_s = 0.0;
+    if run.done.is_empty() && suite.roofline.probe {
+        total_s += BURST_PROBES_S + suite.roofline.sustained_s;
+    }
+    total_s += draw(run.shape.weight_bytes(precision) as f64) + suite.warmup.min_s;
+    let head = run.suite.scale.layers.map(|_| {
+        let mut head = run.shape.clone();
+        head.num_layers = 0;
+        if let Some(moe) = &mut head.moe {
+            moe.first_dense_layers = 0;
+        }
+        head
+    });
+    let mut cells = run.done.to_vec();
+    let mut measured = 0;
+    while let Some(cell) = crate::sweep::plan(suite, run.bounds, &cells, run.modes).next {
+        let step = step_s(run.shape, precision, cell, rates);
+        let capacity = match cell {
+            CellShape::Prefill { prompt_len, .. } => u64::from(prompt_len),
+            CellShape::Decode { ctx, .. } => decode_capacity(ctx, expected_decode_steps(&suite.measure, step)),
+        };
+        let memory = cell_memory(run.shape, precision, cell, capacity);
+        if let Some(refusal) = run.free_bytes.and_then(|free| memory.refusal(free)) {
+            let mut skipped = CellRecord::failed(cell, String::new());
+            skipped.status =
+                CellStatus::Skipped { message: refusal, needed_bytes: memory.total_bytes(), free_bytes: 0 };
+            cells.push(skipped);
+            continue;
+        }
+        let head_step = head.as_ref().map(|h| step_s(h, precision, cell, rates));
+        total_s += cell_s(suite, cell, step) + head_step.map_or(0.0, |s| cell_s(suite, cell, s));
+        total_s += draw(memory.kv_cache_bytes as f64) * if head.is_some() { 2.0 } else { 1.0 };
+        // The sweep judges a layer subset by its full-depth step.
+        let judged = match (head_step, suite.scale.layers) {
+            (Some(h), Some(layers)) if layers > 0 => h + (step - h) * f64::from(run.model_layers) / f64::from(layers),
+            _ => step,
+        };
+        cells.push(planned_cell(cell, judged));
+        measured += 1;
+    }
+    WallTime {
+        total_s,
+        warmup_extra_s: (suite.warmup.max_s - suite.warmup.min_s).max(0.0),
+        cells: measured,
+        basis: rates.basis.clone(),
+    }
+}
+
+/// A cell with every step at `step`, as the sweep planner reads it.
+fn planned_cell(shape: CellShape, step: f64) -> CellRecord {
+    let summary = crate::stats::summarise(&[step; 3]);
+    let one = Finite::new(1.0, "measured time");
+    match (summary, one) {
+        (Ok(summary), Ok(one)) => crate::cell::measured(shape, summary, one, None, None)
+            .unwrap_or_else(|_| CellRecord::failed(shape, "no estimate".to_owned())),
+        _ => CellRecord::failed(shape, "no estimate".to_owned()),
+    }
+}
+
+/// One cell's time: its untimed steps (a graph's capture and first replay too) and its timed
+/// steps, at least `min_steps` and `min_s`, at most `max_steps`.
+fn cell_s(suite: &Suite, cell: CellShape, step: f64) -> f64 {
+    let limits = &suite.measure;
+    let timed = ((limits.min_s / step).ceil().max(f64::from(limits.min_steps))).min(f64::from(limits.max_steps));
+    let untimed = match cell {
+        CellShape::Prefill { .. } => 1.0,
+        CellShape::Decode { mode: StepMode::Eager, .. } => 2.0,
+        CellShape::Decode { mode: StepMode::Graph, .. } => 4.0,
+    };
+    (timed + untimed) * step
+}
+
+/// A step's predicted time: the longer of its bytes at the bandwidth and its FLOPs at the
+/// matmul rate, and (eager) of issuing its kernels; a graph step adds one launch.
+pub fn step_s(shape: &ModelShape, precision: Precision, cell: CellShape, rates: &Rates) -> f64 {
+    let attended = match cell {
+        CellShape::Decode { ctx, mode: StepMode::Graph, .. } => Some(ctx.saturating_add(64)),
+        _ => None,
+    };
+    let work = crate::roofline::step_work(shape, precision, cell, None, attended);
+    let roof = (work.bytes.get() / rates.bandwidth_bytes_per_s).max(work.flops.get() / rates.flops_per_s);
+    let kernels =
+        KERNELS_PER_LAYER * f64::from(shape.num_layers) + KERNELS_PER_MOE_LAYER * f64::from(shape.moe_layers()) + 5.0;
+    match cell.mode() {
+        StepMode::Eager => roof.max(kernels * rates.issue_s_per_kernel),
+        StepMode::Graph => roof + GRAPH_LAUNCH_S,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalogue(path: &str) -> String {
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models").join(path))
+            .unwrap()
+    }
+
+    fn standard() -> (Suite, ModelShape) {
+        let suite = Suite::from_toml(&catalogue("suites/standard.toml"), "standard").unwrap();
+        let model = ModelShape::from_toml(&catalogue(&format!("{}.toml", suite.model)), &suite.model).unwrap();
+        (suite, model)
+    }
+
+    /// Issue 15: the standard suite, estimated on an H200 from its datasheet with graph lines
+    /// (the figure `lynx run` prints there), fits in 20 minutes.
+    #[test]
+    fn the_standard_suite_is_estimated_within_20_minutes_on_an_h200() {
+        let (suite, model) = standard();
+        let bounds = crate::latency::bounds_for(&suite.bounds, &model);
+        let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision);
+        let planned = Planned {
+            suite: &suite,
+            shape: &model,
+            model_layers: model.num_layers,
+            bounds: &bounds,
+            modes: &StepMode::ALL,
+            free_bytes: Some(120 << 30),
+            done: &[],
+        };
+        let estimate = wall_time(&planned, &rates);
+        println!("{estimate} ({:.0} s)", estimate.total_s);
+        assert!(estimate.total_s <= 20.0 * 60.0, "{estimate}");
+        assert!(estimate.cells > 50, "{estimate}");
+        assert!(estimate.to_string().contains("H200 datasheet: 4.80 TB/s"), "{estimate}");
+        // Without graph lines it is shorter, and a resumed run with cells done is shorter still.
+        let eager = wall_time(&Planned { modes: &[StepMode::Eager], ..planned }, &rates);
+        assert!(eager.total_s < estimate.total_s && eager.cells < estimate.cells);
+    }
+
+    /// A step's prediction: memory-bound decode at batch 1 (the weights once at the bandwidth),
+    /// compute-bound prefill at batch 64, an eager step never shorter than issuing its kernels,
+    /// and a graph step free of that floor.
+    #[test]
+    fn a_step_is_predicted_from_its_work_and_its_issue_cost() {
+        let (_, model) = standard();
+        let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), Precision::Bf16);
+        let decode = step_s(&model, Precision::Bf16, CellShape::decode(1, 1024), &rates);
+        let weights = model.weight_bytes(Precision::Bf16) as f64 / rates.bandwidth_bytes_per_s;
+        assert!(decode >= weights && decode < 1.5 * weights, "{decode} against {weights}");
+        let tiny = {
+            let mut shape = model.clone();
+            shape.num_layers = 1;
+            shape.vocab_size = 1000;
+            shape
+        };
+        let eager = step_s(&tiny, Precision::Bf16, CellShape::decode(1, 16), &rates);
+        assert!((eager - 35.0 * ISSUE_S_PER_KERNEL).abs() < 1e-12, "{eager}");
+        let graph = CellShape::Decode { batch: 1, ctx: 16, mode: StepMode::Graph };
+        assert!(step_s(&tiny, Precision::Bf16, graph, &rates) < eager);
+        let prefill = step_s(&model, Precision::Bf16, CellShape::Prefill { batch: 64, prompt_len: 1024 }, &rates);
+        let flops = 2.0 * 64.0 * 1024.0 * model.parameters().active as f64 / rates.flops_per_s;
+        // Every linear weight twice a token, less the embedding table (looked up, not multiplied).
+        assert!(prefill > 0.85 * flops && prefill <= flops, "{prefill} against {flops}");
+    }
+
+    #[test]
+    fn a_device_without_a_datasheet_has_none() {
+        assert!(datasheet("NVIDIA H100 PCIe").is_none());
+        assert_eq!(datasheet("AMD Instinct MI300X").unwrap().bandwidth_bytes_per_s, 5.3e12);
+        assert!(Rates::cpu().basis.contains("assumed"));
+    }
+}
