@@ -108,8 +108,10 @@ for suite in "${suite_list[@]}"; do
   esac
   say "lynx run --suite $suite (at most ${limit} s)"
   # SIGTERM at the limit: lynx stops after the step in flight and writes a partial result.
+  started=$(date +%s)
   timeout --kill-after=20 "$limit" "$lynx" run --suite "$suite" --device "$device" --out "$out/runs" --unsigned \
     > "$out/$suite.log" 2>&1 || say "$suite ended with $? (see $out/$suite.log)"
+  echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
 done
 
 "$python" - "$out" "$datasheet" "$python_tflops" "$quick" "$device" "$suites" <<'PY' | tee "$out/claims.txt"
@@ -291,6 +293,17 @@ for name, result in sorted(results.items()):
             ok = check["passed"] and (measured is None or measured >= 0.95)
             verdict = ("shown, not judged (quick)" if quick else judged(ok))
             claim(f"{name}: telemetry coverage >= 95%", verdict, check["detail"])
+# The wall-time estimate each run printed, against the time its process took (start-up and
+# parity included, which the estimate leaves out).
+for name in suites.split(","):
+    try:
+        log = open(os.path.join(out, name + ".log")).read()
+        elapsed = open(os.path.join(out, name + ".elapsed")).read().strip()
+    except OSError:
+        continue
+    line = next((l for l in log.splitlines() if "estimated wall time" in l or "no wall-time estimate" in l), None)
+    shown = line.split("lynx: ", 1)[-1].split(";")[0] if line else "no estimate printed"
+    claim(f"({name}) estimate against the run", "INFO", f"{shown}; the process took {elapsed} s")
 missing = [s for s in suites.split(",") if s not in results]
 claim("every suite produced a result", judged(not missing), ", ".join(missing) or f"{len(results)} results")
 
