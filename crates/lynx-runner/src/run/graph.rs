@@ -75,7 +75,10 @@ impl Graphs {
     }
 }
 
-/// A captured step.
+/// A captured step. A run keeps one alive at a time: each cell (and the parity check) drops its
+/// graph before the next is captured. libtorch keys cuBLAS workspaces by stream, and destroying
+/// one graph can release a workspace that another live graph captured on the same pool stream
+/// still uses (pytorch/pytorch#193402).
 pub(crate) enum Captured<'a> {
     Cuda(CudaGraph),
     Reissue(Box<dyn FnMut() -> Result<(), ModelError> + 'a>),
