@@ -1,9 +1,27 @@
 //! A measured cell's figures (DESIGN.md vocabulary: tok/s/user, tok/s/device) from its step
 //! times, and the full-depth extrapolation of a layer subset.
 
+use lynx_schema::config::ModelShape;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth};
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::{Finite, NotFinite};
+
+/// The head-only model a layer subset is extrapolated with: `shape` with no layers (the
+/// embedding, final norm and lm head alone).
+pub fn head_only_shape(shape: &ModelShape) -> ModelShape {
+    let mut head = shape.clone();
+    head.num_layers = 0;
+    if let Some(moe) = &mut head.moe {
+        moe.first_dense_layers = 0;
+    }
+    head
+}
+
+/// A full-depth time from a `measured_layers`-layer one and the head-only time `fixed`:
+/// T₀ + (L / k)·(T_k − T₀), the per-layer part never negative.
+pub fn full_depth_s(fixed: f64, measured: f64, measured_layers: u32, model_layers: u32) -> f64 {
+    fixed + f64::from(model_layers) / f64::from(measured_layers) * (measured - fixed).max(0.0)
+}
 
 /// T_full = T₀ + (L / k)·(T_k − T₀), with T₀ the head-only median, applied to each statistic
 /// of the k-layer step time. The per-layer part is assumed to scale with depth and to vary as
@@ -22,9 +40,8 @@ pub fn extrapolate(
             measured.median_s.get()
         ));
     }
-    let ratio = f64::from(model_layers) / f64::from(measured_layers);
     let scale = |t: Finite, what: &str| {
-        Finite::new(fixed + ratio * (t.get() - fixed).max(0.0), what).map_err(|e| e.to_string())
+        Finite::new(full_depth_s(fixed, t.get(), measured_layers, model_layers), what).map_err(|e| e.to_string())
     };
     Ok(FullDepth {
         measured_layers,

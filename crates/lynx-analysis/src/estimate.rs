@@ -6,7 +6,7 @@
 //! prints it once its inputs are accepted (after the parity check, which it does not count). It is an estimate, never a figure of
 //! the device: nothing it says enters a result.
 
-use crate::memory::{cell_memory, decode_capacity, expected_decode_steps};
+use crate::memory::fit_memory;
 use lynx_schema::config::{LatencyBound, ModelShape, Precision, Suite};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, StepMode};
 use lynx_schema::value::Finite;
@@ -163,23 +163,12 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         total_s += BURST_PROBES_S + suite.roofline.sustained_s;
     }
     total_s += draw(run.shape.weight_bytes(precision) as f64) + suite.warmup.min_s;
-    let head = run.suite.scale.layers.map(|_| {
-        let mut head = run.shape.clone();
-        head.num_layers = 0;
-        if let Some(moe) = &mut head.moe {
-            moe.first_dense_layers = 0;
-        }
-        head
-    });
+    let head = run.suite.scale.layers.map(|_| crate::cell::head_only_shape(run.shape));
     let mut cells = run.done.to_vec();
     let mut measured = 0;
     while let Some(cell) = crate::sweep::plan(suite, run.bounds, &cells, run.modes).next {
         let step = step_s(run.shape, precision, cell, rates);
-        let capacity = match cell {
-            CellShape::Prefill { prompt_len, .. } => u64::from(prompt_len),
-            CellShape::Decode { ctx, .. } => decode_capacity(ctx, expected_decode_steps(&suite.measure, step)),
-        };
-        let memory = cell_memory(run.shape, precision, cell, capacity);
+        let memory = fit_memory(run.shape, precision, cell, &suite.measure);
         if let Some(refusal) = run.free_bytes.and_then(|free| memory.refusal(free)) {
             let mut skipped = CellRecord::failed(cell, String::new());
             skipped.status =
@@ -192,7 +181,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         total_s += draw(memory.kv_cache_bytes as f64) * if head.is_some() { 2.0 } else { 1.0 };
         // The sweep judges a layer subset by its full-depth step.
         let judged = match (head_step, suite.scale.layers) {
-            (Some(h), Some(layers)) if layers > 0 => h + (step - h) * f64::from(run.model_layers) / f64::from(layers),
+            (Some(h), Some(layers)) if layers > 0 => crate::cell::full_depth_s(h, step, layers, run.model_layers),
             _ => step,
         };
         cells.push(planned_cell(cell, judged));

@@ -93,6 +93,17 @@ pub fn cell_memory(shape: &ModelShape, precision: Precision, cell: CellShape, ca
     }
 }
 
+/// The memory the skip test holds `cell` to before it runs: its cache with the least room a
+/// decode cell is measured with (`min_steps` timed steps; a prefill's prompt), which the run
+/// and its wall-time estimate both judge against the free memory.
+pub fn fit_memory(shape: &ModelShape, precision: Precision, cell: CellShape, limits: &MeasureConfig) -> CellMemory {
+    let capacity = match cell {
+        CellShape::Prefill { prompt_len, .. } => u64::from(prompt_len),
+        CellShape::Decode { ctx, .. } => decode_capacity(ctx, limits.min_steps),
+    };
+    cell_memory(shape, precision, cell, capacity)
+}
+
 /// Timed steps a decode cell is expected to take, from an untimed step's time: enough for
 /// `min_s` twice over (steps slow as the context grows, and a shared host's steps vary: a cell
 /// whose cache room ran out would be measured for less than `min_s`), and never fewer than

@@ -96,10 +96,7 @@ impl Observer for Progress {
         self.say(format!("result file {} (resume with `lynx run --resume {}`)", result_path.display(), dir.display()));
         // Once the inputs are accepted (bad input gets its one line, and no estimate), the time
         // the cells still to run are expected to take.
-        let estimate = lynx_runner::RunDir::open(dir)
-            .map_err(|e| e.to_string())
-            .and_then(|run| lynx_runner::estimate(&run, &result.cells, &result.checks));
-        match estimate {
+        match lynx_runner::estimate(result) {
             Ok(line) => self.say(line),
             Err(why) => self.say(format!("no wall-time estimate: {why}")),
         }

@@ -9,6 +9,31 @@ use lynx_schema::value::Reported;
 /// The variable that states a device's free memory instead of reading it.
 pub const FREE_MEMORY_VAR: &str = "LYNX_FREE_MEMORY_BYTES";
 
+/// The free memory stated by [`FREE_MEMORY_VAR`], if it is set to a number.
+fn stated_free_memory() -> Option<u64> {
+    std::env::var(FREE_MEMORY_VAR).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// The CPU's free memory: as stated by [`FREE_MEMORY_VAR`], else the host's `MemAvailable`
+/// (which reading nothing allocates to obtain).
+pub fn host_free_memory() -> Reported<(u64, &'static str)> {
+    if let Some(stated) = stated_free_memory() {
+        return Reported::Known((stated, "stated by LYNX_FREE_MEMORY_BYTES"));
+    }
+    lynx_telemetry::available_memory_bytes().map_or_else(
+        || Reported::unavailable("/proc/meminfo gives no MemAvailable"),
+        |bytes| Reported::Known((bytes, "the host's MemAvailable")),
+    )
+}
+
+/// The libtorch device a device name maps to (a ROCm GPU is a CUDA-type device to libtorch).
+pub fn torch_device(name: DeviceName) -> tch::Device {
+    match name {
+        DeviceName::Cpu => tch::Device::Cpu,
+        DeviceName::Cuda(index) | DeviceName::Rocm(index) => tch::Device::Cuda(index as usize),
+    }
+}
+
 /// A device lynx can run on.
 #[derive(Debug, Clone)]
 pub struct Device {
@@ -42,14 +67,9 @@ impl Device {
     /// shim. Unavailable where the shim is: those cells run, and one that does not fit is
     /// recorded as out of memory.
     pub fn free_memory(&self) -> Reported<(u64, &'static str)> {
-        if let Some(stated) = std::env::var(FREE_MEMORY_VAR).ok().and_then(|v| v.trim().parse().ok()) {
-            return Reported::Known((stated, "stated by LYNX_FREE_MEMORY_BYTES"));
-        }
         match self.record.device {
-            DeviceName::Cpu => lynx_telemetry::available_memory_bytes().map_or_else(
-                || Reported::unavailable("/proc/meminfo gives no MemAvailable"),
-                |bytes| Reported::Known((bytes, "the host's MemAvailable")),
-            ),
+            DeviceName::Cpu => host_free_memory(),
+            _ if stated_free_memory().is_some() => host_free_memory(),
             DeviceName::Cuda(index) | DeviceName::Rocm(index) => match crate::cuda::free_memory(index as usize) {
                 Ok((free, _)) => Reported::Known((free, "the driver's free memory, libtorch's cache released")),
                 Err(reason) => Reported::unavailable(reason),
@@ -144,7 +164,7 @@ fn cpu(host: &HostRecord) -> Device {
             compute_capability: Reported::unavailable("not a CUDA device"),
             board: Reported::unavailable("a CPU has no GPU board"),
         },
-        torch: tch::Device::Cpu,
+        torch: torch_device(DeviceName::Cpu),
         cache_bytes: lynx_probes::cpu::largest_cache_bytes(),
     }
 }
@@ -185,5 +205,5 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
             },
         },
     };
-    Device { record, torch: tch::Device::Cuda(index as usize), cache_bytes }
+    Device { torch: torch_device(record.device), record, cache_bytes }
 }

@@ -1,4 +1,5 @@
-//! A new run: its folder and plan, written before anything is measured.
+//! A new run: its folder and plan, written before anything is measured; and, once it has
+//! accepted its inputs, the wall time the rest of it is expected to take.
 
 use super::Plan;
 use crate::journal::RunDir;
@@ -7,7 +8,7 @@ use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::estimate::{datasheet, wall_time, Planned, Rates};
 use lynx_models::Checkpoint;
-use lynx_schema::result::{CellRecord, Check, CheckName, ConfigRecord, Reproduces, RunPlan, StepMode, WeightsRecord};
+use lynx_schema::result::{CheckName, ConfigRecord, Reproduces, RunPlan, RunResult, StepMode, WeightsRecord};
 use lynx_schema::time::{compact_utc, rfc3339_utc};
 use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -54,42 +55,39 @@ fn random_u32() -> u32 {
     hasher.finish() as u32
 }
 
-/// The wall time `run` is expected to take from here, with the cells `done` and the `checks`
-/// made so far, as one line for the user, or why there is no estimate. The device is found
-/// again, but nothing is allocated on it: a GPU's free memory is taken as its memory less the
-/// weights.
-pub fn estimate(run: &RunDir, done: &[CellRecord], checks: &[Check]) -> Result<String, String> {
-    let plan = run.read_plan().map_err(|e| e.to_string())?;
-    let device = crate::devices::find(plan.device, &crate::host_record()).map_err(|e| e.to_string())?;
-    let config =
-        ConfigRecord::new(plan.suite.clone(), plan.model.clone(), WeightsRecord::Random { seed: plan.suite.seed })?;
+/// The wall time the rest of `result`'s run is expected to take (the cells it lacks, with the
+/// checks made so far), as one line for the user, or why there is no estimate. Nothing is read
+/// from the device: a GPU's free memory is taken as its memory less the weights.
+pub fn estimate(result: &RunResult) -> Result<String, String> {
+    let config = &result.config;
     let shape = config.device_shape();
-    let precision = plan.suite.precision;
-    let (rates, free_bytes) = match device.torch {
-        tch::Device::Cpu => (Rates::cpu(), device.free_memory().known().map(|(free, _)| *free)),
+    let precision = config.suite.precision;
+    let torch = crate::devices::torch_device(result.device.device);
+    let (rates, free_bytes) = match torch {
+        tch::Device::Cpu => (Rates::cpu(), crate::devices::host_free_memory().known().map(|(free, _)| *free)),
         _ => {
-            let name = device.record.name.known().cloned().unwrap_or_default();
+            let name = result.device.name.known().cloned().unwrap_or_default();
             let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
             let weights = shape.weight_bytes(precision);
-            (Rates::gpu(sheet, precision), device.record.memory_bytes.known().map(|m| m.saturating_sub(weights)))
+            (Rates::gpu(sheet, precision), result.device.memory_bytes.known().map(|m| m.saturating_sub(weights)))
         }
     };
-    let modes = if checks.iter().any(|c| c.name == CheckName::GraphParity) {
-        lynx_analysis::sweep::decode_modes(checks)
-    } else if super::graph::Graphs::for_device(device.torch).available() {
+    let modes = if result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
+        lynx_analysis::sweep::decode_modes(&result.checks)
+    } else if super::graph::Graphs::for_device(torch).available() {
         StepMode::ALL.to_vec()
     } else {
         vec![StepMode::Eager]
     };
-    let bounds = lynx_analysis::latency::bounds_for(&plan.suite.bounds, &plan.model);
+    let bounds = lynx_analysis::latency::bounds_for(&config.suite.bounds, &config.model);
     let planned = Planned {
-        suite: &plan.suite,
+        suite: &config.suite,
         shape,
-        model_layers: plan.model.num_layers,
+        model_layers: config.model.num_layers,
         bounds: &bounds,
         modes: &modes,
         free_bytes,
-        done,
+        done: &result.cells,
     };
     Ok(wall_time(&planned, &rates).to_string())
 }

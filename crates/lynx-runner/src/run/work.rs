@@ -15,7 +15,7 @@ use crate::telemetry::RunTelemetry;
 use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
-use lynx_analysis::memory::{cell_memory, decode_capacity};
+use lynx_analysis::memory::fit_memory;
 use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
@@ -147,11 +147,7 @@ impl Setup {
     /// The model with no layers, for extrapolating a layer subset to full depth.
     fn head_only(&self) -> Result<Option<HeadOnly>, RunError> {
         let Some(measured_layers) = self.config.suite.scale.layers else { return Ok(None) };
-        let mut head_shape = self.shape.clone();
-        head_shape.num_layers = 0;
-        if let Some(moe) = &mut head_shape.moe {
-            moe.first_dense_layers = 0;
-        }
+        let head_shape = lynx_analysis::cell::head_only_shape(&self.shape);
         let model = self.build(&head_shape, &[], "building the head-only model")?;
         Ok(Some(HeadOnly { model, measured_layers, model_layers: self.config.model.num_layers }))
     }
@@ -241,11 +237,7 @@ impl Turn<'_> {
     fn does_not_fit(&self, setup: &Setup, shape: CellShape) -> Option<CellRecord> {
         let (free_bytes, source) = *self.device.free_memory().known()?;
         let suite = &setup.config.suite;
-        let capacity = match shape {
-            CellShape::Prefill { prompt_len, .. } => u64::from(prompt_len),
-            CellShape::Decode { ctx, .. } => decode_capacity(ctx, suite.measure.min_steps),
-        };
-        let estimate = cell_memory(&setup.shape, suite.precision, shape, capacity);
+        let estimate = fit_memory(&setup.shape, suite.precision, shape, &suite.measure);
         let reason = estimate.refusal(free_bytes)?;
         let mut cell = CellRecord::failed(shape, String::new());
         cell.status = CellStatus::Skipped {
