@@ -7,6 +7,7 @@
 //! the values.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use lynx_analysis::lengths::Lengths;
 use lynx_analysis::sim::{max_rate, SimSetup, StepTable, TablePoint};
 
 fn tables() -> (StepTable, StepTable) {
@@ -14,14 +15,20 @@ fn tables() -> (StepTable, StepTable) {
     for ctx in [1024u32, 2048, 4096, 8192, 9216] {
         for batch in (0..=10).map(|k| 1u32 << k) {
             let step_s = 0.006 + 2e-10 * f64::from(batch) * f64::from(ctx) + 1e-5 * f64::from(batch);
-            decode.push(TablePoint { batch, len: ctx, step_s, power_w: Some(500.0 + f64::from(batch) / 4.0) });
+            decode.push(TablePoint {
+                batch,
+                len: ctx,
+                step_s,
+                power_w: Some(500.0 + f64::from(batch) / 4.0),
+                spread: None,
+            });
         }
     }
     let mut prefill = Vec::new();
     for len in [1024u32, 8192] {
         for batch in (0..=6).map(|k| 1u32 << k) {
             let tokens = f64::from(batch) * f64::from(len);
-            prefill.push(TablePoint { batch, len, step_s: 0.01 + 6e-8 * tokens, power_w: Some(650.0) });
+            prefill.push(TablePoint { batch, len, step_s: 0.01 + 6e-8 * tokens, power_w: Some(650.0), spread: None });
         }
     }
     (StepTable::new(&prefill), StepTable::new(&decode))
@@ -33,15 +40,14 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     for (name, isl, osl) in [("chat 1k/1k", 1024, 1024), ("summarise 8k/1k", 8192, 1024), ("reason 1k/8k", 1024, 8192)]
     {
+        let lengths = vec![Lengths { isl, osl }; 2000];
         let setup = SimSetup {
             prefill: &prefill,
             decode: &decode,
-            isl,
-            osl,
+            lengths: &lengths,
             max_batch: 1024,
             max_prefill_batch: 64,
             chunk: None,
-            requests: 2000,
             seed: 1,
         };
         let found = max_rate(&setup, 2.0, 0.2).unwrap().unwrap();

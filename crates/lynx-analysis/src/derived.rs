@@ -4,12 +4,15 @@
 //! price the user gives. docs/SWEEPS.md states the method.
 
 use crate::latency::bounds_for;
-use crate::sim::{max_rate, SimSetup, StepTable, TablePoint};
+use crate::lengths::{draw, Lengths};
+use crate::sim::{max_rate, SimSetup, Spread, StepTable, TablePoint};
 use lynx_schema::config::{LatencyBound, SimulationConfig, Workload};
 use lynx_schema::derived::{
-    BoundedPoint, Derived, EagerGraph, FrontierLine, FrontierPoint, LatencyBounded, PrefillPoint, PriceInputs,
+    BoundedPoint, Derived, EagerGraph, FrontierLine, FrontierPoint, LatencyBounded, MeasuredBounded, PrefillPoint,
+    PriceInputs,
 };
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord, StepMode};
+use lynx_schema::serving::ServingRecord;
 use lynx_schema::sweep::SweepLine;
 use lynx_schema::value::{Finite, Reported};
 
@@ -30,7 +33,13 @@ fn finite(value: f64, what: &str) -> Result<Finite, String> {
 }
 
 /// Derive every figure from `cells` of a run configured as `config`.
-pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, sweep: Vec<SweepLine>) -> Derived {
+pub fn derive(
+    config: &ConfigRecord,
+    cells: &[CellRecord],
+    serving: Option<&ServingRecord>,
+    price: PriceInputs,
+    sweep: Vec<SweepLine>,
+) -> Derived {
     let ok = || cells.iter().filter(|c| c.status == CellStatus::Ok);
     let decode = fastest_decode(cells);
     let mut frontier: Vec<FrontierLine> = Vec::new();
@@ -86,7 +95,8 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
         for bound in bounds_for(&suite.bounds, &config.model) {
             let point = bounded(&prefill_table, &decode_table, &suite.simulation, suite.seed, workload, &bound, &price)
                 .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
-            latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point });
+            let measured = serving.and_then(|s| measured_bounded(s, workload, &bound, &price));
+            latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point, measured });
         }
     }
     Derived {
@@ -98,6 +108,28 @@ pub fn derive(config: &ConfigRecord, cells: &[CellRecord], price: PriceInputs, s
         decode_modes: decode_modes(cells, &decode),
         eager_graph: eager_graph(cells),
     }
+}
+
+/// The serving loop's figures at the latency-bounded rate it served `workload` at under `bound`.
+pub(crate) fn measured_bounded(
+    serving: &ServingRecord,
+    workload: &Workload,
+    bound: &LatencyBound,
+    price: &PriceInputs,
+) -> Option<MeasuredBounded> {
+    let served = serving.served.iter().find(|s| s.workload == *workload && s.bound.name == bound.name)?;
+    let rate = served.rates.known()?.iter().find(|r| r.label == "bounded")?;
+    let m = &rate.measured;
+    Some(MeasuredBounded {
+        request_rate_per_s: rate.rate_per_s,
+        output_tok_per_s_per_device: m.output_tok_per_s_per_device,
+        tok_per_s_per_user: m.tok_per_s_per_user,
+        ttft_p99_s: m.ttft_p99_s,
+        tpot_p99_s: m.tpot_p99_s,
+        within_bound: rate.within_bound,
+        joules_per_output_token: rate.joules_per_output_token.clone(),
+        usd_per_million_output_tokens: usd_per_million(price, m.output_tok_per_s_per_device.get()),
+    })
 }
 
 /// Each decode shape with a successful cell in both modes, eager against graph.
@@ -172,6 +204,13 @@ pub fn latency_bounded_from_cells(
         .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
 }
 
+/// The step-time tables of a server whose decode steps run eagerly (the serving loop's): the
+/// prefill cells and the eager decode cells that succeeded.
+pub fn eager_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
+    let eager: Vec<CellRecord> = cells.iter().filter(|c| c.shape.mode() == StepMode::Eager).cloned().collect();
+    step_tables(&eager)
+}
+
 /// The prefill and decode step-time tables of the cells that succeeded (median step times, the
 /// full-depth estimate for a layer subset; mean power where measured).
 fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
@@ -186,6 +225,15 @@ fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
                     len: c.shape.length(),
                     step_s: c.median_s()?,
                     power_w: c.power_mean_w(),
+                    spread: c.step_time.as_ref().and_then(|t| {
+                        let median = t.median_s.get();
+                        Spread::new(
+                            t.min_s.get() / median,
+                            t.p90_s.get() / median,
+                            t.p99_s.get() / median,
+                            t.max_s.get() / median,
+                        )
+                    }),
                 })
             })
             .collect();
@@ -194,7 +242,43 @@ fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
     (table(&prefill), table(&fastest_decode(cells)))
 }
 
-fn bounded(
+/// The simulated server for `lengths` over the step tables, and the batch caps worth trying: the
+/// configured one, else 1, 2, 4, … and the largest batch measured at every context the requests
+/// pass through (a tight TPOT bound may be met only by capping the batch). The setup's
+/// `max_batch` is the largest cap.
+pub fn server<'a>(
+    prefill: &'a StepTable,
+    decode: &'a StepTable,
+    simulation: &SimulationConfig,
+    seed: u64,
+    lengths: &'a [Lengths],
+) -> Result<(SimSetup<'a>, Vec<u32>), String> {
+    if prefill.is_empty() || decode.is_empty() {
+        return Err("the run measured no prefill or no decode cell without failure".to_owned());
+    }
+    let shortest = lengths.iter().map(|l| l.isl).min().ok_or("no requests")?;
+    let longest = lengths.iter().map(|l| l.isl).max().unwrap_or(shortest);
+    let longest_context = lengths.iter().map(|l| l.isl + l.osl).max().unwrap_or(longest);
+    let max_prefill_batch = prefill.max_batch(shortest, longest).ok_or("no prefill batch measured")?;
+    let caps = match simulation.max_batch {
+        Some(cap) => vec![cap],
+        None => {
+            let largest = decode
+                .max_batch(shortest, longest_context)
+                .ok_or("no decode batch measured at the workload's contexts")?;
+            let mut caps: Vec<u32> =
+                std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b < largest).collect();
+            caps.push(largest);
+            caps
+        }
+    };
+    let max_batch = caps.iter().copied().max().unwrap_or(1);
+    let setup =
+        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk: simulation.chunked_prefill, seed };
+    Ok((setup, caps))
+}
+
+pub(crate) fn bounded(
     prefill: &StepTable,
     decode: &StepTable,
     simulation: &SimulationConfig,
@@ -203,38 +287,11 @@ fn bounded(
     bound: &LatencyBound,
     price: &PriceInputs,
 ) -> Result<BoundedPoint, String> {
-    if prefill.is_empty() || decode.is_empty() {
-        return Err("the run measured no prefill or no decode cell without failure".to_owned());
-    }
-    let (isl, osl) = (workload.isl, workload.osl);
-    let max_prefill_batch = prefill.max_batch(isl, isl).ok_or("no prefill batch measured")?;
-    // The server's batch cap is an operator's choice: the configured one, else the best of
-    // 1, 2, 4, … and the largest batch measured at every context the workload passes through
-    // (a tight TPOT bound may be met only by capping the batch).
-    let caps = match simulation.max_batch {
-        Some(cap) => vec![cap],
-        None => {
-            let largest =
-                decode.max_batch(isl, isl + osl).ok_or("no decode batch measured at the workload's contexts")?;
-            let mut caps: Vec<u32> =
-                std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b < largest).collect();
-            caps.push(largest);
-            caps
-        }
-    };
+    let lengths = draw(workload, seed, simulation.requests as usize);
+    let (setup, caps) = server(prefill, decode, simulation, seed, &lengths)?;
     let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
     for cap in caps {
-        let setup = SimSetup {
-            prefill,
-            decode,
-            isl,
-            osl,
-            max_batch: cap,
-            max_prefill_batch: max_prefill_batch.min(cap),
-            chunk: simulation.chunked_prefill,
-            requests: simulation.requests,
-            seed,
-        };
+        let setup = SimSetup { max_batch: cap, max_prefill_batch: setup.max_prefill_batch.min(cap), ..setup.clone() };
         let found = max_rate(&setup, bound.ttft_p99_s, bound.tpot_p99_s).map_err(|e| format!("simulation: {e}"))?;
         if let Some(outcome) = found {
             if best.as_ref().is_none_or(|(_, b)| outcome.output_tok_per_s > b.output_tok_per_s) {
@@ -249,7 +306,7 @@ fn bounded(
             bound.ttft_p99_s, bound.tpot_p99_s
         )
     })?;
-    let max_prefill_batch = max_prefill_batch.min(max_batch);
+    let max_prefill_batch = setup.max_prefill_batch.min(max_batch);
     let tok_per_s = outcome.output_tok_per_s;
     Ok(BoundedPoint {
         request_rate_per_s: finite(outcome.rate_per_s, "request rate")?,
@@ -281,10 +338,10 @@ mod tests {
         // A CPU-like device: batch 1 decodes in 31 ms, batch 2 in 60 ms, batch 16 in 70 ms. Under
         // a 40 ms TPOT bound only sequences decoding alone qualify, so the best server caps the
         // batch at 1 rather than letting any two overlap.
-        let point = |batch, len, step_s| TablePoint { batch, len, step_s, power_w: None };
+        let point = |batch, len, step_s| TablePoint { batch, len, step_s, power_w: None, spread: None };
         let decode = StepTable::new(&[point(1, 128, 0.031), point(2, 128, 0.060), point(16, 128, 0.070)]);
         let prefill = StepTable::new(&[point(1, 128, 0.16)]);
-        let workload = Workload { name: "chat".into(), isl: 128, osl: 128 };
+        let workload = Workload::fixed("chat", 128, 128);
         let bound = LatencyBound { name: "interactive".into(), ttft_p99_s: 10.0, tpot_p99_s: 0.04, source: None };
         let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
         let simulation = SimulationConfig::default();

@@ -18,7 +18,7 @@ pub type Listed = (String, Result<(RunResult, String), (String, String)>);
 /// the requested model, with latency-bounded throughput re-derived at the buyer's bound and
 /// shape, ranked by cost; the rest listed with the reason.
 pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
-    let workload = Workload { name: "request".to_owned(), isl: request.isl, osl: request.osl };
+    let workload = Workload::fixed("request", request.isl, request.osl);
     let bound = LatencyBound {
         name: "buyer".to_owned(),
         ttft_p99_s: request.ttft_p99_s,
@@ -54,6 +54,19 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
         let suite = &result.config.suite;
         let point =
             latency_bounded_from_cells(&result.cells, &suite.simulation, suite.seed, &workload, &bound, &inputs);
+        // The serving phase's measurement where it served exactly this shape and bound.
+        let measured = result.serving.as_ref().and_then(|serving| {
+            let same_bound = serving.served.iter().find(|s| {
+                s.workload.fixed_lengths() == Some((request.isl, request.osl))
+                    && s.bound.ttft_p99_s == bound.ttft_p99_s
+                    && s.bound.tpot_p99_s == bound.tpot_p99_s
+            })?;
+            let served =
+                lynx_schema::serving::ServingRecord { server: String::new(), served: vec![same_bound.clone()] };
+            let mut named = bound.clone();
+            named.name.clone_from(&same_bound.bound.name);
+            crate::derived::measured_bounded(&served, &same_bound.workload, &named, &inputs)
+        });
         let failed_checks: Vec<String> =
             result.checks.iter().filter(|c| !c.passed).map(|c| c.name.to_string()).collect();
         let measured_part = measured_part(&result);
@@ -65,6 +78,7 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             key_id,
             usd_per_device_hour: price,
             point,
+            measured,
             checks_passed: failed_checks.is_empty(),
             failed_checks,
             measured_part,
@@ -73,6 +87,12 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
     // Cheapest first among priced entries with a figure; then unpriced by throughput; then
     // entries with no figure at the bound.
     let key = |e: &Entry| -> (u8, f64) {
+        if let Some(m) = &e.measured {
+            return match &m.usd_per_million_output_tokens {
+                Reported::Known(cost) => (0, cost.get()),
+                Reported::Unavailable { .. } => (1, -m.output_tok_per_s_per_device.get()),
+            };
+        }
         match &e.point {
             Reported::Known(p) => match &p.usd_per_million_output_tokens {
                 Reported::Known(cost) => (0, cost.get()),

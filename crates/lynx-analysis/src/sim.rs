@@ -7,18 +7,73 @@
 //! gains one token per decode step. Step times come from the measured tables, interpolated
 //! linearly over batch and length; nothing here is assumed about the device.
 
+use crate::lengths::Lengths;
+use crate::rng::SplitMix64;
 use crate::stats::Sorted;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// One measured step: `batch` sequences at length `len` (prompt length for prefill, context
-/// for decode) took `step_s`, at `power_w` where it was measured.
+/// for decode) took `step_s` (the median), at `power_w` where it was measured; `spread` is how
+/// its steps varied, where known.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TablePoint {
     pub batch: u32,
     pub len: u32,
     pub step_s: f64,
     pub power_w: Option<f64>,
+    pub spread: Option<Spread>,
+}
+
+/// How a cell's step times varied, relative to its median: its fastest, 90th and 99th
+/// percentile and slowest step over the median. The simulation draws each step's time from the
+/// distribution these quantiles describe (linear between them), so that its queues see the
+/// variation the device showed: a server's p99 latencies depend on it, not on the median alone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Step time / median at cumulative probabilities 0, 0.5, 0.9, 0.99 and 1.
+    factors: [f64; 5],
+    /// The mean and standard deviation of the factor.
+    mean: f64,
+    sd: f64,
+}
+
+const SPREAD_PROBABILITIES: [f64; 5] = [0.0, 0.5, 0.9, 0.99, 1.0];
+
+impl Spread {
+    /// From a cell's min, p90, p99 and max over its median; `None` unless they are ordered and
+    /// finite.
+    pub fn new(min: f64, p90: f64, p99: f64, max: f64) -> Option<Spread> {
+        let factors = [min, 1.0, p90, p99, max];
+        let ordered = factors.windows(2).all(|w| w[0] <= w[1]) && factors.iter().all(|f| f.is_finite() && *f > 0.0);
+        if !ordered {
+            return None;
+        }
+        // Moments of the piecewise-linear quantile function, by the midpoint rule.
+        let n = 10_000;
+        let draws: Vec<f64> = (0..n).map(|i| quantile(&factors, (f64::from(i) + 0.5) / f64::from(n))).collect();
+        let mean = draws.iter().sum::<f64>() / f64::from(n);
+        let sd = (draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / f64::from(n)).sqrt();
+        Some(Spread { factors, mean, sd })
+    }
+
+    /// The factor of `steps` steps together (their total over one median): one draw for a single
+    /// step, else the sum's normal approximation, held between the fastest and slowest.
+    fn draw(&self, steps: u64, rng: &mut SplitMix64) -> f64 {
+        if steps == 1 {
+            return quantile(&self.factors, rng.unit());
+        }
+        let g = steps as f64;
+        (g * self.mean + g.sqrt() * self.sd * rng.normal()).clamp(g * self.factors[0], g * self.factors[4])
+    }
+}
+
+/// The piecewise-linear quantile function through `factors` at [`SPREAD_PROBABILITIES`].
+fn quantile(factors: &[f64; 5], p: f64) -> f64 {
+    let p = p.clamp(0.0, 1.0);
+    let i = SPREAD_PROBABILITIES.windows(2).position(|w| p <= w[1]).unwrap_or(3);
+    let (p0, p1) = (SPREAD_PROBABILITIES[i], SPREAD_PROBABILITIES[i + 1]);
+    factors[i] + (p - p0) / (p1 - p0) * (factors[i + 1] - factors[i])
 }
 
 /// A step time looked up in a table.
@@ -28,6 +83,8 @@ pub struct Lookup {
     pub power_w: Option<f64>,
     /// The length lay beyond the measured ones and was extrapolated.
     pub extrapolated: bool,
+    /// How steps near this shape varied (the nearest measured point's at or below it).
+    pub spread: Option<Spread>,
 }
 
 /// Step times over batch and length, from measured points.
@@ -89,13 +146,14 @@ impl StepTable {
                 _ => None,
             },
             extrapolated,
+            spread: if f < 0.5 { a.1.spread } else { b.1.spread },
         })
     }
 }
 
 fn along_batch(line: &[TablePoint], batch: u32) -> Option<Lookup> {
     let first = line.first()?;
-    let at = |p: &TablePoint| Lookup { step_s: p.step_s, power_w: p.power_w, extrapolated: false };
+    let at = |p: &TablePoint| Lookup { step_s: p.step_s, power_w: p.power_w, extrapolated: false, spread: p.spread };
     if batch <= first.batch {
         return Some(at(first));
     }
@@ -108,23 +166,23 @@ fn along_batch(line: &[TablePoint], batch: u32) -> Option<Lookup> {
             _ => None,
         },
         extrapolated: false,
+        spread: if f < 0.5 { w[0].spread } else { w[1].spread },
     })
 }
 
-/// What is simulated.
+/// What is simulated: the server lynx's serving phase runs (docs/SWEEPS.md, "Serving").
 #[derive(Debug, Clone)]
 pub struct SimSetup<'a> {
     pub prefill: &'a StepTable,
     pub decode: &'a StepTable,
-    pub isl: u32,
-    pub osl: u32,
+    /// Each request's input and output lengths, in arrival order.
+    pub lengths: &'a [Lengths],
     /// Most sequences in the server at once (decoding, or prefilling with chunked prefill).
     pub max_batch: u32,
     /// Most prompts one whole-prompt prefill step takes.
     pub max_prefill_batch: u32,
     /// Chunked prefill: prompt tokens added to each decode step.
     pub chunk: Option<u32>,
-    pub requests: u32,
     pub seed: u64,
 }
 
@@ -133,6 +191,7 @@ pub struct SimSetup<'a> {
 pub struct SimOutcome {
     /// Requests per second offered.
     pub rate_per_s: f64,
+    pub ttft_p50_s: f64,
     pub ttft_p99_s: f64,
     pub tpot_p99_s: f64,
     pub tpot_p50_s: f64,
@@ -155,24 +214,6 @@ pub enum SimError {
     Latencies(#[from] crate::stats::StatsError),
 }
 
-/// A seeded generator (splitmix64): the same seed gives the same arrivals on every platform.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    }
-}
-
 /// A request's progress.
 #[derive(Debug, Clone, Copy, Default)]
 struct Request {
@@ -181,16 +222,22 @@ struct Request {
     finish_s: f64,
 }
 
-/// Simulated time and energy so far.
+/// Simulated time and energy so far, and the generator of step-time variation.
 struct Clock {
     t: f64,
     energy_j: Option<f64>,
     extrapolated: bool,
+    noise: SplitMix64,
 }
 
 impl Clock {
+    /// `steps` steps of the looked-up shape: each its median, or drawn from its spread.
     fn spend(&mut self, lookup: Lookup, steps: u64) {
-        let dt = lookup.step_s * steps as f64;
+        let factor = match lookup.spread {
+            Some(spread) => spread.draw(steps, &mut self.noise),
+            None => steps as f64,
+        };
+        let dt = lookup.step_s * factor;
         self.t += dt;
         self.energy_j = match (self.energy_j, lookup.power_w) {
             (Some(e), Some(p)) => Some(e + p * dt),
@@ -200,30 +247,40 @@ impl Clock {
     }
 }
 
-/// Simulate `setup.requests` requests arriving at `rate_per_s`.
+/// Simulate the requests of `setup.lengths` arriving at `rate_per_s`.
+///
+/// The server is the one lynx's serving loop runs: a batch of decoding sequences in the first
+/// rows of a KV pool, each step attending every row's keys up to the longest row (so a decode
+/// step is charged at the batch's longest context, the work it does); whole prompts prefilled
+/// in a step of their own, right-padded to the longest prompt of that step; or, with chunked
+/// prefill, up to `chunk` prompt tokens after each decode step, front of the queue first.
 pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimError> {
     if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
         return Err(SimError::Setup(format!("request rate {rate_per_s} is not a positive number")));
     }
-    if setup.max_batch == 0 || setup.max_prefill_batch == 0 || setup.requests == 0 || setup.osl == 0 {
-        return Err(SimError::Setup("max batch, prefill batch, requests and OSL must be positive".to_owned()));
+    if setup.max_batch == 0 || setup.max_prefill_batch == 0 || setup.lengths.is_empty() {
+        return Err(SimError::Setup("max batch, prefill batch and requests must be positive".to_owned()));
     }
-    let n = setup.requests as usize;
+    if setup.lengths.iter().any(|l| l.isl == 0 || l.osl == 0) {
+        return Err(SimError::Setup("every request needs an input and an output token".to_owned()));
+    }
+    let lengths = setup.lengths;
+    let n = lengths.len();
     let mut requests = arrivals(setup.seed, n, rate_per_s);
     let decode =
         |batch: u32, ctx: f64| setup.decode.lookup(batch, ctx).ok_or(SimError::NoStepTime { what: "decode", batch });
     let prefill = |batch: u32, len: u32| {
         setup.prefill.lookup(batch, f64::from(len)).ok_or(SimError::NoStepTime { what: "prefill", batch })
     };
-    let isl = f64::from(setup.isl);
-    let decode_steps_each = u64::from(setup.osl - 1);
 
-    let mut clock = Clock { t: 0.0, energy_j: Some(0.0), extrapolated: false };
+    // Step-time variation has a generator of its own: the arrivals are the same with or without.
+    let noise = SplitMix64(setup.seed ^ 0x7374_6570_2074_696D);
+    let mut clock = Clock { t: 0.0, energy_j: Some(0.0), extrapolated: false, noise };
     let mut next = 0; // the next request to arrive
     let mut waiting: VecDeque<usize> = VecDeque::new();
     // Chunked prefill: admitted requests and the prompt tokens each has left.
     let mut prefilling: VecDeque<(usize, u32)> = VecDeque::new();
-    let mut server = Server { running: BinaryHeap::new(), steps: 0, start_sum: 0.0, starts: vec![0; n], completed: 0 };
+    let mut server = Server { running: BinaryHeap::new(), steps: 0, offsets: BTreeMap::new(), completed: 0 };
     while server.completed < n {
         while next < n && requests[next].arrival_s <= clock.t {
             waiting.push_back(next);
@@ -234,7 +291,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
         if setup.chunk.is_some() {
             for _ in 0..free.min(waiting.len()) {
                 let i = waiting.pop_front().expect("counted");
-                prefilling.push_back((i, setup.isl));
+                prefilling.push_back((i, lengths[i].isl));
             }
         }
         if server.running.is_empty() && prefilling.is_empty() && waiting.is_empty() {
@@ -242,33 +299,34 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
             continue;
         }
         let batch = server.running.len() as u32;
-        // Mean context of the decoding sequences at this step: the prompt plus the tokens each
-        // has generated.
-        let ctx = |steps: u64, start_sum: f64| isl + 1.0 + steps as f64 - start_sum / f64::from(batch.max(1));
 
         if let Some(chunk) = setup.chunk.filter(|_| !prefilling.is_empty()) {
-            // One mixed step: every decoding sequence gains a token, and up to `chunk` prompt
-            // tokens are prefilled, front of the queue first.
-            let (chunk_tokens, done) = take_chunk(&mut prefilling, chunk);
+            // One mixed iteration: every decoding sequence gains a token, then up to `chunk`
+            // prompt tokens are prefilled, front of the queue first, a step for each prompt's
+            // piece.
             if batch > 0 {
-                clock.spend(decode(batch, ctx(server.steps, server.start_sum))?, 1);
+                clock.spend(decode(batch, server.longest(0))?, 1);
                 server.steps += 1;
             }
-            clock.spend(prefill(1, chunk_tokens)?, 1);
-            server.retire(clock.t, &mut requests);
-            prefilling.retain(|(_, left)| *left > 0);
-            for i in done {
-                server.first_token(i, clock.t, decode_steps_each, &mut requests);
+            for piece in take_chunk(&mut prefilling, chunk) {
+                clock.spend(prefill(1, piece.tokens)?, 1);
+                if let Some(i) = piece.finished {
+                    server.first_token(i, clock.t, lengths[i], &mut requests);
+                }
             }
+            server.retire(clock.t, &mut requests, lengths);
+            prefilling.retain(|(_, left)| *left > 0);
             continue;
         }
         if setup.chunk.is_none() && free > 0 && !waiting.is_empty() {
-            // A whole-prompt prefill step for as many waiting requests as fit.
+            // A whole-prompt prefill step for as many waiting requests as fit, padded to the
+            // longest of their prompts.
             let k = free.min(waiting.len()).min(setup.max_prefill_batch as usize);
-            clock.spend(prefill(k as u32, setup.isl)?, 1);
+            let longest = waiting.iter().take(k).map(|&i| lengths[i].isl).max().unwrap_or(1);
+            clock.spend(prefill(k as u32, longest)?, 1);
             for _ in 0..k {
                 let i = waiting.pop_front().expect("counted");
-                server.first_token(i, clock.t, decode_steps_each, &mut requests);
+                server.first_token(i, clock.t, lengths[i], &mut requests);
             }
             continue;
         }
@@ -279,75 +337,130 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
             continue;
         };
         let mut group = finish_step - server.steps;
-        let now = decode(batch, ctx(server.steps, server.start_sum))?;
+        let now = decode(batch, server.longest(0))?;
         if free > 0 && next < n {
             let until_arrival = ((requests[next].arrival_s - clock.t) / now.step_s).ceil().max(1.0);
             group = group.min(until_arrival as u64);
         }
-        // The mean context grows by one per step; the group is charged at its middle.
-        let middle = ctx(server.steps, server.start_sum) + (group - 1) as f64 / 2.0;
-        clock.spend(decode(batch, middle)?, group);
+        // The longest context grows by one per step; the group is charged at its middle.
+        clock.spend(decode(batch, server.longest(0) + (group - 1) as f64 / 2.0)?, group);
         server.steps += group;
-        server.retire(clock.t, &mut requests);
+        server.retire(clock.t, &mut requests, lengths);
     }
 
-    outcome(setup, rate_per_s, &requests, &clock)
+    outcome(rate_per_s, &requests, lengths, &clock)
 }
 
 /// `n` requests arriving at `rate_per_s` on a seeded Poisson schedule.
 fn arrivals(seed: u64, n: usize, rate_per_s: f64) -> Vec<Request> {
+    arrival_times(seed, n, rate_per_s)
+        .into_iter()
+        .map(|arrival_s| Request { arrival_s, ..Request::default() })
+        .collect()
+}
+
+/// When each of `n` requests arrives at `rate_per_s` on the Poisson schedule seeded by `seed`,
+/// in seconds from the start: the serving loop's schedule, and the simulation's.
+pub fn arrival_times(seed: u64, n: usize, rate_per_s: f64) -> Vec<f64> {
     let mut rng = SplitMix64(seed);
     let mut arrival = 0.0;
     (0..n)
         .map(|_| {
             arrival += -rng.unit().ln() / rate_per_s;
-            Request { arrival_s: arrival, ..Request::default() }
+            arrival
         })
         .collect()
 }
 
-/// Up to `chunk` prompt tokens taken from the front of `prefilling`: how many were taken, and
-/// the requests whose prompts they finished.
-fn take_chunk(prefilling: &mut VecDeque<(usize, u32)>, chunk: u32) -> (u32, Vec<usize>) {
+/// Prompt tokens of one request prefilled in a mixed iteration.
+struct Piece {
+    tokens: u32,
+    /// The request whose prompt this piece finished.
+    finished: Option<usize>,
+}
+
+/// Up to `chunk` prompt tokens taken from the front of `prefilling`, a piece per prompt.
+fn take_chunk(prefilling: &mut VecDeque<(usize, u32)>, chunk: u32) -> Vec<Piece> {
     let mut budget = chunk;
-    let mut done = Vec::new();
+    let mut pieces = Vec::new();
     for (i, left) in prefilling.iter_mut() {
         let take = budget.min(*left);
         *left -= take;
         budget -= take;
-        if *left == 0 {
-            done.push(*i);
-        }
+        pieces.push(Piece { tokens: take, finished: (*left == 0).then_some(*i) });
         if budget == 0 {
             break;
         }
     }
-    (chunk - budget, done)
+    pieces
 }
 
-/// The figures of a finished simulation: p99 TTFT and TPOT over the requests after the first
-/// tenth (the server filling up), throughput over the whole, energy per output token.
-fn outcome(setup: &SimSetup, rate_per_s: f64, requests: &[Request], clock: &Clock) -> Result<SimOutcome, SimError> {
-    let measured = &requests[requests.len() / 10..];
-    let ttft = Sorted::new(measured.iter().map(|r| r.first_token_s - r.arrival_s).collect::<Vec<f64>>())?;
-    let (tpot_p99_s, tpot_p50_s) = if setup.osl > 1 {
-        let tpot = Sorted::new(
-            measured.iter().map(|r| (r.finish_s - r.first_token_s) / f64::from(setup.osl - 1)).collect::<Vec<f64>>(),
-        )?;
-        (tpot.quantile(0.99), tpot.median())
-    } else {
-        (0.0, 0.0)
-    };
-    let last = requests.iter().map(|r| r.finish_s).fold(0.0, f64::max);
-    let tokens = requests.len() as f64 * f64::from(setup.osl);
+/// The figures of a finished simulation: TTFT and TPOT percentiles over the requests after the
+/// first tenth (the server filling up), throughput over the whole, energy per output token.
+fn outcome(rate_per_s: f64, requests: &[Request], lengths: &[Lengths], clock: &Clock) -> Result<SimOutcome, SimError> {
+    let figures = figures(requests.iter().zip(lengths).map(|(r, l)| Served {
+        arrival_s: r.arrival_s,
+        first_token_s: r.first_token_s,
+        finish_s: r.finish_s,
+        osl: l.osl,
+    }))?;
+    let tokens: f64 = lengths.iter().map(|l| f64::from(l.osl)).sum();
     Ok(SimOutcome {
         rate_per_s,
-        ttft_p99_s: ttft.quantile(0.99),
-        tpot_p99_s,
-        tpot_p50_s,
-        output_tok_per_s: tokens / (last - requests[0].arrival_s),
+        ttft_p50_s: figures.ttft_p50_s,
+        ttft_p99_s: figures.ttft_p99_s,
+        tpot_p99_s: figures.tpot_p99_s,
+        tpot_p50_s: figures.tpot_p50_s,
+        output_tok_per_s: figures.output_tok_per_s,
         joules_per_output_token: clock.energy_j.map(|e| e / tokens),
         extrapolated: clock.extrapolated,
+    })
+}
+
+/// One request as a server (simulated or real) served it, in seconds on one clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Served {
+    pub arrival_s: f64,
+    pub first_token_s: f64,
+    pub finish_s: f64,
+    pub osl: u32,
+}
+
+/// Latency percentiles and throughput of served requests, computed alike for the simulation and
+/// the serving loop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures {
+    pub ttft_p50_s: f64,
+    pub ttft_p99_s: f64,
+    /// MLPerf's TPOT, (latency − TTFT) / (output tokens − 1) a request; 0 when every request has
+    /// one output token.
+    pub tpot_p50_s: f64,
+    pub tpot_p99_s: f64,
+    /// Output tokens of every request over the time from the first arrival to the last token.
+    pub output_tok_per_s: f64,
+}
+
+/// The figures of `served` requests (in arrival order): percentiles over those after the first
+/// tenth, throughput over all.
+pub fn figures(served: impl Iterator<Item = Served>) -> Result<Figures, SimError> {
+    let served: Vec<Served> = served.collect();
+    let measured = &served[served.len() / 10..];
+    let ttft = Sorted::new(measured.iter().map(|r| r.first_token_s - r.arrival_s).collect::<Vec<f64>>())?;
+    let tpots: Vec<f64> =
+        measured.iter().filter(|r| r.osl > 1).map(|r| (r.finish_s - r.first_token_s) / f64::from(r.osl - 1)).collect();
+    let (tpot_p99_s, tpot_p50_s) = match Sorted::new(tpots) {
+        Ok(tpot) => (tpot.quantile(0.99), tpot.median()),
+        Err(_) => (0.0, 0.0),
+    };
+    let first = served.iter().map(|r| r.arrival_s).fold(f64::INFINITY, f64::min);
+    let last = served.iter().map(|r| r.finish_s).fold(0.0, f64::max);
+    let tokens: f64 = served.iter().map(|r| f64::from(r.osl)).sum();
+    Ok(Figures {
+        ttft_p50_s: ttft.median(),
+        ttft_p99_s: ttft.quantile(0.99),
+        tpot_p50_s,
+        tpot_p99_s,
+        output_tok_per_s: tokens / (last - first),
     })
 }
 
@@ -357,35 +470,52 @@ struct Server {
     running: BinaryHeap<Reverse<(u64, usize)>>,
     /// Decode steps so far.
     steps: u64,
-    /// Sum over running sequences of the step each started at (for their mean context).
-    start_sum: f64,
-    starts: Vec<u64>,
+    /// For each running sequence, its prompt length less the step it started at (its context at
+    /// step s is that + s + 1), counted: the largest gives the longest context.
+    offsets: BTreeMap<i64, u32>,
     completed: usize,
 }
 
 impl Server {
     /// Request `i`'s first token came at `t`: it starts decoding (or is done, for OSL 1).
-    fn first_token(&mut self, i: usize, t: f64, decode_steps_each: u64, requests: &mut [Request]) {
+    fn first_token(&mut self, i: usize, t: f64, lengths: Lengths, requests: &mut [Request]) {
         requests[i].first_token_s = t;
-        if decode_steps_each == 0 {
+        if lengths.osl == 1 {
             requests[i].finish_s = t;
             self.completed += 1;
         } else {
-            self.starts[i] = self.steps;
-            self.start_sum += self.steps as f64;
-            self.running.push(Reverse((self.steps + decode_steps_each, i)));
+            *self.offsets.entry(Self::offset(lengths, self.steps)).or_default() += 1;
+            self.running.push(Reverse((self.steps + u64::from(lengths.osl - 1), i)));
         }
     }
 
+    fn offset(lengths: Lengths, start: u64) -> i64 {
+        i64::from(lengths.isl) - start as i64
+    }
+
+    /// The longest context of the running sequences `ahead` steps from now (keys a decode step
+    /// attends: the prompt and the tokens generated, with the step's own).
+    fn longest(&self, ahead: u64) -> f64 {
+        let offset = self.offsets.keys().next_back().copied().unwrap_or(0);
+        (offset + (self.steps + ahead) as i64 + 1) as f64
+    }
+
     /// Finish the sequences whose last decode step has run, at `t`.
-    fn retire(&mut self, t: f64, requests: &mut [Request]) {
+    fn retire(&mut self, t: f64, requests: &mut [Request], lengths: &[Lengths]) {
         while let Some(&Reverse((finish, i))) = self.running.peek() {
             if finish > self.steps {
                 break;
             }
             self.running.pop();
             requests[i].finish_s = t;
-            self.start_sum -= self.starts[i] as f64;
+            let start = finish - u64::from(lengths[i].osl - 1);
+            let offset = Self::offset(lengths[i], start);
+            if let Some(count) = self.offsets.get_mut(&offset) {
+                *count -= 1;
+                if *count == 0 {
+                    self.offsets.remove(&offset);
+                }
+            }
             self.completed += 1;
         }
     }
@@ -403,11 +533,14 @@ fn within(outcome: &SimOutcome, ttft_p99_s: f64, tpot_p99_s: f64) -> bool {
 /// that holds even at 100 times the server's capacity gives the saturated outcome.
 pub fn max_rate(setup: &SimSetup, ttft_p99_s: f64, tpot_p99_s: f64) -> Result<Option<SimOutcome>, SimError> {
     // The decode-only capacity at the largest batch, in requests per second: an upper estimate.
+    let n = setup.lengths.len().max(1) as f64;
+    let isl = setup.lengths.iter().map(|l| f64::from(l.isl)).sum::<f64>() / n;
+    let osl = setup.lengths.iter().map(|l| f64::from(l.osl)).sum::<f64>() / n;
     let full = setup
         .decode
-        .lookup(setup.max_batch, f64::from(setup.isl) + f64::from(setup.osl) / 2.0)
+        .lookup(setup.max_batch, isl + osl / 2.0)
         .ok_or(SimError::NoStepTime { what: "decode", batch: setup.max_batch })?;
-    let capacity = f64::from(setup.max_batch) / (f64::from(setup.osl) * full.step_s);
+    let capacity = f64::from(setup.max_batch) / (osl.max(1.0) * full.step_s);
     let mut high = 2.0 * capacity;
     for _ in 0..8 {
         let outcome = simulate(setup, high)?;
@@ -446,32 +579,72 @@ mod tests {
     /// A table whose step time is `step_s` for every batch up to `max_batch` and every length.
     fn flat(step_s: f64, max_batch: u32) -> StepTable {
         StepTable::new(&[
-            TablePoint { batch: 1, len: 1, step_s, power_w: Some(100.0) },
-            TablePoint { batch: max_batch, len: 1, step_s, power_w: Some(100.0) },
+            TablePoint { batch: 1, len: 1, step_s, power_w: Some(100.0), spread: None },
+            TablePoint { batch: max_batch, len: 1, step_s, power_w: Some(100.0), spread: None },
         ])
     }
 
-    fn setup<'a>(prefill: &'a StepTable, decode: &'a StepTable, max_batch: u32) -> SimSetup<'a> {
-        SimSetup {
-            prefill,
-            decode,
-            isl: 128,
-            osl: 64,
-            max_batch,
-            max_prefill_batch: max_batch,
-            chunk: None,
-            requests: 1000,
-            seed: 7,
-        }
+    fn lengths(isl: u32, osl: u32) -> Vec<Lengths> {
+        vec![Lengths { isl, osl }; 1000]
+    }
+
+    fn setup<'a>(
+        prefill: &'a StepTable,
+        decode: &'a StepTable,
+        lengths: &'a [Lengths],
+        max_batch: u32,
+    ) -> SimSetup<'a> {
+        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch: max_batch, chunk: None, seed: 7 }
+    }
+
+    /// A spread's draws follow its quantiles (a single step) and its moments (many together); a
+    /// spread of ones is no spread.
+    #[test]
+    fn step_times_are_drawn_from_the_measured_spread() {
+        let spread = Spread::new(0.9, 1.2, 1.5, 2.0).unwrap();
+        let mut rng = SplitMix64(1);
+        let mut single: Vec<f64> = (0..20_000).map(|_| spread.draw(1, &mut rng)).collect();
+        single.sort_by(f64::total_cmp);
+        let at = |q: f64| single[(q * single.len() as f64) as usize];
+        assert!((at(0.5) - 1.0).abs() < 0.01 && (at(0.9) - 1.2).abs() < 0.01, "{} {}", at(0.5), at(0.9));
+        assert!(single[0] >= 0.9 && single[single.len() - 1] <= 2.0);
+        let mean = single.iter().sum::<f64>() / single.len() as f64;
+        assert!((mean - spread.mean).abs() < 0.01 && spread.mean > 1.0, "right-skewed: mean {mean}");
+        let groups: Vec<f64> = (0..5000).map(|_| spread.draw(100, &mut rng) / 100.0).collect();
+        let group_mean = groups.iter().sum::<f64>() / groups.len() as f64;
+        assert!((group_mean - spread.mean).abs() < 0.005, "{group_mean}");
+        assert_eq!(Spread::new(1.0, 1.0, 1.0, 1.0).unwrap().draw(7, &mut rng), 7.0);
+        assert_eq!(Spread::new(1.1, 1.0, 1.2, 1.3), None, "a minimum above the median is no spread");
+    }
+
+    /// Near saturation, steps that vary make a server's p99 TTFT longer than steps that all take
+    /// their median: the queue sees the slow ones. At low load the median still rules.
+    #[test]
+    fn varying_steps_lengthen_the_tail_of_a_busy_server() {
+        let with = |spread| {
+            let point = |batch, step_s| TablePoint { batch, len: 1, step_s, power_w: None, spread };
+            (StepTable::new(&[point(1, 0.05), point(8, 0.05)]), StepTable::new(&[point(1, 0.01), point(8, 0.01)]))
+        };
+        let (steady_prefill, steady_decode) = with(None);
+        let (varied_prefill, varied_decode) = with(Spread::new(0.8, 1.5, 3.0, 4.0));
+        let lengths = lengths(128, 32);
+        let steady = setup(&steady_prefill, &steady_decode, &lengths, 8);
+        let varied = setup(&varied_prefill, &varied_decode, &lengths, 8);
+        // 70% of the steady server's saturated throughput.
+        let busy = 0.7 * simulate(&steady, 1e4).unwrap().output_tok_per_s / 32.0;
+        let (a, b) = (simulate(&steady, busy).unwrap(), simulate(&varied, busy).unwrap());
+        assert!(b.ttft_p99_s > 1.2 * a.ttft_p99_s, "steady {a:?} against varied {b:?}");
+        let idle = simulate(&varied, 1e-4).unwrap();
+        assert!(idle.ttft_p99_s < 0.05 * 4.0 && idle.ttft_p50_s < 0.05 * 1.6, "{idle:?}");
     }
 
     #[test]
     fn lookup_interpolates_over_batch_and_length_and_flags_extrapolation() {
         let table = StepTable::new(&[
-            TablePoint { batch: 1, len: 100, step_s: 1.0, power_w: None },
-            TablePoint { batch: 4, len: 100, step_s: 4.0, power_w: None },
-            TablePoint { batch: 1, len: 200, step_s: 2.0, power_w: None },
-            TablePoint { batch: 4, len: 200, step_s: 8.0, power_w: None },
+            TablePoint { batch: 1, len: 100, step_s: 1.0, power_w: None, spread: None },
+            TablePoint { batch: 4, len: 100, step_s: 4.0, power_w: None, spread: None },
+            TablePoint { batch: 1, len: 200, step_s: 2.0, power_w: None, spread: None },
+            TablePoint { batch: 4, len: 200, step_s: 8.0, power_w: None, spread: None },
         ]);
         let at = |b, l| table.lookup(b, l).unwrap();
         assert_eq!(at(2, 100.0).step_s, 2.0);
@@ -488,7 +661,8 @@ mod tests {
     fn at_very_low_load_p99_ttft_is_the_prefill_time() {
         let prefill = flat(0.25, 8);
         let decode = flat(0.01, 8);
-        let setup = setup(&prefill, &decode, 8);
+        let lengths = lengths(128, 64);
+        let setup = setup(&prefill, &decode, &lengths, 8);
         // One request every 10 000 s on average: no two ever overlap.
         let outcome = simulate(&setup, 1e-4).unwrap();
         assert!((outcome.ttft_p99_s - 0.25).abs() < 1e-9, "{outcome:?}");
@@ -501,8 +675,8 @@ mod tests {
         // Prefill almost free; decode 20 ms at any batch up to 16: at most 16 / 0.02 = 800 tok/s.
         let prefill = flat(1e-9, 16);
         let decode = flat(0.02, 16);
-        let mut setup = setup(&prefill, &decode, 16);
-        setup.osl = 512;
+        let lengths = lengths(128, 512);
+        let setup = setup(&prefill, &decode, &lengths, 16);
         let overloaded = simulate(&setup, 1000.0).unwrap();
         assert!((overloaded.output_tok_per_s / 800.0 - 1.0).abs() < 0.01, "{overloaded:?}");
         let bounded = max_rate(&setup, 1e9, 1.0).unwrap().unwrap();
@@ -513,7 +687,8 @@ mod tests {
     fn a_bound_tighter_than_one_decode_step_admits_no_load() {
         let prefill = flat(0.05, 8);
         let decode = flat(0.03, 8);
-        let setup = setup(&prefill, &decode, 8);
+        let lengths = lengths(128, 64);
+        let setup = setup(&prefill, &decode, &lengths, 8);
         assert_eq!(max_rate(&setup, 10.0, 0.029).unwrap(), None);
         let loose = max_rate(&setup, 10.0, 0.031).unwrap().unwrap();
         assert!(loose.tpot_p99_s <= 0.031 && loose.rate_per_s > 0.0, "{loose:?}");
@@ -522,16 +697,17 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_answer_and_another_seed_another() {
         let prefill = StepTable::new(&[
-            TablePoint { batch: 1, len: 128, step_s: 0.05, power_w: None },
-            TablePoint { batch: 8, len: 128, step_s: 0.2, power_w: None },
+            TablePoint { batch: 1, len: 128, step_s: 0.05, power_w: None, spread: None },
+            TablePoint { batch: 8, len: 128, step_s: 0.2, power_w: None, spread: None },
         ]);
         let decode = StepTable::new(&[
-            TablePoint { batch: 1, len: 128, step_s: 0.01, power_w: None },
-            TablePoint { batch: 8, len: 128, step_s: 0.02, power_w: None },
-            TablePoint { batch: 1, len: 256, step_s: 0.012, power_w: None },
-            TablePoint { batch: 8, len: 256, step_s: 0.03, power_w: None },
+            TablePoint { batch: 1, len: 128, step_s: 0.01, power_w: None, spread: None },
+            TablePoint { batch: 8, len: 128, step_s: 0.02, power_w: None, spread: None },
+            TablePoint { batch: 1, len: 256, step_s: 0.012, power_w: None, spread: None },
+            TablePoint { batch: 8, len: 256, step_s: 0.03, power_w: None, spread: None },
         ]);
-        let a = setup(&prefill, &decode, 8);
+        let lengths = lengths(128, 64);
+        let a = setup(&prefill, &decode, &lengths, 8);
         let first = max_rate(&a, 1.0, 0.05).unwrap().unwrap();
         assert_eq!(first, max_rate(&a, 1.0, 0.05).unwrap().unwrap());
         let b = SimSetup { seed: 8, ..a.clone() };
@@ -542,11 +718,12 @@ mod tests {
     #[test]
     fn chunked_prefill_keeps_decoding_while_prompts_fill() {
         let prefill = StepTable::new(&[
-            TablePoint { batch: 1, len: 16, step_s: 0.004, power_w: None },
-            TablePoint { batch: 1, len: 128, step_s: 0.02, power_w: None },
+            TablePoint { batch: 1, len: 16, step_s: 0.004, power_w: None, spread: None },
+            TablePoint { batch: 1, len: 128, step_s: 0.02, power_w: None, spread: None },
         ]);
         let decode = flat(0.01, 8);
-        let mut chunked = setup(&prefill, &decode, 8);
+        let lengths = lengths(128, 64);
+        let mut chunked = setup(&prefill, &decode, &lengths, 8);
         chunked.chunk = Some(64);
         let low = simulate(&chunked, 1e-4).unwrap();
         // Alone, a 128-token prompt takes two 64-token chunks of (interpolated) 0.012 s each.

@@ -136,6 +136,52 @@ impl Observer for Progress {
         }
     }
 
+    fn serving(&mut self, what: &str) {
+        self.say(format!("serving {what}"));
+    }
+
+    fn served(&mut self, served: &lynx_schema::serving::Served) {
+        let name = format!("served {} under {}", served.workload, served.bound.name);
+        match &served.rates {
+            lynx_schema::value::Reported::Known(rates) => {
+                for r in rates {
+                    let m = &r.measured;
+                    self.say(format!(
+                        "{name} at {:.3} req/s ({}): measured p99 TTFT {:.0} ms, p99 TPOT {:.1} ms, {:.1} tok/s; {}",
+                        r.rate_per_s.get(),
+                        r.label,
+                        1e3 * m.ttft_p99_s.get(),
+                        1e3 * m.tpot_p99_s.get(),
+                        m.output_tok_per_s_per_device.get(),
+                        match &r.simulated {
+                            lynx_schema::value::Reported::Known(s) => format!(
+                                "simulated {:.0} ms, {:.1} ms, {:.1} tok/s",
+                                1e3 * s.ttft_p99_s.get(),
+                                1e3 * s.tpot_p99_s.get(),
+                                s.output_tok_per_s_per_device.get()
+                            ),
+                            other => format!("not simulated: {}", other.reason().unwrap_or_default()),
+                        }
+                    ));
+                    let ratio =
+                        |r: Option<lynx_schema::value::Finite>| r.map_or("-".to_owned(), |r| format!("{:.2}", r.get()));
+                    self.say(format!(
+                        "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
+                         {}; the loop's own time p50/p90/p99 {:.2}/{:.2}/{:.2} ms over {} iterations",
+                        r.rate_per_s.get(),
+                        ratio(r.decode_step_ratio),
+                        ratio(r.prefill_step_ratio),
+                        1e3 * r.overhead_s[0].get(),
+                        1e3 * r.overhead_s[1].get(),
+                        1e3 * r.overhead_s[2].get(),
+                        r.iterations
+                    ));
+                }
+            }
+            other => self.say(format!("{name}: not served: {}", other.reason().unwrap_or_default())),
+        }
+    }
+
     fn cell_started(&mut self, shape: &CellShape, index: usize, total: usize) {
         self.status(format!("cell {index}/{total}: {shape}"));
         if self.bar.is_none() {

@@ -147,7 +147,9 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(!markdown.contains("<script>") && markdown.contains("&lt;script&gt;"), "{markdown}");
     assert!(!markdown.contains("<img"), "{markdown}");
     let csv = run("csv");
-    assert_eq!(csv.lines().next().unwrap().split(',').count(), 11, "{csv}");
+    assert_eq!(csv.lines().next().unwrap().split(',').count(), 12, "{csv}");
+    // No result here served the buyer's shape: every figure is the simulated one, and says so.
+    assert!(csv.lines().next().unwrap().ends_with(",FIGURE") && csv.contains(",simulated\n"), "{csv}");
     assert!(csv.contains("Beta GPU"), "{csv}");
 
     // Exports of one result from the one schema: a CSV row per cell with every column, and

@@ -414,3 +414,85 @@ fn graph_cells_are_measured_beside_eager_ones_once_graph_parity_passed() {
     let graph_rows = csv.lines().skip(1).filter(|l| l.split(',').nth(column("mode")) == Some("graph")).count();
     assert_eq!(graph_rows, 2, "{csv}");
 }
+
+/// Issue 16: a suite with `[serve]` ends with a real serving loop on the device at the
+/// simulation's latency-bounded rate and 20% above it, for a request-length mix. The result
+/// records each rate measured beside the simulation at the same rate, the drawn lengths, the
+/// loop's own time and the window's energy; the latency-bounded figure it publishes is the
+/// measured one, with the simulated one beside it; the `simulation` and `serving_overhead`
+/// checks judge them, and the run exits as its checks say.
+#[test]
+fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        suite.replace(
+            "[roofline]",
+            "[[workload]]\nname = \"mix\"\nisl = { uniform = [8, 48] }\nosl = { range_ratio = 0.5, length = 12 }\n\n\
+             [[bound]]\nname = \"loose\"\nttft_p99_s = 4.0\ntpot_p99_s = 0.5\n\n\
+             [serve]\nrequests = 24\nworkloads = [\"mix\"]\nmax_s = 60.0\n\n[roofline]",
+        )
+    });
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&run_args(models.path(), out.path()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serving mix 8-48/0.5-1×12 under the loose bound at"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let served = &result["serving"]["served"];
+    assert_eq!(served.as_array().unwrap().len(), 1, "one workload under one bound: {served}");
+    let served = &served[0];
+    assert_eq!((&served["workload"]["name"], &served["bound"]["name"]), (&Value::from("mix"), &Value::from("loose")));
+    let (isl, osl) = (&served["isl"], &served["osl"]);
+    assert!(isl["min"].as_u64().unwrap() >= 8 && isl["max"].as_u64().unwrap() <= 48, "{isl}");
+    assert!(osl["min"].as_u64().unwrap() >= 6 && osl["max"].as_u64().unwrap() <= 12, "{osl}");
+    assert!(seconds(&isl["p50"]) <= seconds(&isl["p99"]), "{isl}");
+    let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
+    let labels: Vec<&str> = rates.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["bounded", "over"]);
+    let bounded = &result["derived"]["latency_bounded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["workload"]["name"] == "mix")
+        .unwrap()
+        .clone();
+    let rate = |r: &Value| seconds(&r["rate_per_s"]);
+    assert!((rate(&rates[0]) - seconds(&bounded["point"]["request_rate_per_s"])).abs() < 1e-12, "{bounded}");
+    assert!((rate(&rates[1]) / rate(&rates[0]) - 1.2).abs() < 1e-9);
+    for r in rates {
+        assert_eq!(r["requests"], 24, "{r}");
+        let (measured, simulated) = (&r["measured"], &r["simulated"]);
+        assert!(seconds(&measured["ttft_p50_s"]) <= seconds(&measured["ttft_p99_s"]), "{r}");
+        assert!(seconds(&measured["tpot_p50_s"]) > 0.0 && seconds(&simulated["tpot_p50_s"]) > 0.0, "{r}");
+        // Output tokens over the window: the requests' tokens over the span they were served in.
+        let tokens = seconds(&measured["output_tok_per_s_per_device"]) * seconds(&r["window_s"]);
+        assert!(tokens > 24.0 * 6.0 * 0.9 && tokens < 24.0 * 12.0 * 1.1, "{r}");
+        let error = &r["relative_error"];
+        let expected = seconds(&measured["tpot_p99_s"]) / seconds(&simulated["tpot_p99_s"]) - 1.0;
+        assert!((error["tpot_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
+        let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
+        assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
+        assert!(r["iterations"].as_u64().unwrap() >= 24, "{r}");
+        assert!(r["decode_step_ratio"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["joules_per_output_token"].is_object() || r["joules_per_output_token"].is_number(), "{r}");
+        assert_eq!(
+            r["within_bound"],
+            seconds(&measured["ttft_p99_s"]) <= 4.0 && seconds(&measured["tpot_p99_s"]) <= 0.5
+        );
+    }
+    // The published latency-bounded figure is the measured one, the simulated one beside it.
+    let measured = &bounded["measured"];
+    assert_eq!(measured["output_tok_per_s_per_device"], rates[0]["measured"]["output_tok_per_s_per_device"]);
+    assert!(stdout.contains("serving phase (measured at") && stdout.contains("P99 TTFT MEASURED/SIM"), "{stdout}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains("mix 8-48/0.5-1×12") && l.contains(" loose ")).collect();
+    assert!(
+        rows.iter().any(|l| l.contains(" measured ")) && rows.iter().any(|l| l.contains(" simulated ")),
+        "{stdout}"
+    );
+    let checks = result["checks"].as_array().unwrap();
+    let check = |name: &str| checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{checks:?}"));
+    assert!(check("simulation")["limit"].as_f64() == Some(0.15), "{checks:?}");
+    assert!(check("serving_overhead")["limit"].as_f64() == Some(1e-3), "{checks:?}");
+    assert_eq!(output.status.success(), checks.iter().all(|c| c["passed"] == true), "{stderr}");
+}

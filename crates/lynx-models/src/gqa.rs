@@ -141,23 +141,33 @@ impl GqaAttention {
         let attended = match place {
             Place::Host(start) => self.attend_at(&q, &k, &v, cache, start)?,
             Place::Device { position, keys } => {
-                let _ = cache.keys.shallow_clone().f_index_copy_(2, position, &k)?;
-                let _ = cache.values.shallow_clone().f_index_copy_(2, position, &v)?;
+                let index = Place::write_index(position, &k)?;
+                let _ = cache.keys.shallow_clone().f_scatter_(2, &index, &k)?;
+                let _ = cache.values.shallow_clone().f_scatter_(2, &index, &v)?;
+                let span = keys.size()[0];
+                let (cached_keys, cached_values) =
+                    (cache.keys.f_narrow(2, 0, span)?, cache.values.f_narrow(2, 0, span)?);
                 let mask = Place::device_mask(position, keys, self.window)?;
+                let rows = mask.size()[0];
                 match &self.sinks {
                     None => Tensor::f_scaled_dot_product_attention(
                         &q,
-                        &cache.keys,
-                        &cache.values,
-                        Some(&mask),
+                        &cached_keys,
+                        &cached_values,
+                        Some(&mask.f_view([rows, 1, 1, span])?),
                         0.0,
                         false,
                         None,
                         true,
                     )?,
-                    Some(sinks) => {
-                        attend_with_sinks(&q, &cache.keys, &cache.values, Some(&mask), sinks, self.num_kv_heads)?
-                    }
+                    Some(sinks) => attend_with_sinks(
+                        &q,
+                        &cached_keys,
+                        &cached_values,
+                        Some(&mask.f_view([rows, 1, 1, 1, span])?),
+                        sinks,
+                        self.num_kv_heads,
+                    )?,
                 }
             }
         };
@@ -226,7 +236,7 @@ impl GqaAttention {
         let queries = Tensor::f_empty([size[0], self.num_heads, 1, self.head_dim], (cache.keys.kind(), device))?;
         let position = Tensor::f_zeros([1], (tch::Kind::Int64, device))?;
         let keys = Tensor::f_arange(size[2], (tch::Kind::Int64, device))?;
-        let mask = crate::model::Place::device_mask(&position, &keys, self.window)?;
+        let mask = crate::model::Place::device_mask(&position, &keys, self.window)?.f_view([1, 1, 1, size[2]])?;
         let choice = Tensor::f_internal_fused_sdp_choice(
             &queries,
             &cache.keys,

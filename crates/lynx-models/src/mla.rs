@@ -228,9 +228,13 @@ impl MlaAttention {
             }
             Place::Device { position, keys } => {
                 let entry = Tensor::f_cat(&[&latent, &k_pe], -1)?;
-                let _ = cache.latent_and_rope.shallow_clone().f_index_copy_(1, position, &entry)?;
+                let index = Place::write_index(position, &entry)?;
+                let _ = cache.latent_and_rope.shallow_clone().f_scatter_(1, &index, &entry)?;
+                let span = keys.size()[0];
                 let mask = Place::device_mask(position, keys, None)?;
-                self.attend_explicit(&q, &cache.latent_and_rope, Some(&mask))?
+                let rows = mask.size()[0];
+                let cached = cache.latent_and_rope.f_narrow(1, 0, span)?;
+                self.attend_explicit(&q, &cached, Some(&mask.f_view([rows, 1, span])?))?
             }
         };
         // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
@@ -243,8 +247,8 @@ impl MlaAttention {
     /// (the cached latents and RoPE keys, `[batch, len, rank + rope]`), so the heads are the rows
     /// of one matmul per sequence and nothing is copied per head: SDPA's fused kernels refuse a
     /// 576-wide head, and its math kernel expands the keys for all heads. `q` is `[batch, heads,
-    /// 1, rank + rope]`; `mask` (`[1, len]`, true where a key may be attended) leaves keys out;
-    /// returns `[batch, heads, 1, rank]`.
+    /// 1, rank + rope]`; `mask` (`[1 or batch, 1, len]`, true where a key may be attended) leaves keys
+    /// out; returns `[batch, heads, 1, rank]`.
     fn attend_explicit(&self, q: &Tensor, keys: &Tensor, mask: Option<&Tensor>) -> Result<Tensor, ModelError> {
         let [batch, heads, n, width] = q.size()[..] else { unreachable!("queries are 4-d") };
         let acc = accumulation_kind(q.kind());

@@ -26,21 +26,34 @@ fn identity(shape: &ModelShape) -> Vec<u32> {
 pub(crate) enum Place<'a> {
     /// Positions `start..start + n`, known on the host: the first `start + n` keys.
     Host(i64),
-    /// One token a sequence at the position held on the device in `position` (`[1]`, int64):
-    /// every key of the cache (`keys` = 0..capacity), those after the position masked out.
+    /// One token a sequence at the positions held on the device in `position` (`[1]` for every
+    /// sequence alike, or `[batch]`, one a row; int64): the cache's first `keys.len()` keys
+    /// (`keys` = 0..span), those after each row's position masked out.
     Device { position: &'a Tensor, keys: &'a Tensor },
 }
 
 impl Place<'_> {
-    /// For a step at the device-held position: true for the keys it may attend (at or before the
-    /// position, and within `window` positions of it for a sliding layer), `[1, capacity]`.
+    /// For a step at the device-held positions: true for the keys each row may attend (at or
+    /// before its position, and within `window` positions of it for a sliding layer), `[p, span]`
+    /// for `p` positions.
     pub(crate) fn device_mask(position: &Tensor, keys: &Tensor, window: Option<i64>) -> Result<Tensor, ModelError> {
-        let mut allowed = keys.f_le_tensor(position)?;
+        let rows = position.f_unsqueeze(1)?;
+        let keys = keys.f_unsqueeze(0)?;
+        let mut allowed = keys.f_le_tensor(&rows)?;
         if let Some(w) = window {
             // Hugging Face's sliding mask: query − key < window.
-            allowed = allowed.f_logical_and(&keys.f_gt_tensor(&position.f_sub_scalar(w)?)?)?;
+            allowed = allowed.f_logical_and(&keys.f_gt_tensor(&rows.f_sub_scalar(w)?)?)?;
         }
-        Ok(allowed.f_unsqueeze(0)?)
+        Ok(allowed)
+    }
+
+    /// The index `scatter_` writes a step's entries `like` (`[batch, …]`, one token a row) with:
+    /// each row's device-held position, in every element of the row.
+    pub(crate) fn write_index(position: &Tensor, like: &Tensor) -> Result<Tensor, ModelError> {
+        let size = like.size();
+        let mut view = vec![1i64; size.len()];
+        view[0] = position.size()[0];
+        Ok(position.f_view(view.as_slice())?.f_expand(size.as_slice(), false)?)
     }
 }
 
@@ -158,6 +171,60 @@ impl KvCache {
     /// Forget the tokens after the first `len`.
     pub fn truncate(&mut self, len: i64) {
         self.len = self.len.min(len.max(0));
+    }
+
+    /// Sequences the cache holds.
+    pub fn batch(&self) -> i64 {
+        self.batch
+    }
+
+    /// The `n` sequences from row `from`, holding `len` tokens each, as a cache of their own that
+    /// shares this one's memory: what a step writes through it lands in these rows.
+    pub fn rows(&self, from: i64, n: i64, len: i64) -> Result<KvCache, ModelError> {
+        if from < 0 || n < 1 || from + n > self.batch || !(0..=self.capacity).contains(&len) {
+            return Err(ModelError::Shape(format!(
+                "rows {from}..{} holding {len} tokens of a cache of {} rows of {} tokens",
+                from + n,
+                self.batch,
+                self.capacity
+            )));
+        }
+        let layers = self
+            .layers
+            .iter()
+            .map(|layer| match layer {
+                LayerCache::Gqa(c) => Ok(LayerCache::Gqa(GqaCache {
+                    keys: c.keys.f_narrow(0, from, n)?,
+                    values: c.values.f_narrow(0, from, n)?,
+                })),
+                LayerCache::Mla(c) => {
+                    Ok(LayerCache::Mla(MlaCache { latent_and_rope: c.latent_and_rope.f_narrow(0, from, n)? }))
+                }
+            })
+            .collect::<Result<_, ModelError>>()?;
+        Ok(KvCache { layers, len, capacity: self.capacity, batch: n })
+    }
+
+    /// Copy the first `len` tokens of row `from` over row `to` (a server moving a sequence to
+    /// keep its running ones in the first rows).
+    pub fn move_row(&self, from: i64, to: i64, len: i64) -> Result<(), ModelError> {
+        if len == 0 || from == to {
+            return Ok(());
+        }
+        let (source, target) = (self.rows(from, 1, len)?, self.rows(to, 1, len)?);
+        for (s, t) in source.layers.iter().zip(&target.layers) {
+            match (s, t) {
+                (LayerCache::Gqa(s), LayerCache::Gqa(t)) => {
+                    t.keys.f_narrow(2, 0, len)?.f_copy_(&s.keys.f_narrow(2, 0, len)?)?;
+                    t.values.f_narrow(2, 0, len)?.f_copy_(&s.values.f_narrow(2, 0, len)?)?;
+                }
+                (LayerCache::Mla(s), LayerCache::Mla(t)) => {
+                    t.latent_and_rope.f_narrow(1, 0, len)?.f_copy_(&s.latent_and_rope.f_narrow(1, 0, len)?)?;
+                }
+                _ => return Err(ModelError::Shape("rows of one cache differ in kind".to_owned())),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -353,6 +420,13 @@ impl Model {
     /// appending their keys and values to it; returns logits at accumulation precision (fp32, fp64
     /// for the reference) for the positions `logits` asks.
     pub fn forward(&self, tokens: &Tensor, cache: &mut KvCache, logits: Logits) -> Result<Tensor, ModelError> {
+        let x = self.hidden(tokens, cache)?;
+        self.head(&x, logits)
+    }
+
+    /// The final hidden states of `tokens` (`[batch, n]`) after the tokens already in `cache`,
+    /// appending their keys and values to it.
+    fn hidden(&self, tokens: &Tensor, cache: &mut KvCache) -> Result<Tensor, ModelError> {
         let size = tokens.size();
         let [batch, n] = size[..] else {
             return Err(ModelError::Shape(format!("tokens must be [batch, n], got {size:?}")));
@@ -370,9 +444,9 @@ impl Model {
             Some(AttentionLayer::Mla(a)) => Some(a.rope.table(start, n, self.kind)?),
             None => None,
         };
-        let out = self.layers(tokens, cache, table.as_ref(), Place::Host(start), logits)?;
+        let x = self.layers(tokens, cache, table.as_ref(), Place::Host(start))?;
         cache.len = start + n;
-        Ok(out)
+        Ok(x)
     }
 
     /// One decode step whose kernels and their host-side arguments are the same at every
@@ -383,29 +457,67 @@ impl Model {
     /// cache's host-side length is left alone. Returns the last position's logits, as
     /// [`Model::forward`] does. The attention work is that of the whole capacity.
     pub fn decode_on_device(&self, tokens: &Tensor, cache: &KvCache, position: &Tensor) -> Result<Tensor, ModelError> {
+        self.decode_rows(tokens, cache, position, cache.capacity)
+    }
+
+    /// One decode step of sequences at different lengths, as a serving engine batches them: row
+    /// `r` reads `tokens[r]` at the position `positions[r]` held on the device (`positions` is
+    /// `[batch]`, or `[1]` for every row alike; int64), writes its keys and values there, and
+    /// attends the cache's first `span` keys with those after its position masked out (`span`
+    /// is one more than the largest position, or more). Returns logits `[batch, 1, vocab]`; the
+    /// cache's host-side length is left alone. The attention work is that of `span` keys a row.
+    pub fn decode_rows(
+        &self,
+        tokens: &Tensor,
+        cache: &KvCache,
+        positions: &Tensor,
+        span: i64,
+    ) -> Result<Tensor, ModelError> {
         let size = tokens.size();
         if size != [cache.batch, 1] {
             return Err(ModelError::Shape(format!("tokens must be [{}, 1], got {size:?}", cache.batch)));
         }
+        let rows = positions.size();
+        if rows != [1] && rows != [cache.batch] {
+            return Err(ModelError::Shape(format!("positions must be [1] or [{}], got {rows:?}", cache.batch)));
+        }
+        if !(1..=cache.capacity).contains(&span) {
+            return Err(ModelError::CacheFull { capacity: cache.capacity, needed: span });
+        }
         let table = match self.blocks.first().map(|b| &b.attention) {
-            Some(AttentionLayer::Gqa(a)) => Some(a.rope.table_at(position, self.kind)?),
-            Some(AttentionLayer::Mla(a)) => Some(a.rope.table_at(position, self.kind)?),
+            Some(AttentionLayer::Gqa(a)) => Some(a.rope.table_at(positions, self.kind)?.per_row()?),
+            Some(AttentionLayer::Mla(a)) => Some(a.rope.table_at(positions, self.kind)?.per_row()?),
             None => None,
         };
-        let keys = Tensor::f_arange(cache.capacity, (Kind::Int64, self.device))?;
-        self.layers(tokens, cache, table.as_ref(), Place::Device { position, keys: &keys }, Logits::Last)
+        let keys = Tensor::f_arange(span, (Kind::Int64, self.device))?;
+        let x = self.layers(tokens, cache, table.as_ref(), Place::Device { position: positions, keys: &keys })?;
+        self.head(&x, Logits::Last)
     }
 
-    /// The blocks, final norm and lm head over `tokens` placed at `place` in `cache`.
+    /// The prefill step of prompts of different lengths, padded on the right to one length as a
+    /// serving engine batches them: `prompts` (`[batch, len]`) into an empty `cache`, and each
+    /// row's first generated token (greedy, `[batch, 1]`) from the logits at its own last prompt
+    /// position, `last` (`[batch]`, int64, on the device). A row's padding comes after its
+    /// prompt, so causal attention keeps it out of the prompt's tokens; its keys and values are
+    /// in the cache past the row's length, where a decode step's mask keeps them out and its
+    /// writes replace them.
+    pub fn prefill_rows(&self, prompts: &Tensor, last: &Tensor, cache: &mut KvCache) -> Result<Tensor, ModelError> {
+        cache.clear();
+        let x = self.hidden(prompts, cache)?;
+        let [batch, _, hidden] = x.size()[..] else { unreachable!("hidden states are 3-d") };
+        let index = last.f_view([batch, 1, 1])?.f_expand([batch, 1, hidden], false)?;
+        let x = x.f_gather(1, &index, false)?;
+        Ok(self.head(&x, Logits::All)?.f_argmax(-1, false)?)
+    }
+
+    /// The blocks over `tokens` placed at `place` in `cache`: the last block's output.
     fn layers(
         &self,
         tokens: &Tensor,
         cache: &KvCache,
         table: Option<&RopeTable>,
         place: Place,
-        logits: Logits,
     ) -> Result<Tensor, ModelError> {
-        let n = tokens.size()[1];
         let mut x = Tensor::f_embedding(&self.embedding, tokens, -1, false, false)?;
         for (block, layer_cache) in self.blocks.iter().zip(&cache.layers) {
             let table = table.expect("a model with blocks has a RoPE table");
@@ -423,8 +535,15 @@ impl Model {
             };
             x = x.f_add(&mlp)?;
         }
+        Ok(x)
+    }
+
+    /// The final norm and lm head over the positions of `x` (`[batch, n, hidden]`) that `logits`
+    /// asks, at accumulation precision.
+    fn head(&self, x: &Tensor, logits: Logits) -> Result<Tensor, ModelError> {
+        let n = x.size()[1];
         let x = match logits {
-            Logits::All => x,
+            Logits::All => x.shallow_clone(),
             Logits::Last => x.f_narrow(1, n - 1, 1)?,
         };
         let head = self.lm_head.as_ref().unwrap_or(&self.embedding);

@@ -64,6 +64,16 @@ impl Rope {
     }
 }
 
+impl RopeTable {
+    /// A table of one position a row (`[rows, rotary_dim]`) shaped `[rows, 1, 1, rotary_dim]`, so
+    /// that it turns each row of a step's `[batch, heads, 1, …]` at its own position.
+    pub fn per_row(self) -> Result<RopeTable, ModelError> {
+        let size = self.cos.size();
+        let shape = [size[0], 1, 1, size[1]];
+        Ok(RopeTable { cos: self.cos.f_view(shape)?, sin: self.sin.f_view(shape)? })
+    }
+}
+
 /// x · cos + rotate_half(x) · sin over the last dimension of `x` (`[…, n, rotary_dim]`).
 pub fn apply(x: &Tensor, table: &RopeTable) -> Result<Tensor, ModelError> {
     let size = x.size();

@@ -395,6 +395,68 @@ fn the_device_positioned_step_gives_the_eager_steps_logits() {
     }
 }
 
+/// Issue 16: a serving loop batches sequences of different lengths. A right-padded prefill takes
+/// each prompt's first token from its own last position, and a decode step with one device-held
+/// position a row gives every row the logits its sequence gets decoding alone, token after token,
+/// for every architecture (windows past their size, sinks, MLA, experts); a row moved to another
+/// slot decodes on as before.
+#[test]
+fn sequences_of_different_lengths_batched_in_rows_decode_as_they_do_alone() {
+    let lens = [5i64, 9, 3];
+    for text in ALL {
+        let model = model(text);
+        let prompts: Vec<Tensor> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                lynx_models::with_generator(Some(40 + i as u64), || {
+                    Tensor::randint(97, [1, len], (Kind::Int64, Device::Cpu))
+                })
+            })
+            .collect();
+        // Each sequence alone: its prompt, then greedy steps.
+        let mut alone: Vec<KvCache> = lens.iter().map(|_| KvCache::new(&model, 1, 24).unwrap()).collect();
+        let mut next: Vec<Tensor> = prompts
+            .iter()
+            .zip(&mut alone)
+            .map(|(prompt, cache)| model.forward(prompt, cache, Logits::Last).unwrap().argmax(-1, false))
+            .collect();
+        // Batched: the prompts right-padded with token 0 into rows of one pool.
+        let pool = KvCache::new(&model, 3, 24).unwrap();
+        let longest = *lens.iter().max().unwrap();
+        let padded = Tensor::zeros([3, longest], (Kind::Int64, Device::Cpu));
+        for (row, prompt) in prompts.iter().enumerate() {
+            padded.narrow(0, row as i64, 1).narrow(1, 0, prompt.size()[1]).copy_(prompt);
+        }
+        let last = Tensor::from_slice(&lens.map(|l| l - 1));
+        let mut rows = pool.rows(0, 3, 0).unwrap();
+        let mut tokens = model.prefill_rows(&padded, &last, &mut rows).unwrap();
+        assert_eq!(tokens, Tensor::cat(&next, 0), "{}: first tokens", name(text));
+        let mut positions = Tensor::from_slice(&lens);
+        let mut order = vec![0usize, 1, 2];
+        for step in 0..8 {
+            if step == 4 {
+                // Sequence 0 finishes: the last row moves into its slot.
+                pool.move_row(2, 0, lens[2] + 4).unwrap();
+                order = vec![2, 1];
+                tokens = Tensor::cat(&[tokens.narrow(0, 2, 1), tokens.narrow(0, 1, 1)], 0);
+                positions = Tensor::from_slice(&[lens[2] + 4, lens[1] + 4]);
+            }
+            let batch = order.len() as i64;
+            let span = positions.max().int64_value(&[]) + 1;
+            let batched = model.decode_rows(&tokens, &pool.rows(0, batch, 0).unwrap(), &positions, span).unwrap();
+            for (row, &i) in order.iter().enumerate() {
+                let expected = model.forward(&next[i], &mut alone[i], Logits::Last).unwrap();
+                let diff = max_abs_diff(&batched.narrow(0, row as i64, 1), &expected);
+                assert!(diff < 1e-4, "{} step {step} sequence {i}: max |Δ| = {diff}", name(text));
+                next[i] = expected.argmax(-1, false);
+            }
+            tokens = batched.argmax(-1, false);
+            positions += 1;
+        }
+    }
+}
+
 /// Regression (issue 15): fp8 inputs are scaled statically, as serving engines run fp8: one
 /// scale per layer, calibrated once, in place of an amax and a division in every call. On the
 /// calibration prompt itself the static scales are the dynamic ones, so the logits are the same;

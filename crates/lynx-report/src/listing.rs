@@ -88,31 +88,46 @@ fn ranking(list: &Shortlist) -> Table {
         "CHECKS",
         "MEASURED",
         "RESULT",
+        "FIGURE",
     ]);
     for (i, entry) in list.ranked.iter().enumerate() {
-        let figures: [String; 6] = match &entry.point {
-            Reported::Known(p) => [
-                match &p.usd_per_million_output_tokens {
-                    Reported::Known(c) => format!("{:.4}", c.get()),
-                    Reported::Unavailable { .. } => "no price".to_owned(),
-                },
-                format!("{:.1}", p.output_tok_per_s_per_device.get()),
-                format!("{:.1}", p.tok_per_s_per_user.get()),
-                format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
-                p.max_batch.to_string(),
-                match &p.joules_per_output_token {
-                    Reported::Known(j) => format!("{:.3}", j.get()),
-                    Reported::Unavailable { .. } => "-".to_owned(),
-                },
+        let known = |value: &Reported<lynx_schema::value::Finite>, none: &str, digits: usize| match value {
+            Reported::Known(v) => format!("{:.digits$}", v.get()),
+            Reported::Unavailable { .. } => none.to_owned(),
+        };
+        let figures: [String; 6] = match (&entry.measured, &entry.point) {
+            (Some(m), point) => [
+                known(&m.usd_per_million_output_tokens, "no price", 4),
+                format!("{:.1}", m.output_tok_per_s_per_device.get()),
+                format!("{:.1}", m.tok_per_s_per_user.get()),
+                format!("{} / {}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
+                point.known().map_or("-".to_owned(), |p| p.max_batch.to_string()),
+                known(&m.joules_per_output_token, "-", 3),
             ],
-            Reported::Unavailable { unavailable } => [
-                format!("none: {unavailable}"),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ],
+            (None, point) => match point {
+                Reported::Known(p) => [
+                    match &p.usd_per_million_output_tokens {
+                        Reported::Known(c) => format!("{:.4}", c.get()),
+                        Reported::Unavailable { .. } => "no price".to_owned(),
+                    },
+                    format!("{:.1}", p.output_tok_per_s_per_device.get()),
+                    format!("{:.1}", p.tok_per_s_per_user.get()),
+                    format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
+                    p.max_batch.to_string(),
+                    match &p.joules_per_output_token {
+                        Reported::Known(j) => format!("{:.3}", j.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    },
+                ],
+                Reported::Unavailable { unavailable } => [
+                    format!("none: {unavailable}"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ],
+            },
         };
         let checks = if entry.checks_passed {
             "passed".to_owned()
@@ -125,6 +140,7 @@ fn ranking(list: &Shortlist) -> Table {
             checks,
             entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
             entry.file.clone(),
+            if entry.measured.is_some() { "measured (serving phase)" } else { "simulated" }.to_owned(),
         ]);
         table.row(row);
     }
@@ -222,6 +238,9 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     }
     if let Some(derived) = &result.derived {
         let _ = writeln!(out, "\n## Derived figures\n\n```text{}```", fenced(derived_report(derived)));
+    }
+    if let Some(serving) = &result.serving {
+        let _ = writeln!(out, "\n## Serving phase\n\n```text{}```", fenced(crate::text::serving_section(serving)));
     }
     let _ = writeln!(out, "\n## Checks\n");
     for check in &result.checks {

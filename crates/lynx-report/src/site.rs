@@ -192,8 +192,9 @@ fn result_row(entry: &Entry) -> Markup {
 /// A workload's section: the decode frontier of each device at the context nearest the
 /// workload's mean context, and the latency-bounded throughput and cost table.
 fn workload_section(model: &str, workload: &Workload, verified: &[Verified]) -> Markup {
-    let (isl, osl) = (workload.isl, workload.osl);
-    let mean_ctx = f64::from(isl) + f64::from(osl) / 2.0;
+    let (isl, osl) = (&workload.isl, &workload.osl);
+    let (typical_isl, typical_osl) = workload.typical_lengths();
+    let mean_ctx = typical_isl + typical_osl / 2.0;
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for v in verified.iter().filter(|v| v.result.config.model.name == model) {
@@ -204,7 +205,7 @@ fn workload_section(model: &str, workload: &Workload, verified: &[Verified]) -> 
                 line.points.iter().map(|p| (p.tok_per_s_per_user.get(), p.tok_per_s_per_device.get())).collect();
             series.push((format!("{} (ctx {})", device_label(v.result), line.ctx), points));
         }
-        let bounded = derived.latency_bounded.iter().filter(|lb| lb.workload.isl == isl && lb.workload.osl == osl);
+        let bounded = derived.latency_bounded.iter().filter(|lb| lb.workload.isl == *isl && lb.workload.osl == *osl);
         rows.extend(bounded.map(|lb| latency_row(v, lb)));
     }
     html! {
@@ -212,29 +213,48 @@ fn workload_section(model: &str, workload: &Workload, verified: &[Verified]) -> 
         (line_chart(&format!("decode frontier, {model} {isl}/{osl}"), "tok/s/user", "tok/s/device", &series, true))
         table {
             tr {
-                th { "device" } th { "p99 bound (TTFT / TPOT)" } th { "output tok/s/device" } th { "tok/s/user" }
-                th { "J/token" } th { "$/M tokens" }
+                th { "device" } th { "p99 bound (TTFT / TPOT)" } th { "how" } th { "output tok/s/device" }
+                th { "tok/s/user" } th { "J/token" } th { "$/M tokens" }
             }
             @for row in &rows { (row) }
         }
     }
 }
 
-/// One device's latency-bounded figures under one bound.
+/// One device's latency-bounded figures under one bound: measured by its serving phase where it
+/// ran (the published figure), and simulated.
 fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
+    let figure = |value: &Reported<lynx_schema::value::Finite>, none: &str| {
+        value.known().map_or(none.to_owned(), |j| format!("{:.3}", j.get()))
+    };
     html! {
+        @if let Some(m) = &lb.measured {
+            tr {
+                td.long { a href=(v.page) { (Html(&device_label(v.result))) } }
+                td {
+                    (Html(&lb.bound.name))
+                    (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
+                }
+                td { "measured" @if !m.within_bound { " (bound broken)" } }
+                td { (format!("{:.1}", m.output_tok_per_s_per_device.get())) }
+                td { (format!("{:.1}", m.tok_per_s_per_user.get())) }
+                td { (figure(&m.joules_per_output_token, "-")) }
+                td { (figure(&m.usd_per_million_output_tokens, "no price")) }
+            }
+        }
         tr {
             td.long { a href=(v.page) { (Html(&device_label(v.result))) } }
             td {
                 (Html(&lb.bound.name))
                 (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
             }
+            td { "simulated" }
             @match &lb.point {
                 Reported::Known(p) => {
                     td { (format!("{:.1}", p.output_tok_per_s_per_device.get())) }
                     td { (format!("{:.1}", p.tok_per_s_per_user.get())) }
-                    td { (p.joules_per_output_token.known().map_or("-".to_owned(), |j| format!("{:.3}", j.get()))) }
-                    td { (p.usd_per_million_output_tokens.known().map_or("no price".to_owned(), |c| format!("{:.3}", c.get()))) }
+                    td { (figure(&p.joules_per_output_token, "-")) }
+                    td { (figure(&p.usd_per_million_output_tokens, "no price")) }
                 }
                 Reported::Unavailable { unavailable } => td colspan="4" { "none: " (Html(unavailable)) },
             }

@@ -145,6 +145,9 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
     if let Some(derived) = &result.derived {
         out.push_str(&derived_report(derived));
     }
+    if let Some(serving) = &result.serving {
+        out.push_str(&serving_section(serving));
+    }
     out.push('\n');
     for check in &result.checks {
         let _ = writeln!(out, "{}", check_line(check));
@@ -481,6 +484,93 @@ fn prefill_section(derived: &Derived) -> String {
     out
 }
 
+/// The serving phase: each rate served, measured beside the simulation at that rate.
+pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nserving phase (measured at the simulation's latency-bounded rate and 20% above; server: {}):",
+        terminal_text(&serving.server, 300)
+    );
+    let mut rows = Table::new([
+        "WORKLOAD",
+        "BOUND",
+        "RATE",
+        "P99 TTFT MEASURED/SIM",
+        "P99 TPOT MEASURED/SIM",
+        "TOK/S MEASURED/SIM",
+        "LOOP P50/P99",
+        "STEPS/TABLE",
+        "J/OUT TOKEN",
+        "J/TOKEN",
+    ]);
+    let mut reasons = Vec::new();
+    for served in &serving.served {
+        let name = terminal_text(&served.workload.to_string(), 60);
+        match &served.rates {
+            Reported::Known(rates) => {
+                for r in rates {
+                    let (m, sim) = (&r.measured, r.simulated.known());
+                    let pair = |measured: f64, simulated: Option<f64>, show: &dyn Fn(f64) -> String| match simulated {
+                        Some(s) => format!("{} / {} ({:+.0}%)", show(measured), show(s), 100.0 * (measured / s - 1.0)),
+                        None => format!("{} / -", show(measured)),
+                    };
+                    let tok = |v: f64| format!("{v:.1}");
+                    let known = |value: &Reported<Finite>| match value {
+                        Reported::Known(v) => format!("{:.3}", v.get()),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    };
+                    let ratio = |v: Option<Finite>| v.map_or("-".to_owned(), |v| format!("{:.2}", v.get()));
+                    rows.row([
+                        name.clone(),
+                        served.bound.name.clone(),
+                        format!(
+                            "{:.4} ({}{})",
+                            r.rate_per_s.get(),
+                            r.label,
+                            if r.within_bound { "" } else { ", bound broken" }
+                        ),
+                        pair(m.ttft_p99_s.get(), sim.map(|s| s.ttft_p99_s.get()), &ms),
+                        pair(m.tpot_p99_s.get(), sim.map(|s| s.tpot_p99_s.get()), &ms),
+                        pair(
+                            m.output_tok_per_s_per_device.get(),
+                            sim.map(|s| s.output_tok_per_s_per_device.get()),
+                            &tok,
+                        ),
+                        format!("{} / {}", ms(r.overhead_s[0].get()), ms(r.overhead_s[2].get())),
+                        format!("{} / {}", ratio(r.decode_step_ratio), ratio(r.prefill_step_ratio)),
+                        known(&r.joules_per_output_token),
+                        known(&r.joules_per_token),
+                    ]);
+                }
+            }
+            Reported::Unavailable { unavailable } => {
+                reasons.push(format!(
+                    "  ({}) {name} under {}: {}",
+                    reasons.len() + 1,
+                    served.bound.name,
+                    terminal_text(unavailable, 300)
+                ));
+                let mut row: [String; 10] = Default::default();
+                row[0] = name;
+                row[1] = served.bound.name.clone();
+                row[2] = format!("not served ({})", reasons.len());
+                rows.row(row);
+            }
+        }
+    }
+    out.push_str(&indent(&rows.text(usize::MAX)));
+    for reason in reasons {
+        let _ = writeln!(out, "{reason}");
+    }
+    let _ = writeln!(
+        out,
+        "  STEPS/TABLE: the loop's decode / prefill steps over the step tables' times at their shapes (median); J/TOKEN \
+         counts input and output tokens; energy is the whole window's, idle gaps included"
+    );
+    out
+}
+
 /// Latency-bounded throughput and cost.
 fn bounded_section(derived: &Derived) -> String {
     let mut out = String::new();
@@ -491,10 +581,15 @@ fn bounded_section(derived: &Derived) -> String {
             }
             None => "no price given (--price-per-hour)".to_owned(),
         };
-        let _ = writeln!(out, "\nlatency-bounded throughput (simulated continuous batching; {price}):");
+        let _ = writeln!(
+            out,
+            "\nlatency-bounded throughput (simulated continuous batching, and measured by the serving phase where it \
+             ran; {price}):"
+        );
         let mut rows = Table::new([
             "WORKLOAD",
             "BOUND",
+            "HOW",
             "P99 TTFT/TPOT",
             "BATCH CAP",
             "REQ/S",
@@ -506,25 +601,43 @@ fn bounded_section(derived: &Derived) -> String {
         let mut reasons = Vec::new();
         for lb in &derived.latency_bounded {
             let bound = format!("{} ({} / {})", lb.bound.name, ms(lb.bound.ttft_p99_s), ms(lb.bound.tpot_p99_s));
-            let mut row: [String; 9] = Default::default();
+            let mut row: [String; 10] = Default::default();
             row[0] = lb.workload.to_string();
             row[1] = bound;
+            row[2] = "simulated".to_owned();
+            let known = |value: &Reported<Finite>, digits: usize| match value {
+                Reported::Known(v) => format!("{:.digits$}", v.get()),
+                Reported::Unavailable { .. } => "-".to_owned(),
+            };
+            if let Some(m) = &lb.measured {
+                // The published figure first: what the serving loop measured at the rate.
+                let within = if m.within_bound { "" } else { " (bound broken)" };
+                rows.row([
+                    lb.workload.to_string(),
+                    row[1].clone(),
+                    "measured".to_owned(),
+                    format!("{} / {}{within}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
+                    match &lb.point {
+                        Reported::Known(p) => p.max_batch.to_string(),
+                        Reported::Unavailable { .. } => "-".to_owned(),
+                    },
+                    format!("{:.4}", m.request_rate_per_s.get()),
+                    format!("{:.1}", m.output_tok_per_s_per_device.get()),
+                    format!("{:.1}", m.tok_per_s_per_user.get()),
+                    known(&m.joules_per_output_token, 3),
+                    known(&m.usd_per_million_output_tokens, 2),
+                ]);
+            }
             match &lb.point {
                 Reported::Known(p) => {
-                    row[2] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
-                    row[3] = p.max_batch.to_string();
-                    row[4] = format!("{:.4}", p.request_rate_per_s.get());
-                    row[5] =
+                    row[3] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
+                    row[4] = p.max_batch.to_string();
+                    row[5] = format!("{:.4}", p.request_rate_per_s.get());
+                    row[6] =
                         format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
-                    row[6] = format!("{:.1}", p.tok_per_s_per_user.get());
-                    row[7] = match &p.joules_per_output_token {
-                        Reported::Known(j) => format!("{:.3}", j.get()),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    };
-                    row[8] = match &p.usd_per_million_output_tokens {
-                        Reported::Known(c) => format!("{:.2}", c.get()),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    };
+                    row[7] = format!("{:.1}", p.tok_per_s_per_user.get());
+                    row[8] = known(&p.joules_per_output_token, 3);
+                    row[9] = known(&p.usd_per_million_output_tokens, 2);
                 }
                 Reported::Unavailable { unavailable } => {
                     reasons.push(format!(
@@ -533,7 +646,7 @@ fn bounded_section(derived: &Derived) -> String {
                         lb.workload,
                         lb.bound.name
                     ));
-                    row[2] = format!("none ({})", reasons.len());
+                    row[3] = format!("none ({})", reasons.len());
                 }
             }
             rows.row(row);

@@ -31,19 +31,22 @@ impl Catalogue {
     /// models folder, else the built-in suite of that name; anything with a `/` or ending in
     /// `.toml` is a path.
     pub fn suite(&self, name_or_path: &str) -> Result<(Suite, ModelShape), RunError> {
-        let source = if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+        // The folder a suite's lengths files are relative to: the suite file's (none for a
+        // built-in suite).
+        let (source, folder) = if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
             let path = PathBuf::from(name_or_path);
-            Source { text: read(&path, "suite")?, shown: path.display().to_string() }
+            let folder = path.parent().map(Path::to_path_buf);
+            (Source { text: read(&path, "suite")?, shown: path.display().to_string() }, folder)
         } else {
-            self.find(
-                &Path::new("suites").join(format!("{name_or_path}.toml")),
-                name_or_path,
-                EMBEDDED_SUITES,
-                "suite",
-            )?
+            let relative = Path::new("suites").join(format!("{name_or_path}.toml"));
+            let source = self.find(&relative, name_or_path, EMBEDDED_SUITES, "suite")?;
+            let folder =
+                self.dir.as_ref().map(|d| d.join("suites")).filter(|_| !source.shown.starts_with("(built-in)"));
+            (source, folder)
         };
-        let suite =
+        let mut suite =
             Suite::from_toml(&source.text, &source.shown).map_err(|e| RunError::Config(format!("suite file {e}")))?;
+        read_length_files(&mut suite, folder.as_deref(), &source.shown)?;
         let model = self.model(&suite.model)?;
         Ok((suite, model))
     }
@@ -98,6 +101,79 @@ impl Catalogue {
             None => format!("{what} '{name}': no built-in {what} has that name (a --models folder can add one)"),
         }))
     }
+}
+
+/// The most bytes a lengths file may hold.
+const MOST_LENGTHS_BYTES: u64 = 4 << 20;
+
+/// Read the lengths file each workload of `suite` names (relative to `folder`) into its pairs:
+/// one `isl,osl` pair a line; blank lines, `#` comments and a first line that is not two numbers
+/// (a header) are skipped. A suite whose pairs are already there (one from a result) reads none.
+pub fn read_length_files(suite: &mut Suite, folder: Option<&Path>, shown: &str) -> Result<(), RunError> {
+    for (i, workload) in suite.workloads.iter_mut().enumerate() {
+        let lynx_schema::config::Length::File { file, pairs } = &mut workload.isl else { continue };
+        if !pairs.is_empty() {
+            continue;
+        }
+        let key = format!("suite file {shown}: workload[{i}].isl");
+        let Some(folder) = folder else {
+            return Err(RunError::Config(format!(
+                "{key} names the lengths file {file}, and a built-in suite has no folder to find it in"
+            )));
+        };
+        let path = folder.join(&*file);
+        let text = read_bounded(&path, MOST_LENGTHS_BYTES)
+            .map_err(|reason| RunError::Config(format!("{key}: lengths file {}: {reason}", path.display())))?;
+        let mut read = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let numbers: Option<Vec<u32>> = line.split(',').map(|v| v.trim().parse::<u32>().ok()).collect();
+            match numbers.as_deref() {
+                Some(&[isl, osl]) if isl > 0 && osl > 0 => read.push([isl, osl]),
+                None if n == 0 => {} // a header
+                _ => {
+                    return Err(RunError::Config(format!(
+                        "{key}: lengths file {} line {}: expected two token counts greater than 0, `isl,osl`",
+                        path.display(),
+                        n + 1
+                    )));
+                }
+            }
+            if read.len() > lynx_schema::config::MOST_FILE_PAIRS {
+                return Err(RunError::Config(format!(
+                    "{key}: lengths file {} holds more than {} pairs",
+                    path.display(),
+                    lynx_schema::config::MOST_FILE_PAIRS
+                )));
+            }
+        }
+        if read.is_empty() {
+            return Err(RunError::Config(format!("{key}: lengths file {} holds no isl,osl pair", path.display())));
+        }
+        *pairs = read;
+    }
+    suite.validate(shown).map_err(|e| RunError::Config(format!("suite file {e}")))
+}
+
+/// A regular file's text, refused past `limit` bytes.
+fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".to_owned(),
+        _ => e.to_string(),
+    })?;
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
+        return Err("is not a regular file".to_owned());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("is larger than {limit} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned())
 }
 
 fn read(path: &Path, what: &str) -> Result<String, RunError> {
@@ -199,5 +275,32 @@ mod tests {
         let names: Vec<String> = catalogue.models().unwrap().into_iter().map(|m| m.name).collect();
         assert!(names.contains(&"extra".to_owned()) && names.contains(&"llama-3.1-8b".to_owned()), "{names:?}");
         assert!(matches!(Catalogue::default().model("extra"), Err(RunError::Config(_))));
+    }
+
+    /// A suite's lengths file is read relative to the suite file into the workload's pairs (a
+    /// header and comments skipped); a bad line, a missing or empty file is refused naming it.
+    #[test]
+    fn a_lengths_file_is_read_into_the_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = |lengths: &str| {
+            let text = "name = \"s\"\nmodel = \"lynx-ref-small\"\nprecision = \"fp32\"\nseed = 1\n\
+                 [prefill]\nbatches = [1]\nprompt_lens = [16]\n[decode]\nbatches = [1]\nctxs = [16]\n\
+                 [[workload]]\nname = \"logs\"\nisl = { file = \"lengths.csv\" }\nosl = { file = \"lengths.csv\" }\n";
+            std::fs::write(dir.path().join("s.toml"), text).unwrap();
+            std::fs::write(dir.path().join("lengths.csv"), lengths).unwrap();
+            Catalogue::default().suite(dir.path().join("s.toml").to_str().unwrap()).map(|(suite, _)| suite)
+        };
+        let read = suite("isl,osl\n# from the logs\n100,20\n\n7, 3\n").unwrap();
+        assert_eq!(read.workloads[0].file_pairs(), [[100, 20], [7, 3]]);
+        assert_eq!(read.workloads[0].max_lengths(), (100, 20));
+        for (lengths, needle) in
+            [("1,2\n3\n", "line 2"), ("1,0\n5,5\n", "line 1"), ("# nothing\n", "holds no isl,osl pair")]
+        {
+            let error = suite(lengths).unwrap_err().to_string();
+            assert!(error.contains("lengths.csv") && error.contains(needle), "{lengths:?}: {error}");
+        }
+        std::fs::remove_file(dir.path().join("lengths.csv")).unwrap();
+        let error = Catalogue::default().suite(dir.path().join("s.toml").to_str().unwrap()).unwrap_err().to_string();
+        assert!(error.contains("does not exist"), "{error}");
     }
 }

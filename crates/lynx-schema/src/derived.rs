@@ -86,7 +86,27 @@ pub struct PriceInputs {
 pub struct LatencyBounded {
     pub workload: Workload,
     pub bound: LatencyBound,
+    /// Simulated: the simulation's highest load inside the bound.
     pub point: Reported<BoundedPoint>,
+    /// Measured: the serving loop at the simulation's latency-bounded rate, where the run had a
+    /// serving phase that served this workload and bound. The published figure where present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredBounded>,
+}
+
+/// The serving loop's figures at the simulation's latency-bounded rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredBounded {
+    pub request_rate_per_s: Finite,
+    pub output_tok_per_s_per_device: Finite,
+    pub tok_per_s_per_user: Finite,
+    pub ttft_p99_s: Finite,
+    pub tpot_p99_s: Finite,
+    /// Whether the measured p99s held the bound at that rate.
+    pub within_bound: bool,
+    /// The device's energy over the whole serving window per output token.
+    pub joules_per_output_token: Reported<Finite>,
+    pub usd_per_million_output_tokens: Reported<Finite>,
 }
 
 /// The highest load the simulated server sustains inside a bound, and its figures there.

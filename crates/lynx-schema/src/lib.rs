@@ -18,6 +18,7 @@ pub mod equilibrium;
 pub mod fleet;
 pub mod result;
 pub mod roofline;
+pub mod serving;
 pub mod shortlist;
 pub mod stats;
 pub mod sweep;

@@ -57,6 +57,10 @@ pub struct RunResult {
     /// in results made before lynx calibrated them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp8_input_scales: Option<String>,
+    /// The serving phase (a suite with `[serve]`): a real serving loop on the device at the
+    /// simulation's latency-bounded rates, beside the simulation's prediction there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<crate::serving::ServingRecord>,
 }
 
 /// What a run was asked to do, written into its folder before anything runs: the worker process
@@ -157,6 +161,12 @@ pub enum CheckName {
     /// A replayed graph step gave the eager step's logits (same weights, same inputs) within
     /// the precision's parity bound; graph cells are measured only after it passed.
     GraphParity,
+    /// The serving phase's measured p99 TTFT and TPOT lie within 15% of the simulation's at the
+    /// same rate, and the bound holds at the published rate.
+    Simulation,
+    /// The serving loop's own time per iteration (scheduling, bookkeeping) stayed under 1 ms at
+    /// the median, p90 and p99: the load generator measured the device, not itself.
+    ServingOverhead,
 }
 
 impl CheckName {
@@ -169,6 +179,8 @@ impl CheckName {
             CheckName::Throttling => "throttling",
             CheckName::Roofline => "roofline",
             CheckName::GraphParity => "graph_parity",
+            CheckName::Simulation => "simulation",
+            CheckName::ServingOverhead => "serving_overhead",
         }
     }
 }

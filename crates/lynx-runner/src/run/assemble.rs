@@ -52,7 +52,8 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
     let (_, cells) = Journal::open(&run.journal_path())?;
     let bounds = bounds_for(&result.config.suite.bounds, &result.config.model);
     let plan = sweep::plan(&result.config.suite, &bounds, &cells, &sweep::decode_modes(&result.checks));
-    result.status = if plan.next.is_none() { RunStatus::Complete } else { RunStatus::Partial };
+    let served = super::work::serving_done(&result.config.suite, &bounds, result.serving.as_ref());
+    result.status = if plan.next.is_none() && served { RunStatus::Complete } else { RunStatus::Partial };
     result.cells = cells;
     result.checks.retain(|c| matches!(c.name, CheckName::Parity | CheckName::GraphParity));
     let warmups: Vec<&WarmupRecord> = result.warmup.iter().chain(&result.resumed_warmups).collect();
@@ -73,7 +74,10 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
         }
         result.checks.extend(roofline_check(&result.cells, ceilings));
     }
-    result.derived = Some(derive(&result.config, &result.cells, price, plan.lines));
+    if let Some(serving) = &result.serving {
+        result.checks.extend(lynx_analysis::serving::checks(serving));
+    }
+    result.derived = Some(derive(&result.config, &result.cells, result.serving.as_ref(), price, plan.lines));
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&path, &result)?;
     Ok(Outcome { result, path })

@@ -35,7 +35,7 @@ impl From<String> for CellFailure {
 }
 
 /// A libtorch error message without the C++ backtrace libtorch appends to it.
-fn without_backtrace(message: &str) -> String {
+pub(super) fn without_backtrace(message: &str) -> String {
     let end = message.find("\nException raised from").or_else(|| message.find("\nframe #")).unwrap_or(message.len());
     message[..end].trim_end().to_owned()
 }

@@ -5,6 +5,7 @@
 mod assemble;
 mod cell;
 mod graph;
+mod serve;
 mod start;
 mod warmup;
 mod work;
@@ -49,6 +50,10 @@ pub trait Observer {
     fn cell_done(&mut self, _cell: &CellRecord) {}
     /// The roofline probes ran (burst before warm-up, sustained after).
     fn probed(&mut self, _roofline: &RooflineRecord) {}
+    /// The serving phase is about to serve `what` (a workload, bound and rate).
+    fn serving(&mut self, _what: &str) {}
+    /// The serving phase finished a workload and bound.
+    fn served(&mut self, _served: &lynx_schema::serving::Served) {}
 }
 
 /// Where warm-up stands, for the observer.

@@ -15,6 +15,7 @@ use crate::telemetry::RunTelemetry;
 use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
+use lynx_analysis::lengths::Lengths;
 use lynx_analysis::memory::fit_memory;
 use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
@@ -25,8 +26,10 @@ use lynx_schema::result::{
     RunStatus, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
+use lynx_schema::serving::{Served, ServedRate, ServingRecord};
 use lynx_schema::time::rfc3339_utc;
 use lynx_schema::value::Finite;
+use lynx_schema::value::Reported;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -43,7 +46,9 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     let device = crate::devices::find(plan.device, &host)?;
     let earlier = earlier_result(run, &plan, &device)?;
     if let Some(earlier) = &earlier {
-        if sweep::plan(&plan.suite, &bounds, &done, &sweep::decode_modes(&earlier.checks)).next.is_none() {
+        if sweep::plan(&plan.suite, &bounds, &done, &sweep::decode_modes(&earlier.checks)).next.is_none()
+            && serving_done(&plan.suite, &bounds, earlier.serving.as_ref())
+        {
             return Ok(WorkEnd::Done);
         }
     }
@@ -153,6 +158,47 @@ impl Setup {
     }
 }
 
+/// Whether the serving phase has served (or said why it could not serve) every workload and
+/// bound `suite` asks for under `bounds` (nothing, without `[serve]`).
+pub(super) fn serving_done(
+    suite: &lynx_schema::config::Suite,
+    bounds: &[LatencyBound],
+    serving: Option<&ServingRecord>,
+) -> bool {
+    let Some(serve) = &suite.serve else { return true };
+    let served = |workload: &str, bound: &str| {
+        serving.is_some_and(|r| r.served.iter().any(|s| s.workload.name == workload && s.bound.name == bound))
+    };
+    suite.workloads.iter().filter(|w| serve.workloads.is_empty() || serve.workloads.contains(&w.name)).all(|w| {
+        bounds
+            .iter()
+            .filter(|b| serve.bounds.is_empty() || serve.bounds.contains(&b.name))
+            .all(|b| served(&w.name, &b.name))
+    })
+}
+
+/// The median over the loop's steps of one kind of measured / table time at the step's shape.
+fn step_ratio(steps: &[super::serve::Step], prefill: bool, table: &lynx_analysis::sim::StepTable) -> Option<Finite> {
+    let ratios: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.prefill == prefill)
+        .filter_map(|s| Some(s.seconds / table.lookup(s.batch, f64::from(s.len))?.step_s))
+        .collect();
+    Finite::new(lynx_analysis::stats::median(&ratios).ok()?, "step ratio").ok()
+}
+
+/// The serving phase's server in words.
+fn server_words(suite: &lynx_schema::config::Suite) -> String {
+    let prefill = match suite.simulation.chunked_prefill {
+        Some(chunk) => format!("chunked prefill of {chunk} tokens after each decode step"),
+        None => "whole prompts prefilled in steps of their own (right-padded)".to_owned(),
+    };
+    format!(
+        "continuous batching in a KV pool of the batch cap's rows, each decode step attending every row up to the \
+         longest; {prefill}; eager steps; greedy tokens fed back, no early stop"
+    )
+}
+
 /// The result an earlier process on this run left, if any; refused when the device is now
 /// another board (cells of two boards in one result would be no one board's figures).
 fn earlier_result(run: &RunDir, plan: &RunPlan, device: &Device) -> Result<Option<RunResult>, RunError> {
@@ -213,6 +259,7 @@ fn fresh(
         roofline: None,
         reproduces: plan.reproduces.clone(),
         fp8_input_scales: None,
+        serving: None,
     }
 }
 
@@ -289,7 +336,185 @@ impl Turn<'_> {
             self.save()?;
         }
         let head_only = setup.head_only()?;
-        self.sweep(&model, head_only.as_ref(), setup, bounds)
+        match self.sweep(&model, head_only.as_ref(), setup, bounds)? {
+            WorkEnd::Done => self.serve(&model, setup),
+            end => Ok(end),
+        }
+    }
+
+    /// The serving phase, where the suite asks for one: each workload and bound it names not yet
+    /// served, at the simulation's latency-bounded rate and 20% above, the record saved after
+    /// each.
+    fn serve(&mut self, model: &Model, setup: &Setup) -> Result<WorkEnd, RunError> {
+        let suite = &setup.config.suite;
+        let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
+        let plans = lynx_analysis::serving::plan(&setup.config, &self.result.cells, serve);
+        let (prefill, decode) = lynx_analysis::derived::eager_tables(&self.result.cells);
+        let record = self
+            .result
+            .serving
+            .get_or_insert_with(|| ServingRecord { server: server_words(suite), served: Vec::new() });
+        let served_before: Vec<(String, String)> =
+            record.served.iter().map(|s| (s.workload.name.clone(), s.bound.name.clone())).collect();
+        for plan in plans {
+            if served_before.contains(&(plan.workload.name.clone(), plan.bound.name.clone())) {
+                continue;
+            }
+            let rates = match (&plan.rates, suite.scale.layers) {
+                (_, Some(layers)) => Err(format!(
+                    "the run measures {layers} of the model's layers: a serving loop serves whole models only"
+                )),
+                (Err(reason), _) => Err(reason.clone()),
+                (Ok(rates), None) => {
+                    let mut served = Vec::new();
+                    for (label, rate) in rates {
+                        // At least the arrivals' span: a load that cannot end in time is not started.
+                        let expected_s = plan.lengths.len() as f64 / rate;
+                        if expected_s > serve.max_s {
+                            let reason = format!(
+                                "at {rate:.4} requests/s ({label}), {} requests take about {expected_s:.0} s to arrive, \
+                                 more than serve.max_s ({} s)",
+                                plan.lengths.len(),
+                                serve.max_s
+                            );
+                            served.clear();
+                            self.record_served(&plan, Err(reason))?;
+                            break;
+                        }
+                        self.observer.serving(&format!(
+                            "{} under the {} bound at {rate:.3} requests/s ({label}), {} requests, batch cap {}",
+                            plan.workload,
+                            plan.bound.name,
+                            plan.lengths.len(),
+                            plan.max_batch
+                        ));
+                        match self.serve_rate(model, &plan, label, *rate, serve.max_s, (&prefill, &decode))? {
+                            Some(Ok(rate)) => served.push(rate),
+                            Some(Err(message)) => {
+                                served.clear();
+                                let reason = format!("serving {label} failed: {message}");
+                                self.record_served(&plan, Err(reason))?;
+                                break;
+                            }
+                            None => return Ok(WorkEnd::Stopped),
+                        }
+                    }
+                    if served.is_empty() {
+                        continue;
+                    }
+                    Ok(served)
+                }
+            };
+            self.record_served(&plan, rates)?;
+        }
+        Ok(WorkEnd::Done)
+    }
+
+    /// One workload and bound served (or why not), saved.
+    fn record_served(
+        &mut self,
+        plan: &lynx_analysis::serving::Plan,
+        rates: Result<Vec<ServedRate>, String>,
+    ) -> Result<(), RunError> {
+        let sample = |column: fn(&Lengths) -> u32| lynx_analysis::lengths::sample(plan.lengths.iter().map(column));
+        let (Some(isl), Some(osl)) = (sample(|l| l.isl), sample(|l| l.osl)) else {
+            return Ok(());
+        };
+        let served = Served {
+            workload: plan.workload.clone(),
+            bound: plan.bound.clone(),
+            isl,
+            osl,
+            max_batch: plan.max_batch,
+            rates: rates.map_or_else(Reported::unavailable, Reported::Known),
+        };
+        self.observer.served(&served);
+        if let Some(record) = &mut self.result.serving {
+            record.served.push(served);
+        }
+        self.save()
+    }
+
+    /// One rate served and compared with the simulation: `None` when `stop` was raised; an error
+    /// message when a step failed.
+    fn serve_rate(
+        &mut self,
+        model: &Model,
+        plan: &lynx_analysis::serving::Plan,
+        label: &str,
+        rate: f64,
+        max_s: f64,
+        tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+    ) -> Result<Option<Result<ServedRate, String>>, RunError> {
+        use lynx_analysis::serving::{measured_figures, relative_error, serve_figures, simulated_figures};
+        let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
+        let server = super::serve::Server {
+            max_batch: plan.max_batch,
+            max_prefill_batch: plan.max_prefill_batch,
+            chunk: plan.chunk,
+        };
+        let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
+        let clock = || self.telemetry.now_s();
+        let load = match super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop) {
+            Ok(Some(load)) => load,
+            Ok(None) => return Ok(None),
+            Err(error) => return Ok(Some(Err(super::cell::without_backtrace(&error.to_string())))),
+        };
+        let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
+        let built = (|| -> Result<ServedRate, String> {
+            if load.served.len() < 10 {
+                return Err(format!(
+                    "only {} of {} requests finished within serve.max_s ({max_s} s)",
+                    load.served.len(),
+                    plan.lengths.len()
+                ));
+            }
+            let measured = serve_figures(&measured_figures(&load.served)?)?;
+            let simulated = plan.simulate(tables.0, tables.1, rate).and_then(|o| serve_figures(&simulated_figures(&o)));
+            let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
+            let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
+            let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
+            let output: f64 = load.served.iter().map(|s| f64::from(s.osl)).sum();
+            let input: f64 = plan
+                .lengths
+                .iter()
+                .zip(&arrivals)
+                .filter(|(_, at)| load.served.iter().any(|s| s.arrival_s == **at))
+                .map(|(l, _)| f64::from(l.isl))
+                .sum();
+            let energy = window.first().and_then(|w| w.energy.as_ref()).map(|e| e.joules.get());
+            let per = |tokens: f64, what: &str| match energy {
+                Some(joules) if load.unfinished == 0 => Finite::new(joules / tokens, what)
+                    .map_or_else(|e| Reported::unavailable(e.to_string()), Reported::Known),
+                Some(_) => Reported::unavailable(
+                    "requests were cut off by serve.max_s: the window's energy is not theirs alone",
+                ),
+                None => Reported::unavailable("the device's energy was not measured over the window"),
+            };
+            Ok(ServedRate {
+                label: label.to_owned(),
+                rate_per_s: finite(rate, "rate")?,
+                requests: load.served.len() as u32,
+                window_s: finite(load.window_s.1 - load.window_s.0, "window")?,
+                within_bound: measured.ttft_p99_s.get() <= plan.bound.ttft_p99_s
+                    && measured.tpot_p99_s.get() <= plan.bound.tpot_p99_s,
+                measured,
+                simulated: simulated.map_or_else(Reported::unavailable, Reported::Known),
+                relative_error: relative,
+                overhead_s: [
+                    finite(overhead.median(), "overhead")?,
+                    finite(overhead.quantile(0.9), "overhead")?,
+                    finite(overhead.quantile(0.99), "overhead")?,
+                ],
+                iterations: load.overhead_s.len() as u64,
+                joules_per_output_token: per(output, "joules per output token"),
+                joules_per_token: per(output + input, "joules per token"),
+                unfinished: (load.unfinished > 0).then_some(load.unfinished as u32),
+                decode_step_ratio: step_ratio(&load.steps, false, tables.1),
+                prefill_step_ratio: step_ratio(&load.steps, true, tables.0),
+            })
+        })();
+        Ok(Some(built))
     }
 
     /// The graph parity check, once per run, where this process can capture graphs: graph

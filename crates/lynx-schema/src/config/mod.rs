@@ -4,17 +4,19 @@
 //! and validates every size and threshold, naming the file and the key that is wrong.
 
 pub mod hf;
+mod lengths;
 mod model;
 mod scale;
 mod suite;
 
+pub use lengths::{Length, Lognormal, MOST_FILE_PAIRS};
 pub use model::{
     Activation, Attention, AttentionBias, DenseMlp, Gqa, Mla, ModelShape, Moe, ParameterCount, RopeScaling, Router,
     SlidingLayers, SlidingWindow,
 };
 pub use scale::{shard, source_layers, Scale};
 pub use suite::{
-    DecodeGrid, Ladder, LatencyBound, MeasureConfig, ParityConfig, PrefillGrid, SimulationConfig, Suite,
+    DecodeGrid, Ladder, LatencyBound, MeasureConfig, ParityConfig, PrefillGrid, ServeConfig, SimulationConfig, Suite,
     TelemetryConfig, WarmupConfig, Workload,
 };
 
@@ -269,5 +271,27 @@ mod tests {
         let text = format!("{SUITE}\n[warmup]\nmin_s = 10.0\nmax_s = 5.0\n");
         let error = Suite::from_toml(&text, "t.toml").unwrap_err();
         assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "warmup.max_s"), "{error}");
+    }
+
+    /// `[serve]` is bounded and names only workloads the suite has; absent, a suite serializes
+    /// as before (no `serve` key).
+    #[test]
+    fn a_serving_phase_is_bounded_and_names_the_suites_workloads() {
+        let workload = "\n[[workload]]\nname = \"chat\"\nisl = 8\nosl = 8\n";
+        let with = |serve: &str| Suite::from_toml(&format!("{SUITE}{workload}\n[serve]\n{serve}"), "t.toml");
+        let suite = with("requests = 40\nworkloads = [\"chat\"]").unwrap();
+        assert_eq!(suite.serve.as_ref().map(|s| (s.requests, s.max_s)), Some((40, 600.0)));
+        for (serve, key) in [
+            ("requests = 5", "serve.requests"),
+            ("requests = 200000", "serve.requests"),
+            ("max_s = 0.0", "serve.max_s"),
+            ("max_s = 1e300", "serve.max_s"),
+            ("workloads = [\"reason\"]", "serve.workloads"),
+        ] {
+            let error = with(serve).unwrap_err();
+            assert!(matches!(&error, ConfigError::Invalid { key: k, .. } if k == key), "{serve}: {error}");
+        }
+        let plain = Suite::from_toml(SUITE, "t.toml").unwrap();
+        assert!(plain.serve.is_none() && !serde_json::to_string(&plain).unwrap().contains("serve"));
     }
 }

@@ -1,6 +1,6 @@
 //! Benchmark suites (`models/suites/<name>.toml`).
 
-use super::{parse, Checker, ConfigError, Precision, Scale};
+use super::{parse, Checker, ConfigError, Length, Precision, Scale};
 use serde::{Deserialize, Serialize};
 
 /// A benchmark suite (`models/suites/<name>.toml`): one model at one precision, its warm-up, how
@@ -38,6 +38,35 @@ pub struct Suite {
     pub simulation: SimulationConfig,
     #[serde(default)]
     pub roofline: RooflineConfig,
+    /// The serving phase, after the cells: a real serving loop on the device (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeConfig>,
+}
+
+/// The serving phase (docs/SWEEPS.md, "Serving"): for each workload and bound it serves, the
+/// simulation's latency-bounded rate and one 20% above it, each with `requests` requests on a
+/// seeded Poisson schedule through a real continuous-batching loop on the device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Requests served at each rate (the first tenth warms the server up and is left out of
+    /// the percentiles).
+    pub requests: u32,
+    /// The workloads served, by name (empty: every workload of the suite).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<String>,
+    /// The bounds served, by name (empty: every bound).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bounds: Vec<String>,
+    /// Stop serving a rate after this long, and say so (the requests unfinished then are left
+    /// out, and the rate's figures are marked incomplete).
+    pub max_s: f64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig { requests: 200, workloads: Vec::new(), bounds: Vec::new(), max_s: 600.0 }
+    }
 }
 
 /// The roofline probes a run makes (docs/ROOFLINE.md).
@@ -56,16 +85,67 @@ impl Default for RooflineConfig {
     }
 }
 
-/// A request shape: input (prompt) and output lengths, in tokens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A request shape: input (prompt) and output lengths, in tokens, each fixed or a mix
+/// ([`Length`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// A short name, e.g. `chat`, `summarise`, `reason`.
     pub name: String,
     /// Input sequence length.
-    pub isl: u32,
+    pub isl: Length,
     /// Output sequence length.
-    pub osl: u32,
+    pub osl: Length,
+}
+
+impl Workload {
+    /// A workload of fixed lengths.
+    pub fn fixed(name: &str, isl: u32, osl: u32) -> Workload {
+        Workload { name: name.to_owned(), isl: Length::Fixed(isl), osl: Length::Fixed(osl) }
+    }
+
+    /// The pairs of its lengths file, if it draws from one (empty until the suite is read).
+    pub fn file_pairs(&self) -> &[[u32; 2]] {
+        match &self.isl {
+            Length::File { pairs, .. } => pairs,
+            _ => &[],
+        }
+    }
+
+    /// The longest input and output lengths a request can draw.
+    pub fn max_lengths(&self) -> (u32, u32) {
+        (self.isl.max(self.file_pairs(), 0), self.osl.max(self.file_pairs(), 1))
+    }
+
+    /// Typical input and output lengths ([`Length::typical`]).
+    pub fn typical_lengths(&self) -> (f64, f64) {
+        (self.isl.typical(self.file_pairs(), 0), self.osl.typical(self.file_pairs(), 1))
+    }
+
+    /// Both lengths, when both are fixed.
+    pub fn fixed_lengths(&self) -> Option<(u32, u32)> {
+        Some((self.isl.fixed()?, self.osl.fixed()?))
+    }
+
+    pub(crate) fn validate(&self, check: &Checker, key: &str) -> Result<(), ConfigError> {
+        check.name(&format!("{key}.name"), &self.name)?;
+        self.isl.validate(check, &format!("{key}.isl"))?;
+        self.osl.validate(check, &format!("{key}.osl"))?;
+        if self.isl.file() != self.osl.file() {
+            return Err(check.invalid(
+                key,
+                "draws lengths from a file for one of isl and osl only: a file's pairs give both (name the same \
+                 file for each)"
+                    .to_owned(),
+            ));
+        }
+        if let Length::File { pairs, .. } = &self.osl {
+            if !pairs.is_empty() {
+                return Err(check.invalid(&format!("{key}.osl.pairs"), "belong to isl's file only".to_owned()));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Display for Workload {
@@ -316,9 +396,7 @@ impl Suite {
         self.decode.ladder().validate(&check, "decode")?;
         check.sizes("decode.ctxs", &self.decode.ctxs)?;
         for (i, workload) in self.workloads.iter().enumerate() {
-            check.name(&format!("workload[{i}].name"), &workload.name)?;
-            check.positive(&format!("workload[{i}].isl"), workload.isl)?;
-            check.positive(&format!("workload[{i}].osl"), workload.osl)?;
+            workload.validate(&check, &format!("workload[{i}]"))?;
         }
         for (i, bound) in self.bounds.iter().enumerate() {
             check.name(&format!("bound[{i}].name"), &bound.name)?;
@@ -334,6 +412,28 @@ impl Suite {
         }
         check.non_negative("roofline.sustained_s", self.roofline.sustained_s)?;
         check.positive("simulation.max_batch", simulation.max_batch.unwrap_or(1))?;
-        check.positive("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1))
+        check.positive("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1))?;
+        if let Some(serve) = &self.serve {
+            if !(20..=100_000).contains(&serve.requests) {
+                return Err(check.invalid(
+                    "serve.requests",
+                    format!("must be from 20 (the p99 of fewer is one request) to 100000, got {}", serve.requests),
+                ));
+            }
+            if !(serve.max_s.is_finite() && serve.max_s > 0.0 && serve.max_s <= 86_400.0) {
+                return Err(check.invalid("serve.max_s", format!("must be in (0, 86400] seconds, got {}", serve.max_s)));
+            }
+            for name in &serve.workloads {
+                if !self.workloads.iter().any(|w| &w.name == name) {
+                    return Err(
+                        check.invalid("serve.workloads", format!("names '{name}', which is no workload of the suite"))
+                    );
+                }
+            }
+            for (i, name) in serve.bounds.iter().enumerate() {
+                check.name(&format!("serve.bounds[{i}]"), name)?;
+            }
+        }
+        Ok(())
     }
 }

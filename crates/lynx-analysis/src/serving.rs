@@ -1,0 +1,314 @@
+//! The serving phase's plan and judgement (docs/SWEEPS.md, "Serving"): which rates the serving
+//! loop serves for each workload and bound (the simulation's latency-bounded rate and one 20%
+//! above it, on the server the simulation found best), what the simulation predicts at each for
+//! the very requests served, the figures of what was served, and the `simulation` and
+//! `serving_overhead` checks.
+
+use crate::derived::{bounded, eager_tables};
+use crate::latency::bounds_for;
+use crate::lengths::{draw, Lengths};
+use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
+use lynx_schema::config::{LatencyBound, ServeConfig, Workload};
+use lynx_schema::derived::PriceInputs;
+use lynx_schema::result::{CellRecord, Check, CheckName, ConfigRecord};
+use lynx_schema::serving::{RelativeError, ServeFigures, ServedRate, ServingRecord};
+use lynx_schema::value::Finite;
+
+/// How far the measured p99s may lie from the simulated ones at the same rate.
+pub const AGREEMENT: f64 = 0.15;
+
+/// The most a serving loop's own time per iteration may take at its median, p90 and p99.
+pub const OVERHEAD_LIMIT_S: f64 = 1e-3;
+
+/// How much above the latency-bounded rate the second rate lies.
+pub const OVER: f64 = 1.2;
+
+/// One workload and bound to serve.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub workload: Workload,
+    pub bound: LatencyBound,
+    /// The requests served at each rate, in arrival order.
+    pub lengths: Vec<Lengths>,
+    pub seed: u64,
+    pub max_batch: u32,
+    pub max_prefill_batch: u32,
+    pub chunk: Option<u32>,
+    /// (label, requests per second), or why nothing can be served.
+    pub rates: Result<Vec<(String, f64)>, String>,
+}
+
+/// The plans of a run whose cells are measured: the suite's workloads and bounds that `serve`
+/// names, each on the simulation's best server over the eager step tables (the loop's steps run
+/// eagerly).
+pub fn plan(config: &ConfigRecord, cells: &[CellRecord], serve: &ServeConfig) -> Vec<Plan> {
+    let suite = &config.suite;
+    let (prefill, decode) = eager_tables(cells);
+    let price =
+        PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
+    let mut plans = Vec::new();
+    for workload in suite.workloads.iter().filter(|w| serve.workloads.is_empty() || serve.workloads.contains(&w.name)) {
+        for bound in bounds_for(&suite.bounds, &config.model) {
+            if !serve.bounds.is_empty() && !serve.bounds.contains(&bound.name) {
+                continue;
+            }
+            let lengths = draw(workload, suite.seed, serve.requests as usize);
+            let found = bounded(&prefill, &decode, &suite.simulation, suite.seed, workload, &bound, &price);
+            let (max_batch, max_prefill_batch, rates) = match found {
+                Ok(point) => {
+                    let rate = point.request_rate_per_s.get();
+                    let rates = vec![("bounded".to_owned(), rate), ("over".to_owned(), rate * OVER)];
+                    (point.max_batch, point.max_prefill_batch, Ok(rates))
+                }
+                Err(reason) => (1, 1, Err(format!("the simulation found no latency-bounded rate: {reason}"))),
+            };
+            plans.push(Plan {
+                workload: workload.clone(),
+                bound,
+                lengths,
+                seed: suite.seed,
+                max_batch,
+                max_prefill_batch,
+                chunk: suite.simulation.chunked_prefill,
+                rates,
+            });
+        }
+    }
+    plans
+}
+
+impl Plan {
+    /// What the simulation predicts at `rate_per_s` for the requests this plan serves.
+    pub fn simulate(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Result<SimOutcome, String> {
+        let setup = SimSetup {
+            prefill,
+            decode,
+            lengths: &self.lengths,
+            max_batch: self.max_batch,
+            max_prefill_batch: self.max_prefill_batch,
+            chunk: self.chunk,
+            seed: self.seed,
+        };
+        simulate(&setup, rate_per_s).map_err(|e| e.to_string())
+    }
+}
+
+fn finite(value: f64, what: &str) -> Result<Finite, String> {
+    Finite::new(value, what).map_err(|e| e.to_string())
+}
+
+/// A served (or simulated) load's figures as the result records them.
+pub fn serve_figures(f: &Figures) -> Result<ServeFigures, String> {
+    Ok(ServeFigures {
+        ttft_p50_s: finite(f.ttft_p50_s, "p50 TTFT")?,
+        ttft_p99_s: finite(f.ttft_p99_s, "p99 TTFT")?,
+        tpot_p50_s: finite(f.tpot_p50_s, "p50 TPOT")?,
+        tpot_p99_s: finite(f.tpot_p99_s, "p99 TPOT")?,
+        output_tok_per_s_per_device: finite(f.output_tok_per_s, "output tok/s")?,
+        tok_per_s_per_user: finite(1.0 / f.tpot_p50_s.max(f64::MIN_POSITIVE), "tok/s/user")?,
+    })
+}
+
+/// The simulation's outcome as figures.
+pub fn simulated_figures(outcome: &SimOutcome) -> Figures {
+    Figures {
+        ttft_p50_s: outcome.ttft_p50_s,
+        ttft_p99_s: outcome.ttft_p99_s,
+        tpot_p50_s: outcome.tpot_p50_s,
+        tpot_p99_s: outcome.tpot_p99_s,
+        output_tok_per_s: outcome.output_tok_per_s,
+    }
+}
+
+/// (measured − simulated) / simulated for each figure the check compares.
+pub fn relative_error(measured: &ServeFigures, simulated: &ServeFigures) -> Option<RelativeError> {
+    let rel = |m: Finite, s: Finite| Finite::new((m.get() - s.get()) / s.get(), "relative error").ok();
+    Some(RelativeError {
+        ttft_p99: rel(measured.ttft_p99_s, simulated.ttft_p99_s)?,
+        tpot_p99: rel(measured.tpot_p99_s, simulated.tpot_p99_s)?,
+        output_tok_per_s: rel(measured.output_tok_per_s_per_device, simulated.output_tok_per_s_per_device)?,
+    })
+}
+
+/// The figures of the requests the loop served, from their timestamps.
+pub fn measured_figures(served: &[Served]) -> Result<Figures, String> {
+    crate::sim::figures(served.iter().copied()).map_err(|e| e.to_string())
+}
+
+/// The serving phase's checks: `simulation` (at every rate served, measured p99 TTFT and TPOT
+/// within 15% of the simulated ones, and the bound held at each latency-bounded rate) and
+/// `serving_overhead` (the loop's own time per iteration under 1 ms at p50, p90 and p99). None
+/// when nothing was served.
+pub fn checks(serving: &ServingRecord) -> Vec<Check> {
+    let rates: Vec<(String, &ServedRate)> = serving
+        .served
+        .iter()
+        .filter_map(|s| s.rates.known().map(|rates| (s, rates)))
+        .flat_map(|(s, rates)| {
+            rates.iter().map(move |r| (format!("{} {} {}", s.workload.name, s.bound.name, r.label), r))
+        })
+        .collect();
+    if rates.is_empty() {
+        return Vec::new();
+    }
+    let mut worst = 0.0f64;
+    let mut faults = Vec::new();
+    for (name, rate) in &rates {
+        match &rate.relative_error {
+            Some(e) => {
+                let off = e.ttft_p99.get().abs().max(e.tpot_p99.get().abs());
+                worst = worst.max(off);
+                if off > AGREEMENT {
+                    // Steps that ran at another speed than the cells' say the device changed.
+                    let steps = match (rate.decode_step_ratio, rate.prefill_step_ratio) {
+                        (Some(d), Some(p)) => {
+                            format!(
+                                " (its decode and prefill steps took {:.2}× and {:.2}× the cells' times)",
+                                d.get(),
+                                p.get()
+                            )
+                        }
+                        (Some(d), None) => format!(" (its decode steps took {:.2}× the cells' times)", d.get()),
+                        _ => String::new(),
+                    };
+                    faults.push(format!(
+                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}",
+                        100.0 * e.ttft_p99.get(),
+                        100.0 * e.tpot_p99.get()
+                    ));
+                }
+            }
+            None => faults.push(format!("{name}: no simulated figures to compare")),
+        }
+        if rate.label == "bounded" && !rate.within_bound {
+            faults.push(format!("{name}: the measured p99s break the bound at the published rate"));
+        }
+    }
+    let simulation = Check {
+        name: CheckName::Simulation,
+        passed: faults.is_empty(),
+        detail: if faults.is_empty() {
+            format!(
+                "at {} rates served, measured p99 TTFT and TPOT within {:.0}% of the simulation's (worst {:.1}%), \
+                 and every bound held at its latency-bounded rate",
+                rates.len(),
+                100.0 * AGREEMENT,
+                100.0 * worst
+            )
+        } else {
+            faults.join("; ")
+        },
+        measured: Finite::new(worst, "worst relative error").ok(),
+        limit: Finite::new(AGREEMENT, "agreement").ok(),
+    };
+    let slowest = rates.iter().map(|(_, r)| r.overhead_s[2].get()).fold(0.0, f64::max);
+    let over: Vec<String> = rates
+        .iter()
+        .filter(|(_, r)| r.overhead_s.iter().any(|o| o.get() > OVERHEAD_LIMIT_S))
+        .map(|(name, r)| {
+            format!(
+                "{name}: {:.2}/{:.2}/{:.2} ms",
+                1e3 * r.overhead_s[0].get(),
+                1e3 * r.overhead_s[1].get(),
+                1e3 * r.overhead_s[2].get()
+            )
+        })
+        .collect();
+    let overhead = Check {
+        name: CheckName::ServingOverhead,
+        passed: over.is_empty(),
+        detail: if over.is_empty() {
+            format!(
+                "the loop's own time per iteration stayed under 1 ms at p50, p90 and p99 (worst p99 {:.3} ms)",
+                1e3 * slowest
+            )
+        } else {
+            format!("the loop's own time per iteration (p50/p90/p99) passed 1 ms: {}", over.join("; "))
+        },
+        measured: Finite::new(slowest, "p99 overhead").ok(),
+        limit: Finite::new(OVERHEAD_LIMIT_S, "overhead limit").ok(),
+    };
+    vec![simulation, overhead]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lynx_schema::serving::{LengthSample, Served};
+    use lynx_schema::value::Reported;
+
+    fn f(v: f64) -> Finite {
+        Finite::new(v, "test").unwrap()
+    }
+
+    fn figures(ttft: f64, tpot: f64) -> ServeFigures {
+        ServeFigures {
+            ttft_p50_s: f(ttft / 2.0),
+            ttft_p99_s: f(ttft),
+            tpot_p50_s: f(tpot),
+            tpot_p99_s: f(tpot),
+            output_tok_per_s_per_device: f(100.0),
+            tok_per_s_per_user: f(1.0 / tpot),
+        }
+    }
+
+    fn rate(label: &str, measured: (f64, f64), simulated: (f64, f64), overhead_p99: f64) -> ServedRate {
+        let (measured, simulated) = (figures(measured.0, measured.1), figures(simulated.0, simulated.1));
+        ServedRate {
+            label: label.to_owned(),
+            rate_per_s: f(1.0),
+            requests: 40,
+            window_s: f(40.0),
+            relative_error: relative_error(&measured, &simulated),
+            within_bound: measured.ttft_p99_s.get() <= 2.0 && measured.tpot_p99_s.get() <= 0.1,
+            measured,
+            simulated: Reported::Known(simulated),
+            overhead_s: [f(1e-5), f(1e-4), f(overhead_p99)],
+            iterations: 500,
+            joules_per_output_token: Reported::unavailable("no power"),
+            joules_per_token: Reported::unavailable("no power"),
+            decode_step_ratio: Some(f(0.8)),
+            prefill_step_ratio: None,
+            unfinished: None,
+        }
+    }
+
+    fn record(rates: Vec<ServedRate>) -> ServingRecord {
+        let sample = LengthSample { mean: f(10.0), p50: f(10.0), p90: f(10.0), p99: f(10.0), min: 10, max: 10 };
+        ServingRecord {
+            server: "test".to_owned(),
+            served: vec![Served {
+                workload: Workload::fixed("w", 10, 10),
+                bound: LatencyBound { name: "server".to_owned(), ttft_p99_s: 2.0, tpot_p99_s: 0.1, source: None },
+                isl: sample.clone(),
+                osl: sample,
+                max_batch: 4,
+                rates: Reported::Known(rates),
+            }],
+        }
+    }
+
+    /// The simulation check passes within 15% (either sign) with the bound held at the bounded
+    /// rate, and fails naming the rate past 15%, with its steps' speed against the cells', or
+    /// where the bound broke; the overhead check holds every percentile under 1 ms.
+    #[test]
+    fn the_checks_judge_agreement_the_bound_and_the_loops_time() {
+        let good = record(vec![
+            rate("bounded", (1.0, 0.05), (1.1, 0.055), 5e-4),
+            rate("over", (2.4, 0.09), (2.1, 0.08), 5e-4),
+        ]);
+        let checks = checks(&good);
+        assert!(checks.iter().all(|c| c.passed), "{checks:?}");
+        assert!((checks[0].measured.unwrap().get() - 0.3 / 2.1).abs() < 1e-9, "{checks:?}");
+        let far = record(vec![rate("bounded", (1.0, 0.05), (1.0, 0.04), 2e-3)]);
+        let checks = super::checks(&far);
+        assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
+        assert!(checks[0].detail.contains("0.80× the cells' times"), "{}", checks[0].detail);
+        assert!(!checks[1].passed && checks[1].detail.contains("2.00 ms"), "{}", checks[1].detail);
+        let broken = record(vec![rate("bounded", (2.5, 0.05), (2.4, 0.05), 1e-4)]);
+        let checks = super::checks(&broken);
+        assert!(!checks[0].passed && checks[0].detail.contains("break the bound"), "{}", checks[0].detail);
+        let none = ServingRecord { server: String::new(), served: Vec::new() };
+        assert!(super::checks(&none).is_empty(), "nothing served, nothing claimed");
+    }
+}

@@ -1,0 +1,391 @@
+//! The serving phase (docs/SWEEPS.md, "Serving"): a real continuous-batching server on the
+//! device, on the run's model, driven by a seeded Poisson schedule of requests.
+//!
+//! The server is the one the simulation models ([`lynx_analysis::sim`]): the decoding sequences
+//! occupy the first rows of a KV pool of `max_batch` rows, each at its own position; a decode
+//! step runs them all, attending each row's keys up to the longest row. Whole prompts are
+//! prefilled in a step of their own (right-padded to the longest of the step, at most
+//! `max_prefill_batch`), or, with chunked prefill, up to `chunk` prompt tokens after each decode
+//! step, front of the queue first. A finished sequence's row is taken by the last running row,
+//! so the running rows stay the first ones. Every output token is the model's greedy choice
+//! fed back; no request stops before its output length.
+
+use lynx_analysis::lengths::Lengths;
+use lynx_analysis::rng::SplitMix64;
+use lynx_analysis::sim::Served;
+use lynx_models::{KvCache, Logits, Model, ModelError};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tch::{Kind, Tensor};
+
+/// A server's limits.
+pub(super) struct Server {
+    pub max_batch: u32,
+    pub max_prefill_batch: u32,
+    pub chunk: Option<u32>,
+}
+
+/// What one load served gave.
+pub(super) struct Load {
+    /// Each request's timestamps, in arrival order (seconds from the first arrival's clock).
+    pub served: Vec<Served>,
+    /// The loop's own time in each iteration: the iteration's wall time less its model steps.
+    pub overhead_s: Vec<f64>,
+    /// The window on the run's telemetry clock: the first arrival to the last token.
+    pub window_s: (f64, f64),
+    /// Requests the time limit cut off (not in `served`).
+    pub unfinished: usize,
+    /// Every model step the loop ran, as the step tables would name it.
+    pub steps: Vec<Step>,
+    /// Each request's output tokens, where asked for (tests compare them with the request
+    /// decoded alone).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub outputs: Option<Vec<Vec<i64>>>,
+}
+
+/// One model step of the loop: its kind, batch, length (a decode step's keys a row, a prefill
+/// step's padded prompt) and wall time.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Step {
+    pub prefill: bool,
+    pub batch: u32,
+    pub len: u32,
+    pub seconds: f64,
+}
+
+/// A sequence in the pool.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    request: usize,
+    /// Tokens in the cache (prompt tokens prefilled so far, then generated ones).
+    len: i64,
+    /// Output tokens produced.
+    produced: u32,
+}
+
+/// The prompt of request `i`: token ids drawn from the seed.
+fn prompt(seed: u64, i: usize, len: u32, vocab: i64) -> Vec<i64> {
+    let mut rng = SplitMix64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    (0..len).map(|_| (rng.next_u64() % vocab as u64) as i64).collect()
+}
+
+/// The requests one load serves.
+pub(super) struct Requests<'a> {
+    /// Input and output lengths, in arrival order.
+    pub lengths: &'a [Lengths],
+    /// When each arrives, in seconds from the start.
+    pub arrivals_s: &'a [f64],
+    /// Seeds the prompts.
+    pub seed: u64,
+}
+
+/// Serve `requests` on `model`; `None` when `stop` was raised. Requests not finished by `max_s`
+/// are left out. `clock` is the run's telemetry clock, for the window; with `keep_outputs` the
+/// load keeps every request's output tokens.
+pub(super) fn serve(
+    model: &Model,
+    server: &Server,
+    requests: &Requests,
+    max_s: f64,
+    clock: &dyn Fn() -> f64,
+    keep_outputs: bool,
+    stop: &AtomicBool,
+) -> Result<Option<Load>, ModelError> {
+    let (lengths, arrivals_s, seed) = (requests.lengths, requests.arrivals_s, requests.seed);
+    let n = lengths.len();
+    let device = model.device();
+    let capacity = lengths.iter().map(|l| i64::from(l.isl + l.osl)).max().unwrap_or(1);
+    let rows = i64::from(server.max_batch);
+    let pool = KvCache::new(model, rows, capacity)?;
+    let tokens = Tensor::f_zeros([rows, 1], (Kind::Int64, device))?;
+    let positions = Tensor::f_zeros([rows], (Kind::Int64, device))?;
+    let prompts: Vec<Vec<i64>> =
+        lengths.iter().enumerate().map(|(i, l)| prompt(seed, i, l.isl, model.vocab_size())).collect();
+
+    let mut times = vec![Served { arrival_s: 0.0, first_token_s: 0.0, finish_s: 0.0, osl: 0 }; n];
+    let mut done = vec![false; n];
+    let mut waiting: VecDeque<usize> = VecDeque::new();
+    // The pool's rows: the running sequences first, then (chunked prefill) those being prefilled.
+    let mut running: Vec<Slot> = Vec::new();
+    let mut prefilling: VecDeque<Slot> = VecDeque::new();
+    let mut overhead_s = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut next = 0;
+    let mut completed = 0;
+    let start = Instant::now();
+    let window_start = clock();
+    let mut outputs: Vec<Vec<i64>> = vec![Vec::new(); if keep_outputs { n } else { 0 }];
+    let mut keep = |request: usize, token: i64| {
+        if let Some(output) = outputs.get_mut(request) {
+            output.push(token);
+        }
+    };
+    let now = || start.elapsed().as_secs_f64();
+    while completed < n {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        if now() > max_s {
+            break;
+        }
+        let began = now();
+        while next < n && arrivals_s[next] <= began {
+            waiting.push_back(next);
+            next += 1;
+        }
+        let free = (server.max_batch as usize).saturating_sub(running.len() + prefilling.len());
+        if server.chunk.is_some() {
+            for _ in 0..free.min(waiting.len()) {
+                let request = waiting.pop_front().expect("counted");
+                prefilling.push_back(Slot { request, len: 0, produced: 0 });
+            }
+        }
+        if running.is_empty() && prefilling.is_empty() && waiting.is_empty() {
+            // Idle until the next arrival: not the loop's time.
+            if let Some(&at) = arrivals_s.get(next) {
+                let wait = at - now();
+                if wait > 0.0 {
+                    std::thread::sleep(Duration::from_secs_f64(wait));
+                }
+            }
+            continue;
+        }
+        let mut in_steps = 0.0;
+        // A model step (its kind, batch and length as the step tables name them), timed until its
+        // tokens are on the host: (its tokens, when they were).
+        let mut timed = |(prefill, batch, len): (bool, usize, i64),
+                         step: &mut dyn FnMut() -> Result<Vec<i64>, ModelError>|
+         -> Result<(Vec<i64>, f64), ModelError> {
+            let from = now();
+            let out = step()?;
+            let at = now();
+            in_steps += at - from;
+            steps.push(Step { prefill, batch: batch as u32, len: len as u32, seconds: at - from });
+            Ok((out, at))
+        };
+        if server.chunk.is_none() && free > 0 && !waiting.is_empty() {
+            // A whole-prompt prefill step into the rows after the running ones.
+            let k = free.min(waiting.len()).min(server.max_prefill_batch as usize);
+            let admitted: Vec<usize> = waiting.drain(..k).collect();
+            let longest = admitted.iter().map(|&i| lengths[i].isl).max().unwrap_or(1) as usize;
+            let mut padded = vec![0i64; k * longest];
+            for (row, &i) in admitted.iter().enumerate() {
+                padded[row * longest..row * longest + prompts[i].len()].copy_from_slice(&prompts[i]);
+            }
+            let last: Vec<i64> = admitted.iter().map(|&i| i64::from(lengths[i].isl) - 1).collect();
+            let isls: Vec<i64> = admitted.iter().map(|&i| i64::from(lengths[i].isl)).collect();
+            let b = running.len() as i64;
+            let (first, at) = timed((true, k, longest as i64), &mut || {
+                let prompts = Tensor::f_from_slice(&padded)?.f_view([k as i64, longest as i64])?.f_to_device(device)?;
+                let last = Tensor::f_from_slice(&last)?.f_to_device(device)?;
+                let first = model.prefill_rows(&prompts, &last, &mut pool.rows(b, k as i64, 0)?)?;
+                tokens.f_narrow(0, b, k as i64)?.f_copy_(&first)?;
+                positions.f_narrow(0, b, k as i64)?.f_copy_(&Tensor::f_from_slice(&isls)?.f_to_device(device)?)?;
+                Ok(Vec::<i64>::try_from(&first.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
+            })?;
+            for (&i, &token) in admitted.iter().zip(&first) {
+                keep(i, token);
+                times[i].first_token_s = at;
+                running.push(Slot { request: i, len: i64::from(lengths[i].isl), produced: 1 });
+            }
+        } else {
+            if !running.is_empty() {
+                let b = running.len() as i64;
+                let span = running.iter().map(|s| s.len).max().unwrap_or(0) + 1;
+                let (chosen, at) = timed((false, running.len(), span), &mut || {
+                    let logits = model.decode_rows(
+                        &tokens.f_narrow(0, 0, b)?,
+                        &pool.rows(0, b, 0)?,
+                        &positions.f_narrow(0, 0, b)?,
+                        span,
+                    )?;
+                    let chosen = logits.f_argmax(-1, false)?;
+                    tokens.f_narrow(0, 0, b)?.f_copy_(&chosen)?;
+                    let _ = positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
+                    Ok(Vec::<i64>::try_from(&chosen.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
+                })?;
+                for (slot, &token) in running.iter_mut().zip(&chosen) {
+                    keep(slot.request, token);
+                    slot.len += 1;
+                    slot.produced += 1;
+                    if slot.produced == lengths[slot.request].osl {
+                        times[slot.request].finish_s = at;
+                    }
+                }
+            }
+            if let Some(chunk) = server.chunk {
+                // Prompt pieces, front of the queue first, each into its own row.
+                let mut budget = chunk;
+                let b = running.len() as i64;
+                let mut finished_prompts = 0;
+                for (j, slot) in prefilling.iter_mut().enumerate() {
+                    if budget == 0 {
+                        break;
+                    }
+                    let isl = i64::from(lengths[slot.request].isl);
+                    let take = i64::from(budget).min(isl - slot.len);
+                    budget -= take as u32;
+                    let row = b + j as i64;
+                    let piece = prompts[slot.request][slot.len as usize..(slot.len + take) as usize].to_vec();
+                    let from = slot.len;
+                    let (first, at) = timed((true, 1, take), &mut || {
+                        let piece = Tensor::f_from_slice(&piece)?.f_view([1, take])?.f_to_device(device)?;
+                        let mut cache = pool.rows(row, 1, from)?;
+                        let logits = model.forward(&piece, &mut cache, Logits::Last)?;
+                        if from + take < isl {
+                            return Ok(Vec::new());
+                        }
+                        let first = logits.f_argmax(-1, false)?;
+                        tokens.f_narrow(0, row, 1)?.f_copy_(&first)?;
+                        let _ = positions.f_narrow(0, row, 1)?.f_fill_(isl)?;
+                        Ok(Vec::<i64>::try_from(&first.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
+                    })?;
+                    slot.len += take;
+                    if slot.len == isl {
+                        keep(slot.request, first[0]);
+                        slot.produced = 1;
+                        times[slot.request].first_token_s = at;
+                        finished_prompts += 1;
+                    }
+                }
+                // Prompts finish front first: their rows follow the running ones already.
+                for _ in 0..finished_prompts {
+                    running.push(prefilling.pop_front().expect("counted"));
+                }
+            }
+        }
+        // Retire the finished sequences; the last running row takes each freed row, and the rows
+        // being prefilled move down behind the running ones.
+        let mut r = 0;
+        while r < running.len() {
+            let slot = running[r];
+            if slot.produced < lengths[slot.request].osl {
+                r += 1;
+                continue;
+            }
+            if lengths[slot.request].osl == 1 {
+                times[slot.request].finish_s = times[slot.request].first_token_s;
+            }
+            done[slot.request] = true;
+            completed += 1;
+            let last = running.len() - 1;
+            if r != last {
+                move_row(&pool, &tokens, &positions, last as i64, r as i64, running[last].len)?;
+                running[r] = running[last];
+            }
+            running.pop();
+            let b = running.len() as i64;
+            for (j, slot) in prefilling.iter().enumerate() {
+                move_row(&pool, &tokens, &positions, b + 1 + j as i64, b + j as i64, slot.len)?;
+            }
+        }
+        overhead_s.push((now() - began - in_steps).max(0.0));
+    }
+    let window_end = clock();
+    let served: Vec<Served> = (0..n)
+        .filter(|&i| done[i])
+        .map(|i| Served { arrival_s: arrivals_s[i], osl: lengths[i].osl, ..times[i] })
+        .collect();
+    Ok(Some(Load {
+        unfinished: n - served.len(),
+        served,
+        overhead_s,
+        window_s: (window_start, window_end),
+        steps,
+        outputs: keep_outputs.then_some(outputs),
+    }))
+}
+
+/// Row `from` of the pool (its first `len` cached tokens, its next token and position) over row
+/// `to`.
+fn move_row(
+    pool: &KvCache,
+    tokens: &Tensor,
+    positions: &Tensor,
+    from: i64,
+    to: i64,
+    len: i64,
+) -> Result<(), ModelError> {
+    if from == to {
+        return Ok(());
+    }
+    pool.move_row(from, to, len)?;
+    tokens.f_narrow(0, to, 1)?.f_copy_(&tokens.f_narrow(0, from, 1)?)?;
+    positions.f_narrow(0, to, 1)?.f_copy_(&positions.f_narrow(0, from, 1)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lynx_schema::config::{ModelShape, Precision};
+
+    const TINY: &str = r#"
+name = "tiny"
+vocab_size = 97
+hidden_size = 64
+num_layers = 2
+rms_norm_eps = 1e-5
+init_std = 0.1
+[attention]
+kind = "gqa"
+num_heads = 4
+num_kv_heads = 2
+rope_theta = 10000.0
+sliding_window = { size = 6, layers = "even" }
+[mlp]
+intermediate_size = 128
+"#;
+
+    /// Request `i`'s output decoded alone: its prompt, then greedy tokens fed back.
+    fn alone(model: &Model, prompt: &[i64], osl: u32) -> Vec<i64> {
+        let mut cache = KvCache::new(model, 1, prompt.len() as i64 + i64::from(osl)).unwrap();
+        let mut input = Tensor::from_slice(prompt).view([1, -1]);
+        let mut out = Vec::new();
+        for _ in 0..osl {
+            let next = model.forward(&input, &mut cache, Logits::Last).unwrap().argmax(-1, false);
+            out.push(next.int64_value(&[0, 0]));
+            input = next.view([1, 1]);
+        }
+        out
+    }
+
+    /// The serving loop's bookkeeping (rows taken by the last running sequence, rows being
+    /// prefilled moved down, padded prompts, chunks across prompts, one-token outputs) keeps every
+    /// request on its own sequence: each gets exactly the tokens it gets decoded alone, with
+    /// whole-prompt and with chunked prefill, and its times are in order.
+    #[test]
+    fn every_request_gets_the_tokens_it_gets_decoded_alone() {
+        let shape = ModelShape::from_toml(TINY, "tiny.toml").unwrap();
+        let model = Model::new(&shape, Precision::Fp32, tch::Device::Cpu, 7).unwrap();
+        let lengths: Vec<Lengths> =
+            [(5, 4), (9, 1), (3, 6), (12, 3), (4, 5), (7, 2), (2, 7)].map(|(isl, osl)| Lengths { isl, osl }).to_vec();
+        // Some arrive together, some while others decode.
+        let arrivals_s = [0.0, 0.0, 0.0, 0.0, 0.02, 0.04, 0.3];
+        let requests = Requests { lengths: &lengths, arrivals_s: &arrivals_s, seed: 3 };
+        for chunk in [None, Some(7)] {
+            let server = Server { max_batch: 3, max_prefill_batch: 2, chunk };
+            let stop = AtomicBool::new(false);
+            let start = Instant::now();
+            let clock = || start.elapsed().as_secs_f64();
+            let load = serve(&model, &server, &requests, 60.0, &clock, true, &stop).unwrap().unwrap();
+            assert_eq!((load.served.len(), load.unfinished), (lengths.len(), 0), "{chunk:?}");
+            let outputs = load.outputs.unwrap();
+            for (i, l) in lengths.iter().enumerate() {
+                let expected = alone(&model, &prompt(3, i, l.isl, 97), l.osl);
+                assert_eq!(outputs[i], expected, "request {i} with chunk {chunk:?}");
+                let s = load.served[i];
+                assert!(s.arrival_s <= s.first_token_s && s.first_token_s <= s.finish_s, "{i}: {s:?}");
+                assert_eq!(s.osl, l.osl);
+            }
+            let decodes = load.steps.iter().filter(|s| !s.prefill).count();
+            assert!(load.overhead_s.len() >= decodes, "an iteration for each decode step at least");
+            match chunk {
+                None => assert!(load.steps.iter().any(|s| !s.prefill && s.batch == 3), "{:?}", load.steps),
+                // A mixed iteration: a decode step, then a prompt piece.
+                Some(_) => assert!(load.steps.windows(2).any(|w| !w[0].prefill && w[1].prefill), "{:?}", load.steps),
+            }
+        }
+    }
+}

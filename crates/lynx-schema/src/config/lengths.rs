@@ -1,0 +1,210 @@
+//! A workload's input or output length: one number, or a distribution requests draw theirs from
+//! (docs/SWEEPS.md, "Request-length mixes"). A fixed length is written as the number it always
+//! was, so results from before mixes existed read and write back unchanged.
+
+use super::{Checker, ConfigError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The most `isl,osl` lines a lengths file may hold (its pairs are kept in the signed result).
+pub const MOST_FILE_PAIRS: usize = 100_000;
+
+/// A length in tokens: fixed, or drawn per request from a distribution. Written in a suite as
+/// a number or as one of the tables below (each told apart by its keys).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Length {
+    Fixed(u32),
+    /// Uniform over the integers in [range_ratio · length, length], as InferenceX draws them:
+    /// `{ range_ratio = 0.8, length = 1024 }`.
+    RangeRatio {
+        range_ratio: f64,
+        length: u32,
+    },
+    /// Uniform over the integers in [lo, hi]: `{ uniform = [lo, hi] }`.
+    Uniform {
+        uniform: [u32; 2],
+    },
+    /// exp(ln median + sigma · z) for a standard normal z, rounded and held to [min, max]:
+    /// `{ lognormal = { median = 1000.0, sigma = 0.5, min = 16, max = 8192 } }`.
+    Lognormal {
+        lognormal: Lognormal,
+    },
+    /// One `isl,osl` pair a line of a file (e.g. from production logs), drawn together: both
+    /// lengths of a workload name the same file, `{ file = "lengths.csv" }` (relative to the
+    /// suite file). Reading the suite puts the file's pairs into the input length's `pairs`, so
+    /// a result carries the lengths it was measured with.
+    File {
+        file: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pairs: Vec<[u32; 2]>,
+    },
+}
+
+/// A lognormal length distribution, held to [min, max].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lognormal {
+    pub median: f64,
+    pub sigma: f64,
+    pub min: u32,
+    pub max: u32,
+}
+
+impl Length {
+    /// The longest length it can give (for a file, over its pairs: `column` 0 for inputs, 1 for
+    /// outputs).
+    pub fn max(&self, file_pairs: &[[u32; 2]], column: usize) -> u32 {
+        match self {
+            Length::Fixed(n) => *n,
+            Length::RangeRatio { length, .. } => *length,
+            Length::Uniform { uniform: [_, hi] } => *hi,
+            Length::Lognormal { lognormal } => lognormal.max,
+            Length::File { .. } => file_pairs.iter().map(|p| p[column]).max().unwrap_or(0),
+        }
+    }
+
+    /// A typical length (the centre of the distribution: the mean of a uniform one, the median
+    /// of a lognormal one, the mean over a file's pairs in `column`), for picking the measured
+    /// context nearest a workload.
+    pub fn typical(&self, file_pairs: &[[u32; 2]], column: usize) -> f64 {
+        match self {
+            Length::Fixed(n) => f64::from(*n),
+            Length::RangeRatio { range_ratio, length } => (1.0 + range_ratio) / 2.0 * f64::from(*length),
+            Length::Uniform { uniform: [lo, hi] } => (f64::from(*lo) + f64::from(*hi)) / 2.0,
+            Length::Lognormal { lognormal } => {
+                lognormal.median.clamp(f64::from(lognormal.min), f64::from(lognormal.max))
+            }
+            Length::File { .. } => {
+                file_pairs.iter().map(|p| f64::from(p[column])).sum::<f64>() / file_pairs.len().max(1) as f64
+            }
+        }
+    }
+
+    /// The fixed length, if it is one.
+    pub fn fixed(&self) -> Option<u32> {
+        match self {
+            Length::Fixed(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The file it names, if it is one.
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            Length::File { file, .. } => Some(file),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn validate(&self, check: &Checker, key: &str) -> Result<(), ConfigError> {
+        match self {
+            Length::Fixed(n) => check.positive(key, *n),
+            Length::RangeRatio { range_ratio: ratio, length } => {
+                check.positive(&format!("{key}.length"), *length)?;
+                if !(ratio.is_finite() && *ratio > 0.0 && *ratio <= 1.0) {
+                    return Err(check.invalid(&format!("{key}.range_ratio"), format!("must be in (0, 1], got {ratio}")));
+                }
+                Ok(())
+            }
+            Length::Uniform { uniform: [lo, hi] } => {
+                check.positive(&format!("{key}.uniform"), *lo)?;
+                if hi < lo {
+                    return Err(check.invalid(&format!("{key}.uniform"), format!("[{lo}, {hi}] must have lo <= hi")));
+                }
+                Ok(())
+            }
+            Length::Lognormal { lognormal: Lognormal { median, sigma, min, max } } => {
+                check.positive_real(&format!("{key}.lognormal.median"), *median)?;
+                check.non_negative(&format!("{key}.lognormal.sigma"), *sigma)?;
+                check.positive(&format!("{key}.lognormal.min"), *min)?;
+                if max < min {
+                    return Err(
+                        check.invalid(&format!("{key}.lognormal.max"), format!("({max}) must be at least min ({min})"))
+                    );
+                }
+                Ok(())
+            }
+            Length::File { file, pairs } => {
+                if file.is_empty() {
+                    return Err(check.invalid(&format!("{key}.file"), "must name a file".to_owned()));
+                }
+                if pairs.len() > MOST_FILE_PAIRS {
+                    return Err(check.invalid(
+                        &format!("{key}.file"),
+                        format!("holds {} pairs; at most {MOST_FILE_PAIRS} are kept", pairs.len()),
+                    ));
+                }
+                match pairs.iter().position(|p| p[0] == 0 || p[1] == 0) {
+                    Some(i) => Err(check.invalid(&format!("{key}.file"), format!("pair {} has a length of 0", i + 1))),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl From<u32> for Length {
+    fn from(n: u32) -> Length {
+        Length::Fixed(n)
+    }
+}
+
+impl fmt::Display for Length {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Length::Fixed(n) => write!(f, "{n}"),
+            Length::RangeRatio { range_ratio, length } => write!(f, "{range_ratio}-1×{length}"),
+            Length::Uniform { uniform: [lo, hi] } => write!(f, "{lo}-{hi}"),
+            Length::Lognormal { lognormal } => write!(f, "lognormal({}, {})", lognormal.median, lognormal.sigma),
+            Length::File { file, .. } => write!(f, "file {file}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Workload;
+
+    fn workload(isl: &str, osl: &str) -> Result<Workload, String> {
+        let text = format!("name = \"w\"\nisl = {isl}\nosl = {osl}\n");
+        let w: Workload = crate::config::parse(&text, "w.toml").map_err(|e| e.to_string())?;
+        w.validate(&Checker { origin: "w.toml" }, "workload[0]").map_err(|e| e.to_string())?;
+        Ok(w)
+    }
+
+    #[test]
+    fn each_length_form_parses_and_a_fixed_one_stays_a_number() {
+        let w = workload("1024", "{ range_ratio = 0.8, length = 1024 }").unwrap();
+        assert_eq!(w.isl, Length::Fixed(1024));
+        assert_eq!(w.osl, Length::RangeRatio { range_ratio: 0.8, length: 1024 });
+        assert_eq!(w.max_lengths(), (1024, 1024));
+        assert_eq!(serde_json::to_string(&w.isl).unwrap(), "1024");
+        let w =
+            workload("{ uniform = [10, 20] }", "{ lognormal = { median = 100.0, sigma = 0.5, min = 8, max = 400 } }")
+                .unwrap();
+        assert_eq!(w.max_lengths(), (20, 400));
+        assert_eq!(w.to_string(), "w 10-20/lognormal(100, 0.5)");
+        let w = workload("{ file = \"l.csv\", pairs = [[3, 4], [9, 2]] }", "{ file = \"l.csv\" }").unwrap();
+        assert_eq!(w.max_lengths(), (9, 4));
+        let back: Workload = serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
+        assert_eq!(back, w);
+    }
+
+    #[test]
+    fn a_length_that_cannot_be_drawn_is_refused_naming_its_key() {
+        for (isl, osl, needle) in [
+            ("0", "1", "workload[0].isl must be greater than 0"),
+            ("{ range_ratio = 1.5, length = 10 }", "1", "workload[0].isl.range_ratio must be in (0, 1]"),
+            ("{ uniform = [20, 10] }", "1", "must have lo <= hi"),
+            ("{ lognormal = { median = 10.0, sigma = 1.0, min = 50, max = 10 } }", "1", "lognormal.max"),
+            ("{ file = \"a.csv\" }", "5", "one of isl and osl only"),
+            ("{ file = \"a.csv\", pairs = [[0, 1]] }", "{ file = \"a.csv\" }", "pair 1 has a length of 0"),
+        ] {
+            let error = workload(isl, osl).unwrap_err();
+            assert!(error.contains(needle), "{isl}/{osl}: {error}");
+        }
+        assert!(workload("{ uniform = [1, 2], extra = 3 }", "1").is_err(), "an unknown key is refused");
+    }
+}

@@ -1,0 +1,102 @@
+//! The serving phase's record (docs/SWEEPS.md, "Serving"): a real continuous-batching loop on the
+//! device at the rates the simulation chose, each measured beside what the simulation predicts
+//! at the same rate.
+
+use crate::config::{LatencyBound, Workload};
+use crate::value::{Finite, Reported};
+use serde::{Deserialize, Serialize};
+
+/// Everything the serving phase measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingRecord {
+    /// How the server schedules: the batch cap, the prefill policy, the decode mode its steps run.
+    pub server: String,
+    /// One entry a workload and bound the phase served.
+    pub served: Vec<Served>,
+}
+
+/// One workload under one bound: the lengths drawn and each rate served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Served {
+    pub workload: Workload,
+    pub bound: LatencyBound,
+    /// The drawn requests' input and output lengths.
+    pub isl: LengthSample,
+    pub osl: LengthSample,
+    /// The server's batch cap (the simulation's best inside the bound).
+    pub max_batch: u32,
+    /// The rates served (the simulation's latency-bounded rate, then 20% above it), or why none
+    /// could be.
+    pub rates: Reported<Vec<ServedRate>>,
+}
+
+/// Lengths drawn for a workload: their mean, percentiles and extremes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LengthSample {
+    pub mean: Finite,
+    pub p50: Finite,
+    pub p90: Finite,
+    pub p99: Finite,
+    pub min: u32,
+    pub max: u32,
+}
+
+/// One request rate served: what the loop measured and what the simulation predicts there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServedRate {
+    /// `bounded` (the simulation's latency-bounded rate) or `over` (20% above it).
+    pub label: String,
+    pub rate_per_s: Finite,
+    /// Requests served; the first tenth (the server filling up) is left out of the percentiles,
+    /// as in the simulation.
+    pub requests: u32,
+    /// Seconds from the first arrival to the last token.
+    pub window_s: Finite,
+    pub measured: ServeFigures,
+    pub simulated: Reported<ServeFigures>,
+    /// (measured − simulated) / simulated of p99 TTFT, p99 TPOT and output tok/s.
+    pub relative_error: Option<RelativeError>,
+    /// Whether the measured p99 TTFT and p99 TPOT are inside the bound.
+    pub within_bound: bool,
+    /// The loop's own time per iteration (not spent in model steps): p50, p90, p99 seconds.
+    pub overhead_s: [Finite; 3],
+    /// Iterations the loop ran.
+    pub iterations: u64,
+    /// The device's energy over the whole window (idle gaps included) per output token, and per
+    /// input and output token; unavailable where the device's power was not measured.
+    pub joules_per_output_token: Reported<Finite>,
+    pub joules_per_token: Reported<Finite>,
+    /// The loop's model steps against the step tables the simulation reads: the median over its
+    /// decode steps of measured / table time at the step's batch and longest context, and the
+    /// same over its prefill steps (absent where no step of that kind ran or the table has no
+    /// time for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_step_ratio: Option<Finite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_step_ratio: Option<Finite>,
+    /// Requests serve.max_s cut off before their last token (left out of every figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<u32>,
+}
+
+/// Latency and throughput of a served (or simulated) load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeFigures {
+    pub ttft_p50_s: Finite,
+    pub ttft_p99_s: Finite,
+    /// MLPerf's TPOT: (latency − TTFT) / (output tokens − 1) a request, p50 and p99 over them.
+    pub tpot_p50_s: Finite,
+    pub tpot_p99_s: Finite,
+    /// Output tokens over the window, per device.
+    pub output_tok_per_s_per_device: Finite,
+    /// 1 / median TPOT.
+    pub tok_per_s_per_user: Finite,
+}
+
+/// Relative errors of the simulation against the measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelativeError {
+    pub ttft_p99: Finite,
+    pub tpot_p99: Finite,
+    pub output_tok_per_s: Finite,
+}
