@@ -101,6 +101,8 @@ pub fn measured(
         issue_median_s: None,
         launch_bound: None,
         attended: None,
+        other_cpu_cores: None,
+        remeasured: None,
     })
 }
 

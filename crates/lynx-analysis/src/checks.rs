@@ -7,6 +7,8 @@
 //!   is named with its largest share of a cell's samples. Made only where the device's source
 //!   reports throttle state at all: a check that cannot be evaluated is left out, and the source
 //!   record says why, rather than counted as a pass.
+//! - `stability`: every measured cell's step-time CV within the suite's bound, and no process
+//!   but lynx's keeping the host's CPUs busy past its bound during a cell ([`unstable`]).
 
 use lynx_schema::result::{CellRecord, Check, CheckName, SourceRecord, WarmupRecord};
 use lynx_schema::telemetry::ThrottleReason;
@@ -106,6 +108,47 @@ pub fn measurement_checks(
     checks
 }
 
+/// Why `cell` is not stable under the bounds: its step-time CV above `max_cv`, or other
+/// processes keeping more than `max_other_cpu_cores` of the host's CPUs busy while it was
+/// measured; `None` when it is stable (or was not measured).
+pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Option<String> {
+    let mut reasons = Vec::new();
+    if let Some(cv) = cell.step_time.as_ref().and_then(|t| t.cv).map(Finite::get).filter(|&cv| cv > max_cv) {
+        reasons.push(format!("step-time CV {:.1}% above {:.1}%", 100.0 * cv, 100.0 * max_cv));
+    }
+    if let Some(cores) = cell.other_cpu_cores.map(Finite::get).filter(|&c| c > max_other_cpu_cores) {
+        reasons.push(format!("other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2})"));
+    }
+    (!reasons.is_empty()).then(|| reasons.join(", "))
+}
+
+/// The `stability` check over the measured cells, under the bounds `unstable` takes; none when no
+/// cell was measured.
+pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) -> Option<Check> {
+    let measured: Vec<&CellRecord> = cells.iter().filter(|c| c.step_time.is_some()).collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let faults: Vec<String> = measured
+        .iter()
+        .filter_map(|c| unstable(c, max_cv, max_other_cpu_cores).map(|why| format!("{}: {why}", c.shape)))
+        .collect();
+    let again = measured.iter().filter(|c| c.remeasured.is_some()).count();
+    let worst_cv = measured.iter().filter_map(|c| c.step_time.as_ref()?.cv.map(Finite::get)).fold(0.0, f64::max);
+    let detail = if faults.is_empty() {
+        format!(
+            "every cell's step-time CV within {:.1}% (worst {:.1}%) and the host's other load within {:.2} cores; {again} \
+             cell(s) measured once more to get there",
+            100.0 * max_cv,
+            100.0 * worst_cv,
+            max_other_cpu_cores
+        )
+    } else {
+        format!("unstable after being measured once more: {}", faults.join("; "))
+    };
+    Some(check(CheckName::Stability, faults.is_empty(), detail, Some(worst_cv), Some(max_cv)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +246,31 @@ mod tests {
         assert!(!named(&checks, "equilibrium").unwrap().passed);
         let coverage = named(&checks, "telemetry_coverage").unwrap();
         assert!(!coverage.passed && coverage.measured.unwrap().get() < 0.95, "{coverage:?}");
+    }
+
+    /// A cell is unstable past the CV bound or with the host busy elsewhere; the check names the
+    /// unstable cells and says how many were measured again.
+    #[test]
+    fn stability_names_cells_whose_steps_varied_or_whose_host_was_busy() {
+        let measured = |steps: &[f64], other: Option<f64>, again: bool| {
+            let summary = crate::stats::summarise(steps).unwrap();
+            let mut cell =
+                crate::cell::measured(CellShape::decode(1, 8), summary, Finite::new(1.0, "t").unwrap(), None, None)
+                    .unwrap();
+            cell.other_cpu_cores = other.map(|c| Finite::new(c, "cores").unwrap());
+            cell.remeasured = again.then(|| "step-time CV 40% above 10%".to_owned());
+            cell
+        };
+        let steady = measured(&[1.0, 1.01, 0.99, 1.0], Some(0.02), true);
+        assert_eq!(unstable(&steady, 0.1, 0.25), None);
+        let varied = measured(&[1.0, 2.0, 1.0, 2.0], None, false);
+        assert!(unstable(&varied, 0.1, 0.25).unwrap().contains("CV 38.5% above 10.0%"));
+        let busy = measured(&[1.0, 1.0, 1.0, 1.0], Some(1.3), false);
+        assert!(unstable(&busy, 0.1, 0.25).unwrap().contains("1.30 host CPU cores"));
+        let passed = stability(std::slice::from_ref(&steady), 0.1, 0.25).unwrap();
+        assert!(passed.passed && passed.detail.contains("1 cell(s) measured once more"), "{}", passed.detail);
+        let failed = stability(&[steady, varied, busy], 0.1, 0.25).unwrap();
+        assert!(!failed.passed && failed.detail.matches("decode batch 1 ctx 8:").count() == 2, "{}", failed.detail);
+        assert!(stability(&[CellRecord::failed(CellShape::decode(1, 8), "x".into())], 0.1, 0.25).is_none());
     }
 }

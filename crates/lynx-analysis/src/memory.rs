@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn decode_steps_follow_the_first_step_within_the_limits() {
-        let limits = MeasureConfig { min_steps: 20, min_s: 3.0, max_steps: 1000 };
+        let limits = MeasureConfig { min_steps: 20, min_s: 3.0, max_steps: 1000, ..MeasureConfig::default() };
         // 30 ms steps: 3 s takes 100; twice that and two more, 202.
         assert_eq!(expected_decode_steps(&limits, 0.03), 202);
         assert_eq!(expected_decode_steps(&limits, 1.0), 20, "never fewer than min_steps");

@@ -5,12 +5,11 @@
 //! `serving_overhead` checks.
 
 use crate::derived::{bounded, eager_tables};
-use crate::latency::bounds_for;
 use crate::lengths::{draw, Lengths};
 use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
-use lynx_schema::config::{LatencyBound, ServeConfig, Workload};
+use lynx_schema::config::{LatencyBound, ServeConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
-use lynx_schema::result::{CellRecord, Check, CheckName, ConfigRecord};
+use lynx_schema::result::{CellRecord, Check, CheckName};
 use lynx_schema::serving::{RelativeError, ServeFigures, ServedRate, ServingRecord};
 use lynx_schema::value::Finite;
 
@@ -38,17 +37,16 @@ pub struct Plan {
     pub rates: Result<Vec<(String, f64)>, String>,
 }
 
-/// The plans of a run whose cells are measured: the suite's workloads and bounds that `serve`
-/// names, each on the simulation's best server over the eager step tables (the loop's steps run
-/// eagerly).
-pub fn plan(config: &ConfigRecord, cells: &[CellRecord], serve: &ServeConfig) -> Vec<Plan> {
-    let suite = &config.suite;
+/// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
+/// and bounds that `serve` names, each on the simulation's best server over the eager step tables
+/// (the loop's steps run eagerly).
+pub fn plan(suite: &Suite, bounds: &[LatencyBound], cells: &[CellRecord], serve: &ServeConfig) -> Vec<Plan> {
     let (prefill, decode) = eager_tables(cells);
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
     let mut plans = Vec::new();
     for workload in suite.workloads.iter().filter(|w| serve.workloads.is_empty() || serve.workloads.contains(&w.name)) {
-        for bound in bounds_for(&suite.bounds, &config.model) {
+        for bound in bounds.iter().cloned() {
             if !serve.bounds.is_empty() && !serve.bounds.contains(&bound.name) {
                 continue;
             }
@@ -78,6 +76,22 @@ pub fn plan(config: &ConfigRecord, cells: &[CellRecord], serve: &ServeConfig) ->
 }
 
 impl Plan {
+    /// The serving loop's expected wall time for this plan over the step tables: for each rate,
+    /// the simulated window (first arrival to last token) of its requests; `None` when nothing
+    /// is served.
+    pub fn expected_s(&self, prefill: &StepTable, decode: &StepTable) -> Option<f64> {
+        let rates = self.rates.as_ref().ok()?;
+        let tokens: f64 = self.lengths.iter().map(|l| f64::from(l.osl)).sum();
+        let windows: Option<Vec<f64>> = rates
+            .iter()
+            .map(|(_, rate)| {
+                let outcome = self.simulate(prefill, decode, *rate).ok()?;
+                Some(tokens / outcome.output_tok_per_s)
+            })
+            .collect();
+        Some(windows?.iter().sum())
+    }
+
     /// What the simulation predicts at `rate_per_s` for the requests this plan serves.
     pub fn simulate(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Result<SimOutcome, String> {
         let setup = SimSetup {

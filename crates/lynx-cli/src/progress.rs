@@ -190,6 +190,9 @@ impl Observer for Progress {
     }
 
     fn cell_done(&mut self, cell: &CellRecord) {
+        if let Some(why) = &cell.remeasured {
+            self.say(format!("{} was measured once more: {why}", cell.shape));
+        }
         match (&cell.status, &cell.step_time) {
             (CellStatus::Error { message }, _) => self.say(format!("{} failed: {message}", cell.shape)),
             (status @ (CellStatus::Oom { .. } | CellStatus::Skipped { .. }), _) => self.say(format!(

@@ -11,6 +11,7 @@ pub mod collect;
 pub mod cuda;
 pub mod devices;
 mod harness;
+mod host_load;
 pub mod journal;
 pub mod libtorch;
 pub mod node;

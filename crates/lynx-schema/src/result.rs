@@ -167,6 +167,10 @@ pub enum CheckName {
     /// The serving loop's own time per iteration (scheduling, bookkeeping) stayed under 1 ms at
     /// the median, p90 and p99: the load generator measured the device, not itself.
     ServingOverhead,
+    /// Every cell's step-time CV stayed within the suite's bound, and no process but lynx's kept
+    /// the host's CPUs busy past its bound while a cell was measured (an unstable cell is
+    /// measured once more before it counts against this).
+    Stability,
 }
 
 impl CheckName {
@@ -181,6 +185,7 @@ impl CheckName {
             CheckName::GraphParity => "graph_parity",
             CheckName::Simulation => "simulation",
             CheckName::ServingOverhead => "serving_overhead",
+            CheckName::Stability => "stability",
         }
     }
 }
@@ -675,6 +680,14 @@ pub struct CellRecord {
     /// eager cells, which attend the context alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attended: Option<u32>,
+    /// Host CPU cores that processes other than lynx's kept busy on average while the cell was
+    /// measured (from /proc; absent where the host does not say, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cpu_cores: Option<Finite>,
+    /// Why the cell's first measurement was set aside and the cell measured once more (it was
+    /// not stable: its CV or the host's other load passed the suite's bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remeasured: Option<String>,
 }
 
 /// How a step runs a mixture of experts' routed experts, none of them copying per-expert counts
@@ -804,6 +817,8 @@ impl CellRecord {
             issue_median_s: None,
             launch_bound: None,
             attended: None,
+            other_cpu_cores: None,
+            remeasured: None,
         }
     }
 }

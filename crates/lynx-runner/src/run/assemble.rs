@@ -60,6 +60,13 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
     let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
     let checks = measurement_checks(&warmups, &result.cells, device_source);
     result.checks.extend(checks);
+    let measure = &result.config.suite.measure;
+    let gpu = result.device.device != lynx_schema::device::DeviceName::Cpu;
+    result.checks.extend(lynx_analysis::checks::stability(
+        &result.cells,
+        measure.max_cv_on(gpu),
+        measure.max_other_cpu_cores(),
+    ));
     if let Some(ceilings) = &result.roofline {
         for cell in &mut result.cells {
             // A layer subset's figures are full-depth estimates: its work is the full depth's.

@@ -295,6 +295,35 @@ impl Turn<'_> {
         Some(cell)
     }
 
+    /// Measure a cell with the host's other load beside it; a cell that is not stable (its CV
+    /// or the host's other load past the suite's bounds) is measured once more, and the second
+    /// measurement kept with why the first was set aside. `None` when `stop` was raised.
+    fn measure_stable(
+        &self,
+        model: &Model,
+        head_only: Option<&HeadOnly>,
+        shape: CellShape,
+        limits: &lynx_schema::config::MeasureConfig,
+    ) -> Option<CellRecord> {
+        let gpu = self.device.record.device != lynx_schema::device::DeviceName::Cpu;
+        let (max_cv, max_other) = (limits.max_cv_on(gpu), limits.max_other_cpu_cores());
+        let measure = || {
+            let load = crate::host_load::HostLoad::now();
+            let mut cell = measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)?;
+            cell.other_cpu_cores =
+                load.and_then(|l| l.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
+            Some(cell)
+        };
+        let first = measure()?;
+        let Some(why) = lynx_analysis::checks::unstable(&first, max_cv, max_other) else { return Some(first) };
+        if first.status != CellStatus::Ok {
+            return Some(first);
+        }
+        let mut again = measure()?;
+        again.remeasured = Some(format!("the first measurement was not stable: {why}"));
+        Some(again)
+    }
+
     /// Write the result as it stands.
     fn save(&mut self) -> Result<(), RunError> {
         self.result.updated_at = rfc3339_utc(unix_now_s());
@@ -348,7 +377,8 @@ impl Turn<'_> {
     fn serve(&mut self, model: &Model, setup: &Setup) -> Result<WorkEnd, RunError> {
         let suite = &setup.config.suite;
         let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
-        let plans = lynx_analysis::serving::plan(&setup.config, &self.result.cells, serve);
+        let bounds = bounds_for(&suite.bounds, &setup.config.model);
+        let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve);
         let (prefill, decode) = lynx_analysis::derived::eager_tables(&self.result.cells);
         let record = self
             .result
@@ -575,15 +605,7 @@ impl Turn<'_> {
                         "CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})"
                     ),
                 ),
-                None => match measure_cell(
-                    model,
-                    head_only,
-                    shape,
-                    &suite.measure,
-                    &self.graphs,
-                    &self.telemetry,
-                    self.stop,
-                ) {
+                None => match self.measure_stable(model, head_only, shape, &suite.measure) {
                     Some(cell) => cell,
                     None => return Ok(WorkEnd::Stopped),
                 },

@@ -233,11 +233,34 @@ pub struct MeasureConfig {
     pub min_steps: u32,
     pub min_s: f64,
     pub max_steps: u32,
+    /// The largest step-time coefficient of variation a stable cell has (the `stability`
+    /// check); by default 5% on a GPU and 10% on a CPU ([`MeasureConfig::max_cv_on`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cv: Option<f64>,
+    /// The most host CPU cores that processes other than lynx's may keep busy on average during
+    /// a stable cell; by default [`MeasureConfig::DEFAULT_MAX_OTHER_CPU_CORES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_other_cpu_cores: Option<f64>,
+}
+
+impl MeasureConfig {
+    pub const DEFAULT_MAX_CV_GPU: f64 = 0.05;
+    pub const DEFAULT_MAX_CV_CPU: f64 = 0.10;
+    pub const DEFAULT_MAX_OTHER_CPU_CORES: f64 = 0.25;
+
+    /// The CV bound on a GPU (`gpu`) or a CPU.
+    pub fn max_cv_on(&self, gpu: bool) -> f64 {
+        self.max_cv.unwrap_or(if gpu { Self::DEFAULT_MAX_CV_GPU } else { Self::DEFAULT_MAX_CV_CPU })
+    }
+
+    pub fn max_other_cpu_cores(&self) -> f64 {
+        self.max_other_cpu_cores.unwrap_or(Self::DEFAULT_MAX_OTHER_CPU_CORES)
+    }
 }
 
 impl Default for MeasureConfig {
     fn default() -> Self {
-        MeasureConfig { min_steps: 10, min_s: 3.0, max_steps: 500 }
+        MeasureConfig { min_steps: 10, min_s: 3.0, max_steps: 500, max_cv: None, max_other_cpu_cores: None }
     }
 }
 
@@ -374,6 +397,8 @@ impl Suite {
             ));
         }
         check.positive("measure.min_steps", self.measure.min_steps)?;
+        check.positive_real("measure.max_cv", self.measure.max_cv.unwrap_or(1.0))?;
+        check.positive_real("measure.max_other_cpu_cores", self.measure.max_other_cpu_cores.unwrap_or(1.0))?;
         check.non_negative("measure.min_s", self.measure.min_s)?;
         if self.measure.max_steps < self.measure.min_steps {
             return Err(check.invalid(
