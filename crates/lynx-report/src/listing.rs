@@ -91,18 +91,14 @@ fn ranking(list: &Shortlist) -> Table {
         "FIGURE",
     ]);
     for (i, entry) in list.ranked.iter().enumerate() {
-        let known = |value: &Reported<lynx_schema::value::Finite>, none: &str, digits: usize| match value {
-            Reported::Known(v) => format!("{:.digits$}", v.get()),
-            Reported::Unavailable { .. } => none.to_owned(),
-        };
         let figures: [String; 6] = match (&entry.measured, &entry.point) {
             (Some(m), point) => [
-                known(&m.usd_per_million_output_tokens, "no price", 4),
+                crate::text::figure(&m.usd_per_million_output_tokens, 4, "no price"),
                 format!("{:.1}", m.output_tok_per_s_per_device.get()),
                 format!("{:.1}", m.tok_per_s_per_user.get()),
                 format!("{} / {}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
                 point.known().map_or("-".to_owned(), |p| p.max_batch.to_string()),
-                known(&m.joules_per_output_token, "-", 3),
+                crate::text::figure(&m.joules_per_output_token, 3, "-"),
             ],
             (None, point) => match point {
                 Reported::Known(p) => [

@@ -224,9 +224,7 @@ fn workload_section(model: &str, workload: &Workload, verified: &[Verified]) -> 
 /// One device's latency-bounded figures under one bound: measured by its serving phase where it
 /// ran (the published figure), and simulated.
 fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
-    let figure = |value: &Reported<lynx_schema::value::Finite>, none: &str| {
-        value.known().map_or(none.to_owned(), |j| format!("{:.3}", j.get()))
-    };
+    let figure = |value, none| crate::text::figure(value, 3, none);
     html! {
         @if let Some(m) = &lb.measured {
             tr {

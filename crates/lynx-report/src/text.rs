@@ -233,6 +233,14 @@ pub fn ms(seconds: f64) -> String {
     }
 }
 
+/// A reported figure with `digits` decimals, or `none` where it is unavailable.
+pub fn figure(value: &Reported<Finite>, digits: usize, none: &str) -> String {
+    match value {
+        Reported::Known(v) => format!("{:.digits$}", v.get()),
+        Reported::Unavailable { .. } => none.to_owned(),
+    }
+}
+
 /// Two results side by side, `first` and `second` naming their columns (e.g. published, local).
 pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
     let mut out = String::new();
@@ -516,10 +524,6 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         None => format!("{} / -", show(measured)),
                     };
                     let tok = |v: f64| format!("{v:.1}");
-                    let known = |value: &Reported<Finite>| match value {
-                        Reported::Known(v) => format!("{:.3}", v.get()),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    };
                     let ratio = |v: Option<Finite>| v.map_or("-".to_owned(), |v| format!("{:.2}", v.get()));
                     rows.row([
                         name.clone(),
@@ -539,8 +543,8 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         ),
                         format!("{} / {}", ms(r.overhead_s[0].get()), ms(r.overhead_s[2].get())),
                         format!("{} / {}", ratio(r.decode_step_ratio), ratio(r.prefill_step_ratio)),
-                        known(&r.joules_per_output_token),
-                        known(&r.joules_per_token),
+                        figure(&r.joules_per_output_token, 3, "-"),
+                        figure(&r.joules_per_token, 3, "-"),
                     ]);
                 }
             }
@@ -605,10 +609,6 @@ fn bounded_section(derived: &Derived) -> String {
             row[0] = lb.workload.to_string();
             row[1] = bound;
             row[2] = "simulated".to_owned();
-            let known = |value: &Reported<Finite>, digits: usize| match value {
-                Reported::Known(v) => format!("{:.digits$}", v.get()),
-                Reported::Unavailable { .. } => "-".to_owned(),
-            };
             if let Some(m) = &lb.measured {
                 // The published figure first: what the serving loop measured at the rate.
                 let within = if m.within_bound { "" } else { " (bound broken)" };
@@ -624,8 +624,8 @@ fn bounded_section(derived: &Derived) -> String {
                     format!("{:.4}", m.request_rate_per_s.get()),
                     format!("{:.1}", m.output_tok_per_s_per_device.get()),
                     format!("{:.1}", m.tok_per_s_per_user.get()),
-                    known(&m.joules_per_output_token, 3),
-                    known(&m.usd_per_million_output_tokens, 2),
+                    figure(&m.joules_per_output_token, 3, "-"),
+                    figure(&m.usd_per_million_output_tokens, 2, "-"),
                 ]);
             }
             match &lb.point {
@@ -636,8 +636,8 @@ fn bounded_section(derived: &Derived) -> String {
                     row[6] =
                         format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
                     row[7] = format!("{:.1}", p.tok_per_s_per_user.get());
-                    row[8] = known(&p.joules_per_output_token, 3);
-                    row[9] = known(&p.usd_per_million_output_tokens, 2);
+                    row[8] = figure(&p.joules_per_output_token, 3, "-");
+                    row[9] = figure(&p.usd_per_million_output_tokens, 2, "-");
                 }
                 Reported::Unavailable { unavailable } => {
                     reasons.push(format!(
