@@ -16,6 +16,9 @@ pub enum KeyError {
     Exists(PathBuf),
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    /// A private key others may read: refused, as ssh refuses one.
+    #[error("{path} is readable by group or others (mode {mode:04o}); a private key must be its owner's alone: run `chmod 600 {path}`")]
+    Exposed { path: PathBuf, mode: u32 },
 }
 
 fn file_error(path: &Path, message: impl std::fmt::Display) -> KeyError {
@@ -46,8 +49,11 @@ pub fn key_id(key: &VerifyingKey) -> String {
 /// existing key is kept unless `force`. Returns the key id.
 pub fn generate(dir: &Path, force: bool) -> Result<String, KeyError> {
     let (private, public) = key_paths(dir);
-    if private.exists() && !force {
-        return Err(KeyError::Exists(private));
+    // Neither half is replaced unasked: a published lynx.pub names the key results verify under.
+    for path in [&private, &public] {
+        if path.exists() && !force {
+            return Err(KeyError::Exists(path.clone()));
+        }
     }
     std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e))?;
     let key = SigningKey::random(&mut rand_core::OsRng);
@@ -69,8 +75,14 @@ pub fn generate(dir: &Path, force: bool) -> Result<String, KeyError> {
     Ok(key_id(&verifying))
 }
 
-/// The signing key in the PKCS#8 PEM file `path`.
+/// The signing key in the PKCS#8 PEM file `path`, refused where its mode lets anyone but its
+/// owner read it.
 pub fn read_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).map_err(|e| file_error(path, e))?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(KeyError::Exposed { path: path.to_path_buf(), mode });
+    }
     let pem = std::fs::read_to_string(path).map_err(|e| file_error(path, e))?;
     SigningKey::from_pkcs8_pem(&pem).map_err(|e| file_error(path, format!("not a P-256 PKCS#8 private key: {e}")))
 }
@@ -115,7 +127,36 @@ mod tests {
         assert!(missing.contains("none.key"), "{missing}");
         let junk = dir.path().join("junk.key");
         std::fs::write(&junk, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").unwrap();
+        std::fs::set_permissions(&junk, std::fs::Permissions::from_mode(0o600)).unwrap();
         let error = read_signing_key(&junk).unwrap_err().to_string();
         assert!(error.contains("junk.key") && error.contains("not a P-256 PKCS#8 private key"), "{error}");
+    }
+
+    /// Issue 17: a private key others may read is refused naming its mode and the fix, as ssh
+    /// does; keygen keeps an existing lynx.pub (even without its lynx.key) unless forced.
+    #[test]
+    fn an_exposed_key_is_refused_and_a_public_key_is_never_replaced_unasked() {
+        let dir = tempfile::tempdir().unwrap();
+        generate(dir.path(), false).unwrap();
+        let (private, public) = key_paths(dir.path());
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let error = read_signing_key(&private).unwrap_err().to_string();
+        assert!(
+            error.contains("(mode 0644)") && error.contains(&format!("chmod 600 {}", private.display())),
+            "{error}"
+        );
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(matches!(read_signing_key(&private), Err(KeyError::Exposed { mode: 0o640, .. })));
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert!(read_signing_key(&private).is_ok(), "read-only by its owner is private");
+
+        std::fs::remove_file(&private).unwrap();
+        let published = std::fs::read(&public).unwrap();
+        let error = generate(dir.path(), false).unwrap_err().to_string();
+        assert!(error.contains("lynx.pub exists; pass --force"), "{error}");
+        assert_eq!(std::fs::read(&public).unwrap(), published, "the published key is kept");
+        assert!(!private.exists(), "nothing half made");
+        generate(dir.path(), true).unwrap();
+        assert_ne!(std::fs::read(&public).unwrap(), published);
     }
 }

@@ -179,6 +179,19 @@ fn a_run_without_a_readable_key_is_refused_before_measuring() {
     let line = bad_input(&args);
     assert!(line.contains("/no/such/lynx.key") && line.contains("--unsigned"), "{line}");
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started without its key");
+
+    // Issue 17: a private key its group or others may read is refused, naming the mode and the
+    // fix, as ssh refuses one; nothing is measured.
+    use std::os::unix::fs::PermissionsExt;
+    let keys = tempfile::tempdir().unwrap();
+    assert!(lynx(&["keygen", "--out", keys.path().to_str().unwrap()]).status.success());
+    let key = keys.path().join("lynx.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--key", key.to_str().unwrap()]);
+    let line = bad_input(&args);
+    assert!(line.contains("(mode 0644)") && line.contains(&format!("chmod 600 {}", key.display())), "{line}");
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started with an exposed key");
 }
 
 #[test]
@@ -229,6 +242,14 @@ fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unask
     let output = lynx(&["keygen", "--out", keys_arg, "--force"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_ne!(std::fs::read(keys.join("lynx.key")).unwrap(), first, "--force made no new key");
+
+    // Issue 17: a published lynx.pub is kept even where its lynx.key is gone, unless forced.
+    let published = std::fs::read(keys.join("lynx.pub")).unwrap();
+    std::fs::remove_file(keys.join("lynx.key")).unwrap();
+    let line = bad_input(&["keygen", "--out", keys_arg]);
+    assert!(line.contains("lynx.pub exists") && line.contains("--force"), "{line}");
+    assert_eq!(std::fs::read(keys.join("lynx.pub")).unwrap(), published, "the public key was overwritten");
+    assert!(lynx(&["keygen", "--out", keys_arg, "--force"]).status.success());
 
     // A public key that is not one is bad input; so is a private key given as the public one.
     let line = bad_input(&["verify", "x.intoto.json", "--pubkey", "/no/such/lynx.pub"]);

@@ -122,7 +122,8 @@ fn signing_key(signing: &SigningArgs) -> Result<Option<lynx_attest::SigningKey>,
             private
         }
     };
-    lynx_attest::read_signing_key(&path).map(Some).map_err(|e| {
-        BadInput(format!("signing key {e}; make one with `lynx keygen`, pass --key FILE, or run with --unsigned"))
+    lynx_attest::read_signing_key(&path).map(Some).map_err(|e| match e {
+        exposed @ lynx_attest::KeyError::Exposed { .. } => BadInput(format!("signing key {exposed}")),
+        e => BadInput(format!("signing key {e}; make one with `lynx keygen`, pass --key FILE, or run with --unsigned")),
     })
 }
