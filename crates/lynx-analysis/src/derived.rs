@@ -287,6 +287,14 @@ pub(crate) fn bounded(
     bound: &LatencyBound,
     price: &PriceInputs,
 ) -> Result<BoundedPoint, String> {
+    // A signed result's suite is not trusted to be one a suite file could hold.
+    if simulation.requests > SimulationConfig::MOST_REQUESTS {
+        return Err(format!(
+            "simulation.requests is {}, above the {} a suite may ask for",
+            simulation.requests,
+            SimulationConfig::MOST_REQUESTS
+        ));
+    }
     let lengths = draw(workload, seed, simulation.requests as usize);
     let (setup, caps) = server(prefill, decode, simulation, seed, &lengths)?;
     let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
@@ -353,6 +361,21 @@ mod tests {
             best.output_tok_per_s_per_device.get() > 2.0 * at_16.output_tok_per_s_per_device.get(),
             "capped {best:?} against uncapped {at_16:?}"
         );
+    }
+
+    /// Issue 17: a result whose suite asks for more simulated requests than a suite file may is
+    /// given no figure, with why, instead of an allocation that aborts the process.
+    #[test]
+    fn too_many_simulated_requests_give_no_figure_rather_than_an_abort() {
+        let point = |batch, len, step_s| TablePoint { batch, len, step_s, power_w: None, spread: None };
+        let decode = StepTable::new(&[point(1, 128, 0.01)]);
+        let prefill = StepTable::new(&[point(1, 128, 0.1)]);
+        let workload = Workload::fixed("chat", 128, 128);
+        let bound = LatencyBound { name: "b".into(), ttft_p99_s: 10.0, tpot_p99_s: 1.0, source: None };
+        let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
+        let huge = SimulationConfig { requests: 1_000_000_000, ..SimulationConfig::default() };
+        let error = bounded(&prefill, &decode, &huge, 1, &workload, &bound, &price).unwrap_err();
+        assert!(error.contains("1000000000") && error.contains("100000"), "{error}");
     }
 
     #[test]

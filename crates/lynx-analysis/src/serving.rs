@@ -7,7 +7,7 @@
 use crate::derived::{bounded, eager_tables};
 use crate::lengths::{draw, Lengths};
 use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
-use lynx_schema::config::{LatencyBound, ServeConfig, Suite, Workload};
+use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, Check, CheckName};
 use lynx_schema::serving::{RelativeError, ServeFigures, ServedRate, ServingRecord};
@@ -50,7 +50,7 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], cells: &[CellRecord], serve:
             if !serve.bounds.is_empty() && !serve.bounds.contains(&bound.name) {
                 continue;
             }
-            let lengths = draw(workload, suite.seed, serve.requests as usize);
+            let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
             let found = bounded(&prefill, &decode, &suite.simulation, suite.seed, workload, &bound, &price);
             let (max_batch, max_prefill_batch, rates) = match found {
                 Ok(point) => {

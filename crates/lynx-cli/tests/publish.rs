@@ -291,6 +291,41 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(line.contains("no trusted keys"), "{line}");
 }
 
+/// Issue 17: a published result's suite goes through exactly the validation a suite file does:
+/// a signed suite with a batch of 0 and no contexts is refused before anything runs (exit 2,
+/// naming the key), where it used to run and sign a `complete` result of 0 tok/s.
+#[test]
+fn reproduce_refuses_a_signed_suite_that_a_suite_file_could_not_hold() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_models, out, published_result) = measured_run();
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&published_result).unwrap()).unwrap();
+    json["config"]["suite"]["decode"] = serde_json::json!({ "batches": [0], "ctxs": [] });
+    json["config"]["suite"]["measure"]["min_steps"] = Value::from(0);
+    let result: lynx_schema::result::RunResult = serde_json::from_value(json).unwrap();
+    let path = out.path().join("odd.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&result).unwrap()).unwrap();
+    let samples = published_result.with_file_name(result.telemetry.samples_file.clone());
+    std::fs::copy(samples, out.path().join(&result.telemetry.samples_file)).unwrap();
+    let trusted = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let envelope = lynx_attest::seal(&path, &result, Some(&trusted)).unwrap();
+    let envelope_path = lynx_attest::envelope_path(&path);
+    std::fs::write(&envelope_path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let local_out = tempfile::tempdir().unwrap();
+    let line = bad_input(&[
+        "reproduce",
+        envelope_path.to_str().unwrap(),
+        "--pubkey",
+        &pubkey(),
+        "--out",
+        local_out.path().to_str().unwrap(),
+    ]);
+    assert!(line.contains("the suite of") && line.contains("measure.min_steps"), "{line}");
+    assert!(
+        std::fs::read_dir(local_out.path()).unwrap().next().is_none(),
+        "a run started from a suite no file could hold"
+    );
+}
+
 #[test]
 fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_figure() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -12,6 +12,15 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     let trusted = super::pubkey(&args.pubkey)?;
     let published = &args.published;
     let original = super::verified(published, &trusted)?.result;
+    // A signed suite is held to exactly the checks a suite file is: a signature says who
+    // published it, not that it can be run.
+    let origin = format!("the suite of {}", published.display());
+    original.config.suite.validate(&origin).map_err(|e| BadInput(e.to_string()))?;
+    original
+        .config
+        .model
+        .validate(&format!("the model of {}", published.display()))
+        .map_err(|e| BadInput(e.to_string()))?;
     let signing_key = super::signing_key(&args.signing)?;
     let host = lynx_runner::host_record();
     let device = match args.device {

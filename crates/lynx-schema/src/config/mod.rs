@@ -294,4 +294,14 @@ mod tests {
         let plain = Suite::from_toml(SUITE, "t.toml").unwrap();
         assert!(plain.serve.is_none() && !serde_json::to_string(&plain).unwrap().contains("serve"));
     }
+
+    /// Issue 17: `[simulation] requests` is bounded, so that no suite makes deriving a result
+    /// allocate without limit.
+    #[test]
+    fn simulated_requests_are_bounded() {
+        let text = format!("{SUITE}\n[simulation]\nrequests = 1000000000\n");
+        let error = Suite::from_toml(&text, "t.toml").unwrap_err();
+        assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "simulation.requests"), "{error}");
+        assert!(error.to_string().contains("to 100000"), "{error}");
+    }
 }

@@ -400,7 +400,7 @@ impl ModelShape {
         }
     }
 
-    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         let check = Checker { origin };
         check.name("name", &self.name)?;
         check.positive("vocab_size", self.vocab_size)?;

@@ -182,6 +182,12 @@ pub struct SimulationConfig {
     pub chunked_prefill: Option<u32>,
 }
 
+impl SimulationConfig {
+    /// The most requests a load may simulate (and a serving phase serve at one rate): each is a
+    /// few dozen bytes and a few events, so this bounds what deriving a result can allocate.
+    pub const MOST_REQUESTS: u32 = 100_000;
+}
+
 impl Default for SimulationConfig {
     fn default() -> Self {
         SimulationConfig { requests: 2000, max_batch: None, chunked_prefill: None }
@@ -429,20 +435,28 @@ impl Suite {
             check.positive_real(&format!("bound[{i}].tpot_p99_s"), bound.tpot_p99_s)?;
         }
         let simulation = &self.simulation;
-        if simulation.requests < 100 {
+        if !(100..=SimulationConfig::MOST_REQUESTS).contains(&simulation.requests) {
             return Err(check.invalid(
                 "simulation.requests",
-                format!("must be at least 100 (the p99 of fewer is one request), got {}", simulation.requests),
+                format!(
+                    "must be from 100 (the p99 of fewer is one request) to {}, got {}",
+                    SimulationConfig::MOST_REQUESTS,
+                    simulation.requests
+                ),
             ));
         }
         check.non_negative("roofline.sustained_s", self.roofline.sustained_s)?;
         check.positive("simulation.max_batch", simulation.max_batch.unwrap_or(1))?;
         check.positive("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1))?;
         if let Some(serve) = &self.serve {
-            if !(20..=100_000).contains(&serve.requests) {
+            if !(20..=SimulationConfig::MOST_REQUESTS).contains(&serve.requests) {
                 return Err(check.invalid(
                     "serve.requests",
-                    format!("must be from 20 (the p99 of fewer is one request) to 100000, got {}", serve.requests),
+                    format!(
+                        "must be from 20 (the p99 of fewer is one request) to {}, got {}",
+                        SimulationConfig::MOST_REQUESTS,
+                        serve.requests
+                    ),
                 ));
             }
             if !(serve.max_s.is_finite() && serve.max_s > 0.0 && serve.max_s <= 86_400.0) {
