@@ -45,11 +45,8 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], cells: &[CellRecord], serve:
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
     let mut plans = Vec::new();
-    for workload in suite.workloads.iter().filter(|w| serve.workloads.is_empty() || serve.workloads.contains(&w.name)) {
-        for bound in bounds.iter().cloned() {
-            if !serve.bounds.is_empty() && !serve.bounds.contains(&bound.name) {
-                continue;
-            }
+    for workload in &suite.workloads {
+        for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
             let found = bounded(&prefill, &decode, &suite.simulation, suite.seed, workload, &bound, &price);
             let (max_batch, max_prefill_batch, rates) = match found {

@@ -402,6 +402,7 @@ fn outcome(rate_per_s: f64, requests: &[Request], lengths: &[Lengths], clock: &C
         arrival_s: r.arrival_s,
         first_token_s: r.first_token_s,
         finish_s: r.finish_s,
+        isl: l.isl,
         osl: l.osl,
     }))?;
     let tokens: f64 = lengths.iter().map(|l| f64::from(l.osl)).sum();
@@ -423,6 +424,7 @@ pub struct Served {
     pub arrival_s: f64,
     pub first_token_s: f64,
     pub finish_s: f64,
+    pub isl: u32,
     pub osl: u32,
 }
 

@@ -103,7 +103,7 @@ pub(super) fn serve(
     let prompts: Vec<Vec<i64>> =
         lengths.iter().enumerate().map(|(i, l)| prompt(seed, i, l.isl, model.vocab_size())).collect();
 
-    let mut times = vec![Served { arrival_s: 0.0, first_token_s: 0.0, finish_s: 0.0, osl: 0 }; n];
+    let mut times = vec![Served { arrival_s: 0.0, first_token_s: 0.0, finish_s: 0.0, isl: 0, osl: 0 }; n];
     let mut done = vec![false; n];
     let mut waiting: VecDeque<usize> = VecDeque::new();
     // The pool's rows: the running sequences first, then (chunked prefill) those being prefilled.
@@ -285,7 +285,7 @@ pub(super) fn serve(
     let window_end = clock();
     let served: Vec<Served> = (0..n)
         .filter(|&i| done[i])
-        .map(|i| Served { arrival_s: arrivals_s[i], osl: lengths[i].osl, ..times[i] })
+        .map(|i| Served { arrival_s: arrivals_s[i], isl: lengths[i].isl, osl: lengths[i].osl, ..times[i] })
         .collect();
     Ok(Some(Load {
         unfinished: n - served.len(),

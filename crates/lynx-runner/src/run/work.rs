@@ -169,12 +169,10 @@ pub(super) fn serving_done(
     let served = |workload: &str, bound: &str| {
         serving.is_some_and(|r| r.served.iter().any(|s| s.workload.name == workload && s.bound.name == bound))
     };
-    suite.workloads.iter().filter(|w| serve.workloads.is_empty() || serve.workloads.contains(&w.name)).all(|w| {
-        bounds
-            .iter()
-            .filter(|b| serve.bounds.is_empty() || serve.bounds.contains(&b.name))
-            .all(|b| served(&w.name, &b.name))
-    })
+    suite
+        .workloads
+        .iter()
+        .all(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).all(|b| served(&w.name, &b.name)))
 }
 
 /// The median over the loop's steps of one kind of measured / table time at the step's shape.
@@ -505,13 +503,7 @@ impl Turn<'_> {
             let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
             let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
             let output: f64 = load.served.iter().map(|s| f64::from(s.osl)).sum();
-            let input: f64 = plan
-                .lengths
-                .iter()
-                .zip(&arrivals)
-                .filter(|(_, at)| load.served.iter().any(|s| s.arrival_s == **at))
-                .map(|(l, _)| f64::from(l.isl))
-                .sum();
+            let input: f64 = load.served.iter().map(|s| f64::from(s.isl)).sum();
             let energy = window.first().and_then(|w| w.energy.as_ref()).map(|e| e.joules.get());
             let per = |tokens: f64, what: &str| match energy {
                 Some(joules) if load.unfinished == 0 => Finite::new(joules / tokens, what)

@@ -63,6 +63,14 @@ pub struct ServeConfig {
     pub max_s: f64,
 }
 
+impl ServeConfig {
+    /// Whether the phase serves the workload and the bound of these names.
+    pub fn serves(&self, workload: &str, bound: &str) -> bool {
+        let named = |names: &[String], name: &str| names.is_empty() || names.iter().any(|n| n == name);
+        named(&self.workloads, workload) && named(&self.bounds, bound)
+    }
+}
+
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig { requests: 200, workloads: Vec::new(), bounds: Vec::new(), max_s: 600.0 }
