@@ -520,7 +520,7 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
 
 /// Issue 16: a cell whose steps vary past the suite's CV bound is measured once more, and the
 /// `stability` check fails naming every cell still unstable; each cell records the host CPU
-/// cores other processes kept busy while it ran. (A bound of 0.0001% leaves no cell stable.)
+/// cores other processes kept busy while it ran, where it ran long enough to tell. (A bound of 0.0001% leaves no cell stable.)
 #[test]
 fn unstable_cells_are_measured_again_and_fail_the_stability_check() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -533,7 +533,9 @@ fn unstable_cells_are_measured_again_and_fail_the_stability_check() {
     for cell in cells {
         let why = cell["remeasured"].as_str().unwrap_or_else(|| panic!("{cell}"));
         assert!(why.contains("step-time CV") && why.contains("above 0.0%"), "{why}");
-        assert!(cell["other_cpu_cores"].as_f64().is_some_and(|c| c >= 0.0), "{cell}");
+        // /proc counts in 10 ms ticks: a cell measured in under 0.2 s is too short to tell.
+        let short = cell["measured_s"].as_f64().unwrap() < 0.2;
+        assert!(short || cell["other_cpu_cores"].as_f64().is_some_and(|c| c >= 0.0), "{cell}");
     }
     let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "stability").unwrap().clone();
     assert_eq!(check["passed"], false, "{check}");
