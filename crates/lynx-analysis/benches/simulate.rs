@@ -49,6 +49,7 @@ fn bench(c: &mut Criterion) {
             max_prefill_batch: 64,
             chunk: None,
             seed: 1,
+            stop: None,
         };
         let found = max_rate(&setup, 2.0, 0.2).unwrap().unwrap();
         println!(

@@ -15,6 +15,7 @@ use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord, StepM
 use lynx_schema::serving::ServingRecord;
 use lynx_schema::sweep::SweepLine;
 use lynx_schema::value::{Finite, Reported};
+use std::sync::atomic::AtomicBool;
 
 /// Cost of a million output tokens at `tok_per_s` on a device rented at `price`.
 pub fn usd_per_million(price: &PriceInputs, tok_per_s: f64) -> Reported<Finite> {
@@ -39,6 +40,7 @@ pub fn derive(
     serving: Option<&ServingRecord>,
     price: PriceInputs,
     sweep: Vec<SweepLine>,
+    stop: Option<&AtomicBool>,
 ) -> Derived {
     let ok = || cells.iter().filter(|c| c.status == CellStatus::Ok);
     let decode = fastest_decode(cells);
@@ -93,8 +95,9 @@ pub fn derive(
     let mut latency_bounded = Vec::new();
     for workload in &suite.workloads {
         for bound in bounds_for(&suite.bounds, &config.model) {
-            let point = bounded(&prefill_table, &decode_table, &suite.simulation, suite.seed, workload, &bound, &price)
-                .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
+            let point =
+                bounded((&prefill_table, &decode_table), &suite.simulation, suite.seed, workload, &bound, &price, stop)
+                    .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
             let measured = serving.and_then(|s| measured_bounded(s, workload, &bound, &price));
             latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point, measured });
         }
@@ -200,7 +203,7 @@ pub fn latency_bounded_from_cells(
     price: &PriceInputs,
 ) -> Reported<BoundedPoint> {
     let (prefill, decode) = step_tables(cells);
-    bounded(&prefill, &decode, simulation, seed, workload, bound, price)
+    bounded((&prefill, &decode), simulation, seed, workload, bound, price, None)
         .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
 }
 
@@ -252,6 +255,7 @@ pub fn server<'a>(
     simulation: &SimulationConfig,
     seed: u64,
     lengths: &'a [Lengths],
+    stop: Option<&'a AtomicBool>,
 ) -> Result<(SimSetup<'a>, Vec<u32>), String> {
     if prefill.is_empty() || decode.is_empty() {
         return Err("the run measured no prefill or no decode cell without failure".to_owned());
@@ -273,19 +277,19 @@ pub fn server<'a>(
         }
     };
     let max_batch = caps.iter().copied().max().unwrap_or(1);
-    let setup =
-        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk: simulation.chunked_prefill, seed };
+    let chunk = simulation.chunked_prefill;
+    let setup = SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk, seed, stop };
     Ok((setup, caps))
 }
 
 pub(crate) fn bounded(
-    prefill: &StepTable,
-    decode: &StepTable,
+    (prefill, decode): (&StepTable, &StepTable),
     simulation: &SimulationConfig,
     seed: u64,
     workload: &Workload,
     bound: &LatencyBound,
     price: &PriceInputs,
+    stop: Option<&AtomicBool>,
 ) -> Result<BoundedPoint, String> {
     // A signed result's suite is not trusted to be one a suite file could hold.
     if simulation.requests > SimulationConfig::MOST_REQUESTS {
@@ -296,7 +300,7 @@ pub(crate) fn bounded(
         ));
     }
     let lengths = draw(workload, seed, simulation.requests as usize);
-    let (setup, caps) = server(prefill, decode, simulation, seed, &lengths)?;
+    let (setup, caps) = server(prefill, decode, simulation, seed, &lengths, stop)?;
     let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
     for cap in caps {
         let setup = SimSetup { max_batch: cap, max_prefill_batch: setup.max_prefill_batch.min(cap), ..setup.clone() };
@@ -353,10 +357,10 @@ mod tests {
         let bound = LatencyBound { name: "interactive".into(), ttft_p99_s: 10.0, tpot_p99_s: 0.04, source: None };
         let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
         let simulation = SimulationConfig::default();
-        let best = bounded(&prefill, &decode, &simulation, 1, &workload, &bound, &price).unwrap();
+        let best = bounded((&prefill, &decode), &simulation, 1, &workload, &bound, &price, None).unwrap();
         assert_eq!(best.max_batch, 1);
         let uncapped = SimulationConfig { max_batch: Some(16), ..SimulationConfig::default() };
-        let at_16 = bounded(&prefill, &decode, &uncapped, 1, &workload, &bound, &price).unwrap();
+        let at_16 = bounded((&prefill, &decode), &uncapped, 1, &workload, &bound, &price, None).unwrap();
         assert!(
             best.output_tok_per_s_per_device.get() > 2.0 * at_16.output_tok_per_s_per_device.get(),
             "capped {best:?} against uncapped {at_16:?}"
@@ -374,7 +378,7 @@ mod tests {
         let bound = LatencyBound { name: "b".into(), ttft_p99_s: 10.0, tpot_p99_s: 1.0, source: None };
         let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
         let huge = SimulationConfig { requests: 1_000_000_000, ..SimulationConfig::default() };
-        let error = bounded(&prefill, &decode, &huge, 1, &workload, &bound, &price).unwrap_err();
+        let error = bounded((&prefill, &decode), &huge, 1, &workload, &bound, &price, None).unwrap_err();
         assert!(error.contains("1000000000") && error.contains("100000"), "{error}");
     }
 

@@ -12,6 +12,7 @@ use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, Check, CheckName};
 use lynx_schema::serving::{RelativeError, ServeFigures, ServedRate, ServingRecord};
 use lynx_schema::value::Finite;
+use std::sync::atomic::AtomicBool;
 
 /// How far the measured p99s may lie from the simulated ones at the same rate.
 pub const AGREEMENT: f64 = 0.15;
@@ -40,7 +41,14 @@ pub struct Plan {
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
 /// and bounds that `serve` names, each on the simulation's best server over the eager step tables
 /// (the loop's steps run eagerly).
-pub fn plan(suite: &Suite, bounds: &[LatencyBound], cells: &[CellRecord], serve: &ServeConfig) -> Vec<Plan> {
+/// `stop`, once raised, ends the simulation: a plan not found then says so.
+pub fn plan(
+    suite: &Suite,
+    bounds: &[LatencyBound],
+    cells: &[CellRecord],
+    serve: &ServeConfig,
+    stop: Option<&AtomicBool>,
+) -> Vec<Plan> {
     let (prefill, decode) = eager_tables(cells);
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
@@ -48,7 +56,7 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], cells: &[CellRecord], serve:
     for workload in &suite.workloads {
         for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
-            let found = bounded(&prefill, &decode, &suite.simulation, suite.seed, workload, &bound, &price);
+            let found = bounded((&prefill, &decode), &suite.simulation, suite.seed, workload, &bound, &price, stop);
             let (max_batch, max_prefill_batch, rates) = match found {
                 Ok(point) => {
                     let rate = point.request_rate_per_s.get();
@@ -99,6 +107,7 @@ impl Plan {
             max_prefill_batch: self.max_prefill_batch,
             chunk: self.chunk,
             seed: self.seed,
+            stop: None,
         };
         simulate(&setup, rate_per_s).map_err(|e| e.to_string())
     }

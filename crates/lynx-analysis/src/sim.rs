@@ -12,6 +12,7 @@ use crate::rng::SplitMix64;
 use crate::stats::Sorted;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One measured step: `batch` sequences at length `len` (prompt length for prefill, context
 /// for decode) took `step_s` (the median), at `power_w` where it was measured; `spread` is how
@@ -184,6 +185,9 @@ pub struct SimSetup<'a> {
     /// Chunked prefill: prompt tokens added to each decode step.
     pub chunk: Option<u32>,
     pub seed: u64,
+    /// Raised by a stop signal: the simulation ends at its next iteration with
+    /// [`SimError::Stopped`].
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// What one simulated load gave.
@@ -212,6 +216,8 @@ pub enum SimError {
     Setup(String),
     #[error("simulated latencies: {0}")]
     Latencies(#[from] crate::stats::StatsError),
+    #[error("not simulated: a stop signal arrived while the simulation ran")]
+    Stopped,
 }
 
 /// A request's progress.
@@ -282,6 +288,9 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
     let mut prefilling: VecDeque<(usize, u32)> = VecDeque::new();
     let mut server = Server { running: BinaryHeap::new(), steps: 0, offsets: BTreeMap::new(), completed: 0 };
     while server.completed < n {
+        if setup.stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+            return Err(SimError::Stopped);
+        }
         while next < n && requests[next].arrival_s <= clock.t {
             waiting.push_back(next);
             next += 1;
@@ -596,7 +605,21 @@ mod tests {
         lengths: &'a [Lengths],
         max_batch: u32,
     ) -> SimSetup<'a> {
-        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch: max_batch, chunk: None, seed: 7 }
+        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch: max_batch, chunk: None, seed: 7, stop: None }
+    }
+
+    /// Issue 17: a raised stop flag ends a simulation (and the search for a bounded rate) at its
+    /// next iteration; with the flag down the same setup simulates.
+    #[test]
+    fn a_stop_signal_ends_the_simulation() {
+        let (prefill, decode) = (flat(0.05, 8), flat(0.01, 8));
+        let lengths = lengths(64, 64);
+        let stop = AtomicBool::new(false);
+        let setup = SimSetup { stop: Some(&stop), ..setup(&prefill, &decode, &lengths, 8) };
+        assert!(simulate(&setup, 1.0).is_ok());
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(simulate(&setup, 1.0).unwrap_err(), SimError::Stopped);
+        assert_eq!(max_rate(&setup, 2.0, 0.2).unwrap_err(), SimError::Stopped);
     }
 
     /// A spread's draws follow its quantiles (a single step) and its moments (many together); a

@@ -2,13 +2,16 @@
 //! Statement v1 (in-toto/attestation, `spec/v1`) whose predicate is a lynx result.
 //!
 //! The signature is ECDSA P-256 with SHA-256, DER-encoded, over the pre-authentication encoding
-//! of the exact payload bytes: no JSON canonicalisation is involved.
+//! of the exact payload bytes: no JSON canonicalisation is involved. Verification also accepts
+//! the IEEE P1363 `r‖s` encoding, which the DSSE specification's own ECDSA example uses.
 
+use crate::files::{open_regular, read_bounded, Links};
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 use lynx_schema::result::{hex, RunResult, RESULT_SCHEMA};
+use lynx_schema::telemetry::SamplesLine;
 use p256::ecdsa::signature::{Signer, Verifier};
-use p256::ecdsa::{DerSignature, SigningKey, VerifyingKey};
+use p256::ecdsa::{DerSignature, Signature as P1363Signature, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -90,20 +93,63 @@ pub fn envelope_path(result_path: &Path) -> std::path::PathBuf {
     result_path.with_extension("intoto.json")
 }
 
-/// sha256 (hex) of a file, read in chunks.
+/// sha256 (hex) of a samples file, read in chunks: a regular file (never through a final
+/// symbolic link) of at most [`MAX_SAMPLES_BYTES`].
 pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    Ok(read_samples(path)?.0)
+}
+
+/// The most bytes a samples file may hold: a day of sampling at the highest rate (100 Hz) from
+/// both sources is about 3.5 GB.
+pub const MAX_SAMPLES_BYTES: u64 = 16 << 30;
+/// The longest line a samples file may hold (a line is a few hundred bytes).
+const MAX_SAMPLES_LINE: usize = 1 << 20;
+
+/// sha256 (hex) of the samples file `path`, and the first line that is not a samples line as
+/// lynx writes it (a segment header or a telemetry sample, ending in a newline), if any.
+fn read_samples(path: &Path) -> std::io::Result<(String, Option<String>)> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    let file = open_regular(path, Links::Refuse)?;
+    let size = file.metadata()?.len();
+    if size > MAX_SAMPLES_BYTES {
+        return Err(std::io::Error::other(format!(
+            "{size} bytes, more than the {MAX_SAMPLES_BYTES} a samples file may have"
+        )));
+    }
+    let mut file = file.take(MAX_SAMPLES_BYTES + 1);
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
+    let (mut pending, mut number, mut bad) = (Vec::new(), 0usize, None);
+    let check = |line: &[u8], number: usize, bad: &mut Option<String>| {
+        if bad.is_none() {
+            if let Err(e) = serde_json::from_slice::<SamplesLine>(line) {
+                *bad = Some(format!("line {number} is not a samples line: {e}"));
+            }
+        }
+    };
     loop {
         let n = file.read(&mut buffer)?;
         if n == 0 {
             break;
         }
         hasher.update(&buffer[..n]);
+        pending.extend_from_slice(&buffer[..n]);
+        let mut start = 0;
+        while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
+            number += 1;
+            check(&pending[start..start + end], number, &mut bad);
+            start += end + 1;
+        }
+        pending.drain(..start);
+        if pending.len() > MAX_SAMPLES_LINE && bad.is_none() {
+            bad = Some(format!("line {} is longer than {MAX_SAMPLES_LINE} bytes", number + 1));
+            pending.clear();
+        }
     }
-    Ok(hex(&hasher.finalize()))
+    if !pending.is_empty() && bad.is_none() {
+        bad = Some(format!("line {} is cut short (no newline ends it)", number + 1));
+    }
+    Ok((hex(&hasher.finalize()), bad))
 }
 
 /// The step of verification that failed, with what was wrong.
@@ -127,6 +173,8 @@ pub enum VerifyError {
     Subject(String),
     #[error("schema: {0}")]
     Schema(String),
+    #[error("samples: {0}")]
+    Samples(String),
 }
 
 impl VerifyError {
@@ -142,6 +190,7 @@ impl VerifyError {
             VerifyError::Statement(_) => "statement",
             VerifyError::Subject(_) => "subject",
             VerifyError::Schema(_) => "schema",
+            VerifyError::Samples(_) => "samples",
         }
     }
 }
@@ -161,19 +210,44 @@ pub struct Verified {
     pub result: RunResult,
     pub key_id: String,
     pub samples_file: String,
+    /// Signatures the envelope carries beside the one that verified (by other keys, or not
+    /// verifying): reported, never trusted.
+    pub other_signatures: usize,
+}
+
+/// The bytes of the envelope file `path`: a regular file, not a symbolic link, of at most
+/// [`MAX_ENVELOPE_BYTES`].
+pub fn read_envelope(path: &Path) -> Result<Vec<u8>, VerifyError> {
+    read_bounded(path, MAX_ENVELOPE_BYTES, Links::Refuse).map_err(|e| VerifyError::Read(e.to_string()))
+}
+
+/// Whether the base64 signature `sig` is `key`'s over `message`, in DER (as lynx writes it) or in
+/// IEEE P1363 `r‖s` (as the DSSE specification's ECDSA example does); why not, naming each
+/// encoding tried.
+fn check_signature(key: &VerifyingKey, message: &[u8], sig: &str) -> Result<(), String> {
+    let bytes = decode_base64(sig).map_err(|e| format!("its bytes are {e}"))?;
+    let der = match DerSignature::try_from(bytes.as_slice()) {
+        Ok(signature) => match key.verify(message, &signature) {
+            Ok(()) => return Ok(()),
+            Err(_) => "a DER signature that does not match".to_owned(),
+        },
+        Err(_) => "not DER".to_owned(),
+    };
+    let p1363 = match P1363Signature::from_slice(&bytes) {
+        Ok(signature) => match key.verify(message, &signature) {
+            Ok(()) => return Ok(()),
+            Err(_) => "an r‖s signature that does not match".to_owned(),
+        },
+        Err(_) => format!("not IEEE P1363 r‖s ({} bytes, not 64)", bytes.len()),
+    };
+    Err(format!("as DER: {der}; as IEEE P1363: {p1363}"))
 }
 
 /// Verify the envelope file `path` against `key`: parse, decode, rebuild PAE, check the
 /// signature, the payload, statement and predicate types, the samples file's digest (the file
 /// named by the subject, beside the envelope) and the predicate's schema.
 pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> {
-    let size = std::fs::metadata(path).map_err(|e| VerifyError::Read(e.to_string()))?.len();
-    if size > MAX_ENVELOPE_BYTES {
-        return Err(VerifyError::Read(format!(
-            "{size} bytes, more than the {MAX_ENVELOPE_BYTES} an envelope may have"
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| VerifyError::Read(e.to_string()))?;
+    let bytes = read_envelope(path)?;
     let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|e| VerifyError::Envelope(e.to_string()))?;
     let payload = decode_base64(&envelope.payload)?;
     if envelope.signatures.is_empty() {
@@ -185,16 +259,29 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     // The key id is an unauthenticated hint (DSSE); with a pinned key it must name that key, so
     // that no byte of the envelope can change without verification noticing.
     let pinned = crate::keys::key_id(key);
-    let verified = envelope.signatures.iter().filter(|s| s.keyid == pinned).any(|s| {
-        decode_base64(&s.sig)
-            .ok()
-            .and_then(|der| DerSignature::try_from(der.as_slice()).ok())
-            .is_some_and(|signature| key.verify(&message, &signature).is_ok())
-    });
-    if !verified {
+    let naming: Vec<&EnvelopeSignature> = envelope.signatures.iter().filter(|s| s.keyid == pinned).collect();
+    if naming.is_empty() {
+        let named: Vec<&str> = envelope.signatures.iter().map(|s| s.keyid.as_str()).collect();
         return Err(VerifyError::Signature(format!(
-            "none of its {} signatures is by the given key ({pinned})",
-            envelope.signatures.len()
+            "none of its {} signatures names the given key ({pinned}); they name {}",
+            envelope.signatures.len(),
+            named.join(", ")
+        )));
+    }
+    let mut failures = Vec::new();
+    for signature in &naming {
+        match check_signature(key, &message, &signature.sig) {
+            Ok(()) => {
+                failures.clear();
+                break;
+            }
+            Err(why) => failures.push(why),
+        }
+    }
+    if !failures.is_empty() {
+        return Err(VerifyError::Signature(format!(
+            "the signature naming the given key ({pinned}) does not verify: {}",
+            failures.join("; ")
         )));
     }
     if envelope.payload_type != PAYLOAD_TYPE {
@@ -221,10 +308,12 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
         return Err(VerifyError::Subject(format!("{name:?} is not a file name beside the envelope")));
     }
     let samples = path.with_file_name(name);
-    let actual = file_sha256(&samples).map_err(|e| VerifyError::Subject(format!("{}: {e}", samples.display())))?;
+    let (actual, bad_line) =
+        read_samples(&samples).map_err(|e| VerifyError::Subject(format!("{}: {e}", samples.display())))?;
     if actual != expected {
         return Err(VerifyError::Subject(format!("{name} has sha256 {actual}; the statement says {expected}")));
     }
+
     let predicate = &statement["predicate"];
     let result: RunResult =
         serde_json::from_value(predicate.clone()).map_err(|e| VerifyError::Schema(e.to_string()))?;
@@ -237,7 +326,13 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     if result.schema != RESULT_SCHEMA {
         return Err(VerifyError::Schema(format!("schema {:?}, not {RESULT_SCHEMA:?}", result.schema)));
     }
-    Ok(Verified { result, key_id: pinned, samples_file: name.to_owned() })
+    // Last: a samples file whose every byte is signed may still hold a line lynx cannot have
+    // written whole (one torn by a full disk before the fix of issue 17).
+    if let Some(bad) = bad_line {
+        return Err(VerifyError::Samples(format!("{name}: {bad}")));
+    }
+    let other_signatures = envelope.signatures.len() - 1;
+    Ok(Verified { result, key_id: pinned, samples_file: name.to_owned(), other_signatures })
 }
 
 /// The first place (a JSON path) where `given` differs from `canonical`, if any.

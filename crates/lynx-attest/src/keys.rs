@@ -1,6 +1,7 @@
 //! Signing keys: ECDSA P-256, the private key as PKCS#8 PEM (mode 0600), the public key as SPKI
 //! PEM; a key's id is the sha256 of its public key's DER.
 
+use crate::files::{open_regular, read_text_bounded, Links, MOST_KEY_BYTES};
 use p256::ecdsa::{SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, LineEnding};
 use sha2::{Digest, Sha256};
@@ -79,17 +80,18 @@ pub fn generate(dir: &Path, force: bool) -> Result<String, KeyError> {
 /// owner read it.
 pub fn read_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).map_err(|e| file_error(path, e))?.permissions().mode() & 0o777;
+    let file = open_regular(path, Links::Follow).map_err(|e| file_error(path, e))?;
+    let mode = file.metadata().map_err(|e| file_error(path, e))?.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(KeyError::Exposed { path: path.to_path_buf(), mode });
     }
-    let pem = std::fs::read_to_string(path).map_err(|e| file_error(path, e))?;
+    let pem = read_text_bounded(path, MOST_KEY_BYTES, Links::Follow).map_err(|e| file_error(path, e))?;
     SigningKey::from_pkcs8_pem(&pem).map_err(|e| file_error(path, format!("not a P-256 PKCS#8 private key: {e}")))
 }
 
 /// The public key in the SPKI PEM file `path`.
 pub fn read_verifying_key(path: &Path) -> Result<VerifyingKey, KeyError> {
-    let pem = std::fs::read_to_string(path).map_err(|e| file_error(path, e))?;
+    let pem = read_text_bounded(path, MOST_KEY_BYTES, Links::Follow).map_err(|e| file_error(path, e))?;
     VerifyingKey::from_public_key_pem(&pem).map_err(|e| file_error(path, format!("not a P-256 SPKI public key: {e}")))
 }
 

@@ -10,6 +10,7 @@
 //! that fails is named.
 
 pub mod envelope;
+pub mod files;
 pub mod keys;
 pub mod trust;
 

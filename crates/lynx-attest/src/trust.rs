@@ -60,7 +60,7 @@ pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
 
 /// Verify `path` against whichever trusted key its signature names.
 pub fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, NotTrusted> {
-    let named: Vec<String> = std::fs::read(path)
+    let named: Vec<String> = crate::envelope::read_envelope(path)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Envelope>(&bytes).ok())
         .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())

@@ -85,20 +85,130 @@ fn every_single_byte_change_fails_verification() {
     let path = signed_result(dir.path(), &signing);
     let samples = dir.path().join(SAMPLES_FILE);
     let mut tried = 0;
+    let mut steps = std::collections::BTreeMap::new();
     for file in [&path, &samples] {
         let original = std::fs::read(file).unwrap();
         for i in 0..original.len() {
             let mut changed = original.clone();
             changed[i] ^= 0x01;
             std::fs::write(file, &changed).unwrap();
-            assert!(verify(&path, &verifying).is_err(), "byte {i} of {} changed and still verified", file.display());
+            let step = match verify(&path, &verifying) {
+                Ok(_) => panic!("byte {i} of {} changed and still verified", file.display()),
+                Err(error) => error.step(),
+            };
+            // A change to the samples file is caught by its digest; one to the envelope never
+            // gets past the signature (everything after it is what the signature covers).
+            let expected: &[&str] = if file == &samples { &["subject"] } else { &["envelope", "base64", "signature"] };
+            assert!(expected.contains(&step), "byte {i} of {} refused at {step}", file.display());
+            *steps.entry(step).or_insert(0) += 1;
             tried += 1;
         }
         std::fs::write(file, &original).unwrap();
     }
     verify(&path, &verifying).unwrap();
-    println!("tamper evidence: {tried} single-byte changes tried, every one refused");
+    println!("tamper evidence: {tried} single-byte changes tried, every one refused: {steps:?}");
     assert!(tried > 5000, "a small result still has thousands of bytes ({tried})");
+}
+
+/// Issue 17: changes to an envelope's structure rather than its bytes. A signature added by
+/// another key, before or after lynx's, leaves it valid and is reported; a changed key id is
+/// refused at the signature step; the payload re-encoded in the other base64 alphabet is the
+/// same signed bytes and verifies.
+#[test]
+fn structural_changes_are_refused_or_reported() {
+    let (_k, signing, verifying) = keys();
+    let (_o, stranger, _) = keys();
+    let dir = tempfile::tempdir().unwrap();
+    let path = signed_result(dir.path(), &signing);
+    let original: Envelope = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let with = |edit: &dyn Fn(&mut Envelope)| {
+        let mut envelope = original.clone();
+        edit(&mut envelope);
+        std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+        verify(&path, &verifying)
+    };
+    let theirs = lynx_attest::sign(b"another statement", &stranger).signatures[0].clone();
+    let added = with(&|e| e.signatures.push(theirs.clone())).unwrap();
+    assert_eq!(added.other_signatures, 1);
+    let reordered = with(&|e| e.signatures.insert(0, theirs.clone())).unwrap();
+    assert_eq!(reordered.other_signatures, 1);
+    let error = with(&|e| e.signatures[0].keyid = "0".repeat(64)).unwrap_err();
+    assert_eq!(error.step(), "signature", "{error}");
+    assert!(error.to_string().contains("names the given key"), "{error}");
+    with(&|e| e.payload = URL_SAFE_NO_PAD.encode(STANDARD.decode(&e.payload).unwrap())).unwrap();
+    assert_eq!(with(&|_| {}).unwrap().other_signatures, 0);
+}
+
+/// Issue 17: the IEEE P1363 (`r‖s`) encoding the DSSE specification's ECDSA example uses is
+/// accepted beside DER; a signature that is neither says which encodings it failed as.
+#[test]
+fn p1363_signatures_verify_and_a_bad_signature_names_each_encoding() {
+    use p256::ecdsa::signature::Signer;
+    let (_k, signing, verifying) = keys();
+    let dir = tempfile::tempdir().unwrap();
+    let path = signed_result(dir.path(), &signing);
+    let mut envelope: Envelope = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let payload = STANDARD.decode(&envelope.payload).unwrap();
+    let raw: p256::ecdsa::Signature = signing.sign(&pae(&envelope.payload_type, &payload));
+    envelope.signatures[0].sig = STANDARD.encode(raw.to_bytes());
+    std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    verify(&path, &verifying).unwrap();
+
+    envelope.signatures[0].sig = STANDARD.encode([7u8; 64]);
+    std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let error = verify(&path, &verifying).unwrap_err().to_string();
+    assert!(error.contains("as DER: not DER") && error.contains("as IEEE P1363"), "{error}");
+    assert!(!error.contains("another key"), "{error}");
+}
+
+/// Issue 17: evidence is the file itself. A samples file replaced by a symbolic link (to
+/// `/dev/zero`, which would otherwise be hashed for ever, or to a copy of itself) and an
+/// envelope that is a link are refused at once; a samples file signed with a torn last line is
+/// refused at the samples step.
+#[test]
+fn links_special_files_and_torn_samples_are_refused() {
+    let (_k, signing, verifying) = keys();
+    let dir = tempfile::tempdir().unwrap();
+    let path = signed_result(dir.path(), &signing);
+    let samples = dir.path().join(SAMPLES_FILE);
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::rename(&samples, &copy).unwrap();
+    for target in [Path::new("/dev/zero"), copy.as_path()] {
+        std::os::unix::fs::symlink(target, &samples).unwrap();
+        let start = std::time::Instant::now();
+        let error = verify(&path, &verifying).unwrap_err();
+        assert_eq!(error.step(), "subject", "{error}");
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert!(start.elapsed().as_secs() < 5);
+        std::fs::remove_file(&samples).unwrap();
+    }
+    std::fs::rename(&copy, &samples).unwrap();
+    verify(&path, &verifying).unwrap();
+    let moved = dir.path().join("elsewhere.intoto.json");
+    std::fs::rename(&path, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &path).unwrap();
+    assert_eq!(verify(&path, &verifying).unwrap_err().step(), "read");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::rename(&moved, &path).unwrap();
+
+    // Signed over a torn line: the digest matches, the line does not parse.
+    let mut torn = std::fs::read(&samples).unwrap();
+    torn.extend_from_slice(b"{\"kind\":\"telemetry\",\"sou{\"kind\":\"segment\",\"segment\":2,\"started_at\":\"x\"}\n");
+    std::fs::write(&samples, &torn).unwrap();
+    let result_path = dir.path().join("run.json");
+    let envelope = seal(&result_path, &common::result(), Some(&signing)).unwrap();
+    std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let error = verify(&path, &verifying).unwrap_err();
+    assert_eq!(error.step(), "samples", "{error}");
+    assert!(error.to_string().contains("line 2 is not a samples line"), "{error}");
+    // And one cut short with no newline.
+    let mut cut = torn[..torn.len() - 1].to_vec();
+    cut.truncate(cut.len() - 30);
+    std::fs::write(&samples, &cut).unwrap();
+    let envelope = seal(&result_path, &common::result(), Some(&signing)).unwrap();
+    std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let error = verify(&path, &verifying).unwrap_err().to_string();
+    assert!(error.contains("line 2"), "{error}");
 }
 
 #[test]
@@ -151,7 +261,7 @@ fn a_signed_predicate_outside_the_schema_fails_at_schema() {
     let (_k, signing, verifying) = keys();
     let dir = tempfile::tempdir().unwrap();
     let samples = dir.path().join(SAMPLES_FILE);
-    std::fs::write(&samples, "{}\n").unwrap();
+    std::fs::write(&samples, "{\"kind\":\"segment\",\"segment\":1,\"started_at\":\"x\"}\n").unwrap();
     let digest = lynx_attest::envelope::file_sha256(&samples).unwrap();
     let result: serde_json::Value = serde_json::from_slice(&std::fs::read(data("result.json")).unwrap()).unwrap();
     type Edit = fn(&mut serde_json::Value);

@@ -393,10 +393,12 @@ fn share(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Seconds of a probe: 0 up to a suite's own bound on a probe ([`lynx_schema::config::Suite::MOST_PROBE_SECONDS`]).
 fn seconds_or_zero(text: &str) -> Result<f64, String> {
+    let most = lynx_schema::config::Suite::MOST_PROBE_SECONDS;
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err("must be a number of seconds, 0 or more".to_owned()),
+        Ok(v) if v.is_finite() && (0.0..=most).contains(&v) => Ok(v),
+        _ => Err(format!("must be a number of seconds from 0 to {most}")),
     }
 }
 

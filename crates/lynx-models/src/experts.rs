@@ -24,6 +24,7 @@
 
 use crate::linear::{quantise, Fp8Format, Fp8Input, Linear};
 use crate::mlp::{activate, Mlp};
+use crate::scalar_call;
 use crate::{Convert, ModelError};
 use lynx_schema::config::Activation;
 use std::sync::OnceLock;
@@ -237,13 +238,15 @@ impl ExpertBank {
                 Ok(weighted.f_sum_dim_intlist([0i64].as_slice(), false, out.kind())?)
             }
             ExpertKernel::Gathered => {
-                let token_of = Tensor::f_arange(ids.size()[0], (Kind::Int64, x.device()))?.f_floor_divide_scalar(k)?;
+                let token_of = scalar_call(|| {
+                    Tensor::f_arange(ids.size()[0], (Kind::Int64, x.device()))?.f_floor_divide_scalar(k)
+                })?;
                 let out = mlp(&|s, input| s.gathered(input, &ids), &x.f_index_select(0, &token_of)?)?;
                 combine_pairs(x, &token_of, &out, &weights)
             }
             ExpertKernel::Grouped => {
                 let order = ids.f_argsort_stable(true, 0, false)?;
-                let token_of = order.f_floor_divide_scalar(k)?;
+                let token_of = scalar_call(|| order.f_floor_divide_scalar(k))?;
                 let sorted_ids = ids.f_index_select(0, &order)?;
                 let counts = Tensor::f_zeros([self.len()], (Kind::Int64, x.device()))?.f_index_add(
                     0,

@@ -11,6 +11,7 @@
 use crate::linear::Linear;
 use crate::model::Place;
 use crate::rope::{self, Rope, RopeTable};
+use crate::scalar_call;
 use crate::weights::{RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{AttentionBias, Gqa};
@@ -235,7 +236,7 @@ impl GqaAttention {
         let device = cache.keys.device();
         let queries = Tensor::f_empty([size[0], self.num_heads, 1, self.head_dim], (cache.keys.kind(), device))?;
         let position = Tensor::f_zeros([1], (tch::Kind::Int64, device))?;
-        let keys = Tensor::f_arange(size[2], (tch::Kind::Int64, device))?;
+        let keys = scalar_call(|| Tensor::f_arange(size[2], (tch::Kind::Int64, device)))?;
         let mask = crate::model::Place::device_mask(&position, &keys, self.window)?.f_view([1, 1, 1, size[2]])?;
         let choice = Tensor::f_internal_fused_sdp_choice(
             &queries,
@@ -288,12 +289,13 @@ pub fn attention_mask(
 /// The mask of [`attention_mask`], always as a tensor `[n, start + n - first]`.
 fn explicit_mask(start: i64, n: i64, first: i64, window: Option<i64>, device: Device) -> Result<Tensor, ModelError> {
     let end = start + n;
-    let queries = Tensor::f_arange_start(start, end, (Kind::Int64, device))?.f_unsqueeze(1)?;
-    let keys = Tensor::f_arange_start(first, end, (Kind::Int64, device))?.f_unsqueeze(0)?;
+    let queries = scalar_call(|| Tensor::f_arange_start(start, end, (Kind::Int64, device)))?.f_unsqueeze(1)?;
+    let keys = scalar_call(|| Tensor::f_arange_start(first, end, (Kind::Int64, device)))?.f_unsqueeze(0)?;
     let mut allowed = keys.f_le_tensor(&queries)?;
     if let Some(w) = window {
         // Hugging Face's sliding mask: query − key < window.
-        allowed = allowed.f_logical_and(&queries.f_sub(&keys)?.f_lt(w)?)?;
+        let near = queries.f_sub(&keys)?;
+        allowed = allowed.f_logical_and(&scalar_call(|| near.f_lt(w))?)?;
     }
     Ok(allowed)
 }
@@ -316,9 +318,11 @@ fn attend_with_sinks(
     let keys = keys.f_unsqueeze(2)?;
     let values = values.f_unsqueeze(2)?;
     let acc = accumulation_kind(q.kind());
-    let mut scores = q.f_matmul(&keys.f_transpose(-1, -2)?)?.f_to_kind(acc)?.f_mul_scalar(1.0 / (d as f64).sqrt())?;
+    let scores = q.f_matmul(&keys.f_transpose(-1, -2)?)?.f_to_kind(acc)?;
+    let mut scores = scalar_call(|| scores.f_mul_scalar(1.0 / (d as f64).sqrt()))?;
     if let Some(mask) = mask {
-        scores = scores.f_masked_fill(&mask.f_logical_not()?, f64::NEG_INFINITY)?;
+        let masked = mask.f_logical_not()?;
+        scores = scalar_call(|| scores.f_masked_fill(&masked, f64::NEG_INFINITY))?;
     }
     let sink = sinks.f_reshape([1, kv_heads, group, 1, 1])?.f_expand([b, kv_heads, group, n, 1], false)?;
     let weights = Tensor::f_cat(&[&scores, &sink], -1)?.f_softmax(-1, acc)?.f_narrow(-1, 0, s)?;

@@ -7,7 +7,7 @@
 //! shape and initialiser scale (never zeros: a zero matmul runs measurably faster than a real one).
 //! Every tensor operation uses tch's fallible `f_*` calls, so a failure (out of memory, an
 //! unsupported precision) comes back as an error for the cell instead of a panic that would lose
-//! the run.
+//! the run; a call that takes a `Scalar` goes through [`scalar_call`] as well, which tch needs.
 
 pub mod experts;
 pub mod gqa;
@@ -29,7 +29,8 @@ pub use weights::Checkpoint;
 /// Why a model could not be built or stepped.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("libtorch: {0}")]
+    /// The first line of libtorch's message (the rest is a C++ trace no reader wants).
+    #[error("libtorch: {}", first_line(.0))]
     Torch(#[from] tch::TchError),
     #[error("KV cache holds {capacity} tokens per sequence; {needed} are needed")]
     CacheFull { capacity: i64, needed: i64 },
@@ -44,6 +45,60 @@ pub enum ModelError {
     /// A checkpoint that cannot serve the model: missing, misshapen or quantised tensors.
     #[error("weights: {0}")]
     Weights(String),
+}
+
+/// The first line of a libtorch error, without tch's own prefix: one readable line for a check
+/// detail or a cell's message.
+pub fn first_line(error: &tch::TchError) -> String {
+    let text = match error {
+        tch::TchError::Torch(message) => message.clone(),
+        other => other.to_string(),
+    };
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned()
+}
+
+thread_local! {
+    /// Set while [`scalar_call`] runs a call, so that the panic it catches is not printed.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run a libtorch call that takes a `Scalar` (`f_mul_scalar`, `f_masked_fill`, `f_clamp`,
+/// `f_arange`, `f_full`, `f_fill_`...) so that its failure is an `Err`, as for every other call.
+///
+/// tch 0.24 drops such a call's temporary `Scalar` before it reads the call's error, and that
+/// drop unwraps any pending error (`unsafe_torch!` in `Scalar`'s `Drop`): an out-of-memory inside
+/// the call panics, with a backtrace, instead of returning `Err`. This catches that panic (quietly:
+/// the process's panic hook is not called for it) and returns libtorch's message as the error.
+pub fn scalar_call<T>(call: impl FnOnce() -> Result<T, tch::TchError>) -> Result<T, tch::TchError> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(|quiet| quiet.get()) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET.with(|quiet| quiet.replace(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+    QUIET.with(|quiet| quiet.set(was));
+    outcome.unwrap_or_else(|payload| {
+        let text = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        Err(tch::TchError::Torch(torch_message(&text)))
+    })
+}
+
+/// libtorch's message inside the text of tch's panic (`called `Result::unwrap()` on an `Err`
+/// value: Torch("…")`), its escapes undone as far as its first line.
+fn torch_message(panic: &str) -> String {
+    let Some(start) = panic.find("Torch(\"") else { return panic.to_owned() };
+    let inner = &panic[start + 7..];
+    let first = inner.split("\\n").next().unwrap_or(inner);
+    first.trim_end_matches(")").trim_end_matches('"').replace("\\\"", "\"")
 }
 
 /// Run `draw` holding the lock on libtorch's global random generator, after seeding it with
@@ -109,4 +164,30 @@ pub fn kind_of(precision: Precision) -> Kind {
 pub fn holding(precision: Precision, device: tch::Device) -> Result<Convert, ModelError> {
     let fp8 = (precision == Precision::Fp8).then(|| linear::fp8_format(device)).transpose()?;
     Ok(Convert { device, kind: kind_of(precision), fp8 })
+}
+
+#[cfg(test)]
+mod scalar_tests {
+    use super::*;
+    use tch::{Device, Tensor};
+
+    /// Regression (issue 17): a failing call that takes a `Scalar` panicked inside tch (an
+    /// allocation too large for memory, a mask of the wrong shape); through `scalar_call` it is
+    /// an `Err` holding libtorch's first line, and nothing is printed.
+    #[test]
+    fn a_failing_scalar_call_is_an_error_not_a_panic() {
+        let huge = scalar_call(|| Tensor::f_full([1 << 50], 1.5, (Kind::Float, Device::Cpu)));
+        let error = huge.expect_err("an allocation of 4 PiB cannot succeed");
+        let line = first_line(&error);
+        assert!(!line.is_empty() && !line.contains('\n') && !line.contains("Exception raised"), "{line}");
+        let x = Tensor::f_zeros([2, 3], (Kind::Float, Device::Cpu)).unwrap();
+        let mask = Tensor::f_ones([5], (Kind::Bool, Device::Cpu)).unwrap();
+        let error = scalar_call(|| x.f_masked_fill(&mask, 0.0)).expect_err("shapes that do not broadcast");
+        assert!(first_line(&error).contains("size"), "{error}");
+        let fine = scalar_call(|| x.f_add_scalar(2.0)).unwrap();
+        assert_eq!(fine.sum(Kind::Float).double_value(&[]), 12.0);
+        // The model error carries the same single line.
+        let message = ModelError::Torch(error).to_string();
+        assert!(message.starts_with("libtorch: ") && message.lines().count() == 1, "{message}");
+    }
 }

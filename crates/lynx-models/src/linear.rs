@@ -9,6 +9,7 @@
 //! calibrated ([`crate::Model::calibrate_fp8`]); then statically, one scale per
 //! layer, as serving engines run fp8.
 
+use crate::scalar_call;
 use crate::{Convert, ModelError};
 use tch::{Device, Kind, Tensor};
 
@@ -91,7 +92,7 @@ impl Fp8Input {
         let mut state = self.state();
         *state = match std::mem::replace(&mut *state, InputScale::Dynamic) {
             InputScale::Calibrating(Some(amax)) => {
-                InputScale::Static(amax.f_div_scalar(self.1.max())?.f_clamp_min(1e-12)?)
+                InputScale::Static(scalar_call(|| amax.f_div_scalar(self.1.max())?.f_clamp_min(1e-12))?)
             }
             InputScale::Calibrating(None) | InputScale::Dynamic => InputScale::Dynamic,
             static_scale @ InputScale::Static(_) => static_scale,
@@ -105,7 +106,8 @@ impl Fp8Input {
         let mut state = self.state();
         match &mut *state {
             InputScale::Static(scale) => {
-                let q = x.f_to_kind(Kind::Float)?.f_div(scale)?.f_clamp(-format.max(), format.max())?;
+                let q = x.f_to_kind(Kind::Float)?.f_div(scale)?;
+                let q = scalar_call(|| q.f_clamp(-format.max(), format.max()))?;
                 Ok((q.f_to_kind(format.kind())?, scale.shallow_clone()))
             }
             InputScale::Dynamic => quantise(x, format),
@@ -124,7 +126,7 @@ impl Fp8Input {
 /// `format` values and the fp32 scale that maps them back: x ≈ q · scale.
 pub(crate) fn quantise(x: &Tensor, format: Fp8Format) -> Result<(Tensor, Tensor), ModelError> {
     let amax = x.f_abs()?.f_max()?.f_to_kind(Kind::Float)?;
-    let scale = amax.f_div_scalar(format.max())?.f_clamp_min(1e-12)?;
+    let scale = scalar_call(|| amax.f_div_scalar(format.max())?.f_clamp_min(1e-12))?;
     let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(format.kind())?;
     Ok((q, scale))
 }

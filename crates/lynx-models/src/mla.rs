@@ -15,6 +15,7 @@ use crate::gqa::attention_mask;
 use crate::linear::Linear;
 use crate::model::Place;
 use crate::rope::{self, yarn_mscale, Rope, RopeTable};
+use crate::scalar_call;
 use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Mla, RopeScaling};
@@ -252,13 +253,11 @@ impl MlaAttention {
     fn attend_explicit(&self, q: &Tensor, keys: &Tensor, mask: Option<&Tensor>) -> Result<Tensor, ModelError> {
         let [batch, heads, n, width] = q.size()[..] else { unreachable!("queries are 4-d") };
         let acc = accumulation_kind(q.kind());
-        let mut scores = q
-            .f_reshape([batch, heads * n, width])?
-            .f_bmm(&keys.f_transpose(1, 2)?)?
-            .f_to_kind(acc)?
-            .f_mul_scalar(self.softmax_scale)?;
+        let scores = q.f_reshape([batch, heads * n, width])?.f_bmm(&keys.f_transpose(1, 2)?)?.f_to_kind(acc)?;
+        let mut scores = scalar_call(|| scores.f_mul_scalar(self.softmax_scale))?;
         if let Some(mask) = mask {
-            scores = scores.f_masked_fill(&mask.f_logical_not()?, f64::NEG_INFINITY)?;
+            let masked = mask.f_logical_not()?;
+            scores = scalar_call(|| scores.f_masked_fill(&masked, f64::NEG_INFINITY))?;
         }
         let weights = scores.f_softmax(-1, acc)?.f_to_kind(keys.kind())?;
         let attended = weights.f_bmm(&keys.f_narrow(-1, 0, self.rank)?)?;

@@ -2,6 +2,7 @@
 //! activation the model uses (SwiGLU, Shazeer 2020, arXiv:2002.05202; or gpt-oss's clamped form).
 
 use crate::linear::Linear;
+use crate::scalar_call;
 use crate::weights::WeightSource;
 use crate::{Convert, ModelError};
 use lynx_schema::config::Activation;
@@ -54,10 +55,10 @@ pub fn activate(gate: &Tensor, up: &Tensor, activation: &Activation) -> Result<T
         Activation::SwigluClamped { alpha, limit } => {
             // gpt-oss (openai/gpt-oss, torch/model.py `swiglu`): gate clamped from above, up on
             // both sides; gate · sigmoid(alpha · gate) · (up + 1).
-            let gate = gate.f_clamp_max(limit)?;
-            let up = up.f_clamp(-limit, limit)?;
-            let glu = gate.f_mul(&gate.f_mul_scalar(alpha)?.f_sigmoid()?)?;
-            Ok(glu.f_mul(&up.f_add_scalar(1.0)?)?)
+            let gate = scalar_call(|| gate.f_clamp_max(limit))?;
+            let up = scalar_call(|| up.f_clamp(-limit, limit))?;
+            let glu = gate.f_mul(&scalar_call(|| gate.f_mul_scalar(alpha))?.f_sigmoid()?)?;
+            Ok(glu.f_mul(&scalar_call(|| up.f_add_scalar(1.0))?)?)
         }
     }
 }

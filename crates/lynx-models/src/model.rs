@@ -10,6 +10,7 @@ use crate::mla::{MlaAttention, MlaCache};
 use crate::mlp::{Mlp, GATE_UP_DOWN};
 use crate::moe::{MoeLayer, MoeLayout};
 use crate::rope::RopeTable;
+use crate::scalar_call;
 use crate::weights::{Checkpoint, Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, holding, with_generator, Convert, ModelError};
 use lynx_schema::config::{Activation, Attention, ModelShape, Precision};
@@ -42,7 +43,8 @@ impl Place<'_> {
         let mut allowed = keys.f_le_tensor(&rows)?;
         if let Some(w) = window {
             // Hugging Face's sliding mask: query − key < window.
-            allowed = allowed.f_logical_and(&keys.f_gt_tensor(&rows.f_sub_scalar(w)?)?)?;
+            let first = scalar_call(|| rows.f_sub_scalar(w))?;
+            allowed = allowed.f_logical_and(&keys.f_gt_tensor(&first)?)?;
         }
         Ok(allowed)
     }
@@ -489,7 +491,7 @@ impl Model {
             Some(AttentionLayer::Mla(a)) => Some(a.rope.table_at(positions, self.kind)?.per_row()?),
             None => None,
         };
-        let keys = Tensor::f_arange(span, (Kind::Int64, self.device))?;
+        let keys = scalar_call(|| Tensor::f_arange(span, (Kind::Int64, self.device)))?;
         let x = self.layers(tokens, cache, table.as_ref(), Place::Device { position: positions, keys: &keys })?;
         self.head(&x, Logits::Last)
     }

@@ -12,6 +12,7 @@
 use crate::experts::{ExpertBank, ExpertKernel};
 use crate::linear::Linear;
 use crate::mlp::{Mlp, GATE_UP_DOWN, W1_W3_W2};
+use crate::scalar_call;
 use crate::weights::{Checkpoint, Init, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Activation, Moe, Router};
@@ -186,18 +187,17 @@ impl MoeLayer {
                     acc,
                 )?;
                 let (_, best_groups) = group_scores.f_topk(i64::from(topk_groups), -1, true, false)?;
-                let keep = Tensor::f_zeros([tokens, groups], (Kind::Bool, choice.device()))?.f_scatter_value(
-                    -1,
-                    &best_groups,
-                    1.0,
-                )?;
+                let none = Tensor::f_zeros([tokens, groups], (Kind::Bool, choice.device()))?;
+                let keep = scalar_call(|| none.f_scatter_value(-1, &best_groups, 1.0))?;
                 let keep =
                     keep.f_unsqueeze(-1)?.f_expand([tokens, groups, per_group], false)?.f_reshape([tokens, -1])?;
-                let choice = choice.f_masked_fill(&keep.f_logical_not()?, f64::NEG_INFINITY)?;
+                let dropped = keep.f_logical_not()?;
+                let choice = scalar_call(|| choice.f_masked_fill(&dropped, f64::NEG_INFINITY))?;
                 let (_, experts) = choice.f_topk(k, -1, true, true)?;
                 let chosen = scores.f_gather(-1, &experts, false)?;
                 let sum = chosen.f_sum_dim_intlist([-1i64].as_slice(), true, acc)?;
-                Ok(Routing { experts, weights: chosen.f_div(&sum)?.f_mul_scalar(scaling)? })
+                let weights = chosen.f_div(&sum)?;
+                Ok(Routing { experts, weights: scalar_call(|| weights.f_mul_scalar(scaling))? })
             }
         }
     }

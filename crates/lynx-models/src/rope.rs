@@ -3,6 +3,7 @@
 //! 2023, arXiv:2309.00071). Frequencies follow Hugging Face `transformers`'
 //! `modeling_rope_utils.py`; rotation uses its rotate-half convention.
 
+use crate::scalar_call;
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::RopeScaling;
 use std::f64::consts::PI;
@@ -46,7 +47,7 @@ impl Rope {
     /// accumulation precision the frequencies are kept in.
     pub fn table(&self, start: i64, n: i64, kind: Kind) -> Result<RopeTable, ModelError> {
         let device = self.inv_freq.device();
-        self.table_at(&Tensor::f_arange_start(start, start + n, (self.inv_freq.kind(), device))?, kind)
+        self.table_at(&scalar_call(|| Tensor::f_arange_start(start, start + n, (self.inv_freq.kind(), device)))?, kind)
     }
 
     /// cos and sin for the positions held in `positions` (`[n]`, on the device), so a step need
@@ -57,7 +58,8 @@ impl Rope {
         let angles = Tensor::f_cat(&[&angles, &angles], -1)?;
         // This runs every step: no kernel for a scale of 1 or a cast to the same type.
         let scale = |t: Tensor| -> Result<Tensor, ModelError> {
-            let t = if self.attention_factor == 1.0 { t } else { t.f_mul_scalar(self.attention_factor)? };
+            let t =
+                if self.attention_factor == 1.0 { t } else { scalar_call(|| t.f_mul_scalar(self.attention_factor))? };
             Ok(if t.kind() == kind { t } else { t.f_to_kind(kind)? })
         };
         Ok(RopeTable { cos: scale(angles.f_cos()?)?, sin: scale(angles.f_sin()?)? })

@@ -7,6 +7,7 @@
 //! and device.
 
 use crate::linear::{Fp8Format, Linear};
+use crate::scalar_call;
 use crate::{accumulation_kind, Convert, ModelError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -142,7 +143,7 @@ impl<'a> WeightSource<'a> {
                 Init::Ones => Ok(Tensor::f_ones(shape, (kind, self.device))?),
                 Init::Normal => {
                     let drawn = Tensor::f_randn(shape, (accumulation_kind(self.kind), self.device))?;
-                    Ok(drawn.f_mul_scalar(self.std)?.f_to_kind(kind)?)
+                    Ok(scalar_call(|| drawn.f_mul_scalar(self.std))?.f_to_kind(kind)?)
                 }
             },
         }

@@ -12,6 +12,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use cudarc::nvrtc::CompileOptions;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -341,7 +342,7 @@ fn matmul_rate<T: DeviceRepr + ValidAsZeroBits + Copy>(
     context: &Arc<CudaContext>,
     blas: &CudaBlasLT,
     dtype: NativeDtype,
-    sustained_s: Option<f64>,
+    sustained: Option<(f64, &AtomicBool)>,
     convert: impl Fn(f32) -> T + Copy,
 ) -> Result<NativeMatmul, NativeUnavailable>
 where
@@ -386,11 +387,11 @@ where
             times.push(milliseconds(context, &stream, &mut launch)? / 1e3);
         }
         let burst = flops / median(times)?;
-        let sustained = match sustained_s {
-            Some(seconds) => {
+        let sustained = match sustained {
+            Some((seconds, stop)) => {
                 let start = Instant::now();
                 let mut rates = Vec::new();
-                while start.elapsed().as_secs_f64() < seconds {
+                while start.elapsed().as_secs_f64() < seconds && !stop.load(Ordering::SeqCst) {
                     rates.push(flops / (milliseconds(context, &stream, &mut launch)? / 1e3));
                 }
                 let tail = rates.split_off(rates.len() * 2 / 3);
@@ -406,20 +407,21 @@ where
 }
 
 /// Matmul rates through cuBLASLt on device `ordinal` in TF32, fp16 and bf16 (fp32 accumulate),
-/// the best of [`MATMUL_SHAPES`]; with `sustained_s`, also the sustained rate.
+/// the best of [`MATMUL_SHAPES`]; with `sustained` (seconds, and a stop flag that ends it early),
+/// also the sustained rate.
 pub fn native_matmul(
     ordinal: u32,
     library_dirs: &[PathBuf],
-    sustained_s: Option<f64>,
+    sustained: Option<(f64, &AtomicBool)>,
 ) -> Result<Vec<NativeMatmul>, NativeUnavailable> {
     without_panics("cuBLASLt", || {
         let context = context(ordinal)?;
         load_cublaslt(library_dirs)?;
         let blas = CudaBlasLT::new(context.default_stream()).map_err(|e| NativeUnavailable::Blas(e.to_string()))?;
         Ok(vec![
-            matmul_rate(&context, &blas, NativeDtype::Tf32, sustained_s, |x| x)?,
-            matmul_rate(&context, &blas, NativeDtype::Fp16, sustained_s, half::f16::from_f32)?,
-            matmul_rate(&context, &blas, NativeDtype::Bf16, sustained_s, half::bf16::from_f32)?,
+            matmul_rate(&context, &blas, NativeDtype::Tf32, sustained, |x| x)?,
+            matmul_rate(&context, &blas, NativeDtype::Fp16, sustained, half::f16::from_f32)?,
+            matmul_rate(&context, &blas, NativeDtype::Bf16, sustained, half::bf16::from_f32)?,
         ])
     })
 }

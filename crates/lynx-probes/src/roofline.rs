@@ -11,6 +11,7 @@ use lynx_schema::config::Precision;
 use lynx_schema::device::DeviceName;
 use lynx_schema::roofline::{ElementType, Probe, ProbeKind, ProbePhase, RooflineRecord};
 use lynx_schema::value::{Finite, Reported};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tch::{Kind, Tensor};
 
@@ -179,7 +180,8 @@ fn matmul_work(
 
 /// libtorch matmul rates: burst (median of repetitions after a warm-up), or with `sustained_s`,
 /// the median over the last third of that many seconds of back-to-back matmuls.
-fn torch_matmul(device: &Target, precision: Precision, sustained_s: Option<f64>) -> Probe {
+fn torch_matmul(device: &Target, precision: Precision, sustained: Option<(f64, &AtomicBool)>) -> Probe {
+    let sustained_s = sustained.map(|(s, _)| s);
     let sizes = sizes(device);
     let n = sizes.matmul_n;
     let flops = 2.0 * (n * n * n) as f64;
@@ -188,9 +190,12 @@ fn torch_matmul(device: &Target, precision: Precision, sustained_s: Option<f64>)
         match sustained_s {
             None => Ok(flops / median(timed(device, sizes.warmup, sizes.repetitions, &mut work)?)),
             Some(seconds) => {
+                let stop = sustained.map(|(_, stop)| stop);
                 let start = Instant::now();
                 let mut rates = Vec::new();
-                while start.elapsed().as_secs_f64() < seconds || rates.len() < 3 {
+                while (start.elapsed().as_secs_f64() < seconds || rates.len() < 3)
+                    && !stop.is_some_and(|s| s.load(Ordering::SeqCst))
+                {
                     let t = timed(device, 0, 1, &mut work)?[0];
                     rates.push(flops / t);
                 }
@@ -311,7 +316,12 @@ fn native_bandwidth_probes(device: &Target, lib_dir: Option<&std::path::Path>) -
 
 /// cuBLASLt's matmul rates (burst, or sustained over `sustained_s`), or a probe saying why they
 /// could not run; and the fp8 probe cuBLASLt cannot make here.
-fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sustained_s: Option<f64>) -> Vec<Probe> {
+fn native_matmul_probes(
+    device: &Target,
+    lib_dir: Option<&std::path::Path>,
+    sustained: Option<(f64, &AtomicBool)>,
+) -> Vec<Probe> {
+    let sustained_s = sustained.map(|(s, _)| s);
     let phase = if sustained_s.is_some() { ProbePhase::Sustained } else { ProbePhase::Burst };
     let ordinal = match cuda_ordinal(device) {
         Ok(ordinal) => ordinal,
@@ -319,7 +329,7 @@ fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sust
             return vec![unavailable_probe("native", ProbeKind::Matmul, ElementType::None, phase, reason.to_owned())]
         }
     };
-    let mut probes = match native_matmul(ordinal, &cuda_wheel_dirs(lib_dir), sustained_s) {
+    let mut probes = match native_matmul(ordinal, &cuda_wheel_dirs(lib_dir), sustained) {
         Ok(rates) => rates
             .iter()
             .map(|rate| Probe {
@@ -358,11 +368,13 @@ fn native_matmul_probes(device: &Target, lib_dir: Option<&std::path::Path>, sust
 }
 
 /// What to probe.
-pub struct ProbePlan {
+pub struct ProbePlan<'a> {
     /// Matmul only in this precision (a run); every precision the device has when `None`.
     pub precision: Option<Precision>,
     /// Also measure sustained matmul rates for this many seconds each.
     pub sustained_s: Option<f64>,
+    /// Raised by a stop signal: a sustained probe ends at its next matmul and is not recorded.
+    pub stop: &'a AtomicBool,
 }
 
 /// Measure the burst ceilings of `device`: bandwidth (libtorch copy; STREAM on the CPU; the native
@@ -385,16 +397,23 @@ pub fn burst(device: &Target, plan: &ProbePlan) -> RooflineRecord {
     RooflineRecord { cache_bytes: device.cache_bytes, ..with_gaps(probes) }
 }
 
-/// Sustained matmul rates (after the device reached equilibrium), added to `record`.
-pub fn sustained(device: &Target, plan: &ProbePlan, record: &mut RooflineRecord) {
-    let Some(seconds) = plan.sustained_s else { return };
+/// Sustained matmul rates (after the device reached equilibrium), added to `record`. `false`
+/// when `plan.stop` was raised: then `record` is left as it was, for a resumed run to measure.
+pub fn sustained(device: &Target, plan: &ProbePlan, record: &mut RooflineRecord) -> bool {
+    let Some(seconds) = plan.sustained_s else { return true };
     let lib_dir = device.lib_dir.clone();
+    let mut probes = Vec::new();
     for precision in torch_dtypes(device, plan.precision) {
-        record.probes.push(torch_matmul(device, precision, Some(seconds)));
+        probes.push(torch_matmul(device, precision, Some((seconds, plan.stop))));
     }
-    if matches!(device.device, DeviceName::Cuda(_)) {
+    if matches!(device.device, DeviceName::Cuda(_)) && !plan.stop.load(Ordering::SeqCst) {
         device.before_native();
-        record.probes.extend(native_matmul_probes(device, lib_dir.as_deref(), Some(seconds)));
+        probes.extend(native_matmul_probes(device, lib_dir.as_deref(), Some((seconds, plan.stop))));
     }
+    if plan.stop.load(Ordering::SeqCst) {
+        return false;
+    }
+    record.probes.extend(probes);
     *record = RooflineRecord { cache_bytes: record.cache_bytes, ..with_gaps(std::mem::take(&mut record.probes)) };
+    true
 }

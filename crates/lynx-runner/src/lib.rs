@@ -82,4 +82,16 @@ impl RunError {
             RunError::Config(_) | RunError::UnknownDevice(_) | RunError::Weights(_) | RunError::Corrupt { .. }
         )
     }
+
+    /// Whether the error is a full disk (or quota) under `path`: the run stops there, everything
+    /// written before is whole, and a resume once space is back goes on.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, RunError::Io { source, .. } if is_disk_full(source))
+    }
+}
+
+/// Whether `error` says the disk (or the user's quota) is full.
+pub fn is_disk_full(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || error.kind() == std::io::ErrorKind::StorageFull
 }

@@ -13,8 +13,14 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<
     let mut json = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
     json.push(b'\n');
     let temporary = with_suffix(path, ".tmp");
-    File::create(&temporary).and_then(|mut file| file.write_all(&json)).map_err(io)?;
-    commit(&temporary, path)
+    let written = File::create(&temporary).and_then(|mut file| file.write_all(&json)).map_err(io);
+    // A write that failed (a full disk) leaves no temporary behind; the file under its final
+    // name is the last whole one.
+    let committed = written.and_then(|()| commit(&temporary, path));
+    if committed.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    committed
 }
 
 /// `path` with `suffix` appended to its file name: where it is written before it is committed.

@@ -27,6 +27,9 @@ pub const EXIT_STOPPED: u8 = 3;
 /// The worker's exit code when a GPU error left its device context unusable: the cell it struck
 /// is journaled, and a fresh worker (a fresh context) runs the rest.
 pub const EXIT_POISONED: u8 = 4;
+/// The worker's exit code when the disk holding the run folder is full: it says nothing (the
+/// supervisor says it once) and no new worker is started.
+pub const EXIT_DISK_FULL: u8 = 5;
 /// The environment variable that tells a worker its supervisor's pid.
 pub const SUPERVISOR_PID: &str = "LYNX_SUPERVISOR_PID";
 /// Worker deaths in a row with no cell journaled after which the supervisor gives up.
@@ -37,6 +40,13 @@ static SIGNAL: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsiz
 /// Raised with [`SIGNAL`]; the runner polls it between steps.
 pub static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
+/// Whether [`ASSEMBLY_STOP`] is armed: signals raise it only from then on.
+static ASSEMBLY_ARMED: AtomicBool = AtomicBool::new(false);
+/// Raised by a stop signal that arrives once the result is being assembled (a run stopped by a
+/// first signal is still assembled and signed; a signal during that assembly ends its
+/// simulation).
+static ASSEMBLY_STOP: AtomicBool = AtomicBool::new(false);
+
 /// Route SIGINT and SIGTERM to the stop flag (once per process; later calls change nothing).
 pub fn catch_stop_signals() {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
@@ -45,8 +55,28 @@ pub fn catch_stop_signals() {
             // Registration fails only for the signals signal-hook forbids (SIGKILL, SIGSTOP...).
             let _ = signal_hook::flag::register_usize(signal, Arc::clone(&SIGNAL), signal as usize);
             let _ = signal_hook::flag::register(signal, Arc::clone(&STOP));
+            // SAFETY: the action only loads and stores atomics, which is async-signal-safe.
+            let _ = unsafe {
+                signal_hook::low_level::register(signal, || {
+                    if ASSEMBLY_ARMED.load(Ordering::SeqCst) {
+                        ASSEMBLY_STOP.store(true, Ordering::SeqCst);
+                    }
+                })
+            };
         }
     });
+}
+
+/// The flag that ends assembly's simulation: raised by a stop signal from now on (one that
+/// arrived before, which stopped the worker, does not raise it).
+pub fn assembly_stop() -> &'static AtomicBool {
+    ASSEMBLY_ARMED.store(true, Ordering::SeqCst);
+    &ASSEMBLY_STOP
+}
+
+/// The signal that arrived while the result was assembled, if one did ([`assembly_stop`]).
+pub fn stopped_in_assembly() -> Option<i32> {
+    ASSEMBLY_STOP.load(Ordering::SeqCst).then(|| stop_signal().unwrap_or(libc::SIGTERM))
 }
 
 /// The signal that stopped this process, if one did.
@@ -80,6 +110,66 @@ pub enum Supervised {
     BadInput,
     /// Workers kept dying without progress; the last death, in words.
     GaveUp(String),
+    /// The disk holding the run folder is full: the worker stopped with everything it had
+    /// written whole.
+    DiskFull,
+}
+
+/// The kernel's counts of out-of-memory kills: this process's cgroup's (`oom_kill` in its
+/// memory cgroup's events, which count kills of its processes by any OOM killer) and the
+/// whole system's (`oom_kill` in /proc/vmstat). A worker killed by SIGKILL was killed for memory
+/// only if one of them rose while it ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OomKills {
+    cgroup: Option<u64>,
+    system: Option<u64>,
+}
+
+impl OomKills {
+    fn now() -> OomKills {
+        OomKills { cgroup: cgroup_oom_kills(), system: counter("/proc/vmstat", "oom_kill") }
+    }
+
+    /// Which count rose since `self`, in words; `None` when neither did (or neither is known).
+    fn rose(&self) -> Option<String> {
+        self.rose_by(OomKills::now())
+    }
+
+    fn rose_by(&self, now: OomKills) -> Option<String> {
+        let rose = |before: Option<u64>, after: Option<u64>| matches!((before, after), (Some(b), Some(a)) if a > b);
+        if rose(self.cgroup, now.cgroup) {
+            Some("the cgroup's memory.events counted an OOM kill".to_owned())
+        } else if rose(self.system, now.system) {
+            Some("the kernel's /proc/vmstat counted an OOM kill".to_owned())
+        } else {
+            None
+        }
+    }
+}
+
+/// `oom_kill` of this process's memory cgroup: cgroup v2's `memory.events`, or v1's
+/// `memory.oom_control`; at the path /proc/self/cgroup names, else at the mount's root (a
+/// container sees its own cgroup there).
+fn cgroup_oom_kills() -> Option<u64> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v1 = cgroup.lines().find_map(|line| line.split_once(":memory:").map(|(_, path)| path.trim_end().to_owned()));
+    let candidates = match v1 {
+        Some(path) => [
+            format!("/sys/fs/cgroup/memory{path}/memory.oom_control"),
+            "/sys/fs/cgroup/memory/memory.oom_control".to_owned(),
+        ],
+        None => {
+            let path = cgroup.lines().find_map(|line| line.strip_prefix("0::"))?.trim_end().to_owned();
+            [format!("/sys/fs/cgroup{path}/memory.events"), "/sys/fs/cgroup/memory.events".to_owned()]
+        }
+    };
+    candidates.iter().find_map(|file| counter(file, "oom_kill"))
+}
+
+/// The value of the `name value` line `name` in the file `path`.
+fn counter(path: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// The number of lines in the run's journal (cells journaled), read without its lock.
@@ -119,6 +209,7 @@ pub fn supervise(
     let mut fruitless = 0;
     loop {
         let before = journaled(run);
+        let kills_before = OomKills::now();
         let mut child = worker().env(SUPERVISOR_PID, std::process::id().to_string()).spawn().map_err(io)?;
         let mut forwarded = false;
         let status = loop {
@@ -138,6 +229,7 @@ pub fn supervise(
             Some(code) if code == i32::from(EXIT_STOPPED) => {
                 return Ok(Supervised::Stopped(stop_signal().unwrap_or(libc::SIGTERM)));
             }
+            Some(code) if code == i32::from(EXIT_DISK_FULL) => return Ok(Supervised::DiskFull),
             Some(code) if code == i32::from(EXIT_POISONED) && journaled(run) > before => {
                 if let Some(signal) = stop_signal() {
                     return Ok(Supervised::Stopped(signal));
@@ -150,7 +242,8 @@ pub fn supervise(
             _ => {}
         }
         let (how, sigkill) = death(status);
-        let cell = crate::run::record_worker_death(run, &how, sigkill)?;
+        let evidence = kills_before.rose();
+        let cell = crate::run::record_worker_death(run, &how, sigkill, evidence.as_deref())?;
         if let Some(signal) = stop_signal() {
             return Ok(Supervised::Stopped(signal));
         }
@@ -204,8 +297,9 @@ mod tests {
         assert!(said.is_empty(), "{said:?}");
     }
 
-    /// A worker killed in a cell has that cell journaled as out of memory (SIGKILL is the OOM
-    /// killer's signal) and a new worker started; workers that keep dying with no progress end
+    /// A worker killed by SIGKILL in a cell from outside (no OOM kill counted) has that cell
+    /// journaled as `killed`, not out of memory (issue 17: it reported a capacity limit never
+    /// reached), and a new worker started; workers that keep dying with no progress end
     /// supervision.
     #[test]
     fn killed_workers_lose_only_their_cell_and_fruitless_deaths_give_up() {
@@ -219,9 +313,33 @@ mod tests {
         let (_, cells) = Journal::open(&run.journal_path()).unwrap();
         assert_eq!(cells.len(), 1);
         assert_eq!(cells[0].shape, shape);
-        assert!(matches!(cells[0].status, CellStatus::Oom { .. }), "{:?}", cells[0].status);
+        assert!(
+            matches!(&cells[0].status, CellStatus::Killed { message } if message.contains("SIGKILL")),
+            "{:?}",
+            cells[0].status
+        );
         assert!(said[0].contains(&format!("during {shape}")), "{said:?}");
         assert!(!run.current_path().exists(), "the cell marker outlived the death it recorded");
+    }
+
+    /// The OOM-kill counters read as the kernel writes them, and only a rise is evidence.
+    #[test]
+    fn an_oom_kill_counts_only_where_a_counter_rose() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("memory.events");
+        std::fs::write(&events, "low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n").unwrap();
+        assert_eq!(counter(events.to_str().unwrap(), "oom_kill"), Some(2));
+        assert_eq!(counter(events.to_str().unwrap(), "oom"), Some(2), "a prefix of another name is not it");
+        let before = OomKills { cgroup: Some(2), system: Some(5) };
+        assert_eq!(before.rose_by(before), None);
+        let cgroup = before.rose_by(OomKills { cgroup: Some(3), system: Some(6) }).unwrap();
+        assert!(cgroup.contains("cgroup"), "{cgroup}");
+        let system = before.rose_by(OomKills { cgroup: Some(2), system: Some(6) }).unwrap();
+        assert!(system.contains("vmstat"), "{system}");
+        let unknown = OomKills { cgroup: None, system: None };
+        assert_eq!(unknown.rose_by(before), None, "no count known before: no evidence");
+        // On Linux at least the system's count is there to compare against.
+        assert!(OomKills::now().system.is_some());
     }
 
     /// Regression (issue 15): a worker whose GPU context an error poisoned journals its cell and

@@ -41,6 +41,44 @@ fn gpu_source(device: &Device) -> Option<(&'static str, Started)> {
 }
 
 /// The record of a source that could not start: all its readings unavailable, for `reason`.
+/// Open the run's samples file to append a segment: created if absent, never through a symbolic
+/// link, a regular file. A last line left torn by the segment before (a kill, a full disk) is
+/// cut off first, as the journal's is, so that the new segment's header starts a line of its
+/// own; the bytes cut are returned (and recorded in that header).
+fn open_samples(path: &Path) -> std::io::Result<(File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = OpenOptions::new().read(true).append(true).create(true).custom_flags(libc::O_NOFOLLOW).open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other("the samples file is not a regular file"));
+    }
+    let len = file.metadata()?.len();
+    let whole = whole_lines_end(&mut file, len)?;
+    if whole < len {
+        file.set_len(whole)?;
+        file.sync_all()?;
+    }
+    Ok((file, len - whole))
+}
+
+/// Where the last whole line of `file` (of `len` bytes) ends: one past its last newline, 0 if
+/// it has none. Read backwards in 64 KiB blocks, so a long file is not read whole.
+fn whole_lines_end(file: &mut File, len: u64) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut end = len;
+    let mut block = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let n = (end - start) as usize;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut block[..n])?;
+        if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
 fn failed_source(name: &str, reason: String) -> SourceRecord {
     SourceRecord { name: name.to_owned(), labels: Default::default(), unavailable: [("all".to_owned(), reason)].into() }
 }
@@ -69,8 +107,9 @@ impl RunTelemetry {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
-        let segment = SamplesLine::Segment { segment, started_at: started_at.into() };
+        let (mut file, cut) = open_samples(path).map_err(io)?;
+        let segment =
+            SamplesLine::Segment { segment, started_at: started_at.into(), cut_bytes: Some(cut).filter(|&c| c > 0) };
         let mut header = serde_json::to_vec(&segment).map_err(|e| io(std::io::Error::other(e)))?;
         header.push(b'\n');
         file.write_all(&header).map_err(io)?;
@@ -124,9 +163,40 @@ impl RunTelemetry {
 
     /// Stop sampling and make the samples file durable.
     pub fn finish(self) -> Result<(), RunError> {
-        self.sampler.stop().map_err(|e| RunError::Telemetry(e.to_string()))?;
+        self.sampler.stop().map_err(|e| match e {
+            lynx_telemetry::SamplerError::Io(source) => RunError::Io { path: self.path.clone(), source },
+            e => RunError::Telemetry(e.to_string()),
+        })?;
         File::open(&self.path)
             .and_then(|file| file.sync_all())
             .map_err(|source| RunError::Io { path: self.path.clone(), source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17: a samples file left with a torn last line (a full disk mid-write) has it cut
+    /// off when the next segment opens it, so the new header starts a line of its own; a whole
+    /// file is left as it is; a symbolic link in its place is refused.
+    #[test]
+    fn a_torn_last_line_is_cut_before_the_next_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.samples.jsonl");
+        let whole = "{\"kind\":\"segment\",\"segment\":1,\"started_at\":\"x\"}\n".repeat(3000);
+        std::fs::write(&path, format!("{whole}{{\"kind\":\"telemetry\",\"sou")).unwrap();
+        let (mut file, cut) = open_samples(&path).unwrap();
+        assert_eq!(cut, 24);
+        file.write_all(b"next\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{whole}next\n"));
+        drop(file);
+        assert_eq!(open_samples(&path).unwrap().1, 0, "a whole file loses nothing");
+        std::fs::write(&path, "no newline at all").unwrap();
+        assert_eq!(open_samples(&path).unwrap().1, 17);
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert!(open_samples(&link).is_err());
     }
 }

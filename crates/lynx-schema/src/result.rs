@@ -126,9 +126,13 @@ pub struct VerifyVerdict {
     /// The id of the key it was checked against.
     pub key_id: String,
     /// The first step that failed (`read`, `envelope`, `base64`, `signature`, `payload_type`,
-    /// `statement`, `subject`, `schema`), if one did.
+    /// `statement`, `subject`, `schema`, `samples`), if one did.
     pub failed_step: Option<String>,
     pub message: Option<String>,
+    /// Signatures a valid envelope carries beside the one that verified (none: absent). They
+    /// are reported, never trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_signatures: Option<u32>,
 }
 
 /// A named check of a run.
@@ -365,6 +369,13 @@ impl ConfigRecord {
     /// model.
     pub fn new(suite: Suite, model: ModelShape, weights: WeightsRecord) -> Result<ConfigRecord, String> {
         let precision: Precision = suite.precision;
+        let depth = suite.scale.layers.unwrap_or(model.num_layers).min(model.num_layers);
+        if suite.parity.layers > depth {
+            return Err(format!(
+                "parity.layers ({}) must be at most the {depth} layers the run measures of {}",
+                suite.parity.layers, suite.model
+            ));
+        }
         let parameters = model.parameters();
         let measured = if suite.scale.is_full() {
             None
@@ -568,6 +579,12 @@ pub enum CellStatus {
     Error {
         message: String,
     },
+    /// The worker process was killed in the cell by SIGKILL with no sign of an out-of-memory
+    /// kill (the cgroup's and the kernel's counts of OOM kills did not rise): something outside
+    /// lynx killed it. Unlike out of memory, the batch ladder goes on.
+    Killed {
+        message: String,
+    },
     /// Not run: the memory the cell was estimated to need beyond the model's weights (its KV
     /// cache and workspace) exceeded the device's free memory. The batch ladder stops here, as
     /// it does on out of memory, without allocating anything.
@@ -593,12 +610,13 @@ impl CellStatus {
         }
     }
 
-    /// The status as the result writes it (`ok`, `oom`, `error`, `skipped`).
+    /// The status as the result writes it (`ok`, `oom`, `error`, `killed`, `skipped`).
     pub fn as_str(&self) -> &'static str {
         match self {
             CellStatus::Ok => "ok",
             CellStatus::Oom { .. } => "oom",
             CellStatus::Error { .. } => "error",
+            CellStatus::Killed { .. } => "killed",
             CellStatus::Skipped { .. } => "skipped",
         }
     }
@@ -609,6 +627,7 @@ impl CellStatus {
             CellStatus::Ok => None,
             CellStatus::Oom { .. } => Some("out of memory"),
             CellStatus::Error { .. } => Some("error"),
+            CellStatus::Killed { .. } => Some("killed"),
             CellStatus::Skipped { .. } => Some("does not fit"),
         }
     }
@@ -616,9 +635,10 @@ impl CellStatus {
     pub fn message(&self) -> Option<&str> {
         match self {
             CellStatus::Ok => None,
-            CellStatus::Oom { message } | CellStatus::Error { message } | CellStatus::Skipped { message, .. } => {
-                Some(message)
-            }
+            CellStatus::Oom { message }
+            | CellStatus::Error { message }
+            | CellStatus::Killed { message }
+            | CellStatus::Skipped { message, .. } => Some(message),
         }
     }
 }

@@ -125,6 +125,10 @@ pub enum SamplesLine<'a> {
         segment: u32,
         /// When this segment's clock (`t_s` = 0) started (RFC 3339, UTC).
         started_at: Cow<'a, str>,
+        /// Bytes of a line torn by the end of the segment before (a kill or a full disk) that
+        /// were cut off before this segment began (absent: none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut_bytes: Option<u64>,
     },
     /// `{"kind":"telemetry","source":…,<the sample's fields>}`
     Telemetry {
@@ -200,7 +204,7 @@ mod tests {
             r#"{"kind":"telemetry","source":"nvml","t_s":1.5,"power_w":300.0,"throttle":["sw_power_cap"]}"#
         );
         assert_eq!(serde_json::from_str::<SamplesLine>(&json).unwrap(), line);
-        let segment = SamplesLine::Segment { segment: 2, started_at: "2026-12-01T00:00:00Z".into() };
+        let segment = SamplesLine::Segment { segment: 2, started_at: "2026-12-01T00:00:00Z".into(), cut_bytes: None };
         let json = serde_json::to_string(&segment).unwrap();
         assert_eq!(json, r#"{"kind":"segment","segment":2,"started_at":"2026-12-01T00:00:00Z"}"#);
         assert_eq!(serde_json::from_str::<SamplesLine>(&json).unwrap(), segment);

@@ -10,11 +10,19 @@ pub fn run(device: Option<DeviceName>, sustained_s: f64, json: bool) -> anyhow::
         None => devices::best(&host),
     };
     let _inference = libtorch::InferenceMode::enter();
-    let plan =
-        lynx_probes::roofline::ProbePlan { precision: None, sustained_s: Some(sustained_s).filter(|&s| s > 0.0) };
+    lynx_runner::supervisor::catch_stop_signals();
+    let plan = lynx_probes::roofline::ProbePlan {
+        precision: None,
+        sustained_s: Some(sustained_s).filter(|&s| s > 0.0),
+        stop: &lynx_runner::supervisor::STOP,
+    };
     let target = device.probe_target();
     let mut record = lynx_probes::roofline::burst(&target, &plan);
-    lynx_probes::roofline::sustained(&target, &plan, &mut record);
+    if !lynx_probes::roofline::sustained(&target, &plan, &mut record) {
+        let signal = lynx_runner::supervisor::stop_signal().unwrap_or(libc::SIGTERM);
+        eprintln!("lynx: roofline: stopped by signal {signal} during the sustained probe; nothing printed");
+        return Err(crate::Exit(128 + signal as u8).into());
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {

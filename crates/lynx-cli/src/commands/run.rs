@@ -101,7 +101,20 @@ pub fn execute(
         command.arg("worker").arg(&run.dir);
         command
     };
-    let supervised = supervisor::supervise(run, &mut worker, &mut |line| eprintln!("lynx: {line}"))?;
+    let disk_full = || {
+        eprintln!(
+            "lynx: the disk holding {} is full: the run stopped, and everything measured so far is kept whole; free \
+             space and resume with `lynx run --resume {}`",
+            run.dir.display(),
+            run.dir.display()
+        );
+        Exit(1)
+    };
+    let supervised = match supervisor::supervise(run, &mut worker, &mut |line| eprintln!("lynx: {line}")) {
+        Err(error) if error.is_disk_full() => return Err(disk_full().into()),
+        Ok(supervisor::Supervised::DiskFull) => return Err(disk_full().into()),
+        supervised => supervised?,
+    };
     if let supervisor::Supervised::BadInput = supervised {
         // The worker said why. A new run it refused before measuring leaves no folder.
         let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
@@ -110,11 +123,17 @@ pub fn execute(
         }
         return Err(Exit(2).into());
     }
-    let outcome = lynx_runner::assemble(run, price)?;
+    let outcome = match lynx_runner::assemble(run, price, Some(supervisor::assembly_stop())) {
+        Err(error) if error.is_disk_full() => return Err(disk_full().into()),
+        outcome => outcome?,
+    };
     let envelope = lynx_attest::seal(&outcome.path, &outcome.result, signing_key)
         .with_context(|| format!("sealing {}", outcome.path.display()))?;
     let envelope_path = lynx_attest::envelope_path(&outcome.path);
-    lynx_runner::write_json_atomic(&envelope_path, &envelope)?;
+    match lynx_runner::write_json_atomic(&envelope_path, &envelope) {
+        Err(error) if error.is_disk_full() => return Err(disk_full().into()),
+        written => written?,
+    }
     print!("{}", lynx_report::text::run_summary(&outcome.result, &outcome.path));
     match signing_key {
         Some(key) => {
@@ -122,21 +141,30 @@ pub fn execute(
         }
         None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
     }
+    let sealed = if signing_key.is_some() { "signed" } else { "unsigned (--unsigned)" };
     match supervised {
         supervisor::Supervised::Stopped(signal) => {
             eprintln!(
-                "lynx: stopped by signal {signal}: the partial result above is signed; resume with `lynx run --resume {}`",
+                "lynx: stopped by signal {signal}: the partial result above is {sealed}; resume with `lynx run --resume {}`",
                 run.dir.display()
             );
             return Err(Exit(128 + signal as u8).into());
         }
         supervisor::Supervised::GaveUp(why) => {
             return Err(anyhow::anyhow!(
-                "{why}: the partial result above is signed; resume with `lynx run --resume {}`",
+                "{why}: the partial result above is {sealed}; resume with `lynx run --resume {}`",
                 run.dir.display()
             ));
         }
         _ => {}
+    }
+    if let Some(signal) = supervisor::stopped_in_assembly() {
+        eprintln!(
+            "lynx: stopped by signal {signal} while the result was assembled: the result above is {sealed} without the \
+             latency-bounded figures the simulation had not reached; `lynx run --resume {}` assembles it again",
+            run.dir.display()
+        );
+        return Err(Exit(128 + signal as u8).into());
     }
     let failed: Vec<&str> = outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
     if failed.is_empty() {

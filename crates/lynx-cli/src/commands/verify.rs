@@ -10,12 +10,14 @@ pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
         .iter()
         .map(|file| {
             let outcome = lynx_attest::verify(file, &key);
+            let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
             VerifyVerdict {
                 file: file.display().to_string(),
                 valid: outcome.is_ok(),
                 key_id: key_id.clone(),
                 failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
                 message: outcome.err().map(|e| e.to_string()),
+                other_signatures: others.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             }
         })
         .collect();
@@ -24,7 +26,16 @@ pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
     } else {
         for v in &verdicts {
             match &v.message {
-                None => println!("{}: valid (signed by key {})", v.file, v.key_id),
+                None => match v.other_signatures {
+                    None => println!("{}: valid (signed by key {})", v.file, v.key_id),
+                    Some(n) => println!(
+                        "{}: valid (signed by key {}; it also carries {n} other signature{}, not checked against \
+                         this key and not trusted)",
+                        v.file,
+                        v.key_id,
+                        if n == 1 { "" } else { "s" }
+                    ),
+                },
                 Some(message) => println!("{}: INVALID at {message}", v.file),
             }
         }

@@ -14,7 +14,11 @@ pub fn run(run_dir: &Path) -> anyhow::Result<()> {
     let mut progress = Progress::new();
     let end = lynx_runner::work(&run, &mut progress, &supervisor::STOP);
     drop(progress);
-    match end? {
+    let end = match end {
+        Err(error) if error.is_disk_full() => return Err(Exit(supervisor::EXIT_DISK_FULL).into()),
+        end => end?,
+    };
+    match end {
         lynx_runner::WorkEnd::Done => Ok(()),
         lynx_runner::WorkEnd::Stopped => Err(Exit(supervisor::EXIT_STOPPED).into()),
         lynx_runner::WorkEnd::Poisoned => Err(Exit(supervisor::EXIT_POISONED).into()),

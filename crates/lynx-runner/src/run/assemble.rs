@@ -14,11 +14,18 @@ use lynx_analysis::sweep;
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, CheckName, RunResult, RunStatus, WarmupRecord};
 use lynx_schema::time::rfc3339_utc;
+use std::sync::atomic::AtomicBool;
 
 /// A worker died (`how`) while working on `run`: the cell it was measuring, if any, is journaled
 /// as failed with that reason, so the sweep moves past it. A worker killed by SIGKILL in a cell
-/// is taken as out of memory (the kernel's OOM killer sends SIGKILL), which ends its ladder.
-pub fn record_worker_death(run: &RunDir, how: &str, sigkill: bool) -> Result<Option<CellShape>, RunError> {
+/// is out of memory (which ends its ladder) only with `oom_evidence` (the kernel's OOM killer
+/// sends SIGKILL, and counts it); without, it was `killed` from outside, and the ladder goes on.
+pub fn record_worker_death(
+    run: &RunDir,
+    how: &str,
+    sigkill: bool,
+    oom_evidence: Option<&str>,
+) -> Result<Option<CellShape>, RunError> {
     let Some(shape) = run.current_cell()? else { return Ok(None) };
     let (mut journal, cells) = Journal::open(&run.journal_path())?;
     if cells.iter().any(|c| c.shape == shape) {
@@ -28,11 +35,16 @@ pub fn record_worker_death(run: &RunDir, how: &str, sigkill: bool) -> Result<Opt
     }
     let message = format!("the worker process died during this cell: {how}");
     let mut cell = CellRecord::failed(shape, message.clone());
-    if sigkill {
-        cell.status = CellStatus::Oom {
-            message: format!("{message} (the kernel's out-of-memory killer sends SIGKILL when host memory runs out)"),
-        };
-    }
+    cell.status = match (sigkill, oom_evidence) {
+        (true, Some(evidence)) => CellStatus::Oom { message: format!("{message}: out of memory ({evidence})") },
+        (true, None) => CellStatus::Killed {
+            message: format!(
+                "{message}, with no out-of-memory kill counted (the cgroup's memory.events and /proc/vmstat oom_kill \
+                 did not rise): killed from outside lynx"
+            ),
+        },
+        (false, _) => cell.status,
+    };
     journal.append(&cell)?;
     remove(&run.current_path())?;
     Ok(Some(shape))
@@ -40,7 +52,10 @@ pub fn record_worker_death(run: &RunDir, how: &str, sigkill: bool) -> Result<Opt
 
 /// Assemble the run's result from its journal: every journaled cell, the checks, the derived
 /// figures at `price`, and the status (complete when the sweep has no cell left, else partial).
-pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
+///
+/// `stop`, once raised, ends the simulation: latency-bounded figures not yet simulated are
+/// recorded as unavailable with that reason, and the rest of the result is assembled as usual.
+pub fn assemble(run: &RunDir, price: PriceInputs, stop: Option<&AtomicBool>) -> Result<Outcome, RunError> {
     let path = run.result_path();
     if !path.exists() {
         return Err(RunError::Incomplete(format!(
@@ -84,7 +99,7 @@ pub fn assemble(run: &RunDir, price: PriceInputs) -> Result<Outcome, RunError> {
     if let Some(serving) = &result.serving {
         result.checks.extend(lynx_analysis::serving::checks(serving));
     }
-    result.derived = Some(derive(&result.config, &result.cells, result.serving.as_ref(), price, plan.lines));
+    result.derived = Some(derive(&result.config, &result.cells, result.serving.as_ref(), price, plan.lines, stop));
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&path, &result)?;
     Ok(Outcome { result, path })

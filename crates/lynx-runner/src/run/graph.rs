@@ -108,13 +108,13 @@ pub(crate) struct StepBuffers {
 impl StepBuffers {
     /// Buffers for steps from position `position`, starting from `tokens`.
     pub(crate) fn new(tokens: &Tensor, position: i64, logits: Option<Tensor>) -> Result<StepBuffers, ModelError> {
-        let at = Tensor::f_full([1], position, (Kind::Int64, tokens.device()))?;
+        let at = lynx_models::scalar_call(|| Tensor::f_full([1], position, (Kind::Int64, tokens.device())))?;
         Ok(StepBuffers { tokens: tokens.f_detach_copy()?, position: at, logits })
     }
 
     /// Back to position `position` (the tokens stay).
     pub(crate) fn rewind(&self, position: i64) -> Result<(), ModelError> {
-        let _ = self.position.shallow_clone().f_fill_(position)?;
+        let _ = lynx_models::scalar_call(|| self.position.shallow_clone().f_fill_(position))?;
         Ok(())
     }
 
@@ -124,7 +124,7 @@ impl StepBuffers {
     pub(crate) fn step(&self, model: &Model, cache: &KvCache) -> Result<(), ModelError> {
         let logits = model.decode_on_device(&self.tokens, cache, &self.position)?;
         self.tokens.shallow_clone().f_copy_(&logits.f_argmax(-1, false)?)?;
-        let _ = self.position.shallow_clone().f_add_scalar_(1)?;
+        let _ = lynx_models::scalar_call(|| self.position.shallow_clone().f_add_scalar_(1))?;
         if let Some(kept) = &self.logits {
             kept.shallow_clone().f_copy_(&logits)?;
         }

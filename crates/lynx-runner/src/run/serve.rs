@@ -202,7 +202,8 @@ pub(super) fn serve(
                     )?;
                     let chosen = logits.f_argmax(-1, false)?;
                     tokens.f_narrow(0, 0, b)?.f_copy_(&chosen)?;
-                    let _ = positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
+                    let mut running = positions.f_narrow(0, 0, b)?;
+                    let _ = lynx_models::scalar_call(|| running.f_add_scalar_(1))?;
                     Ok(Vec::<i64>::try_from(&chosen.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
                 })?;
                 for (slot, &token) in running.iter_mut().zip(&chosen) {
@@ -238,7 +239,8 @@ pub(super) fn serve(
                         }
                         let first = logits.f_argmax(-1, false)?;
                         tokens.f_narrow(0, row, 1)?.f_copy_(&first)?;
-                        let _ = positions.f_narrow(0, row, 1)?.f_fill_(isl)?;
+                        let mut at = positions.f_narrow(0, row, 1)?;
+                        let _ = lynx_models::scalar_call(|| at.f_fill_(isl))?;
                         Ok(Vec::<i64>::try_from(&first.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
                     })?;
                     slot.len += take;

@@ -339,6 +339,7 @@ impl Turn<'_> {
         let probes = ProbePlan {
             precision: Some(suite.precision),
             sustained_s: Some(suite.roofline.sustained_s).filter(|&s| s > 0.0),
+            stop: self.stop,
         };
         if suite.roofline.probe && self.result.roofline.is_none() {
             let record = lynx_probes::roofline::burst(&self.device.probe_target(), &probes);
@@ -358,7 +359,9 @@ impl Turn<'_> {
         if let Some(record) =
             self.result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != ProbePhase::Sustained))
         {
-            lynx_probes::roofline::sustained(&self.device.probe_target(), &probes, record);
+            if !lynx_probes::roofline::sustained(&self.device.probe_target(), &probes, record) {
+                return Ok(WorkEnd::Stopped);
+            }
             self.observer.probed(record);
             self.save()?;
         }
@@ -376,7 +379,7 @@ impl Turn<'_> {
         let suite = &setup.config.suite;
         let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
         let bounds = bounds_for(&suite.bounds, &setup.config.model);
-        let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve);
+        let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve, Some(self.stop));
         let (prefill, decode) = lynx_analysis::derived::eager_tables(&self.result.cells);
         let record = self
             .result

@@ -2,7 +2,7 @@
 //! (docs/SWEEPS.md, "Request-length mixes"). A fixed length is written as the number it always
 //! was, so results from before mixes existed read and write back unchanged.
 
-use super::{Checker, ConfigError};
+use super::{Checker, ConfigError, Suite};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -99,9 +99,9 @@ impl Length {
 
     pub(crate) fn validate(&self, check: &Checker, key: &str) -> Result<(), ConfigError> {
         match self {
-            Length::Fixed(n) => check.positive(key, *n),
+            Length::Fixed(n) => check.count(key, *n, Suite::MOST_TOKENS),
             Length::RangeRatio { range_ratio: ratio, length } => {
-                check.positive(&format!("{key}.length"), *length)?;
+                check.count(&format!("{key}.length"), *length, Suite::MOST_TOKENS)?;
                 if !(ratio.is_finite() && *ratio > 0.0 && *ratio <= 1.0) {
                     return Err(check.invalid(&format!("{key}.range_ratio"), format!("must be in (0, 1], got {ratio}")));
                 }
@@ -109,6 +109,7 @@ impl Length {
             }
             Length::Uniform { uniform: [lo, hi] } => {
                 check.positive(&format!("{key}.uniform"), *lo)?;
+                check.at_most(&format!("{key}.uniform"), *hi, Suite::MOST_TOKENS)?;
                 if hi < lo {
                     return Err(check.invalid(&format!("{key}.uniform"), format!("[{lo}, {hi}] must have lo <= hi")));
                 }
@@ -116,8 +117,11 @@ impl Length {
             }
             Length::Lognormal { lognormal: Lognormal { median, sigma, min, max } } => {
                 check.positive_real(&format!("{key}.lognormal.median"), *median)?;
+                check.real_at_most(&format!("{key}.lognormal.median"), *median, f64::from(Suite::MOST_TOKENS), "")?;
                 check.non_negative(&format!("{key}.lognormal.sigma"), *sigma)?;
+                check.real_at_most(&format!("{key}.lognormal.sigma"), *sigma, 10.0, "")?;
                 check.positive(&format!("{key}.lognormal.min"), *min)?;
+                check.at_most(&format!("{key}.lognormal.max"), *max, Suite::MOST_TOKENS)?;
                 if max < min {
                     return Err(
                         check.invalid(&format!("{key}.lognormal.max"), format!("({max}) must be at least min ({min})"))
@@ -133,6 +137,12 @@ impl Length {
                     return Err(check.invalid(
                         &format!("{key}.file"),
                         format!("holds {} pairs; at most {MOST_FILE_PAIRS} are kept", pairs.len()),
+                    ));
+                }
+                if let Some(i) = pairs.iter().position(|p| p[0] > Suite::MOST_TOKENS || p[1] > Suite::MOST_TOKENS) {
+                    return Err(check.invalid(
+                        &format!("{key}.file"),
+                        format!("pair {} has a length above {}", i + 1, Suite::MOST_TOKENS),
                     ));
                 }
                 match pairs.iter().position(|p| p[0] == 0 || p[1] == 0) {

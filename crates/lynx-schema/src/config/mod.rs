@@ -124,7 +124,7 @@ impl Checker<'_> {
         if value.is_finite() && value > 0.0 {
             Ok(())
         } else {
-            Err(self.invalid(key, format!("must be a finite number greater than 0, got {value}")))
+            Err(self.invalid(key, format!("must be a finite number greater than 0, got {}", readable(value))))
         }
     }
 
@@ -132,18 +132,63 @@ impl Checker<'_> {
         if value.is_finite() && value >= 0.0 {
             Ok(())
         } else {
-            Err(self.invalid(key, format!("must be a finite number of at least 0, got {value}")))
+            Err(self.invalid(key, format!("must be a finite number of at least 0, got {}", readable(value))))
         }
     }
 
-    pub(crate) fn sizes(&self, key: &str, values: &[u32]) -> Result<(), ConfigError> {
+    /// A list of sizes: at least one, each from 1 to `most`.
+    pub(crate) fn sizes(&self, key: &str, values: &[u32], most: u32) -> Result<(), ConfigError> {
         if values.is_empty() {
             return Err(self.invalid(key, "must list at least one size".to_owned()));
         }
-        match values.iter().find(|&&v| v == 0) {
-            Some(_) => Err(self.invalid(key, format!("must hold sizes greater than 0, got {values:?}"))),
+        if values.contains(&0) {
+            return Err(self.invalid(key, format!("must hold sizes greater than 0, got {values:?}")));
+        }
+        match values.iter().find(|&&v| v > most) {
+            Some(v) => Err(self.invalid(key, format!("must hold sizes of at most {most}, got {v}"))),
             None => Ok(()),
         }
+    }
+
+    /// A count from 1 to `most`.
+    pub(crate) fn count(&self, key: &str, value: u32, most: u32) -> Result<(), ConfigError> {
+        self.positive(key, value)?;
+        self.at_most(key, value, most)
+    }
+
+    /// A count of at most `most`.
+    pub(crate) fn at_most(&self, key: &str, value: u32, most: u32) -> Result<(), ConfigError> {
+        if value <= most {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("must be at most {most}, got {value}")))
+        }
+    }
+
+    /// A duration in seconds from 0 to `most`.
+    pub(crate) fn seconds(&self, key: &str, value: f64, most: f64) -> Result<(), ConfigError> {
+        self.non_negative(key, value)?;
+        self.real_at_most(key, value, most, " s")
+    }
+
+    /// A number of at most `most` (`unit` after it in the message).
+    pub(crate) fn real_at_most(&self, key: &str, value: f64, most: f64, unit: &str) -> Result<(), ConfigError> {
+        if value <= most {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("must be at most {}{unit}, got {}{unit}", readable(most), readable(value))))
+        }
+    }
+}
+
+/// A number as a reader wants it in a message: plain where that is short, in scientific
+/// notation where Rust's plain form would run to hundreds of digits (`1e300`, `1e-300`).
+pub fn readable(value: f64) -> String {
+    let magnitude = value.abs();
+    if value.is_finite() && magnitude != 0.0 && !(1e-4..1e12).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
     }
 }
 
@@ -293,6 +338,49 @@ mod tests {
         }
         let plain = Suite::from_toml(SUITE, "t.toml").unwrap();
         assert!(plain.serve.is_none() && !serde_json::to_string(&plain).unwrap().contains("serve"));
+    }
+
+    /// Issue 17: every duration, count and rate a suite sets has an upper bound the check
+    /// enforces, naming the key and the bound; a huge number is printed readably (`1e300`, not
+    /// 301 digits).
+    #[test]
+    fn every_duration_count_and_rate_is_bounded() {
+        let cases = [
+            ("[roofline]\nsustained_s = 1e300", "roofline.sustained_s", "at most 3600 s, got 1e300 s"),
+            ("[warmup]\nmin_s = 1e6\nmax_s = 1e7", "warmup.min_s", "at most 86400 s"),
+            ("[warmup]\nmax_s = 1e9", "warmup.max_s", "at most 86400 s"),
+            ("[warmup]\nmin_s = 1.0\nmax_s = 5.0\nwindow_s = 10.0", "warmup.window_s", "at most warmup.max_s"),
+            ("[measure]\nmin_s = 1e5", "measure.min_s", "at most 3600 s"),
+            ("[measure]\nmax_steps = 4000000000", "measure.max_steps", "at most 1000000"),
+            ("[parity]\nbatch = 100000", "parity.batch", "at most 65536"),
+            ("[parity]\ndecode_steps = 2000000", "parity.decode_steps", "at most 1000000"),
+            ("[parity]\nprompt_len = 4000000000", "parity.prompt_len", "at most 16777216"),
+            ("[scale]\ntp = 100000", "scale.tp", "at most 4096"),
+            ("[simulation]\nmax_batch = 4000000000", "simulation.max_batch", "at most 65536"),
+            ("[simulation]\nchunked_prefill = 4000000000", "simulation.chunked_prefill", "at most 16777216"),
+            ("[[bound]]\nname = \"b\"\nttft_p99_s = 1e300\ntpot_p99_s = 0.1", "bound[0].ttft_p99_s", "at most 86400 s"),
+            ("[[workload]]\nname = \"w\"\nisl = 4000000000\nosl = 8", "workload[0].isl", "at most 16777216"),
+            (
+                "[[workload]]\nname = \"w\"\nisl = { uniform = [1, 4000000000] }\nosl = 8",
+                "workload[0].isl.uniform",
+                "at most 16777216",
+            ),
+            ("[telemetry]\nrate_hz = 1e300", "telemetry.rate_hz", "got 1e300"),
+        ];
+        for (section, key, says) in cases {
+            let error = Suite::from_toml(&format!("{SUITE}\n{section}\n"), "t.toml").unwrap_err();
+            assert!(matches!(&error, ConfigError::Invalid { key: k, .. } if k == key), "{section}: {error}");
+            assert!(error.to_string().contains(says), "{section}: {error}");
+        }
+        for (grid, list) in [("[decode]", "ctxs = [32]"), ("[prefill]", "prompt_lens = [16, 32]")] {
+            let text = SUITE.replacen(list, &list.replace("32]", "4000000000]"), 1);
+            assert!(text != SUITE && Suite::from_toml(&text, "t.toml").is_err(), "{grid}");
+        }
+        let batches = SUITE.replace("batches = [1, 4]", "batches = [1, 1000000]");
+        assert!(Suite::from_toml(&batches, "t.toml").unwrap_err().to_string().contains("at most 65536"));
+        assert_eq!(readable(1e300), "1e300");
+        assert_eq!(readable(0.25), "0.25");
+        assert_eq!(readable(-3.0), "-3");
     }
 
     /// Issue 17: `[simulation] requests` is bounded, so that no suite makes deriving a result

@@ -1,6 +1,6 @@
 //! Benchmark suites (`models/suites/<name>.toml`).
 
-use super::{parse, Checker, ConfigError, Length, Precision, Scale};
+use super::{parse, readable, Checker, ConfigError, Length, Precision, Scale};
 use serde::{Deserialize, Serialize};
 
 /// A benchmark suite (`models/suites/<name>.toml`): one model at one precision, its warm-up, how
@@ -376,8 +376,8 @@ impl Ladder {
                 Err(check
                     .invalid(&format!("{grid}.max_batch"), format!("and {grid}.batches are alternatives: give one")))
             }
-            Some(max) => check.positive(&format!("{grid}.max_batch"), max),
-            None => check.sizes(&format!("{grid}.batches"), &self.batches),
+            Some(max) => check.count(&format!("{grid}.max_batch"), max, Suite::MOST_BATCH),
+            None => check.sizes(&format!("{grid}.batches"), &self.batches, Suite::MOST_BATCH),
         }
     }
 }
@@ -390,57 +390,93 @@ impl Suite {
         Ok(suite)
     }
 
+    /// The longest a duration of a suite may be (warm-up, a latency bound, serving one rate): a
+    /// day. Every duration, count and rate a suite sets has an upper bound, so that no setting
+    /// can make a phase endless or an allocation unbounded (issue 17).
+    pub const MOST_SECONDS: f64 = 86_400.0;
+    /// The longest a cell's `measure.min_s` or the sustained probe may ask for: an hour.
+    pub const MOST_PROBE_SECONDS: f64 = 3_600.0;
+    /// The most steps a cell measures (`measure.max_steps`) or the parity check decodes.
+    pub const MOST_STEPS: u32 = 1_000_000;
+    /// The largest batch a ladder, the parity check or the simulation may name.
+    pub const MOST_BATCH: u32 = 65_536;
+    /// The longest prompt, context or request length, in tokens (16 Mi).
+    pub const MOST_TOKENS: u32 = 1 << 24;
+    /// The most layers `scale.layers` and `parity.layers` may name (a model's own depth bounds
+    /// them further when the suite meets its model).
+    pub const MOST_LAYERS: u32 = 10_000;
+    /// The most devices a tensor-parallel shard may be cut for.
+    pub const MOST_TP: u32 = 4_096;
+
     /// Check the suite as it stands (after any command-line overrides); `origin` names it.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         let check = Checker { origin };
         check.name("name", &self.name)?;
         check.name("model", &self.model)?;
         let warmup = &self.warmup;
-        check.non_negative("warmup.min_s", warmup.min_s)?;
+        check.seconds("warmup.min_s", warmup.min_s, Self::MOST_SECONDS)?;
         check.positive_real("warmup.window_s", warmup.window_s)?;
         check.positive_real("warmup.max_drift", warmup.max_drift)?;
         check.positive_real("warmup.max_spread", warmup.max_spread)?;
         check.positive_real("warmup.max_clock_drift", warmup.max_clock_drift)?;
         check.positive_real("warmup.max_power_drift", warmup.max_power_drift)?;
         check.positive_real("warmup.max_temperature_change_c", warmup.max_temperature_change_c)?;
-        check.non_negative("warmup.max_s", warmup.max_s)?;
+        check.seconds("warmup.max_s", warmup.max_s, Self::MOST_SECONDS)?;
         if warmup.max_s < warmup.min_s {
             return Err(check.invalid(
                 "warmup.max_s",
-                format!("({}) must be at least warmup.min_s ({})", warmup.max_s, warmup.min_s),
+                format!("({}) must be at least warmup.min_s ({})", readable(warmup.max_s), readable(warmup.min_s)),
             ));
         }
-        check.positive("measure.min_steps", self.measure.min_steps)?;
-        check.positive_real("measure.max_cv", self.measure.max_cv.unwrap_or(1.0))?;
-        check.positive_real("measure.max_other_cpu_cores", self.measure.max_other_cpu_cores.unwrap_or(1.0))?;
-        check.non_negative("measure.min_s", self.measure.min_s)?;
-        if self.measure.max_steps < self.measure.min_steps {
+        if warmup.window_s > warmup.max_s {
+            return Err(check.invalid(
+                "warmup.window_s",
+                format!(
+                    "({} s) must be at most warmup.max_s ({} s): equilibrium is judged over a window the warm-up \
+                     can fill",
+                    readable(warmup.window_s),
+                    readable(warmup.max_s)
+                ),
+            ));
+        }
+        let measure = &self.measure;
+        check.count("measure.min_steps", measure.min_steps, Self::MOST_STEPS)?;
+        check.positive_real("measure.max_cv", measure.max_cv.unwrap_or(1.0))?;
+        check.positive_real("measure.max_other_cpu_cores", measure.max_other_cpu_cores.unwrap_or(1.0))?;
+        check.seconds("measure.min_s", measure.min_s, Self::MOST_PROBE_SECONDS)?;
+        check.at_most("measure.max_steps", measure.max_steps, Self::MOST_STEPS)?;
+        if measure.max_steps < measure.min_steps {
             return Err(check.invalid(
                 "measure.max_steps",
-                format!("({}) must be at least measure.min_steps ({})", self.measure.max_steps, self.measure.min_steps),
+                format!("({}) must be at least measure.min_steps ({})", measure.max_steps, measure.min_steps),
             ));
         }
-        check.positive("scale.layers", self.scale.layers.unwrap_or(1))?;
-        check.positive("scale.tp", self.scale.tp)?;
+        check.count("scale.layers", self.scale.layers.unwrap_or(1), Self::MOST_LAYERS)?;
+        check.count("scale.tp", self.scale.tp, Self::MOST_TP)?;
         if !(1.0..=100.0).contains(&self.telemetry.rate_hz) {
-            return Err(check
-                .invalid("telemetry.rate_hz", format!("must be from 1 to 100 (Hz), got {}", self.telemetry.rate_hz)));
+            return Err(check.invalid(
+                "telemetry.rate_hz",
+                format!("must be from 1 to 100 (Hz), got {}", readable(self.telemetry.rate_hz)),
+            ));
         }
-        check.positive("parity.layers", self.parity.layers)?;
-        check.positive("parity.batch", self.parity.batch)?;
-        check.positive("parity.prompt_len", self.parity.prompt_len)?;
-        check.positive("parity.decode_steps", self.parity.decode_steps)?;
+        check.count("parity.layers", self.parity.layers, Self::MOST_LAYERS)?;
+        check.count("parity.batch", self.parity.batch, Self::MOST_BATCH)?;
+        check.count("parity.prompt_len", self.parity.prompt_len, Self::MOST_TOKENS)?;
+        check.count("parity.decode_steps", self.parity.decode_steps, Self::MOST_STEPS)?;
         self.prefill.ladder().validate(&check, "prefill")?;
-        check.sizes("prefill.prompt_lens", &self.prefill.prompt_lens)?;
+        check.sizes("prefill.prompt_lens", &self.prefill.prompt_lens, Self::MOST_TOKENS)?;
         self.decode.ladder().validate(&check, "decode")?;
-        check.sizes("decode.ctxs", &self.decode.ctxs)?;
+        check.sizes("decode.ctxs", &self.decode.ctxs, Self::MOST_TOKENS)?;
         for (i, workload) in self.workloads.iter().enumerate() {
             workload.validate(&check, &format!("workload[{i}]"))?;
         }
         for (i, bound) in self.bounds.iter().enumerate() {
             check.name(&format!("bound[{i}].name"), &bound.name)?;
-            check.positive_real(&format!("bound[{i}].ttft_p99_s"), bound.ttft_p99_s)?;
-            check.positive_real(&format!("bound[{i}].tpot_p99_s"), bound.tpot_p99_s)?;
+            for (key, seconds) in [("ttft_p99_s", bound.ttft_p99_s), ("tpot_p99_s", bound.tpot_p99_s)] {
+                let key = format!("bound[{i}].{key}");
+                check.positive_real(&key, seconds)?;
+                check.real_at_most(&key, seconds, Self::MOST_SECONDS, " s")?;
+            }
         }
         let simulation = &self.simulation;
         if !(100..=SimulationConfig::MOST_REQUESTS).contains(&simulation.requests) {
@@ -453,9 +489,9 @@ impl Suite {
                 ),
             ));
         }
-        check.non_negative("roofline.sustained_s", self.roofline.sustained_s)?;
-        check.positive("simulation.max_batch", simulation.max_batch.unwrap_or(1))?;
-        check.positive("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1))?;
+        check.seconds("roofline.sustained_s", self.roofline.sustained_s, Self::MOST_PROBE_SECONDS)?;
+        check.count("simulation.max_batch", simulation.max_batch.unwrap_or(1), Self::MOST_BATCH)?;
+        check.count("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1), Self::MOST_TOKENS)?;
         if let Some(serve) = &self.serve {
             if !(20..=SimulationConfig::MOST_REQUESTS).contains(&serve.requests) {
                 return Err(check.invalid(
@@ -467,9 +503,8 @@ impl Suite {
                     ),
                 ));
             }
-            if !(serve.max_s.is_finite() && serve.max_s > 0.0 && serve.max_s <= 86_400.0) {
-                return Err(check.invalid("serve.max_s", format!("must be in (0, 86400] seconds, got {}", serve.max_s)));
-            }
+            check.positive_real("serve.max_s", serve.max_s)?;
+            check.seconds("serve.max_s", serve.max_s, Self::MOST_SECONDS)?;
             for name in &serve.workloads {
                 if !self.workloads.iter().any(|w| &w.name == name) {
                     return Err(
