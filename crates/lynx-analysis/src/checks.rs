@@ -65,23 +65,35 @@ pub fn measurement_checks(
         .iter()
         .flat_map(|c| c.telemetry.iter().filter(|w| w.source == source.name).map(move |w| (c, w)))
         .collect();
-    let total: f64 = windows.iter().map(|(_, w)| w.end_s.get() - w.start_s.get()).sum();
-    let covered: f64 = windows.iter().map(|(_, w)| (w.end_s.get() - w.start_s.get()) * w.coverage.get()).sum();
-    let coverage = if total > 0.0 { covered / total } else { 0.0 };
-    checks.push(check(
-        CheckName::TelemetryCoverage,
-        coverage >= MIN_COVERAGE,
-        format!(
-            "{} covered {:.1}% of {:.1} s of measurement in {} windows (limit {:.0}%)",
-            source.name,
-            coverage * 100.0,
-            total,
-            windows.len(),
-            MIN_COVERAGE * 100.0
-        ),
-        Some(coverage),
-        Some(MIN_COVERAGE),
-    ));
+    let total: f64 = windows.iter().map(|(_, w)| w.end_s.get() - w.start_s.get()).fold(0.0, |a, b| a + b);
+    let covered: f64 =
+        windows.iter().map(|(_, w)| (w.end_s.get() - w.start_s.get()) * w.coverage.get()).fold(0.0, |a, b| a + b);
+    checks.push(if windows.is_empty() || total <= 0.0 {
+        // Nothing measured (a run stopped before its first cell): no coverage to state.
+        check(
+            CheckName::TelemetryCoverage,
+            false,
+            format!("{} sampled no measured cell: the run has no cell measured yet", source.name),
+            None,
+            Some(MIN_COVERAGE),
+        )
+    } else {
+        let coverage = covered / total;
+        check(
+            CheckName::TelemetryCoverage,
+            coverage >= MIN_COVERAGE,
+            format!(
+                "{} covered {:.1}% of {:.1} s of measurement in {} windows (limit {:.0}%)",
+                source.name,
+                coverage * 100.0,
+                total,
+                windows.len(),
+                MIN_COVERAGE * 100.0
+            ),
+            Some(coverage),
+            Some(MIN_COVERAGE),
+        )
+    });
 
     if !source.unavailable.contains_key("throttle") {
         let mut worst: BTreeMap<ThrottleReason, (f64, String)> = BTreeMap::new();
@@ -231,6 +243,15 @@ mod tests {
         let idle =
             measurement_checks(&[&warmup(true)], &[cell(0.05, Some(ThrottleReason::GpuIdle))], Some(&source(true)));
         assert!(named(&idle, "throttling").unwrap().passed);
+    }
+
+    /// Issue 17: a run with no cell measured says so, instead of "0.0% of -0.0 s".
+    #[test]
+    fn no_cells_means_no_coverage_to_state() {
+        let checks = measurement_checks(&[&warmup(true)], &[], Some(&source(true)));
+        let coverage = named(&checks, "telemetry_coverage").unwrap();
+        assert!(!coverage.passed && coverage.measured.is_none(), "{coverage:?}");
+        assert!(coverage.detail.contains("no cell measured") && !coverage.detail.contains("-0.0"), "{coverage:?}");
     }
 
     #[test]

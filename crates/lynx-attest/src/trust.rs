@@ -4,6 +4,7 @@
 use crate::envelope::{verify, Envelope, VerifyError};
 use crate::Verified;
 use p256::ecdsa::VerifyingKey;
+use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -42,8 +43,10 @@ pub struct NotTrusted {
     pub reason: String,
 }
 
-/// Every `*.intoto.json` under `dirs` (files given directly are taken as they are), sorted.
-/// Symlinks inside a folder are not followed, so a walk never leaves the folders it was given.
+/// Every `*.intoto.json` under `dirs` (files given directly are taken as they are), sorted, each
+/// envelope once. Symlinks inside a folder are not followed, so a walk never leaves the folders
+/// it was given nor loops; and envelopes of the same bytes (the same file reached twice, a copy
+/// in another folder) are counted once, by their sha256, the first path in order kept.
 pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for dir in dirs {
@@ -55,6 +58,13 @@ pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
         }
     }
     found.sort();
+    found.dedup();
+    let mut seen = std::collections::HashSet::new();
+    // An envelope that cannot be read is kept: its verdict will say why.
+    found.retain(|path| match crate::envelope::read_envelope(path) {
+        Ok(bytes) => seen.insert(Sha256::digest(&bytes)),
+        Err(_) => true,
+    });
     Ok(found)
 }
 
@@ -99,6 +109,13 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
         let found = find_envelopes(&[dir.path().to_path_buf()]).unwrap();
         assert_eq!(found, [dir.path().join("run/a.intoto.json")]);
+        // Issue 17: a symlink loop inside the folder, the folder given twice and a copy of the
+        // envelope elsewhere in it: still one envelope.
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("run/loop")).unwrap();
+        std::fs::create_dir(dir.path().join("copy")).unwrap();
+        std::fs::copy(dir.path().join("run/a.intoto.json"), dir.path().join("copy/b.intoto.json")).unwrap();
+        let twice = [dir.path().to_path_buf(), dir.path().join("run")];
+        assert_eq!(find_envelopes(&twice).unwrap(), [dir.path().join("copy/b.intoto.json")]);
         // A file given directly is taken as it is.
         let direct = outside.path().join("elsewhere.intoto.json");
         assert_eq!(find_envelopes(std::slice::from_ref(&direct)).unwrap(), [direct]);

@@ -59,7 +59,7 @@ pub enum Command {
         #[arg(long)]
         device: Option<DeviceName>,
         /// Also measure sustained matmul rates, this many seconds each (0: burst only).
-        #[arg(long, default_value_t = 0.0, value_parser = seconds_or_zero)]
+        #[arg(long, default_value_t = 0.0, value_parser = seconds_or_zero, allow_negative_numbers = true)]
         sustained_s: f64,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -202,10 +202,10 @@ pub struct RunArgs {
     pub resume: Option<PathBuf>,
     /// Price of one device-hour in USD, for the cost per million output tokens (no price, no
     /// cost figure).
-    #[arg(long, value_name = "USD", value_parser = positive)]
+    #[arg(long, value_name = "USD", value_parser = positive, allow_negative_numbers = true)]
     pub price_per_hour: Option<f64>,
     /// Share of hours the device serves at the latency-bounded load, in (0, 1].
-    #[arg(long, default_value_t = 1.0, value_parser = share)]
+    #[arg(long, default_value_t = 1.0, value_parser = share, allow_negative_numbers = true)]
     pub utilisation: f64,
     #[command(flatten)]
     pub node: NodeArgs,
@@ -260,17 +260,17 @@ pub struct ShortlistArgs {
     #[arg(long, value_parser = workload)]
     pub workload: WorkloadArg,
     /// p99 time to first token bound, e.g. 2s or 450ms.
-    #[arg(long, value_parser = duration_s)]
+    #[arg(long, value_parser = duration_s, allow_negative_numbers = true)]
     pub ttft_p99: f64,
     /// p99 time per output token bound, e.g. 200ms.
-    #[arg(long, value_parser = duration_s)]
+    #[arg(long, value_parser = duration_s, allow_negative_numbers = true)]
     pub tpot_p99: f64,
     /// DEVICE=USD_PER_HOUR, comma-separated or repeated; DEVICE is the device's name as in
     /// the result, or its slug (e.g. nvidia-h200; a name holding a comma must be given by slug).
     #[arg(long, value_delimiter = ',', value_parser = price)]
     pub price: Vec<(String, f64)>,
     /// Share of hours the devices serve at that load, in (0, 1].
-    #[arg(long, default_value_t = 1.0, value_parser = share)]
+    #[arg(long, default_value_t = 1.0, value_parser = share, allow_negative_numbers = true)]
     pub utilisation: f64,
     #[command(flatten)]
     pub trust: TrustArgs,

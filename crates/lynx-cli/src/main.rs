@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             // clap's first paragraph (what was wrong, and the values it takes where it lists them).
             let rendered = error.render().to_string();
             let first: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
-            eprintln!("lynx: {}", first.join(" "));
+            eprintln!("lynx: {}", lynx_report::escape::inert(&first.join(" ")));
             return ExitCode::from(2);
         }
         Err(help_or_version) => {
@@ -51,7 +51,8 @@ fn main() -> ExitCode {
             ExitCode::from(error.downcast_ref::<Exit>().map_or(1, |exit| exit.0))
         }
         Err(error) => {
-            eprintln!("lynx: error: {error:#}");
+            // One line, whatever the input it names held (control characters, bidi overrides).
+            eprintln!("lynx: error: {}", lynx_report::escape::inert(&format!("{error:#}")));
             let bad_input = error.downcast_ref::<BadInput>().is_some()
                 || error.downcast_ref::<RunError>().is_some_and(RunError::is_bad_input);
             ExitCode::from(if bad_input { 2 } else { 1 })

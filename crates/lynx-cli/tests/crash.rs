@@ -219,52 +219,132 @@ fn sigterm_during_the_sustained_probe_stops_the_run_at_once() {
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
 }
 
-#[test]
-fn a_worker_that_crashes_in_a_cell_loses_only_that_cell() {
-    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+/// A run of `many_cells` whose worker is sent `signal` early in a cell (one after the first,
+/// named by current.json 20 to 80 ms before and not journaled yet): the supervisor's output,
+/// the result, the cell current.json named, and the journal as it was just before the signal.
+fn signal_the_worker_in_a_cell(signal: i32) -> (std::process::Output, Value, Value, Vec<u8>) {
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
     let (child, dir) = spawn_run(models.path(), out.path());
     let current = dir.join(format!("{}.current.json", dir.file_name().unwrap().to_string_lossy()));
     let deadline = Instant::now() + Duration::from_secs(120);
-    // Wait until the worker is early in a cell (at least 0.15 s each): one after the first,
-    // named by current.json 20 to 80 ms ago and not journaled yet. Then crash it as a sticky
-    // device error would.
-    let in_a_cell = || -> bool {
-        let Ok(age) = std::fs::metadata(&current).and_then(|m| m.modified()).map(|t| t.elapsed().unwrap_or_default())
-        else {
-            return false;
-        };
-        let Ok(shape) = std::fs::read(&current).map(|b| serde_json::from_slice::<Value>(&b)) else { return false };
-        let Ok(shape) = shape else { return false };
+    let in_a_cell = || -> Option<Value> {
+        let age = std::fs::metadata(&current).and_then(|m| m.modified()).ok()?.elapsed().unwrap_or_default();
+        let shape: Value = serde_json::from_slice(&std::fs::read(&current).ok()?).ok()?;
         let journaled = journal_cells(&dir);
-        !journaled.is_empty()
-            && !journaled.iter().any(|c| cell_key(c) == cell_key(&shape))
-            && (Duration::from_millis(20)..Duration::from_millis(80)).contains(&age)
+        let early = (Duration::from_millis(20)..Duration::from_millis(80)).contains(&age);
+        (!journaled.is_empty() && !journaled.iter().any(|c| cell_key(c) == cell_key(&shape)) && early).then_some(shape)
     };
-    while !in_a_cell() {
+    let shape = loop {
+        if let Some(shape) = in_a_cell() {
+            break shape;
+        }
         assert!(Instant::now() < deadline, "no cell in progress within 120 s");
         std::thread::sleep(Duration::from_millis(2));
-    }
+    };
+    let journal_before = journal_of(&dir);
     let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
     let worker: i32 = children.split_whitespace().next().expect("the supervisor has a worker").parse().unwrap();
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(worker, signal) };
+    let output = child.wait_with_output().unwrap();
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert!(journal_of(&dir).starts_with(&journal_before), "the lines journaled before the signal changed");
+    (output, result, shape, journal_before)
+}
+
+#[test]
+fn a_worker_that_crashes_in_a_cell_loses_only_that_cell() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // SIGABRT, as libtorch's std::terminate raises on an error it cannot recover from. (A
     // SIGSEGV sent by kill() is absorbed once by Rust's stack-overflow handler.)
-    // SAFETY: kill takes no pointers.
-    unsafe { libc::kill(worker, libc::SIGABRT) };
-    let output = child.wait_with_output().unwrap();
+    let (output, result, shape, _) = signal_the_worker_in_a_cell(libc::SIGABRT);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("was killed by signal 6 (SIGABRT) during"), "{stderr}");
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     assert_eq!(result["status"], "complete");
     let cells = result["cells"].as_array().unwrap();
     let failed: Vec<&Value> = cells.iter().filter(|c| c["status"] != "ok").collect();
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0]["status"], "error");
+    assert_eq!(cell_key(failed[0]), cell_key(&shape), "the failed cell is the one current.json named");
     assert!(failed[0]["message"].as_str().unwrap().contains("SIGABRT"), "{}", failed[0]);
     assert_eq!(cells.len(), 14, "the sweep went on past the crashed cell");
     assert!(String::from_utf8_lossy(&output.stdout).contains("cells that failed:"));
+}
+
+/// Issue 17: a worker killed by SIGKILL from outside, with no out-of-memory kill counted, is
+/// `killed`, not `oom`: no capacity limit is reported that was never reached, and the ladder
+/// goes on past it.
+#[test]
+fn an_outside_sigkill_is_recorded_as_killed_and_the_ladder_goes_on() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (output, result, shape, _) = signal_the_worker_in_a_cell(libc::SIGKILL);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let cells = result["cells"].as_array().unwrap();
+    let failed: Vec<&Value> = cells.iter().filter(|c| c["status"] != "ok").collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["status"], "killed", "{}", failed[0]);
+    assert_eq!(cell_key(failed[0]), cell_key(&shape));
+    assert_eq!(cells.len(), 14, "the ladder went on past the killed cell");
+    assert_eq!(result["status"], "complete");
+}
+
+/// Issue 17: no worker outlives its supervisor. The supervisor killed by SIGKILL in a cell
+/// takes its worker with it, and again in the window where the sweep is journaled whole and
+/// the result is being assembled and signed (made seconds long here by a large simulation);
+/// a resume then signs a result that verifies.
+#[test]
+fn a_killed_supervisor_leaves_no_worker_and_a_resume_signs_after_assembly() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| format!("{}\n[simulation]\nrequests = 40000\n", many_cells(suite)));
+    let out = tempfile::tempdir().unwrap();
+    let (mut child, dir) = spawn_run(models.path(), out.path());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while journal_of(&dir).iter().filter(|&&b| b == b'\n').count() < 2 {
+        assert!(Instant::now() < deadline, "no two cells within 120 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let worker: i32 = children.split_whitespace().next().expect("the supervisor has a worker").parse().unwrap();
+    child.kill().unwrap(); // SIGKILL to the supervisor
+    child.wait().unwrap();
+    let gone = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{worker}/stat")).exists()
+        && !std::fs::read_to_string(format!("/proc/{worker}/stat")).unwrap_or_default().contains(") Z ")
+    {
+        assert!(Instant::now() < gone, "worker {worker} outlived its supervisor by 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Resume, and kill it once every cell is journaled but before the envelope is written.
+    let envelope = dir.join(format!("{}.intoto.json", dir.file_name().unwrap().to_string_lossy()));
+    let mut resumed = lynx_command()
+        .args(["run", "--resume", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while journal_of(&dir).iter().filter(|&&b| b == b'\n').count() < 14 {
+        assert!(Instant::now() < deadline, "the sweep did not finish within 180 s");
+        assert!(resumed.try_wait().unwrap().is_none(), "the resumed run ended before its sweep did");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!envelope.exists(), "assembly was over before the kill: the window was not reached");
+    resumed.kill().unwrap();
+    resumed.wait().unwrap();
+    let last = lynx(&["run", "--resume", dir.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&last.stderr);
+    assert!(last.status.code().is_some_and(|c| c <= 1), "{said}");
+    let path = result_file(out.path());
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    assert_eq!(result["cells"].as_array().unwrap().len(), 14);
+    let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
 }
 
 #[test]

@@ -59,3 +59,67 @@ fn arguments_clap_refuses_are_one_line_and_no_command_shows_the_usage() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("Usage: lynx <COMMAND>"));
 }
+
+/// Issue 17: a suite, key or model "file" that is a device or a FIFO is refused at once, one
+/// line naming it (before, `--suite /dev/zero` grew to 8.5 GB and a FIFO hung for ever).
+#[test]
+fn special_files_are_refused_without_being_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("suite.toml");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let start = std::time::Instant::now();
+    for suite in ["/dev/zero", fifo.to_str().unwrap()] {
+        let line = bad_input(&["run", "--suite", suite, "--device", "cpu", "--unsigned"]);
+        assert!(line.contains(suite) && line.contains("not a regular file"), "{line}");
+    }
+    let line = bad_input(&["run", "--suite", "test", "--device", "cpu", "--key", "/dev/zero"]);
+    assert!(line.contains("/dev/zero") && line.contains("not a regular file"), "{line}");
+    let line = bad_input(&["verify", "x.intoto.json", "--pubkey", fifo.to_str().unwrap()]);
+    assert!(line.contains("not a regular file"), "{line}");
+    let line = bad_input(&["models", "import", "/dev/zero"]);
+    assert!(line.contains("not a regular file"), "{line}");
+    assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
+}
+
+/// Issue 17: every duration of a suite is bounded (the sustained probe of 1e300 s ran for 11
+/// minutes), and the number is printed as a reader writes it.
+#[test]
+fn unbounded_durations_are_bad_input() {
+    bad_suite(
+        |s| s.replace("sustained_s = 0.5", "sustained_s = 1e300"),
+        &["roofline.sustained_s", "at most 3600 s, got 1e300 s"],
+    );
+    bad_suite(|s| s.replace("window_s = 1.0", "window_s = 10.0"), &["warmup.window_s", "warmup.max_s"]);
+    bad_suite(|s| format!("{s}\n[parity]\nlayers = 3\n"), &["parity.layers (3)", "2 layers"]);
+}
+
+/// Issue 17: control characters and bidi overrides in what a user gave come back inert in the
+/// one error line (a suite name holding ESC and U+202E).
+#[test]
+fn errors_echo_no_control_characters() {
+    let models = models(|s| s.replace("name = \"test\"", "name = \"t\u{1b}[2J\u{202e}x\""));
+    let out = tempfile::tempdir().unwrap();
+    let line = bad_input(&run_args(models.path(), out.path()));
+    assert!(!line.contains(['\u{1b}', '\u{202e}']), "{line:?}");
+    assert!(line.contains("\\u{1b}[2J\\u{202e}x"), "{line}");
+}
+
+/// Issue 17 item 11: small things a user hits, each one line and exit 2.
+#[test]
+fn a_file_where_a_folder_is_expected_and_negative_prices_are_one_line() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+    let models = models(str::to_owned);
+    let line = bad_input(&run_args(models.path(), file.path()));
+    assert!(line.contains(path) && line.contains("not a folder"), "{line}");
+    assert_eq!(line.matches(path).count(), 1, "the path once: {line}");
+    let line = bad_input(&["keygen", "--out", path]);
+    assert!(line.contains(path) && line.contains("not a folder"), "{line}");
+    assert_eq!(line.matches(path).count(), 1, "the path once: {line}");
+    let line = bad_input(&["run", "--suite", "test", "--price-per-hour", "-1"]);
+    assert!(line.contains("--price-per-hour") && line.contains("positive"), "{line}");
+    let line = bad_input(&["roofline", "--sustained-s", "1e300"]);
+    assert!(line.contains("--sustained-s") && line.contains("3600"), "{line}");
+}

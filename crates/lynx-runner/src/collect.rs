@@ -6,6 +6,8 @@
 
 use crate::store::{commit, with_suffix, write_json_atomic};
 use crate::RunError;
+use lynx_attest::envelope::read_envelope;
+use lynx_attest::files::{open_regular, Links};
 use lynx_attest::trust::{find_envelopes, verify_trusted};
 use lynx_attest::Verified;
 use lynx_attest::VerifyingKey;
@@ -24,10 +26,21 @@ pub enum Outcome {
 }
 
 /// Copy `from` to `to` durably: beside it first, then committed as every file lynx writes is.
+/// The source is a regular file read as itself: a symbolic link in a results folder is refused,
+/// never copied through (its target is not what was published).
 fn copy(from: &Path, to: &Path) -> Result<(), RunError> {
     let temporary = with_suffix(to, ".tmp");
-    std::fs::copy(from, &temporary).map_err(io(to))?;
-    commit(&temporary, to)
+    let copied = open_regular(from, Links::Refuse)
+        .map_err(io(from))
+        .and_then(|mut source| {
+            let mut file = std::fs::File::create(&temporary).map_err(io(to))?;
+            std::io::copy(&mut source, &mut file).map_err(io(to))
+        })
+        .and_then(|_| commit(&temporary, to));
+    if copied.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    copied
 }
 
 /// An I/O error on `path`.
@@ -72,7 +85,8 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     let dir = into.join(folder_name(&device)).join(&run_id);
     let target = dir.join(format!("{run_id}.intoto.json"));
     if target.exists() {
-        let same = std::fs::read(&target).map_err(io(&target))? == std::fs::read(envelope).map_err(io(envelope))?;
+        let read = |path: &Path| read_envelope(path).map_err(|e| io(path)(std::io::Error::other(e.to_string())));
+        let same = read(&target)? == read(envelope)?;
         return Ok(if same {
             Outcome::Duplicate(target)
         } else {
@@ -87,7 +101,7 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     let samples = envelope.with_file_name(&verified.samples_file);
     copy(&samples, &dir.join(&verified.samples_file))?;
     let result_json = PathBuf::from(envelope.to_string_lossy().replace(".intoto.json", ".json"));
-    if result_json.exists() {
+    if result_json.symlink_metadata().is_ok() {
         copy(&result_json, &dir.join(format!("{run_id}.json")))?;
     }
     // The envelope last: a folder with it is a whole result.

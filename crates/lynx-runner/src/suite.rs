@@ -158,32 +158,21 @@ pub fn read_length_files(suite: &mut Suite, folder: Option<&Path>, shown: &str) 
     suite.validate(shown).map_err(|e| RunError::Config(format!("suite file {e}")))
 }
 
-/// A regular file's text, refused past `limit` bytes.
+/// A regular file's text, refused past `limit` bytes (a FIFO or a device is refused without
+/// waiting on it).
 fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+    use lynx_attest::files::{read_text_bounded, Links};
+    read_text_bounded(path, limit, Links::Follow).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => "does not exist".to_owned(),
         _ => e.to_string(),
-    })?;
-    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
-        return Err("is not a regular file".to_owned());
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > limit {
-        return Err(format!("is larger than {limit} bytes"));
-    }
-    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned())
+    })
 }
 
+/// A suite, model or config file's text: a regular file of at most
+/// [`lynx_attest::files::MOST_CONFIG_BYTES`].
 fn read(path: &Path, what: &str) -> Result<String, RunError> {
-    std::fs::read_to_string(path).map_err(|error| {
-        let reason = match error.kind() {
-            std::io::ErrorKind::NotFound => "does not exist".to_owned(),
-            _ => error.to_string(),
-        };
-        RunError::Config(format!("{what} file {}: {reason}", path.display()))
-    })
+    read_bounded(path, lynx_attest::files::MOST_CONFIG_BYTES)
+        .map_err(|reason| RunError::Config(format!("{what} file {}: {reason}", path.display())))
 }
 
 /// A model name from a config file's path: its folder's name for a `config.json` (Hugging Face

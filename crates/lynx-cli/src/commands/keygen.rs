@@ -4,6 +4,9 @@ use crate::BadInput;
 use std::path::PathBuf;
 
 pub fn run(out: Option<PathBuf>, force: bool) -> anyhow::Result<()> {
+    if let Some(out) = &out {
+        super::folder_or_absent("--out", out)?;
+    }
     let dir = out.or_else(lynx_attest::default_key_dir).ok_or_else(|| {
         BadInput("no --out and no default key folder (neither XDG_CONFIG_HOME nor HOME is set)".to_owned())
     })?;

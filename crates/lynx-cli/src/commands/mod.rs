@@ -40,6 +40,15 @@ pub fn dispatch(command: Command) -> anyhow::Result<()> {
     }
 }
 
+/// A folder lynx writes into (`--out`): a folder, or not there yet (it is made); anything else
+/// is bad input, said once.
+fn folder_or_absent(flag: &str, path: &Path) -> Result<(), BadInput> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_dir() => Err(BadInput(format!("{flag} {}: is not a folder", path.display()))),
+        _ => Ok(()),
+    }
+}
+
 /// The public key in `path` (`--pubkey`); unreadable is bad input.
 fn pubkey(path: &Path) -> Result<lynx_attest::VerifyingKey, BadInput> {
     lynx_attest::read_verifying_key(path).map_err(|e| BadInput(format!("--pubkey {e}")))

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    super::folder_or_absent("--out", &args.out)?;
     let price = super::price_inputs(args.price_per_hour, args.utilisation)?;
     // The key is read before anything is measured: a run that cannot be signed is refused.
     let signing_key = super::signing_key(&args.signing)?;

@@ -24,7 +24,9 @@ pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
+        use lynx_report::escape::inert;
         for v in &verdicts {
+            let v = &VerifyVerdict { file: inert(&v.file), message: v.message.as_deref().map(inert), ..v.clone() };
             match &v.message {
                 None => match v.other_signatures {
                     None => println!("{}: valid (signed by key {})", v.file, v.key_id),
