@@ -136,17 +136,27 @@ impl Checker<'_> {
         }
     }
 
-    /// A list of sizes: at least one, each from 1 to `most`.
+    /// A list of sizes: at least one and at most [`MOST_LISTED`], each from 1 to `most`.
     pub(crate) fn sizes(&self, key: &str, values: &[u32], most: u32) -> Result<(), ConfigError> {
         if values.is_empty() {
             return Err(self.invalid(key, "must list at least one size".to_owned()));
         }
+        self.listed(key, values.len(), MOST_LISTED)?;
         if values.contains(&0) {
             return Err(self.invalid(key, format!("must hold sizes greater than 0, got {values:?}")));
         }
         match values.iter().find(|&&v| v > most) {
             Some(v) => Err(self.invalid(key, format!("must hold sizes of at most {most}, got {v}"))),
             None => Ok(()),
+        }
+    }
+
+    /// A list of `len` entries, at most `most`.
+    pub(crate) fn listed(&self, key: &str, len: usize, most: usize) -> Result<(), ConfigError> {
+        if len <= most {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("lists {len} entries; at most {most} are allowed")))
         }
     }
 
@@ -180,6 +190,9 @@ impl Checker<'_> {
         }
     }
 }
+
+/// The most entries a list of sizes in a suite may have (batches, prompt lengths, contexts).
+pub const MOST_LISTED: usize = 256;
 
 /// A number as a reader wants it in a message: plain where that is short, in scientific
 /// notation where Rust's plain form would run to hundreds of digits (`1e300`, `1e-300`).
@@ -376,6 +389,12 @@ mod tests {
             let text = SUITE.replacen(list, &list.replace("32]", "4000000000]"), 1);
             assert!(text != SUITE && Suite::from_toml(&text, "t.toml").is_err(), "{grid}");
         }
+        let long: Vec<String> = (1..=300).map(|n| n.to_string()).collect();
+        let many = SUITE.replace("ctxs = [32]", &format!("ctxs = [{}]", long.join(", ")));
+        assert!(Suite::from_toml(&many, "t.toml").unwrap_err().to_string().contains("at most 256"));
+        let workloads = "[[workload]]\nname = \"w\"\nisl = 8\nosl = 8\n".repeat(65);
+        let error = Suite::from_toml(&format!("{SUITE}\n{workloads}"), "t.toml").unwrap_err();
+        assert!(matches!(&error, ConfigError::Invalid { key, .. } if key == "workload"), "{error}");
         let batches = SUITE.replace("batches = [1, 4]", "batches = [1, 1000000]");
         assert!(Suite::from_toml(&batches, "t.toml").unwrap_err().to_string().contains("at most 65536"));
         assert_eq!(readable(1e300), "1e300");

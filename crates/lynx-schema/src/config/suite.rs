@@ -407,6 +407,9 @@ impl Suite {
     pub const MOST_LAYERS: u32 = 10_000;
     /// The most devices a tensor-parallel shard may be cut for.
     pub const MOST_TP: u32 = 4_096;
+    /// The most workloads and bounds a suite may list (each is simulated at assembly).
+    pub const MOST_WORKLOADS: usize = 64;
+    pub const MOST_BOUNDS: usize = 16;
 
     /// Check the suite as it stands (after any command-line overrides); `origin` names it.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
@@ -442,7 +445,9 @@ impl Suite {
         let measure = &self.measure;
         check.count("measure.min_steps", measure.min_steps, Self::MOST_STEPS)?;
         check.positive_real("measure.max_cv", measure.max_cv.unwrap_or(1.0))?;
+        check.real_at_most("measure.max_cv", measure.max_cv.unwrap_or(1.0), 100.0, "")?;
         check.positive_real("measure.max_other_cpu_cores", measure.max_other_cpu_cores.unwrap_or(1.0))?;
+        check.real_at_most("measure.max_other_cpu_cores", measure.max_other_cpu_cores.unwrap_or(1.0), 4096.0, "")?;
         check.seconds("measure.min_s", measure.min_s, Self::MOST_PROBE_SECONDS)?;
         check.at_most("measure.max_steps", measure.max_steps, Self::MOST_STEPS)?;
         if measure.max_steps < measure.min_steps {
@@ -467,6 +472,8 @@ impl Suite {
         check.sizes("prefill.prompt_lens", &self.prefill.prompt_lens, Self::MOST_TOKENS)?;
         self.decode.ladder().validate(&check, "decode")?;
         check.sizes("decode.ctxs", &self.decode.ctxs, Self::MOST_TOKENS)?;
+        check.listed("workload", self.workloads.len(), Self::MOST_WORKLOADS)?;
+        check.listed("bound", self.bounds.len(), Self::MOST_BOUNDS)?;
         for (i, workload) in self.workloads.iter().enumerate() {
             workload.validate(&check, &format!("workload[{i}]"))?;
         }
