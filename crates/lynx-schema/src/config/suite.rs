@@ -396,7 +396,7 @@ impl Suite {
     pub const MOST_SECONDS: f64 = 86_400.0;
     /// The longest a cell's `measure.min_s` or the sustained probe may ask for: an hour.
     pub const MOST_PROBE_SECONDS: f64 = 3_600.0;
-    /// The most steps a cell measures (`measure.max_steps`) or the parity check decodes.
+    /// The most steps a cell measures (`measure.max_steps`).
     pub const MOST_STEPS: u32 = 1_000_000;
     /// The largest batch a ladder, the parity check or the simulation may name.
     pub const MOST_BATCH: u32 = 65_536;
@@ -407,6 +407,11 @@ impl Suite {
     pub const MOST_LAYERS: u32 = 10_000;
     /// The most devices a tensor-parallel shard may be cut for.
     pub const MOST_TP: u32 = 4_096;
+    /// The parity check's bounds: it runs a float64 reference on the host, so its prompt, batch
+    /// and decode steps are kept to what a correctness check needs (defaults 16, 2 and 8).
+    pub const MOST_PARITY_TOKENS: u32 = 4_096;
+    pub const MOST_PARITY_BATCH: u32 = 64;
+    pub const MOST_PARITY_STEPS: u32 = 1_024;
     /// The most workloads and bounds a suite may list (each is simulated at assembly).
     pub const MOST_WORKLOADS: usize = 64;
     pub const MOST_BOUNDS: usize = 16;
@@ -465,9 +470,9 @@ impl Suite {
             ));
         }
         check.count("parity.layers", self.parity.layers, Self::MOST_LAYERS)?;
-        check.count("parity.batch", self.parity.batch, Self::MOST_BATCH)?;
-        check.count("parity.prompt_len", self.parity.prompt_len, Self::MOST_TOKENS)?;
-        check.count("parity.decode_steps", self.parity.decode_steps, Self::MOST_STEPS)?;
+        check.count("parity.batch", self.parity.batch, Self::MOST_PARITY_BATCH)?;
+        check.count("parity.prompt_len", self.parity.prompt_len, Self::MOST_PARITY_TOKENS)?;
+        check.count("parity.decode_steps", self.parity.decode_steps, Self::MOST_PARITY_STEPS)?;
         self.prefill.ladder().validate(&check, "prefill")?;
         check.sizes("prefill.prompt_lens", &self.prefill.prompt_lens, Self::MOST_TOKENS)?;
         self.decode.ladder().validate(&check, "decode")?;
