@@ -96,7 +96,7 @@ pub fn envelope_path(result_path: &Path) -> std::path::PathBuf {
 /// sha256 (hex) of a samples file, read in chunks: a regular file (never through a final
 /// symbolic link) of at most [`MAX_SAMPLES_BYTES`].
 pub fn file_sha256(path: &Path) -> std::io::Result<String> {
-    Ok(read_samples(path)?.0)
+    Ok(read_samples(path, false)?.0)
 }
 
 /// The most bytes a samples file may hold: a day of sampling at the highest rate (100 Hz) from
@@ -105,9 +105,10 @@ pub const MAX_SAMPLES_BYTES: u64 = 16 << 30;
 /// The longest line a samples file may hold (a line is a few hundred bytes).
 const MAX_SAMPLES_LINE: usize = 1 << 20;
 
-/// sha256 (hex) of the samples file `path`, and the first line that is not a samples line as
-/// lynx writes it (a segment header or a telemetry sample, ending in a newline), if any.
-fn read_samples(path: &Path) -> std::io::Result<(String, Option<String>)> {
+/// sha256 (hex) of the samples file `path`, and, with `parse`, the first line that is not a
+/// samples line as lynx writes it (a segment header or a telemetry sample, ending in a newline),
+/// if any.
+fn read_samples(path: &Path, parse: bool) -> std::io::Result<(String, Option<String>)> {
     use std::io::Read;
     let file = open_regular(path, Links::Refuse)?;
     let size = file.metadata()?.len();
@@ -133,6 +134,9 @@ fn read_samples(path: &Path) -> std::io::Result<(String, Option<String>)> {
             break;
         }
         hasher.update(&buffer[..n]);
+        if !parse {
+            continue;
+        }
         pending.extend_from_slice(&buffer[..n]);
         let mut start = 0;
         while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
@@ -309,7 +313,7 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     }
     let samples = path.with_file_name(name);
     let (actual, bad_line) =
-        read_samples(&samples).map_err(|e| VerifyError::Subject(format!("{}: {e}", samples.display())))?;
+        read_samples(&samples, true).map_err(|e| VerifyError::Subject(format!("{}: {e}", samples.display())))?;
     if actual != expected {
         return Err(VerifyError::Subject(format!("{name} has sha256 {actual}; the statement says {expected}")));
     }
