@@ -14,6 +14,7 @@ use crate::RunError;
 use lynx_schema::result::{CellRecord, CellShape, RunPlan};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -85,9 +86,15 @@ impl RunDir {
     }
 }
 
-/// Read and parse a JSON file the run wrote; a file that does not parse is corrupt input.
+/// The most bytes a run's plan or result file may hold (a result is tens of kilobytes).
+const MOST_RUN_FILE_BYTES: u64 = 256 << 20;
+
+/// Read and parse a JSON file the run wrote; a file that does not parse is corrupt input. It is
+/// the run folder's own regular file, never read through a symbolic link, and bounded.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, RunError> {
-    let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: path.to_path_buf(), source })?;
+    use lynx_attest::files::{read_bounded, Links};
+    let bytes = read_bounded(path, MOST_RUN_FILE_BYTES, Links::Refuse)
+        .map_err(|source| RunError::Io { path: path.to_path_buf(), source })?;
     serde_json::from_slice(&bytes)
         .map_err(|e| RunError::Corrupt { path: path.to_path_buf(), detail: format!("{what}: {e}") })
 }
@@ -110,7 +117,17 @@ impl Journal {
     /// it.
     fn open_waiting(path: &Path, wait: Duration) -> Result<(Journal, Vec<CellRecord>), RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
-        let mut file = OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?;
+        // The run folder's own journal: a link or a special file in its place is refused.
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(io(std::io::Error::other("the journal is not a regular file")));
+        }
         // The journal's own name must survive a crash too.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;

@@ -117,16 +117,26 @@ pub(crate) fn model_error(context: &str, error: ModelError) -> RunError {
 /// The number of the next segment of the samples file at `path`: one more than the segments it
 /// holds (a process killed before its sampler started adds none).
 fn next_segment(path: &Path) -> Result<u32, RunError> {
-    let text = match std::fs::read(path) {
-        Ok(bytes) => bytes,
+    use std::io::BufRead;
+    let io = |source| RunError::Io { path: path.to_path_buf(), source };
+    // Never through a link (a samples file replaced by a link to /dev/zero would never end), and
+    // line by line: a long run's samples file is gigabytes.
+    let file = match lynx_attest::files::open_regular(path, lynx_attest::files::Links::Refuse) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(1),
-        Err(source) => return Err(RunError::Io { path: path.to_path_buf(), source }),
+        Err(source) => return Err(io(source)),
     };
-    let segments = text
-        .split(|&b| b == b'\n')
-        .filter(|line| matches!(serde_json::from_slice(line), Ok(SamplesLine::Segment { .. })))
-        .count();
-    Ok(segments as u32 + 1)
+    let mut segments = 0u32;
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.map_err(io)?;
+        // A header is serialised with its tag first; only those lines need parsing.
+        if line.starts_with(b"{\"kind\":\"segment\"")
+            && matches!(serde_json::from_slice(&line), Ok(SamplesLine::Segment { .. }))
+        {
+            segments += 1;
+        }
+    }
+    Ok(segments + 1)
 }
 
 /// Remove `path` if it is there.
@@ -148,5 +158,24 @@ mod tests {
         assert!(!poisons_the_context("CUDA out of memory. Tried to allocate 2.00 GiB"));
         assert!(!poisons_the_context("CUDA error: out of memory"));
         assert!(!poisons_the_context("shape mismatch"));
+    }
+
+    /// Issue 17: the next segment is counted from the headers, line by line; a samples file or a
+    /// journal replaced by a link (to /dev/zero, which would never end) is refused at once, as
+    /// is a result file that is one.
+    #[test]
+    fn run_files_are_never_read_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let samples = dir.path().join("r.samples.jsonl");
+        assert_eq!(next_segment(&samples).unwrap(), 1);
+        let header = |n| format!("{{\"kind\":\"segment\",\"segment\":{n},\"started_at\":\"x\"}}\n");
+        let sample = "{\"kind\":\"telemetry\",\"source\":\"host\",\"t_s\":0.05}\n";
+        std::fs::write(&samples, format!("{}{sample}{sample}{}{sample}", header(1), header(2))).unwrap();
+        assert_eq!(next_segment(&samples).unwrap(), 3);
+        let linked = dir.path().join("l.samples.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &linked).unwrap();
+        assert!(next_segment(&linked).is_err());
+        assert!(crate::journal::Journal::open(&linked).is_err());
+        assert!(crate::journal::read_json::<serde_json::Value>(&linked, "result").is_err());
     }
 }
