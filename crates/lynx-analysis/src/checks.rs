@@ -65,9 +65,8 @@ pub fn measurement_checks(
         .iter()
         .flat_map(|c| c.telemetry.iter().filter(|w| w.source == source.name).map(move |w| (c, w)))
         .collect();
-    let total: f64 = windows.iter().map(|(_, w)| w.end_s.get() - w.start_s.get()).fold(0.0, |a, b| a + b);
-    let covered: f64 =
-        windows.iter().map(|(_, w)| (w.end_s.get() - w.start_s.get()) * w.coverage.get()).fold(0.0, |a, b| a + b);
+    let total: f64 = windows.iter().map(|(_, w)| w.end_s.get() - w.start_s.get()).sum();
+    let covered: f64 = windows.iter().map(|(_, w)| (w.end_s.get() - w.start_s.get()) * w.coverage.get()).sum();
     checks.push(if windows.is_empty() || total <= 0.0 {
         // Nothing measured (a run stopped before its first cell): no coverage to state.
         check(

@@ -5,7 +5,7 @@
 //! of the exact payload bytes: no JSON canonicalisation is involved. Verification also accepts
 //! the IEEE P1363 `r‖s` encoding, which the DSSE specification's own ECDSA example uses.
 
-use crate::files::{open_regular, read_bounded, Links};
+use crate::files::{open_bounded, read_bounded, Links};
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 use lynx_schema::result::{hex, RunResult, RESULT_SCHEMA};
@@ -110,14 +110,7 @@ const MAX_SAMPLES_LINE: usize = 1 << 20;
 /// if any.
 fn read_samples(path: &Path, parse: bool) -> std::io::Result<(String, Option<String>)> {
     use std::io::Read;
-    let file = open_regular(path, Links::Refuse)?;
-    let size = file.metadata()?.len();
-    if size > MAX_SAMPLES_BYTES {
-        return Err(std::io::Error::other(format!(
-            "{size} bytes, more than the {MAX_SAMPLES_BYTES} a samples file may have"
-        )));
-    }
-    let mut file = file.take(MAX_SAMPLES_BYTES + 1);
+    let mut file = open_bounded(path, MAX_SAMPLES_BYTES, Links::Refuse)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     let (mut pending, mut number, mut bad) = (Vec::new(), 0usize, None);
@@ -273,16 +266,9 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
         )));
     }
     let mut failures = Vec::new();
-    for signature in &naming {
-        match check_signature(key, &message, &signature.sig) {
-            Ok(()) => {
-                failures.clear();
-                break;
-            }
-            Err(why) => failures.push(why),
-        }
-    }
-    if !failures.is_empty() {
+    let verifies =
+        naming.iter().any(|s| check_signature(key, &message, &s.sig).map_err(|why| failures.push(why)).is_ok());
+    if !verifies {
         return Err(VerifyError::Signature(format!(
             "the signature naming the given key ({pinned}) does not verify: {}",
             failures.join("; ")
@@ -317,7 +303,6 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     if actual != expected {
         return Err(VerifyError::Subject(format!("{name} has sha256 {actual}; the statement says {expected}")));
     }
-
     let predicate = &statement["predicate"];
     let result: RunResult =
         serde_json::from_value(predicate.clone()).map_err(|e| VerifyError::Schema(e.to_string()))?;

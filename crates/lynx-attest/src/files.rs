@@ -5,7 +5,7 @@
 //! folder points at.
 
 use std::fs::File;
-use std::io::{Error, ErrorKind, Read};
+use std::io::{Error, ErrorKind, Read, Take};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -44,16 +44,23 @@ pub fn open_regular(path: &Path, links: Links) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// The bytes of the regular file `path`, refused unread where it holds more than `most`.
-pub fn read_bounded(path: &Path, most: u64, links: Links) -> std::io::Result<Vec<u8>> {
+/// The regular file `path` ([`open_regular`]) for reading, refused unread where it holds more
+/// than `most`; a file growing while it is read ends one byte past the bound.
+pub fn open_bounded(path: &Path, most: u64, links: Links) -> std::io::Result<Take<File>> {
     let file = open_regular(path, links)?;
     let size = file.metadata()?.len();
     if size > most {
         return Err(too_big(size, most));
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    // A file growing while it is read is cut at one byte past the bound, and refused.
-    file.take(most + 1).read_to_end(&mut bytes)?;
+    Ok(file.take(most + 1))
+}
+
+/// The bytes of the regular file `path`, refused unread where it holds more than `most`.
+pub fn read_bounded(path: &Path, most: u64, links: Links) -> std::io::Result<Vec<u8>> {
+    let mut file = open_bounded(path, most, links)?;
+    let mut bytes = Vec::with_capacity(file.get_ref().metadata()?.len() as usize);
+    // A file that grew while it was read is refused.
+    file.read_to_end(&mut bytes)?;
     if bytes.len() as u64 > most {
         return Err(too_big(bytes.len() as u64, most));
     }

@@ -4,7 +4,7 @@
 //! byte-identical copies are skipped, differing ones refused. The folder's `index.json` lists
 //! every verified result in it.
 
-use crate::store::{commit, with_suffix, write_json_atomic};
+use crate::store::{write_atomic, write_json_atomic};
 use crate::RunError;
 use lynx_attest::envelope::read_envelope;
 use lynx_attest::files::{open_regular, Links};
@@ -29,18 +29,8 @@ pub enum Outcome {
 /// The source is a regular file read as itself: a symbolic link in a results folder is refused,
 /// never copied through (its target is not what was published).
 fn copy(from: &Path, to: &Path) -> Result<(), RunError> {
-    let temporary = with_suffix(to, ".tmp");
-    let copied = open_regular(from, Links::Refuse)
-        .map_err(io(from))
-        .and_then(|mut source| {
-            let mut file = std::fs::File::create(&temporary).map_err(io(to))?;
-            std::io::copy(&mut source, &mut file).map_err(io(to))
-        })
-        .and_then(|_| commit(&temporary, to));
-    if copied.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    copied
+    let mut source = open_regular(from, Links::Refuse).map_err(io(from))?;
+    write_atomic(to, |file| std::io::copy(&mut source, file).map(drop))
 }
 
 /// An I/O error on `path`.

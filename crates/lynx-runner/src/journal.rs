@@ -12,9 +12,8 @@
 
 use crate::RunError;
 use lynx_schema::result::{CellRecord, CellShape, RunPlan};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -117,17 +116,7 @@ impl Journal {
     /// it.
     fn open_waiting(path: &Path, wait: Duration) -> Result<(Journal, Vec<CellRecord>), RunError> {
         let io = |source| RunError::Io { path: path.to_path_buf(), source };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-            .map_err(io)?;
-        // The run folder's own journal: a link or a special file in its place is refused.
-        if !file.metadata().map_err(io)?.is_file() {
-            return Err(io(std::io::Error::other("the journal is not a regular file")));
-        }
+        let mut file = crate::store::open_appending(path).map_err(io)?;
         // The journal's own name must survive a crash too.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;

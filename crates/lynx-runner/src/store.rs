@@ -12,15 +12,39 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<
     fs::create_dir_all(dir).map_err(io)?;
     let mut json = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
     json.push(b'\n');
+    write_atomic(path, |file| file.write_all(&json))
+}
+
+/// Write `path` through `write` into a temporary file beside it, then [`commit`] it. A write
+/// that fails (a full disk) leaves no temporary behind; the file under its final name is the
+/// last whole one.
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<(), RunError> {
     let temporary = with_suffix(path, ".tmp");
-    let written = File::create(&temporary).and_then(|mut file| file.write_all(&json)).map_err(io);
-    // A write that failed (a full disk) leaves no temporary behind; the file under its final
-    // name is the last whole one.
+    let written = File::create(&temporary)
+        .and_then(|mut file| write(&mut file))
+        .map_err(|source| RunError::Io { path: path.to_path_buf(), source });
     let committed = written.and_then(|()| commit(&temporary, path));
     if committed.is_err() {
         let _ = fs::remove_file(&temporary);
     }
     committed
+}
+
+/// Open (or create) a file of the run folder that lynx appends to, the journal or the samples
+/// file, for reading and appending: never through a symbolic link, never waiting on a FIFO, and
+/// refused unless it is a regular file (a link to /dev/zero in its place would never end).
+pub fn open_appending(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("is not a regular file"));
+    }
+    Ok(file)
 }
 
 /// `path` with `suffix` appended to its file name: where it is written before it is committed.

@@ -138,7 +138,7 @@ impl OomKills {
     fn rose_by(&self, now: OomKills) -> Option<String> {
         let rose = |before: Option<u64>, after: Option<u64>| matches!((before, after), (Some(b), Some(a)) if a > b);
         if rose(self.cgroup, now.cgroup) {
-            Some("the cgroup's memory.events counted an OOM kill".to_owned())
+            Some("the memory cgroup counted an OOM kill".to_owned())
         } else if rose(self.system, now.system) {
             Some("the kernel's /proc/vmstat counted an OOM kill".to_owned())
         } else {

@@ -11,7 +11,7 @@ use lynx_schema::result::{SourceRecord, TelemetryRecord};
 use lynx_schema::telemetry::{Sample, SamplesLine, WindowSummary};
 use lynx_schema::value::Finite;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -46,11 +46,7 @@ fn gpu_source(device: &Device) -> Option<(&'static str, Started)> {
 /// cut off first, as the journal's is, so that the new segment's header starts a line of its
 /// own; the bytes cut are returned (and recorded in that header).
 fn open_samples(path: &Path) -> std::io::Result<(File, u64)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = OpenOptions::new().read(true).append(true).create(true).custom_flags(libc::O_NOFOLLOW).open(path)?;
-    if !file.metadata()?.file_type().is_file() {
-        return Err(std::io::Error::other("the samples file is not a regular file"));
-    }
+    let mut file = crate::store::open_appending(path)?;
     let len = file.metadata()?.len();
     let whole = whole_lines_end(&mut file, len)?;
     if whole < len {

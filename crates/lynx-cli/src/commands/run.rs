@@ -102,20 +102,21 @@ pub fn execute(
         command.arg("worker").arg(&run.dir);
         command
     };
-    let disk_full = || {
+    // A full disk, in the worker or here, is said once, in one line naming the folder.
+    let disk_full = || -> anyhow::Error {
         eprintln!(
             "lynx: the disk holding {} is full: the run stopped, and everything measured so far is kept whole; free \
              space and resume with `lynx run --resume {}`",
             run.dir.display(),
             run.dir.display()
         );
-        Exit(1)
+        Exit(1).into()
     };
-    let supervised = match supervisor::supervise(run, &mut worker, &mut |line| eprintln!("lynx: {line}")) {
-        Err(error) if error.is_disk_full() => return Err(disk_full().into()),
-        Ok(supervisor::Supervised::DiskFull) => return Err(disk_full().into()),
-        supervised => supervised?,
-    };
+    let said = |error: lynx_runner::RunError| if error.is_disk_full() { disk_full() } else { error.into() };
+    let supervised = supervisor::supervise(run, &mut worker, &mut |line| eprintln!("lynx: {line}")).map_err(said)?;
+    if let supervisor::Supervised::DiskFull = supervised {
+        return Err(disk_full());
+    }
     if let supervisor::Supervised::BadInput = supervised {
         // The worker said why. A new run it refused before measuring leaves no folder.
         let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
@@ -124,17 +125,11 @@ pub fn execute(
         }
         return Err(Exit(2).into());
     }
-    let outcome = match lynx_runner::assemble(run, price, Some(supervisor::assembly_stop())) {
-        Err(error) if error.is_disk_full() => return Err(disk_full().into()),
-        outcome => outcome?,
-    };
+    let outcome = lynx_runner::assemble(run, price, Some(supervisor::assembly_stop())).map_err(said)?;
     let envelope = lynx_attest::seal(&outcome.path, &outcome.result, signing_key)
         .with_context(|| format!("sealing {}", outcome.path.display()))?;
     let envelope_path = lynx_attest::envelope_path(&outcome.path);
-    match lynx_runner::write_json_atomic(&envelope_path, &envelope) {
-        Err(error) if error.is_disk_full() => return Err(disk_full().into()),
-        written => written?,
-    }
+    lynx_runner::write_json_atomic(&envelope_path, &envelope).map_err(said)?;
     print!("{}", lynx_report::text::run_summary(&outcome.result, &outcome.path));
     match signing_key {
         Some(key) => {

@@ -39,8 +39,8 @@ pub fn record_worker_death(
         (true, Some(evidence)) => CellStatus::Oom { message: format!("{message}: out of memory ({evidence})") },
         (true, None) => CellStatus::Killed {
             message: format!(
-                "{message}, with no out-of-memory kill counted (the cgroup's memory.events and /proc/vmstat oom_kill \
-                 did not rise): killed from outside lynx"
+                "{message}, with no out-of-memory kill counted (neither the memory cgroup's nor /proc/vmstat's \
+                 oom_kill rose): killed from outside lynx"
             ),
         },
         (false, _) => cell.status,
