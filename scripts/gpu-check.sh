@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The prepared GPU check: everything lynx claims about a GPU that only a GPU can show, in one
-# short device window (at most about 9 minutes on an H200), from a lynx binary built elsewhere
-# and carried here (a GPU host needs no cargo).
+# short device window, from a lynx binary built elsewhere and carried here (a GPU host needs no
+# cargo).
 #
 #   scripts/gpu-check.sh [OUTDIR] [--device cuda:0] [--datasheet-tbs 4.8] [--suites a,b] [--quick]
+#                        [--deadline-s 570] [--archive FILE]
+#   scripts/gpu-check.sh OUTDIR --claims-only
 #
 # It finds the host's libtorch through `python3 -c 'import torch'` and sets the library path to
 # it (a carried binary's rpath names the build host's), runs `lynx devices`, `lynx roofline` and
@@ -11,6 +13,17 @@
 # bf16 and fp8, a 4-layer Qwen3-30B-A3B subset, a 2-layer DeepSeek-R1 shard), each under a time
 # limit, writes every result and log under OUTDIR, and prints one table of claims with PASS,
 # FAIL or SKIP and the figure behind each. Exit 1 on any FAIL.
+#
+# The whole script ends within --deadline-s seconds (default 570, inside the device tool's
+# 600-second limit on one command): a phase's time limit is cut to what is left before the
+# deadline, less the 20 s the table and the archive need, and a phase that would get under 20 s
+# is not started; the table says which phases did not run and why. A command killed from outside
+# prints no table, so the deadline is what makes one short window always yield one.
+#
+# --archive FILE: OUTDIR as one gzip'd tar at FILE when the script ends, however it ends (the
+# device tool brings back at most 8 files; the runs alone are more).
+# --claims-only: print the table again from an OUTDIR a check already filled (an archive brought
+# back and unpacked, say), running nothing.
 #
 # --quick (the test suite's check that this script still works, on any host): the CPU unless
 # --device is given, and the small gpu-check-quick suite; every claim only a GPU can answer is
@@ -20,62 +33,120 @@
 # LYNX_BENCH_PYTHON the Python with torch (default python3).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+started_at=$(date +%s)
 device=cuda:0
 device_given=false
 datasheet=4.8
 suites=""
 quick=false
 out=""
+deadline_s=570
+archive=""
+claims_only=false
 while [ $# -gt 0 ]; do
   case "$1" in
+    --device|--datasheet-tbs|--suites|--deadline-s|--archive)
+      [ $# -ge 2 ] || { echo "gpu-check: $1 needs a value" >&2; exit 2; } ;;&
     --device) device=$2; device_given=true; shift 2 ;;
     --datasheet-tbs) datasheet=$2; shift 2 ;;
     --suites) suites=$2; shift 2 ;;
+    --deadline-s) deadline_s=$2; shift 2 ;;
+    --archive) archive=$2; shift 2 ;;
+    --claims-only) claims_only=true; shift ;;
     --quick) quick=true; shift ;;
     -*) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "gpu-check: one OUTDIR, not $1 too" >&2; exit 2; }; out=$1; shift ;;
   esac
 done
-if $quick; then
-  $device_given || device=cpu
-  suites=${suites:-gpu-check-quick}
-  sustained_s=0
-else
-  suites=${suites:-gpu-check-llama-bf16,gpu-check-llama-fp8,gpu-check-moe,gpu-check-mla}
-  sustained_s=5
-fi
-if [ -z "$out" ]; then
-  out=$(mktemp -d)
-  trap 'rm -rf "$out"' EXIT
-fi
-mkdir -p "$out"
+[[ "$deadline_s" =~ ^[0-9]{1,6}$ ]] && [ "$deadline_s" -gt 0 ] \
+  || { echo "gpu-check: --deadline-s $deadline_s is not a whole number of seconds above 0" >&2; exit 2; }
 python=${LYNX_BENCH_PYTHON:-python3}
 
-lynx=${LYNX_BIN:-$repo/target/release/lynx}
-[ -x "$lynx" ] || { echo "gpu-check: no lynx binary at $lynx (build with scripts/lynx, or set LYNX_BIN)" >&2; exit 2; }
-# A binary carried from the build host names that host's libtorch in its rpath: where it finds
-# no libtorch here, use the torch of this host's Python and its CUDA wheels.
-if ldd "$lynx" 2>/dev/null | grep -q 'libtorch_cpu.so => not found'; then
-  libs=$("$python" - <<'PY'
+if $claims_only; then
+  [ -n "$out" ] && [ -f "$out/settings.txt" ] \
+    || { echo "gpu-check: --claims-only needs an OUTDIR a check filled (with its settings.txt), not '${out}'" >&2; exit 2; }
+else
+  if $quick; then
+    $device_given || device=cpu
+    suites=${suites:-gpu-check-quick}
+    sustained_s=0
+  else
+    suites=${suites:-gpu-check-llama-bf16,gpu-check-llama-fp8,gpu-check-moe,gpu-check-mla}
+    sustained_s=5
+  fi
+  made_out=false
+  if [ -z "$out" ]; then
+    out=$(mktemp -d)
+    made_out=true
+  fi
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  if [ -n "$archive" ]; then
+    touch "$archive" 2>/dev/null || { echo "gpu-check: cannot write the archive $archive" >&2; exit 2; }
+    archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
+  fi
+  finish() {
+    if [ -n "$archive" ]; then
+      tar czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" || echo "gpu-check: could not write $archive" >&2
+    fi
+    if $made_out; then rm -rf "$out"; fi
+  }
+  trap finish EXIT
+
+  lynx=${LYNX_BIN:-$repo/target/release/lynx}
+  [ -x "$lynx" ] || { echo "gpu-check: no lynx binary at $lynx (build with scripts/lynx, or set LYNX_BIN)" >&2; exit 2; }
+  # A binary carried from the build host names that host's libtorch in its rpath: where it finds
+  # no libtorch here, use the torch of this host's Python and its CUDA wheels.
+  if ldd "$lynx" 2>/dev/null | grep -q 'libtorch_cpu.so => not found'; then
+    libs=$("$python" - <<'PY'
 import glob, os, torch
 site = os.path.dirname(os.path.dirname(torch.__file__))
 dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")] + sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
 print(":".join(dirs))
 PY
 ) || { echo "gpu-check: $lynx finds no libtorch and $python cannot import torch" >&2; exit 2; }
-  export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+    export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
 
-say() { printf 'gpu-check: %s\n' "$*" >&2; }
-"$lynx" devices > "$out/devices.txt" 2>&1 || true
-say "devices: $(tr '\n' ' ' < "$out/devices.txt")"
-say "roofline on $device"
-timeout 90 "$lynx" roofline --device "$device" --sustained-s "$sustained_s" --json > "$out/roofline.json" 2> "$out/roofline.log" \
-  || say "roofline failed (see $out/roofline.log)"
+  say() { printf 'gpu-check: %s\n' "$*" >&2; }
+  : > "$out/not-run.txt"
+  # limit_for WANT GRACE: the seconds a phase that may overrun its limit by GRACE gets: WANT, or
+  # what is left before the deadline less GRACE and the table's 20 s; 0 where under 20 s are left.
+  limit_for() {
+    local left=$(( started_at + deadline_s - 20 - $2 - $(date +%s) ))
+    if [ "$left" -lt 20 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+  }
+  # phase NAME WANT GRACE: the limit for NAME, or 0 with NAME recorded as not run (and a cut
+  # limit recorded as cut).
+  phase() {
+    local limit
+    limit=$(limit_for "$2" "$3")
+    if [ "$limit" -eq 0 ]; then
+      printf '%s\tnot started: under 20 s left before the %s-second deadline\n' "$1" "$deadline_s" >> "$out/not-run.txt"
+      say "$1 not started: the ${deadline_s}-second deadline is too close"
+    elif [ "$limit" -lt "$2" ]; then
+      printf '%s\tcut to %s s of its %s by the %s-second deadline\n' "$1" "$limit" "$2" "$deadline_s" >> "$out/not-run.txt"
+    fi
+    echo "$limit"
+  }
 
-python_tflops=""
-if [ "${device%%:*}" = cuda ] && "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  python_tflops=$("$python" - "${device#cuda:}" <<'PY'
+  limit=$(phase devices 30 5)
+  if [ "$limit" -gt 0 ]; then
+    timeout --kill-after=5 "$limit" "$lynx" devices > "$out/devices.txt" 2>&1 || true
+    say "devices: $(tr '\n' ' ' < "$out/devices.txt")"
+  fi
+  limit=$(phase roofline 90 10)
+  if [ "$limit" -gt 0 ]; then
+    say "roofline on $device (at most ${limit} s)"
+    timeout --kill-after=10 "$limit" "$lynx" roofline --device "$device" --sustained-s "$sustained_s" --json \
+      > "$out/roofline.json" 2> "$out/roofline.log" || say "roofline failed (see $out/roofline.log)"
+  fi
+
+  python_tflops=""
+  if [ "${device%%:*}" = cuda ] && "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    limit=$(phase python-matmul 60 5)
+    if [ "$limit" -gt 0 ]; then
+      python_tflops=$(timeout --kill-after=5 "$limit" "$python" - "${device#cuda:}" <<'PY'
 import sys, torch
 device = torch.device("cuda", int(sys.argv[1]))
 n = 8192
@@ -97,30 +168,47 @@ times.sort()
 print(2 * n**3 / times[len(times) // 2] / 1e12)
 PY
 ) || python_tflops=""
+    fi
+  fi
+
+  IFS=, read -r -a suite_list <<< "$suites"
+  for suite in "${suite_list[@]}"; do
+    case "$suite" in
+      gpu-check-llama-bf16) want=190 ;;
+      gpu-check-mla) want=120 ;;
+      *) want=90 ;;
+    esac
+    limit=$(phase "$suite" "$want" 20)
+    [ "$limit" -gt 0 ] || continue
+    say "lynx run --suite $suite (at most ${limit} s)"
+    # SIGTERM at the limit: lynx stops after the step in flight and writes a partial result.
+    started=$(date +%s)
+    timeout --kill-after=20 "$limit" "$lynx" run --suite "$suite" --device "$device" --out "$out/runs" --unsigned \
+      > "$out/$suite.log" 2>&1 || say "$suite ended with $? (see $out/$suite.log)"
+    echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
+  done
+  printf 'device=%s\nsuites=%s\nquick=%s\ndatasheet_tbs=%s\npython_tflops=%s\ndeadline_s=%s\n' \
+    "$device" "$suites" "$quick" "$datasheet" "$python_tflops" "$deadline_s" > "$out/settings.txt"
 fi
 
-IFS=, read -r -a suite_list <<< "$suites"
-for suite in "${suite_list[@]}"; do
-  case "$suite" in
-    gpu-check-llama-bf16) limit=190 ;;
-    gpu-check-mla) limit=120 ;;
-    *) limit=90 ;;
-  esac
-  say "lynx run --suite $suite (at most ${limit} s)"
-  # SIGTERM at the limit: lynx stops after the step in flight and writes a partial result.
-  started=$(date +%s)
-  timeout --kill-after=20 "$limit" "$lynx" run --suite "$suite" --device "$device" --out "$out/runs" --unsigned \
-    > "$out/$suite.log" 2>&1 || say "$suite ended with $? (see $out/$suite.log)"
-  echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
-done
-
-"$python" - "$out" "$datasheet" "$python_tflops" "$quick" "$device" "$suites" <<'PY' | tee "$out/claims.txt"
+# The table, kept as claims.txt (not when printed again from a kept OUTDIR, which may be read-only).
+if $claims_only; then table=/dev/null; else table=$out/claims.txt; fi
+"$python" - "$out" <<'PY' | tee "$table"
 import glob, json, os, sys
 
-out, datasheet, python_tflops, quick, device, suites = (
-    sys.argv[1], float(sys.argv[2]) * 1e12, sys.argv[3], sys.argv[4] == "true", sys.argv[5], sys.argv[6])
-python_flops = float(python_tflops) * 1e12 if python_tflops else None
+out = sys.argv[1]
+settings = dict(line.split("=", 1) for line in open(os.path.join(out, "settings.txt")).read().splitlines() if "=" in line)
+device, suites, quick = settings["device"], settings["suites"], settings["quick"] == "true"
+datasheet = float(settings["datasheet_tbs"]) * 1e12
+python_flops = float(settings["python_tflops"]) * 1e12 if settings.get("python_tflops") else None
 gpu = not device.startswith("cpu")
+not_run = {}
+try:
+    for line in open(os.path.join(out, "not-run.txt")).read().splitlines():
+        name, _, why = line.partition("\t")
+        not_run[name] = why
+except OSError:
+    pass
 
 def load(path):
     try:
@@ -325,8 +413,11 @@ for name in suites.split(","):
     line = next((l for l in log.splitlines() if "estimated wall time" in l or "no wall-time estimate" in l), None)
     shown = line.split("lynx: ", 1)[-1].split(";")[0] if line else "no estimate printed"
     claim(f"({name}) estimate against the run", "INFO", f"{shown}; the process took {elapsed} s")
+for name, why in not_run.items():
+    claim(f"({name}) deadline", "INFO", why)
 missing = [s for s in suites.split(",") if s not in results]
-claim("every suite produced a result", judged(not missing), ", ".join(missing) or f"{len(results)} results")
+claim("every suite produced a result", judged(not missing),
+      ", ".join(f"{s} ({not_run[s]})" if s in not_run else s for s in missing) or f"{len(results)} results")
 
 for p in roofline["probes"]:
     v = p["value"]

@@ -42,18 +42,28 @@ fn bench_eager_quick_prints_lynx_against_python_eager() {
     assert!(ratio.is_finite() && ratio > 0.0, "{row}");
 }
 
+/// The claim column of a gpu-check table's line for `claim`: columns are two or more spaces
+/// apart, a claim's words one.
+fn verdict(table: &str, claim: &str) -> String {
+    let line = table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("no {claim}: {table}"));
+    line.split("  ").map(str::trim).filter(|s| !s.is_empty()).nth(1).unwrap().to_owned()
+}
+
 #[test]
 fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let out = tempfile::tempdir().unwrap();
-    let output = script(Path::new(&repo_path("")), "gpu-check.sh", &[out.path().to_str().unwrap(), "--quick"]);
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("check");
+    let archive = work.path().join("check.tgz");
+    let root = repo_path("");
+    let output = script(
+        Path::new(&root),
+        "gpu-check.sh",
+        &[out.to_str().unwrap(), "--quick", "--archive", archive.to_str().unwrap()],
+    );
     let table = succeeded("gpu-check.sh --quick", &output);
     assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
-    let verdict = |claim: &str| {
-        let line = table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("no {claim}: {table}"));
-        // Columns are two or more spaces apart; a claim's words one.
-        line.split("  ").map(str::trim).filter(|s| !s.is_empty()).nth(1).unwrap().to_owned()
-    };
+    let verdict = |claim: &str| verdict(&table, claim);
     // What only a GPU can answer is skipped with its reason; the rest is judged and passes.
     for gpu_only in ["native copy >= 85%", "power is instantaneous", "fp8 decode faster", "graph replay"] {
         assert_eq!(verdict(gpu_only), "SKIP", "{gpu_only}: {table}");
@@ -61,9 +71,49 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     for judged in ["every cell <= 105%", "gpu-check-quick: parity", "every suite produced a result"] {
         assert_eq!(verdict(judged), "PASS", "{judged}: {table}");
     }
-    for kept in ["claims.txt", "devices.txt", "roofline.json", "gpu-check-quick.log", "runs"] {
-        assert!(out.path().join(kept).exists(), "{kept} is not under OUTDIR");
+    for kept in ["claims.txt", "devices.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"] {
+        assert!(out.join(kept).exists(), "{kept} is not under OUTDIR");
     }
+    // The archive holds OUTDIR, and the table printed again from it elsewhere, running nothing
+    // and writing nothing there (a folder brought back from a device may be read-only), is the
+    // same table.
+    let unpacked = work.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let untar = Command::new("tar").arg("xzf").arg(&archive).arg("-C").arg(&unpacked).status().unwrap();
+    assert!(untar.success());
+    std::fs::remove_dir_all(&out).unwrap();
+    let kept = unpacked.join("check");
+    std::fs::remove_file(kept.join("claims.txt")).unwrap();
+    let again = script(Path::new(&root), "gpu-check.sh", &[kept.to_str().unwrap(), "--claims-only"]);
+    assert_eq!(succeeded("gpu-check.sh --claims-only", &again), table);
+    assert!(!kept.join("claims.txt").exists(), "--claims-only wrote into the folder it read");
+}
+
+/// A deadline too close for a phase: the phase is not started, the table says so and why, and
+/// the check fails, in about the time the phases that fit take.
+#[test]
+fn gpu_check_starts_no_phase_it_cannot_finish_before_its_deadline() {
+    let out = tempfile::tempdir().unwrap();
+    let root = repo_path("");
+    let started = std::time::Instant::now();
+    let output =
+        script(Path::new(&root), "gpu-check.sh", &[out.path().to_str().unwrap(), "--quick", "--deadline-s", "48"]);
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{table}\n{}", String::from_utf8_lossy(&output.stderr));
+    for phase in ["roofline", "gpu-check-quick"] {
+        let line = verdict(&table, &format!("({phase}) deadline"));
+        assert_eq!(line, "INFO", "{table}");
+    }
+    assert!(table.contains("not started: under 20 s left before the 48-second deadline"), "{table}");
+    assert_eq!(verdict(&table, "every suite produced a result"), "FAIL", "{table}");
+    assert!(started.elapsed().as_secs() < 48, "the check overran its deadline: {table}");
+    // A phase that ran with less than its time (devices, 23 s of its 30) is named as cut.
+    assert!(verdict(&table, "(devices) deadline") == "INFO" && table.contains("cut to"), "{table}");
+    let bad = script(Path::new(&root), "gpu-check.sh", &["--deadline-s", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let nothing_kept =
+        script(Path::new(&root), "gpu-check.sh", &[out.path().join("none").to_str().unwrap(), "--claims-only"]);
+    assert_eq!(nothing_kept.status.code(), Some(2));
 }
 
 /// The repository's files as a clean checkout has them: every file git tracks or would track

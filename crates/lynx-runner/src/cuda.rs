@@ -215,4 +215,90 @@ mod tests {
             assert_eq!(&library[..4], b"\x7fELF");
         }
     }
+
+    /// `nm -D` of `path`: its defined dynamic symbols, or (with `undefined`) the strong ones it
+    /// needs, without their version suffixes.
+    fn dynamic_symbols(path: &std::path::Path, undefined: bool) -> std::collections::BTreeSet<String> {
+        let which = if undefined { "--undefined-only" } else { "--defined-only" };
+        let output = std::process::Command::new("nm").args(["-D", which]).arg(path).output().expect("nm runs");
+        assert!(output.status.success(), "nm -D {}: {}", path.display(), String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (kind, name) = (fields.get(fields.len().wrapping_sub(2))?, fields.last()?);
+                // Weak references ('w', 'v') may stay unresolved.
+                (!undefined || *kind == "U").then(|| name.split('@').next().unwrap_or(name).to_owned())
+            })
+            .collect()
+    }
+
+    /// The shim leaves its libtorch and CUDA symbols undefined, to resolve against the GPU
+    /// backend once it has loaded: every one must be exported by that backend, the libraries it
+    /// needs (found as the dynamic loader would, in the wheel's own and its CUDA wheels' folders)
+    /// or the process's own libraries. A symbol no library exports (an inline or hidden function
+    /// of libtorch's headers, say) would stop `dlopen` on the first GPU host, and no CPU host
+    /// ever loads the shim; this finds it here.
+    #[test]
+    fn every_symbol_the_shim_needs_is_exported_by_the_libtorch_it_was_built_against() {
+        let _ = tch::Tensor::from(1.0f64); // make sure libtorch is mapped
+        let lib_dir = load_gpu_backends().lib_dir.known().cloned().expect("libtorch_cpu.so is mapped");
+        let Some(library) = SHIM_LIBRARY else {
+            assert!(!lib_dir.join("libtorch_cuda.so").exists(), "a CUDA libtorch and no shim");
+            return;
+        };
+        let scratch = tempfile::tempdir().unwrap();
+        let shim = scratch.path().join("liblynx_cuda.so");
+        std::fs::write(&shim, library).unwrap();
+        // Folders searched: the wheel's lib, its CUDA wheels' (site-packages/nvidia/*/lib), the
+        // system's.
+        let mut folders = vec![lib_dir.clone()];
+        if let Some(site) = lib_dir.parent().and_then(|torch| torch.parent()) {
+            if let Ok(entries) = std::fs::read_dir(site.join("nvidia")) {
+                folders.extend(entries.filter_map(|e| e.ok()).map(|e| e.path().join("lib")));
+            }
+        }
+        let arch = std::env::consts::ARCH;
+        folders.extend(
+            [
+                format!("/lib/{arch}-linux-gnu"),
+                format!("/usr/lib/{arch}-linux-gnu"),
+                "/lib64".into(),
+                "/usr/lib64".into(),
+            ]
+            .map(std::path::PathBuf::from),
+        );
+        // The process's own libraries, then the backend and every library it needs that is here
+        // (a missing one, such as cuBLAS on this host, exports nothing the shim may rely on).
+        let mut pending: Vec<String> = [
+            "libtorch_cuda.so",
+            "libtorch_cpu.so",
+            "libc10.so",
+            "libstdc++.so.6",
+            "libgcc_s.so.1",
+            "libm.so.6",
+            "libc.so.6",
+        ]
+        .map(Into::into)
+        .into();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut exported = std::collections::BTreeSet::new();
+        while let Some(name) = pending.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let Some(path) = folders.iter().map(|f| f.join(&name)).find(|p| p.exists()) else { continue };
+            exported.extend(dynamic_symbols(&path, false));
+            let needed = std::process::Command::new("readelf").arg("-d").arg(&path).output().expect("readelf runs");
+            pending.extend(String::from_utf8_lossy(&needed.stdout).lines().filter_map(|line| {
+                let at = line.find("Shared library: [")? + "Shared library: [".len();
+                Some(line[at..].trim_end_matches(']').to_owned())
+            }));
+        }
+        assert!(seen.contains("libc10_cuda.so"), "libtorch_cuda.so's needs were not read: {seen:?}");
+        let needed = dynamic_symbols(&shim, true);
+        assert!(needed.iter().any(|s| s.contains("CUDAGraph")), "{needed:?}");
+        let missing: Vec<&String> = needed.difference(&exported).collect();
+        assert!(missing.is_empty(), "the CUDA shim needs symbols no library exports: {missing:?}");
+    }
 }
