@@ -166,8 +166,9 @@ pub fn execute(
     if failed.is_empty() {
         Ok(outcome)
     } else {
+        let checks = if failed.len() == 1 { "check" } else { "checks" };
         Err(anyhow::anyhow!(
-            "the run failed its {} check; its figures are in {}",
+            "the run failed its {} {checks}; its figures are in {}",
             failed.join(", "),
             outcome.path.display()
         ))

@@ -166,6 +166,15 @@ impl Checker<'_> {
         self.at_most(key, value, most)
     }
 
+    /// A count from `least` to `most`; `why` says why not fewer.
+    pub(crate) fn within(&self, key: &str, value: u32, least: u32, most: u32, why: &str) -> Result<(), ConfigError> {
+        if (least..=most).contains(&value) {
+            Ok(())
+        } else {
+            Err(self.invalid(key, format!("must be from {least} ({why}) to {most}, got {value}")))
+        }
+    }
+
     /// A count of at most `most`.
     pub(crate) fn at_most(&self, key: &str, value: u32, most: u32) -> Result<(), ConfigError> {
         if value <= most {

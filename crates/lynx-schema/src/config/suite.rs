@@ -491,30 +491,25 @@ impl Suite {
             }
         }
         let simulation = &self.simulation;
-        if !(100..=SimulationConfig::MOST_REQUESTS).contains(&simulation.requests) {
-            return Err(check.invalid(
-                "simulation.requests",
-                format!(
-                    "must be from 100 (the p99 of fewer is one request) to {}, got {}",
-                    SimulationConfig::MOST_REQUESTS,
-                    simulation.requests
-                ),
-            ));
-        }
+        let most = SimulationConfig::MOST_REQUESTS;
+        check.within(
+            "simulation.requests",
+            simulation.requests,
+            100,
+            most,
+            "the p99 of fewer is the slowest request",
+        )?;
         check.seconds("roofline.sustained_s", self.roofline.sustained_s, Self::MOST_PROBE_SECONDS)?;
         check.count("simulation.max_batch", simulation.max_batch.unwrap_or(1), Self::MOST_BATCH)?;
         check.count("simulation.chunked_prefill", simulation.chunked_prefill.unwrap_or(1), Self::MOST_TOKENS)?;
         if let Some(serve) = &self.serve {
-            if !(20..=SimulationConfig::MOST_REQUESTS).contains(&serve.requests) {
-                return Err(check.invalid(
-                    "serve.requests",
-                    format!(
-                        "must be from 20 (the p99 of fewer is one request) to {}, got {}",
-                        SimulationConfig::MOST_REQUESTS,
-                        serve.requests
-                    ),
-                ));
-            }
+            check.within(
+                "serve.requests",
+                serve.requests,
+                20,
+                most,
+                "the p90 of fewer is within one request of the slowest",
+            )?;
             check.positive_real("serve.max_s", serve.max_s)?;
             check.seconds("serve.max_s", serve.max_s, Self::MOST_SECONDS)?;
             for name in &serve.workloads {
