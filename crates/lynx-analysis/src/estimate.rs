@@ -285,6 +285,49 @@ mod tests {
         assert!(eager.total_s < estimate.total_s && eager.cells < estimate.cells);
     }
 
+    /// The time limit `scripts/gpu-check.sh` gives a suite (its `want=` line for the suite, or
+    /// the `*)` default).
+    fn gpu_check_limit_s(suite: &str) -> f64 {
+        let script =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/gpu-check.sh")).unwrap();
+        let want = |pattern: &str| {
+            let line = script.lines().find(|l| l.trim_start().starts_with(pattern) && l.contains("want="))?;
+            line.split("want=").nth(1)?.trim_end_matches(" ;;").trim().parse().ok()
+        };
+        want(&format!("{suite})"))
+            .or_else(|| want("*)"))
+            .unwrap_or_else(|| panic!("no limit for {suite} in gpu-check.sh"))
+    }
+
+    /// Each suite of the prepared GPU check, estimated on an H200 from its datasheet (with graph
+    /// lines, and warm-up at its longest), takes at most half the time limit gpu-check.sh gives
+    /// it: the other half is start-up, drawing the weights, the parity and graph checks and the
+    /// datasheet's optimism. A suite that outgrew its limit would be cut on the one GPU window.
+    #[test]
+    fn every_gpu_check_suite_fits_half_its_limit_on_an_h200() {
+        for name in ["gpu-check-llama-bf16", "gpu-check-llama-fp8", "gpu-check-moe", "gpu-check-mla"] {
+            let suite = Suite::from_toml(&catalogue(&format!("suites/{name}.toml")), name).unwrap();
+            let full = ModelShape::from_toml(&catalogue(&format!("{}.toml", suite.model)), &suite.model).unwrap();
+            let shape = lynx_schema::config::shard(&full, &suite.scale).unwrap();
+            let bounds = crate::latency::bounds_for(&suite.bounds, &full);
+            let planned = Planned {
+                suite: &suite,
+                shape: &shape,
+                model_layers: full.num_layers,
+                bounds: &bounds,
+                modes: &StepMode::ALL,
+                free_bytes: Some(120 << 30),
+                done: &[],
+            };
+            let estimate = wall_time(&planned, &Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision));
+            let longest = estimate.total_s + estimate.warmup_extra_s;
+            let limit = gpu_check_limit_s(name);
+            println!("{name}: {estimate} ({longest:.0} s at most, of a {limit:.0} s limit)");
+            assert!(estimate.cells >= 2, "{name}: {estimate}");
+            assert!(longest <= limit / 2.0, "{name}: {longest:.0} s against a {limit:.0} s limit: {estimate}");
+        }
+    }
+
     /// A step's prediction: memory-bound decode at batch 1 (the weights once at the bandwidth),
     /// compute-bound prefill at batch 64, an eager step never shorter than issuing its kernels,
     /// and a graph step free of that floor.
