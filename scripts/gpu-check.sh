@@ -281,12 +281,15 @@ else:
 
 # The ceilings.
 copy = best("bandwidth", "native copy")
+# The best native kernel (copy or triad) is the one held to the datasheet.
+native = max(((p["value"], p["name"]) for p in roofline["probes"] if p["kind"] == "bandwidth"
+              and p["name"].startswith("native ") and isinstance(p["value"], (int, float))), default=None)
 if not gpu:
-    claim("native copy >= 85% of the datasheet bandwidth", "SKIP", no_gpu)
+    claim("best native kernel >= 85% of the datasheet bandwidth", "SKIP", no_gpu)
     claim("cuBLASLt bf16 >= 95% of Python's torch.matmul", "SKIP", no_gpu)
 else:
-    claim("native copy >= 85% of the datasheet bandwidth", judged(copy is not None and copy >= 0.85 * datasheet),
-          f"{copy / 1e12:.2f} TB/s of {datasheet / 1e12:.2f}" if copy else "not measured")
+    claim("best native kernel >= 85% of the datasheet bandwidth", judged(native is not None and native[0] >= 0.85 * datasheet),
+          f"{native[1]}: {native[0] / 1e12:.2f} TB/s of {datasheet / 1e12:.2f}" if native else "not measured")
     cublas = best("matmul", "cublaslt", "bf16", "burst")
     ok = cublas is not None and python_flops is not None and cublas >= 0.95 * python_flops
     claim("cuBLASLt bf16 >= 95% of Python's torch.matmul", judged(ok),
