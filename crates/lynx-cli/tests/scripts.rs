@@ -117,6 +117,29 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         .unwrap();
     let cpu: Value = serde_json::from_slice(&std::fs::read(&result_path).unwrap()).unwrap();
     let copy = 4.3e12;
+    // A serving phase as the schema has it (parsed by its type first): one workload under one
+    // bound, a rate simulated and one not, and a workload that could not be served.
+    let figures = |ttft: f64| {
+        json!({"ttft_p50_s": ttft / 2.0, "ttft_p99_s": ttft, "tpot_p50_s": 0.008, "tpot_p99_s": 0.01,
+               "output_tok_per_s_per_device": 5000.0, "tok_per_s_per_user": 125.0})
+    };
+    let rate = |label: &str, simulated: Value| {
+        json!({"label": label, "rate_per_s": 12.5, "requests": 100, "window_s": 20.0, "measured": figures(0.5),
+               "simulated": simulated, "relative_error": null, "within_bound": true,
+               "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 3000, "joules_per_output_token": 0.1,
+               "joules_per_token": 0.01, "decode_step_ratio": 1.02})
+    };
+    let lengths = json!({"mean": 900.0, "p50": 910.0, "p90": 1000.0, "p99": 1020.0, "min": 819, "max": 1024});
+    let bound = json!({"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1});
+    let workload = json!({"name": "short", "isl": {"range_ratio": 0.8, "length": 1024}, "osl": 128});
+    let serving = json!({"server": "batch cap 64, whole prompts, graph steps", "served": [
+        {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64,
+         "rates": [rate("bounded", figures(0.45)), rate("over", json!({"unavailable": "the simulation saturated"}))]},
+        {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64,
+         "rates": {"unavailable": "no rate keeps this bound"}},
+    ]});
+    serde_json::from_value::<lynx_schema::serving::ServingRecord>(serving.clone())
+        .expect("the schema's serving record");
     let make = |folder: &Path, native_triad: f64, graph_share: f64, fp8_faster: bool| {
         std::fs::create_dir_all(folder.join("runs/h200/run")).unwrap();
         let suites = ["gpu-check-llama-bf16", "gpu-check-llama-fp8", "gpu-check-moe", "gpu-check-mla"];
@@ -165,6 +188,13 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                     cell["roofline"]["bandwidth_fraction"] = json!(fraction.min(1.0));
                 }
             }
+            if suite == "gpu-check-llama-bf16" {
+                result["serving"] = serving.clone();
+                result["checks"].as_array_mut().unwrap().extend([
+                    json!({"name": "simulation", "passed": false, "detail": "short server over: p99 TTFT +20%"}),
+                    json!({"name": "serving_overhead", "passed": true, "detail": "0.1/0.2/0.3 ms"}),
+                ]);
+            }
             let file = folder.join(format!("runs/h200/run/{suite}.json"));
             std::fs::write(file, result.to_string()).unwrap();
         }
@@ -197,6 +227,10 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     }
     assert!(table.contains("native copy: 4.30 TB/s of 4.80"), "the best kernel is named: {table}");
     assert!(table.contains("(eager/graph) gpu-check-llama-bf16"), "{table}");
+    assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");
+    assert_eq!(verdict(&table, "gpu-check-llama-bf16: simulation within 15%"), "INFO", "{table}");
+    assert!(table.contains("at 12.50/s (bounded)") && table.contains("not simulated"), "{table}");
+    assert!(table.contains("not served: no rate keeps this bound"), "{table}");
     assert_eq!(code, Some(0), "{table}");
     let bad = scratch.path().join("bad");
     make(&bad, 3.0e12, 0.3, false);
