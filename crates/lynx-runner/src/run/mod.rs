@@ -88,12 +88,23 @@ pub enum WorkEnd {
 
 /// Whether a failed step's `message` is a CUDA or HIP error that leaves the process's device
 /// context unusable: any such error but running out of memory (an illegal address, a launch
-/// failure, a device-side assert), after which every later call on the context fails too.
+/// failure, a device-side assert), after which every later call on the context fails too. A
+/// vendor library's kernel that failed to run (`*_STATUS_EXECUTION_FAILED`) is the same error
+/// seen through that library; libtorch prefixes cuBLAS's with "CUDA error", but cuDNN's (SDPA's
+/// cuDNN attention among them) with "cuDNN error", which names no CUDA error.
 pub fn poisons_the_context(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    let gpu_error = ["cuda error", "hip error", "cudaerror", "hiperror", "illegal memory access", "launch failure"]
-        .iter()
-        .any(|pattern| lower.contains(pattern));
+    let gpu_error = [
+        "cuda error",
+        "hip error",
+        "cudaerror",
+        "hiperror",
+        "illegal memory access",
+        "launch failure",
+        "_status_execution_failed",
+    ]
+    .iter()
+    .any(|pattern| lower.contains(pattern));
     gpu_error
         && !matches!(
             lynx_schema::result::CellStatus::from_failure(message.to_owned()),
@@ -158,6 +169,13 @@ mod tests {
         assert!(!poisons_the_context("CUDA out of memory. Tried to allocate 2.00 GiB"));
         assert!(!poisons_the_context("CUDA error: out of memory"));
         assert!(!poisons_the_context("shape mismatch"));
+        assert!(poisons_the_context(
+            "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, opa, opb, m, n, k, ...)`"
+        ));
+        assert!(poisons_the_context("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"));
+        assert!(!poisons_the_context(
+            "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+        ));
     }
 
     /// Issue 17: the next segment is counted from the headers, line by line; a samples file or a
