@@ -84,7 +84,6 @@ pub fn measured(
     };
     let tokens_per_step = shape.tokens_per_step() as f64;
     Ok(CellRecord {
-        shape,
         status: CellStatus::Ok,
         tok_per_s_per_user: per_user,
         tok_per_s_per_device: Some(Finite::new(tokens_per_step / median_s, "tok/s/device")?),
@@ -92,17 +91,8 @@ pub fn measured(
         measured_s: Some(measured_s),
         ctx_end,
         full_depth,
-        telemetry: Vec::new(),
-        joules_per_token: None,
-        segment: None,
-        roofline: None,
-        attention: None,
-        experts: None,
-        issue_median_s: None,
-        launch_bound: None,
-        attended: None,
-        other_cpu_cores: None,
-        remeasured: None,
+        // Everything else (telemetry, roofline, kernels...) is the runner's to add.
+        ..CellRecord::failed(shape, String::new())
     })
 }
 
