@@ -30,7 +30,9 @@
 # SKIP with its reason, and the claims about this machine's state are shown but not judged.
 #
 # LYNX_BIN names the lynx binary (default target/release/lynx beside this script's repository);
-# LYNX_BENCH_PYTHON the Python with torch (default python3).
+# LYNX_BENCH_PYTHON the Python with torch (default python3); LYNX_CHECK_HOST_TORCH=1 runs lynx on
+# that Python's libtorch even where the binary's rpath finds another (the tests run the quick
+# check so, on the full CUDA wheel, as on a GPU host).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 started_at=$(date +%s)
@@ -96,8 +98,9 @@ else
   lynx=${LYNX_BIN:-$repo/target/release/lynx}
   [ -x "$lynx" ] || { echo "gpu-check: no lynx binary at $lynx (build with scripts/lynx, or set LYNX_BIN)" >&2; exit 2; }
   # A binary carried from the build host names that host's libtorch in its rpath: where it finds
-  # no libtorch here, use the torch of this host's Python and its CUDA wheels.
-  if ldd "$lynx" 2>/dev/null | grep -q 'libtorch_cpu.so => not found'; then
+  # no libtorch here (or LYNX_CHECK_HOST_TORCH=1 asks), use the torch of this host's Python and
+  # its CUDA wheels.
+  if [ "${LYNX_CHECK_HOST_TORCH:-}" = 1 ] || ldd "$lynx" 2>/dev/null | grep -q 'libtorch_cpu.so => not found'; then
     libs=$("$python" - <<'PY'
 import glob, os, torch
 site = os.path.dirname(os.path.dirname(torch.__file__))

@@ -29,8 +29,18 @@ pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
             let _ = writeln!(out, "note: {} not loaded: {unavailable}", backend.library);
         }
     }
+    let gpus = devices.iter().any(|d| !matches!(d.record.device, lynx_schema::device::DeviceName::Cpu));
     match lynx_runner::cuda::shim() {
-        Ok(_) => out.push_str("CUDA graphs: available\n"),
+        Ok(_) if gpus => out.push_str("CUDA graphs: available\n"),
+        // A CUDA libtorch on a host whose driver shows it no GPU: the shim is asked for device
+        // 0's memory anyway, so that what the CUDA runtime says about it is printed.
+        Ok(_) => {
+            let why = match lynx_runner::cuda::free_memory(0) {
+                Err(error) => format!("the CUDA runtime says: {}", terminal_text(&error, 300)),
+                Ok((free, total)) => format!("yet the CUDA runtime says device 0 has {free} of {total} bytes free"),
+            };
+            let _ = writeln!(out, "CUDA graphs: unavailable (the CUDA shim loaded, but libtorch sees no GPU; {why})");
+        }
         Err(reason) => {
             let _ = writeln!(out, "CUDA graphs: unavailable ({reason})");
         }

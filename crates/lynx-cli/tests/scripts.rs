@@ -61,16 +61,37 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     let out = work.path().join("check");
     let archive = work.path().join("check.tgz");
     let root = repo_path("");
+    // As on a GPU host: lynx on the libtorch of a Python with the full CUDA wheel (the one
+    // scripts/bench-python.sh makes), found through that Python, not through the binary's rpath.
     // Graph cells through the CPU's stand-in, so that the run has what a GPU's has to judge.
+    let python = match std::env::var("LYNX_BENCH_PYTHON") {
+        Ok(python) => python,
+        Err(_) => succeeded("bench-python.sh", &script(Path::new(&root), "bench-python.sh", &[]))
+            .lines()
+            .last()
+            .unwrap()
+            .to_owned(),
+    };
     let output = script_command(
         Path::new(&root),
         "gpu-check.sh",
         &[out.to_str().unwrap(), "--quick", "--archive", archive.to_str().unwrap()],
     )
     .env("LYNX_TEST_GRAPHS", "reissue")
+    .env("LYNX_BENCH_PYTHON", &python)
+    .env("LYNX_CHECK_HOST_TORCH", "1")
     .output()
     .unwrap();
     let table = succeeded("gpu-check.sh --quick", &output);
+    // There libtorch_cuda loads (every CUDA library it needs is in the wheels), so the CUDA shim
+    // is loaded for real, its symbols resolved against it, and a call through it (device 0's
+    // memory, on a host with no GPU driver) comes back as the CUDA runtime's text, not a crash.
+    let devices = std::fs::read_to_string(out.join("devices.txt")).unwrap();
+    assert!(!devices.contains("libtorch_cuda.so not loaded"), "{devices}");
+    assert!(
+        devices.contains("CUDA graphs: unavailable (the CUDA shim loaded, but libtorch sees no GPU; the CUDA runtime says: CUDA error:"),
+        "{devices}"
+    );
     assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
     let verdict = |claim: &str| verdict(&table, claim);
     // What only a GPU can answer is skipped with its reason; the rest is judged and passes.
