@@ -113,6 +113,14 @@ PY
 
   say() { printf 'gpu-check: %s\n' "$*" >&2; }
   : > "$out/not-run.txt"
+  # What the table needs besides the runs, written first (and again once Python's matmul is
+  # measured), so that --claims-only can judge a folder whose check was stopped part-way.
+  python_tflops=""
+  settings() {
+    printf 'device=%s\nsuites=%s\nquick=%s\ndatasheet_tbs=%s\npython_tflops=%s\ndeadline_s=%s\n' \
+      "$device" "$suites" "$quick" "$datasheet" "$python_tflops" "$deadline_s" > "$out/settings.txt"
+  }
+  settings
   # limit_for WANT GRACE: the seconds a phase that may overrun its limit by GRACE gets: WANT, or
   # what is left before the deadline less GRACE and the table's 20 s; 0 where under 20 s are left.
   limit_for() {
@@ -145,7 +153,6 @@ PY
       > "$out/roofline.json" 2> "$out/roofline.log" || say "roofline failed (see $out/roofline.log)"
   fi
 
-  python_tflops=""
   if [ "${device%%:*}" = cuda ] && "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     limit=$(phase python-matmul 60 5)
     if [ "$limit" -gt 0 ]; then
@@ -171,6 +178,7 @@ times.sort()
 print(2 * n**3 / times[len(times) // 2] / 1e12)
 PY
 ) || python_tflops=""
+      settings
     fi
   fi
 
@@ -190,8 +198,6 @@ PY
       > "$out/$suite.log" 2>&1 || say "$suite ended with $? (see $out/$suite.log)"
     echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
   done
-  printf 'device=%s\nsuites=%s\nquick=%s\ndatasheet_tbs=%s\npython_tflops=%s\ndeadline_s=%s\n' \
-    "$device" "$suites" "$quick" "$datasheet" "$python_tflops" "$deadline_s" > "$out/settings.txt"
 fi
 
 # The table, kept as claims.txt (not when printed again from a kept OUTDIR, which may be read-only).
