@@ -14,6 +14,9 @@ fn unknown_devices_are_bad_input() {
     }
     let line = bad_input(&["run", "--suite", "test", "--models", models, "--device", "cuda:99"]);
     assert!(line.contains("cuda:99 is not a device here"), "{line}");
+    // Each GPU backend of libtorch is said to have loaded or not (with why), in words.
+    assert!(line.contains("libtorch_cuda.so ") && line.contains("libtorch_hip.so not loaded: "), "{line}");
+    assert!(!line.contains(": true") && !line.contains(": false"), "{line}");
 }
 
 #[test]

@@ -135,7 +135,11 @@ pub fn find(name: DeviceName, host: &HostRecord) -> Result<Device, RunError> {
             let reasons: Vec<String> = load_gpu_backends()
                 .gpu_backends
                 .iter()
-                .map(|backend| format!("{}: {}", backend.library, backend.loaded))
+                .map(|backend| match &backend.loaded {
+                    Reported::Known(true) => format!("{} loaded", backend.library),
+                    Reported::Known(false) => format!("{} not loaded", backend.library),
+                    Reported::Unavailable { unavailable } => format!("{} not loaded: {unavailable}", backend.library),
+                })
                 .collect();
             format!(" (libtorch sees no GPU; {})", reasons.join("; "))
         }
