@@ -239,11 +239,16 @@ def claim(what, verdict, figure):
 def judged(ok):
     return "PASS" if ok else "FAIL"
 
-def best(kind, prefix, dtype=None, phase=None):
-    values = [p["value"] for p in roofline["probes"] if p["kind"] == kind and p["name"].startswith(prefix)
+def best_probe(kind, prefix, dtype=None, phase=None):
+    """The measured probe of that kind, name prefix (and dtype, phase) with the highest value."""
+    probes = [p for p in roofline["probes"] if p["kind"] == kind and p["name"].startswith(prefix)
               and (dtype is None or p["dtype"] == dtype) and (phase is None or p["phase"] == phase)
               and isinstance(p["value"], (int, float))]
-    return max(values) if values else None
+    return max(probes, key=lambda p: p["value"], default=None)
+
+def best(kind, prefix, dtype=None, phase=None):
+    probe = best_probe(kind, prefix, dtype, phase)
+    return probe and probe["value"]
 
 def device_source(result):
     name = result["telemetry"]["device_source"]
@@ -291,14 +296,13 @@ else:
 # The ceilings.
 copy = best("bandwidth", "native copy")
 # The best native kernel (copy or triad) is the one held to the datasheet.
-native = max(((p["value"], p["name"]) for p in roofline["probes"] if p["kind"] == "bandwidth"
-              and p["name"].startswith("native ") and isinstance(p["value"], (int, float))), default=None)
+native = best_probe("bandwidth", "native ")
 if not gpu:
     claim("best native kernel >= 85% of the datasheet bandwidth", "SKIP", no_gpu)
     claim("cuBLASLt bf16 >= 95% of Python's torch.matmul", "SKIP", no_gpu)
 else:
-    claim("best native kernel >= 85% of the datasheet bandwidth", judged(native is not None and native[0] >= 0.85 * datasheet),
-          f"{native[1]}: {native[0] / 1e12:.2f} TB/s of {datasheet / 1e12:.2f}" if native else "not measured")
+    claim("best native kernel >= 85% of the datasheet bandwidth", judged(native is not None and native["value"] >= 0.85 * datasheet),
+          f"{native['name']}: {native['value'] / 1e12:.2f} TB/s of {datasheet / 1e12:.2f}" if native else "not measured")
     cublas = best("matmul", "cublaslt", "bf16", "burst")
     ok = cublas is not None and python_flops is not None and cublas >= 0.95 * python_flops
     claim("cuBLASLt bf16 >= 95% of Python's torch.matmul", judged(ok),

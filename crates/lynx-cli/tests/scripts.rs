@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{repo_path, DEVICE};
+use common::{repo_path, result_file, DEVICE};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -64,14 +64,12 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // As on a GPU host: lynx on the libtorch of a Python with the full CUDA wheel (the one
     // scripts/bench-python.sh makes), found through that Python, not through the binary's rpath.
     // Graph cells through the CPU's stand-in, so that the run has what a GPU's has to judge.
-    let python = match std::env::var("LYNX_BENCH_PYTHON") {
-        Ok(python) => python,
-        Err(_) => succeeded("bench-python.sh", &script(Path::new(&root), "bench-python.sh", &[]))
-            .lines()
-            .last()
-            .unwrap()
-            .to_owned(),
-    };
+    // bench-python.sh answers $LYNX_BENCH_PYTHON where it is set (and checks its torch).
+    let python = succeeded("bench-python.sh", &script(Path::new(&root), "bench-python.sh", &[]))
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
     let output = script_command(
         Path::new(&root),
         "gpu-check.sh",
@@ -126,16 +124,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
 /// figures are good, and the ones they fall short of fail where they are not.
 fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     use serde_json::{json, Value};
-    let result_path = std::fs::read_dir(kept.join("runs"))
-        .unwrap()
-        .flat_map(|device| std::fs::read_dir(device.unwrap().path()).unwrap())
-        .flat_map(|run| std::fs::read_dir(run.unwrap().path()).unwrap())
-        .map(|f| f.unwrap().path())
-        .find(|p| {
-            let name = p.file_name().unwrap().to_str().unwrap();
-            name.ends_with(".json") && !name.ends_with(".plan.json") && !name.ends_with(".intoto.json")
-        })
-        .unwrap();
+    let result_path = result_file(&kept.join("runs"));
     let cpu: Value = serde_json::from_slice(&std::fs::read(&result_path).unwrap()).unwrap();
     let copy = 4.3e12;
     // A serving phase as the schema has it (parsed by its type first): one workload under one
