@@ -1,7 +1,8 @@
 //! Two results side by side (`lynx compare`, `lynx reproduce`): every figure both have, the
-//! ratio of the second to the first, and whether the second lies within the first's own spread.
+//! ratio of the second to the first, whether the second lies within the first's own spread and
+//! within 2% of it (MLPerf's bar for a materially different result), and the verdict over all.
 
-use lynx_schema::compare::{Comparison, Row};
+use lynx_schema::compare::{Comparison, Outcome, Row, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::result::{CellStatus, RunResult};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;
@@ -36,23 +37,10 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
         };
         let Some(u) = other.median_s() else { continue };
         let (low, high) = (step.min_s.get(), step.p99_s.get());
-        rows.push(Row {
-            figure: format!("{}: median step (s)", cell.shape),
-            higher_is_better: false,
-            first: t,
-            second: u,
-            ratio: u / t,
-            within_spread: cell.full_depth.is_none().then_some(u >= low && u <= high),
-        });
+        let within_spread = cell.full_depth.is_none().then_some(u >= low && u <= high);
+        rows.push(row(format!("{}: median step (s)", cell.shape), false, t, u, within_spread));
         if let (Some(x), Some(y)) = (cell.tok_per_s_per_device, other.tok_per_s_per_device) {
-            rows.push(Row {
-                figure: format!("{}: tok/s/device", cell.shape),
-                higher_is_better: true,
-                first: x.get(),
-                second: y.get(),
-                ratio: y.get() / x.get(),
-                within_spread: cell.full_depth.is_none().then_some(u >= low && u <= high),
-            });
+            rows.push(row(format!("{}: tok/s/device", cell.shape), true, x.get(), y.get(), within_spread));
         }
     }
     for cell in b.cells.iter().filter(|c| c.status == CellStatus::Ok) {
@@ -66,14 +54,13 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
                 o.workload == lb.workload && o.bound.name == lb.bound.name && o.bound.tpot_p99_s == lb.bound.tpot_p99_s
             });
             match (other.map(|o| &o.point), &lb.point) {
-                (Some(Reported::Known(q)), Reported::Known(p)) => rows.push(Row {
-                    figure: format!("{} under {}: output tok/s/device", lb.workload, lb.bound.name),
-                    higher_is_better: true,
-                    first: p.output_tok_per_s_per_device.get(),
-                    second: q.output_tok_per_s_per_device.get(),
-                    ratio: q.output_tok_per_s_per_device.get() / p.output_tok_per_s_per_device.get(),
-                    within_spread: None,
-                }),
+                (Some(Reported::Known(q)), Reported::Known(p)) => rows.push(row(
+                    format!("{} under {}: output tok/s/device", lb.workload, lb.bound.name),
+                    true,
+                    p.output_tok_per_s_per_device.get(),
+                    q.output_tok_per_s_per_device.get(),
+                    None,
+                )),
                 _ => unmatched.push(format!("{} under {}: latency-bounded throughput", lb.workload, lb.bound.name)),
             }
         }
@@ -85,15 +72,103 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
                 rb.probes.iter().find(|p| p.name == probe.name && p.dtype == probe.dtype && p.phase == probe.phase);
             let Some(y) = other.and_then(|p| p.value.known()) else { continue };
             let unit = if probe.kind == ProbeKind::Bandwidth { "bytes/s" } else { "FLOP/s" };
-            rows.push(Row {
-                figure: format!("roofline {} {} {} ({unit})", probe.name, probe.dtype, probe.phase),
-                higher_is_better: true,
-                first: x.get(),
-                second: y.get(),
-                ratio: y.get() / x.get(),
-                within_spread: None,
-            });
+            let figure = format!("roofline {} {} {} ({unit})", probe.name, probe.dtype, probe.phase);
+            rows.push(row(figure, true, x.get(), y.get(), None));
         }
     }
-    Comparison { first: first.to_owned(), second: second.to_owned(), differences: differences(a, b), rows, unmatched }
+    let verdict = verdict(&rows);
+    Comparison {
+        first: first.to_owned(),
+        second: second.to_owned(),
+        differences: differences(a, b),
+        rows,
+        unmatched,
+        tolerance: MATERIAL_DIFFERENCE,
+        verdict,
+    }
+}
+
+/// A figure of both results, judged against [`MATERIAL_DIFFERENCE`] (never within it where the
+/// ratio is not finite).
+fn row(figure: String, higher_is_better: bool, first: f64, second: f64, within_spread: Option<bool>) -> Row {
+    let ratio = second / first;
+    // 2% itself is within (1.02 − 1 is a hair above 0.02 in binary).
+    let within_tolerance = ratio.is_finite() && (ratio - 1.0).abs() <= MATERIAL_DIFFERENCE + 1e-12;
+    Row { figure, higher_is_better, first, second, ratio, within_spread, within_tolerance }
+}
+
+/// The verdict over `rows`, each already judged against the tolerance.
+pub fn verdict(rows: &[Row]) -> Verdict {
+    let within_tolerance = rows.iter().filter(|r| r.within_tolerance).count();
+    let beyond: Vec<&Row> = rows.iter().filter(|r| !r.within_tolerance).collect();
+    let within_spread_only = beyond.iter().filter(|r| r.within_spread == Some(true)).count();
+    let different: Vec<&&Row> = beyond.iter().filter(|r| r.within_spread != Some(true)).collect();
+    // Worse: a time that grew or a throughput that shrank (an undefined ratio counts as worse).
+    let worse = |r: &Row| !r.ratio.is_finite() || if r.higher_is_better { r.ratio < 1.0 } else { r.ratio > 1.0 };
+    // How far a row lies from the first result: |ln ratio|, so that 0.5 and 2 are as far; an
+    // undefined or non-positive ratio is farthest.
+    let distance = |r: &Row| if r.ratio.is_finite() && r.ratio > 0.0 { r.ratio.ln().abs() } else { f64::INFINITY };
+    let worst = rows
+        .iter()
+        .max_by(|a, b| distance(a).total_cmp(&distance(b)))
+        .map(|r| Worst { figure: r.figure.clone(), ratio: r.ratio });
+    let outcome = if rows.is_empty() {
+        Outcome::NothingCompared
+    } else if !different.is_empty() {
+        Outcome::Different
+    } else if within_spread_only > 0 {
+        Outcome::WithinSpread
+    } else {
+        Outcome::Reproduced
+    };
+    Verdict {
+        outcome,
+        figures: rows.len(),
+        within_tolerance,
+        within_spread_only,
+        different: different.len(),
+        different_worse: different.iter().filter(|r| worse(r)).count(),
+        worst,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {
+        row(format!("figure at {ratio}"), higher_is_better, 1.0, ratio, within_spread)
+    }
+
+    /// Within 2% (both ends included), beyond it within the spread, beyond both: the outcome is
+    /// the worst row's, and the counts add up.
+    #[test]
+    fn the_verdict_is_the_worst_rows_and_names_the_tolerance() {
+        assert!(judged(1.02, true, None).within_tolerance && judged(0.98, false, None).within_tolerance);
+        assert!(!judged(1.0201, true, None).within_tolerance && !judged(f64::INFINITY, true, None).within_tolerance);
+        assert!(!judged(f64::NAN, true, None).within_tolerance);
+
+        assert_eq!(verdict(&[]).outcome, Outcome::NothingCompared);
+        let all_within = verdict(&[judged(1.01, true, Some(false)), judged(0.99, false, None)]);
+        assert_eq!(
+            (all_within.outcome, all_within.within_tolerance, all_within.different),
+            (Outcome::Reproduced, 2, 0)
+        );
+
+        let spread = verdict(&[judged(1.0, true, None), judged(1.05, false, Some(true))]);
+        assert_eq!((spread.outcome, spread.within_spread_only, spread.different), (Outcome::WithinSpread, 1, 0));
+        assert_eq!(spread.worst.unwrap().ratio, 1.05);
+
+        // A throughput 10% down and a time 3% down: both materially different, one of them worse.
+        let rows = [judged(1.0, true, None), judged(0.9, true, Some(false)), judged(0.97, false, None)];
+        let different = verdict(&rows);
+        assert_eq!(different.outcome, Outcome::Different);
+        assert_eq!((different.figures, different.within_tolerance, different.different), (3, 1, 2));
+        assert_eq!(different.different_worse, 1);
+        assert_eq!(different.worst.unwrap().figure, "figure at 0.9");
+        // Half and double are as far from 1; an undefined ratio is farther than either.
+        let far = verdict(&[judged(0.5, true, None), judged(2.0, true, None), judged(f64::INFINITY, true, None)]);
+        assert!(far.worst.unwrap().ratio.is_infinite());
+        assert_eq!(far.different_worse, 2, "half the throughput, and an undefined ratio");
+    }
 }

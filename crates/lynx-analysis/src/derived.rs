@@ -226,7 +226,8 @@ fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
                 Some(TablePoint {
                     batch: c.shape.batch(),
                     len: c.shape.length(),
-                    step_s: c.median_s()?,
+                    // A step takes time: a signed result claiming otherwise has no table point.
+                    step_s: c.median_s().filter(|s| *s > 0.0)?,
                     power_w: c.power_mean_w(),
                     spread: c.step_time.as_ref().and_then(|t| {
                         let median = t.median_s.get();
@@ -399,6 +400,18 @@ mod tests {
         let summary = crate::stats::summarise(&[median_s; 3]).unwrap();
         let shape = CellShape::Decode { batch, ctx, mode };
         crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), None, None).unwrap()
+    }
+
+    /// A signed result can claim a step of no time (or less): such a cell is no point of a step
+    /// table, which the simulation would otherwise divide by.
+    #[test]
+    fn a_step_of_no_time_is_no_table_point() {
+        let mut instant = decode_cell(8, 128, StepMode::Eager, 0.03);
+        let zero = Finite::new(0.0, "t").unwrap();
+        let step = instant.step_time.as_mut().unwrap();
+        (step.median_s, step.min_s, step.p90_s, step.p99_s, step.max_s) = (zero, zero, zero, zero, zero);
+        let (_, decode) = step_tables(&[decode_cell(1, 128, StepMode::Eager, 0.02), instant]);
+        assert_eq!(decode.max_batch(128, 128), Some(1));
     }
 
     /// At each decode shape the faster mode's cell feeds the derived figures, whichever it is;

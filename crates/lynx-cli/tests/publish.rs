@@ -381,6 +381,97 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     assert!(stdout.contains("LOCAL/PUBLISHED") && stdout.contains("WITHIN PUBLISHED'S SPREAD"), "{stdout}");
     assert_eq!(stdout.lines().filter(|l| l.contains(": median step (s)")).count(), cells, "{stdout}");
 
+    // Issue 16 item 7: each figure judged within 2% of the published one (MLPerf's bar for a
+    // materially different result) and within its spread, and one verdict naming the tolerance.
+    assert_eq!(comparison["tolerance"], Value::from(0.02));
+    for row in rows {
+        let ratio = row["ratio"].as_f64().unwrap();
+        assert_eq!(row["within_tolerance"], Value::from((ratio - 1.0).abs() <= 0.02 + 1e-12), "{row}");
+    }
+    let verdict = &comparison["verdict"];
+    let count = |what: &str| verdict[what].as_u64().unwrap() as usize;
+    assert_eq!(count("figures"), rows.len());
+    assert_eq!(count("within_tolerance") + count("within_spread_only") + count("different"), rows.len(), "{verdict}");
+    assert_eq!(count("within_tolerance"), rows.iter().filter(|r| r["within_tolerance"] == true).count());
+    let said = stdout.lines().find(|l| l.starts_with("verdict: ")).unwrap_or_else(|| panic!("no verdict: {stdout}"));
+    let expected = match verdict["outcome"].as_str().unwrap() {
+        "reproduced" => "verdict: reproduced: all ",
+        "within_spread" => "verdict: within published's spread: ",
+        "different" => "verdict: MATERIALLY DIFFERENT: ",
+        other => panic!("outcome {other}"),
+    };
+    assert!(said.starts_with(expected) && said.contains("2%"), "{said}");
+    assert!(stdout.contains("WITHIN 2%"), "{stdout}");
+
+    // Two made reproductions with known verdicts: the published figures exactly (reproduced),
+    // and every step ten times as long (materially different, worse, and far outside any spread).
+    let local_json: Value = serde_json::from_slice(&std::fs::read(&local_result).unwrap()).unwrap();
+    let mut exact = original.clone();
+    exact["reproduces"] = local_json["reproduces"].clone();
+    let exact_source = published_result.with_file_name("exact-source.json");
+    std::fs::write(&exact_source, serde_json::to_vec(&exact).unwrap()).unwrap();
+    let site_dir = tempfile::tempdir().unwrap();
+    let trusted = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let exact = publish_as(&exact_source, site_dir.path(), "exact", "Exact GPU", 1.0, Some(&trusted));
+    let slow = publish_as(&exact_source, site_dir.path(), "slow", "Slow GPU", 10.0, Some(&trusted));
+    let published_copy = site_dir.path().join(published.file_name().unwrap());
+    std::fs::copy(&published, &published_copy).unwrap();
+    for name in
+        [published_result.file_name().unwrap(), original["telemetry"]["samples_file"].as_str().unwrap().as_ref()]
+    {
+        std::fs::copy(published_result.with_file_name(name), site_dir.path().join(name)).unwrap();
+    }
+    let compare_text = |second: &Path| {
+        let output = lynx(&["compare", published_copy.to_str().unwrap(), second.to_str().unwrap(), "--pubkey", &key]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let said = compare_text(&exact);
+    let figures = rows.len();
+    assert!(
+        said.contains(&format!("verdict: reproduced: all {figures} figures of second within 2% of first's")),
+        "{said}"
+    );
+    let said = compare_text(&slow);
+    assert!(said.contains(&format!("verdict: MATERIALLY DIFFERENT: {cells} of {figures} figures beyond 2%")), "{said}");
+    assert!(said.contains(&format!("{cells} of them worse and 0 better")), "{said}");
+
+    // The site shows, on the published result's page, each reproduction of it it was given, and on
+    // each reproduction's page what it reproduces.
+    let site = tempfile::tempdir().unwrap();
+    let output =
+        lynx(&["report", site_dir.path().to_str().unwrap(), "--out", site.path().to_str().unwrap(), "--pubkey", &key]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let pages: Vec<String> = std::fs::read_dir(site.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let published_page =
+        pages.iter().find(|p| p.contains("<h2>Reproductions</h2>")).expect("a page lists reproductions");
+    assert_eq!(published_page.matches("class=\"reproduction\"").count(), 2, "{published_page}");
+    assert!(published_page.contains("Exact GPU") && published_page.contains("Slow GPU"), "{published_page}");
+    assert!(published_page.contains("class=\"ok\">reproduced</span>"), "{published_page}");
+    assert!(published_page.contains("class=\"bad\">materially different</span>"), "{published_page}");
+    let reproducing: Vec<&String> = pages.iter().filter(|p| p.contains("<h2>Reproduces</h2>")).collect();
+    assert_eq!(reproducing.len(), 2);
+    assert!(reproducing.iter().all(|p| p.contains("This run reproduces <a href=\"result-")), "{reproducing:?}");
+    // Without the published result beside it, a reproduction's page says so.
+    std::fs::remove_file(&published_copy).unwrap();
+    let site = tempfile::tempdir().unwrap();
+    let output =
+        lynx(&["report", site_dir.path().to_str().unwrap(), "--out", site.path().to_str().unwrap(), "--pubkey", &key]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
+    assert!(!index.contains("Reproductions"));
+    let page = std::fs::read_dir(site.path())
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .find(|p| p.contains("Slow GPU") && p.contains("<h2>Reproduces</h2>"))
+        .expect("the slow reproduction's page");
+    assert!(page.contains("which is not among the verified results"), "{page}");
+
     // A published result that does not verify is not reproduced.
     let other = tempfile::tempdir().unwrap();
     lynx_attest::generate(other.path(), false).unwrap();

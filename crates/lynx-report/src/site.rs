@@ -12,6 +12,7 @@
 
 use crate::chart::{bar_chart, line_chart};
 use crate::escape::Html;
+use lynx_schema::compare::{Comparison, Outcome};
 use lynx_schema::config::Workload;
 use lynx_schema::derived::LatencyBounded;
 use lynx_schema::device::slug;
@@ -38,6 +39,14 @@ th{background:#f3f3f3}.bad{color:#b00}.ok{color:#070}svg{display:block;margin:1e
 /// it verified under, or why it is not believed (the kind in a word, and the reason).
 pub type Listed = (PathBuf, Result<(RunResult, String), (String, String)>);
 
+/// A verified result that reproduces another listed one (its `reproduces` names that envelope's
+/// sha256): their places in the listing, and the two side by side (published first).
+pub struct Reproduction {
+    pub published: usize,
+    pub local: usize,
+    pub comparison: Comparison,
+}
+
 /// One envelope's fate, and the page of a verified result (relative to the site).
 struct Entry {
     file: PathBuf,
@@ -51,9 +60,9 @@ struct Verified<'a> {
     page: &'a str,
 }
 
-/// Build the site of `listed` (verified by the caller) into `out`. Returns the path of
-/// `index.html`.
-pub fn build_site(listed: Vec<Listed>, out: &Path) -> std::io::Result<PathBuf> {
+/// Build the site of `listed` (verified by the caller) into `out`, each published result's page
+/// showing the `reproductions` of it. Returns the path of `index.html`.
+pub fn build_site(listed: Vec<Listed>, reproductions: &[Reproduction], out: &Path) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(out)?;
     let entries: Vec<Entry> = listed
         .into_iter()
@@ -71,11 +80,12 @@ pub fn build_site(listed: Vec<Listed>, out: &Path) -> std::io::Result<PathBuf> {
         .collect();
     let index = out.join("index.html");
     std::fs::write(&index, page("lynx results", index_body(&entries)))?;
-    for entry in &entries {
+    for (i, entry) in entries.iter().enumerate() {
         if let Ok((result, key_id)) = &entry.verdict {
+            let related = Related { index: i, entries: &entries, reproductions };
             std::fs::write(
                 out.join(&entry.page),
-                page(&format!("lynx: {}", device_label(result)), result_body(entry, result, key_id)),
+                page(&format!("lynx: {}", device_label(result)), result_body(entry, result, key_id, &related)),
             )?;
         }
     }
@@ -283,12 +293,14 @@ fn roofline_section(results: &[(String, RooflineRecord)]) -> Markup {
 
 /// A verified result's page: what ran where, its checks, its cells, its telemetry, its
 /// roofline.
-fn result_body(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
+fn result_body(entry: &Entry, result: &RunResult, key_id: &str, related: &Related) -> Markup {
     let series = timeline(&entry.file, result);
     html! {
         p { a href="index.html" { "all results" } }
         h1 { (Html(&device_label(result))) }
         (facts(entry, result, key_id))
+        (reproduces(result, related))
+        (reproductions(related))
         h2 { "Checks" }
         table {
             tr { th { "check" } th { "verdict" } th { "detail" } }
@@ -311,6 +323,91 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
         @if let Some(roofline) = &result.roofline {
             h2 { "Roofline" }
             (roofline_section(&[(device_label(result), roofline.clone())]))
+        }
+    }
+}
+
+/// A result's place among the site's entries, and the reproductions the site was given.
+struct Related<'a> {
+    index: usize,
+    entries: &'a [Entry],
+    reproductions: &'a [Reproduction],
+}
+
+/// A comparison's verdict in a few words, marked good or bad.
+fn outcome(comparison: &Comparison) -> Markup {
+    let v = &comparison.verdict;
+    let within = format!("{} of {} figures within {}%", v.within_tolerance, v.figures, comparison.tolerance * 100.0);
+    html! {
+        @match v.outcome {
+            Outcome::Reproduced | Outcome::WithinSpread => span.ok { (v.outcome.as_str()) } ,
+            Outcome::Different | Outcome::NothingCompared => span.bad { (v.outcome.as_str()) },
+        }
+        " (" (within) ")"
+    }
+}
+
+/// For a reproduction: the published result it reproduces, with the verdict, or that it is not
+/// among the site's results.
+fn reproduces(result: &RunResult, related: &Related) -> Markup {
+    let Some(of) = &result.reproduces else { return html! {} };
+    let listed = related.reproductions.iter().find(|r| r.local == related.index);
+    html! {
+        h2 { "Reproduces" }
+        @match listed {
+            Some(r) => p {
+                "This run reproduces "
+                a href=(related.entries[r.published].page) { (Html(&of.device)) " run " (Html(&of.run_id)) }
+                ", running its signed configuration again. "
+                @let verdict = crate::text::verdict(&r.comparison, "the published result", "this reproduction");
+                @match r.comparison.verdict.outcome {
+                    Outcome::Reproduced | Outcome::WithinSpread => span.ok { (Html(&verdict)) },
+                    Outcome::Different | Outcome::NothingCompared => span.bad { (Html(&verdict)) },
+                }
+            },
+            None => p {
+                "This run reproduces " (Html(&of.device)) " run " (Html(&of.run_id)) " (envelope "
+                (Html(&of.envelope)) ", sha256 " code { (Html(&of.envelope_sha256)) } "), which is not among \
+                 the verified results this site was built from."
+            },
+        }
+    }
+}
+
+/// For a published result: every reproduction of it the site was given, with each verdict.
+fn reproductions(related: &Related) -> Markup {
+    let of_this: Vec<&Reproduction> = related.reproductions.iter().filter(|r| r.published == related.index).collect();
+    if of_this.is_empty() {
+        return html! {};
+    }
+    html! {
+        h2 { "Reproductions" }
+        p {
+            "Runs of this result's signed configuration on other nodes, each against this result: a figure \
+             within 2% is not materially different (MLPerf's bar for an audit); beyond it, a figure may still \
+             lie within this result's own spread."
+        }
+        table {
+            tr { th { "device" } th { "host" } th { "run" } th { "signed by key" } th { "verdict" } th { "farthest figure" } }
+            @for r in &of_this {
+                @let entry = &related.entries[r.local];
+                @if let Ok((local, key_id)) = &entry.verdict {
+                    tr.reproduction {
+                        td.long { a href=(entry.page) { (Html(&device_label(local))) } }
+                        td { (reported(&local.host.cpu_model)) }
+                        td { (Html(&local.run_id)) }
+                        td { (Html(&key_id[..key_id.len().min(12)])) }
+                        td { (outcome(&r.comparison)) }
+                        td.long {
+                            @match &r.comparison.verdict.worst {
+                                Some(w) if w.ratio.is_finite() => { (Html(&w.figure)) " at " (format!("{:.3}", w.ratio)) }
+                                Some(w) => { (Html(&w.figure)) " (undefined ratio)" }
+                                None => "-",
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -256,6 +256,7 @@ pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, se
         first.to_uppercase(),
         second.to_uppercase(),
         ratio_header.to_uppercase(),
+        format!("WITHIN {}", percent(comparison.tolerance)),
         spread_header,
     ]);
     let value =
@@ -265,7 +266,9 @@ pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, se
             terminal_text(&row.figure, 90),
             value(row.first),
             value(row.second),
-            format!("{:.3}", row.ratio),
+            // Undefined where the first figure is zero (a signed result may say so).
+            if row.ratio.is_finite() { format!("{:.3}", row.ratio) } else { "-".to_owned() },
+            if row.within_tolerance { "yes" } else { "no" }.to_owned(),
             match row.within_spread {
                 Some(true) => "yes".to_owned(),
                 Some(false) => "no".to_owned(),
@@ -277,7 +280,48 @@ pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, se
     for figure in &comparison.unmatched {
         let _ = writeln!(out, "not compared: {}", terminal_text(figure, 200));
     }
+    let _ = writeln!(out, "verdict: {}", verdict(comparison, first, second));
     out
+}
+
+/// A tolerance as a percentage: `2%`.
+fn percent(fraction: f64) -> String {
+    format!("{}%", (fraction * 1000.0).round() / 10.0)
+}
+
+/// The verdict over a comparison's figures in one line, its tolerance named; `first` and
+/// `second` name the two results (e.g. published, local).
+pub fn verdict(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
+    use lynx_schema::compare::Outcome;
+    let v = &comparison.verdict;
+    let tolerance = percent(comparison.tolerance);
+    let bar = "MLPerf's bar for a materially different result";
+    match v.outcome {
+        Outcome::Reproduced => {
+            format!("reproduced: all {} figures of {second} within {tolerance} of {first}'s ({bar})", v.figures)
+        }
+        Outcome::WithinSpread => format!(
+            "within {first}'s spread: {} of {} figures within {tolerance} of {first}'s ({bar}); the other {} beyond \
+             {tolerance} but within {first}'s own spread",
+            v.within_tolerance, v.figures, v.within_spread_only
+        ),
+        Outcome::Different => {
+            let worst = v.worst.as_ref().map_or(String::new(), |w| {
+                let ratio = if w.ratio.is_finite() { format!("{:.3}", w.ratio) } else { "undefined".to_owned() };
+                format!("; farthest: {} at {ratio}", terminal_text(&w.figure, 120))
+            });
+            format!(
+                "MATERIALLY DIFFERENT: {} of {} figures beyond {tolerance} of {first}'s ({bar}) and outside its \
+                 spread, {} of them worse and {} better; {} within {tolerance}{worst}",
+                v.different,
+                v.figures,
+                v.different_worse,
+                v.different - v.different_worse,
+                v.within_tolerance
+            )
+        }
+        Outcome::NothingCompared => format!("nothing compared: {first} and {second} have no figure in common"),
+    }
 }
 
 /// A node's runs, and the spread across its devices of the same model.
@@ -492,6 +536,16 @@ fn prefill_section(derived: &Derived) -> String {
     out
 }
 
+/// A measured figure beside the simulated one and its error relative to it: `12.0 / 10.0 (+20%)`.
+fn measured_and_simulated(measured: f64, simulated: Option<f64>, show: &dyn Fn(f64) -> String) -> String {
+    match simulated {
+        // A signed result can hold a simulated figure of zero: no error is relative to it.
+        Some(s) if s > 0.0 => format!("{} / {} ({:+.0}%)", show(measured), show(s), 100.0 * (measured / s - 1.0)),
+        Some(s) => format!("{} / {}", show(measured), show(s)),
+        None => format!("{} / -", show(measured)),
+    }
+}
+
 /// The serving phase: each rate served, measured beside the simulation at that rate.
 pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String {
     let mut out = String::new();
@@ -513,16 +567,13 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         "J/TOKEN",
     ]);
     let mut reasons = Vec::new();
+    let pair = measured_and_simulated;
     for served in &serving.served {
         let name = terminal_text(&served.workload.to_string(), 60);
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {
                     let (m, sim) = (&r.measured, r.simulated.known());
-                    let pair = |measured: f64, simulated: Option<f64>, show: &dyn Fn(f64) -> String| match simulated {
-                        Some(s) => format!("{} / {} ({:+.0}%)", show(measured), show(s), 100.0 * (measured / s - 1.0)),
-                        None => format!("{} / -", show(measured)),
-                    };
                     let tok = |v: f64| format!("{v:.1}");
                     let ratio = |v: Option<Finite>| v.map_or("-".to_owned(), |v| format!("{:.2}", v.get()));
                     rows.row([
@@ -660,4 +711,51 @@ fn bounded_section(derived: &Derived) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lynx_schema::compare::{Comparison, Outcome, Row, Verdict};
+
+    /// A signed result may hold zeros where figures should be: no NaN or infinity is printed for
+    /// a ratio or a relative error over them.
+    #[test]
+    fn ratios_over_zero_print_as_undefined() {
+        let show = |v: f64| format!("{v:.1}");
+        assert_eq!(measured_and_simulated(12.0, Some(10.0), &show), "12.0 / 10.0 (+20%)");
+        assert_eq!(measured_and_simulated(0.0, Some(0.0), &show), "0.0 / 0.0");
+        assert_eq!(measured_and_simulated(1.0, None, &show), "1.0 / -");
+        let row = Row {
+            figure: "decode batch 1 ctx 128: median step (s)".to_owned(),
+            higher_is_better: false,
+            first: 0.0,
+            second: 0.1,
+            ratio: f64::INFINITY,
+            within_spread: None,
+            within_tolerance: false,
+        };
+        let verdict = Verdict {
+            outcome: Outcome::Different,
+            figures: 1,
+            within_tolerance: 0,
+            within_spread_only: 0,
+            different: 1,
+            different_worse: 1,
+            worst: Some(lynx_schema::compare::Worst { figure: row.figure.clone(), ratio: row.ratio }),
+        };
+        let comparison = Comparison {
+            first: "a".into(),
+            second: "b".into(),
+            differences: Vec::new(),
+            rows: vec![row],
+            unmatched: Vec::new(),
+            tolerance: 0.02,
+            verdict,
+        };
+        let text = super::comparison(&comparison, "first", "second");
+        assert!(!text.contains("inf") && !text.contains("NaN"), "{text}");
+        assert!(text.contains("0.1000  -  "), "{text}");
+        assert!(text.contains("farthest: decode batch 1 ctx 128: median step (s) at undefined"), "{text}");
+    }
 }

@@ -2,13 +2,42 @@
 
 use crate::args::TrustArgs;
 use crate::BadInput;
+use lynx_report::site::{Listed, Reproduction};
 use std::path::{Path, PathBuf};
 
 pub fn run(dirs: &[PathBuf], out: &Path, trust: TrustArgs) -> anyhow::Result<()> {
     let trusted = super::trusted_keys(trust)?;
     let listed = super::listed(dirs, &trusted)?;
-    let index =
-        lynx_report::site::build_site(listed, out).map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
+    let reproductions = reproductions(&listed);
+    let index = lynx_report::site::build_site(listed, &reproductions, out)
+        .map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
     println!("wrote {}", index.display());
     Ok(())
+}
+
+/// Every verified result that reproduces another verified one of `listed` (its `reproduces`
+/// names that envelope's sha256), compared with it.
+fn reproductions(listed: &[Listed]) -> Vec<Reproduction> {
+    // Each verified envelope's digest; one that cannot be read again is simply not matched.
+    let digests: Vec<Option<String>> = listed
+        .iter()
+        .map(|(file, verdict)| verdict.is_ok().then(|| lynx_attest::envelope::file_sha256(file).ok()).flatten())
+        .collect();
+    let mut found = Vec::new();
+    for (local, (local_file, verdict)) in listed.iter().enumerate() {
+        let Ok((result, _)) = verdict else { continue };
+        let Some(of) = &result.reproduces else { continue };
+        let Some(published) = digests.iter().position(|d| d.as_deref() == Some(of.envelope_sha256.as_str())) else {
+            continue;
+        };
+        let (published_file, Ok((original, _))) = &listed[published] else { continue };
+        let comparison = lynx_analysis::compare::compare(
+            &published_file.display().to_string(),
+            original,
+            &local_file.display().to_string(),
+            result,
+        );
+        found.push(Reproduction { published, local, comparison });
+    }
+    found
 }
