@@ -111,9 +111,9 @@ impl GqaAttention {
         })
     }
 
-    pub fn new_cache(&self, batch: i64, capacity: i64, kind: Kind, device: Device) -> Result<GqaCache, ModelError> {
-        let shape = [batch, self.num_kv_heads, capacity, self.head_dim];
-        Ok(GqaCache { keys: Tensor::f_zeros(shape, (kind, device))?, values: Tensor::f_zeros(shape, (kind, device))? })
+    /// The shape of the layer's keys, and of its values: `[batch, kv heads, capacity, head dim]`.
+    pub(crate) fn cache_shape(&self, batch: i64, capacity: i64) -> Vec<i64> {
+        vec![batch, self.num_kv_heads, capacity, self.head_dim]
     }
 
     /// Attend `x` (`[batch, n, hidden]`, positions `start..start + n`) over the cache's first

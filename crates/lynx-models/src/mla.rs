@@ -20,7 +20,7 @@ use crate::weights::{Init, RmsNorm, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Mla, RopeScaling};
 use lynx_schema::result::AttentionKernel;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 /// Row order that turns `blocks` blocks of `block` rows, each ending in `rope` interleaved RoPE
 /// rows, into the same blocks with those rows in halves: (0, 2, 4, …, 1, 3, 5, …).
@@ -159,8 +159,9 @@ impl MlaAttention {
         })
     }
 
-    pub fn new_cache(&self, batch: i64, capacity: i64, kind: Kind, device: Device) -> Result<MlaCache, ModelError> {
-        Ok(MlaCache { latent_and_rope: Tensor::f_zeros([batch, capacity, self.rank + self.rope_dim], (kind, device))? })
+    /// The shape of the layer's cache: `[batch, capacity, latent rank + rope dim]`.
+    pub(crate) fn cache_shape(&self, batch: i64, capacity: i64) -> Vec<i64> {
+        vec![batch, capacity, self.rank + self.rope_dim]
     }
 
     /// The layer's linear projections (the key/value up-projection is a dense matrix).
@@ -345,6 +346,7 @@ impl MlaAttention {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tch::Kind;
 
     #[test]
     fn interleaved_rope_rows_are_put_in_halves() {
@@ -372,7 +374,7 @@ mod tests {
         assert!(full.std(false).double_value(&[]) > 1e-3);
 
         // A 3-token prompt, then token by token through the compressed cache.
-        let cache = mla.new_cache(2, 7, Kind::Float, Device::Cpu).unwrap();
+        let cache = MlaCache { latent_and_rope: Tensor::zeros(mla.cache_shape(2, 7), (Kind::Float, Device::Cpu)) };
         let prompt = mla
             .forward(&x.narrow(1, 0, 3), &cache, &mla.rope.table(0, 3, Kind::Float).unwrap(), Place::Host(0))
             .unwrap();

@@ -91,25 +91,89 @@ enum LayerCache {
 }
 
 /// Preallocated KV cache of every layer, for `batch` sequences of up to `capacity` tokens.
+///
+/// The layers' tensors of one shape are views of one tensor, stacked on a first dimension (a
+/// slab): moving a sequence from one row to another is then one copy per slab, not one per
+/// layer (a server moves rows between steps, and each copy is a kernel the host issues).
 pub struct KvCache {
     layers: Vec<LayerCache>,
+    slabs: Vec<Slab>,
+    /// Where each layer's tensors lie in the slabs.
+    layout: Vec<LayerLayout>,
     len: i64,
     capacity: i64,
     batch: i64,
 }
 
+/// Layers' cache tensors of one shape, stacked: `[tensors, batch, ...]`.
+struct Slab {
+    tensor: Tensor,
+    /// The slab's token dimension.
+    token_dim: i64,
+}
+
+/// A layer's tensors, each as (slab, index on the slab's first dimension).
+#[derive(Clone, Copy)]
+enum LayerLayout {
+    Gqa { keys: (usize, i64), values: (usize, i64) },
+    Mla { latent_and_rope: (usize, i64) },
+}
+
+/// The layers' cache tensors as views of `slabs`.
+fn layer_views(slabs: &[Slab], layout: &[LayerLayout]) -> Result<Vec<LayerCache>, ModelError> {
+    let view = |(slab, index): (usize, i64)| slabs[slab].tensor.f_select(0, index);
+    layout
+        .iter()
+        .map(|layer| match *layer {
+            LayerLayout::Gqa { keys, values } => {
+                Ok(LayerCache::Gqa(GqaCache { keys: view(keys)?, values: view(values)? }))
+            }
+            LayerLayout::Mla { latent_and_rope } => {
+                Ok(LayerCache::Mla(MlaCache { latent_and_rope: view(latent_and_rope)? }))
+            }
+        })
+        .collect()
+}
+
 impl KvCache {
     /// A cache of `capacity` tokens for each of `batch` sequences of `model`.
     pub fn new(model: &Model, batch: i64, capacity: i64) -> Result<KvCache, ModelError> {
-        let layers = model
+        // Each distinct shape with how many tensors have it; each tensor its place.
+        let mut shapes: Vec<(Vec<i64>, i64, i64)> = Vec::new(); // (shape, token dim, count)
+        let mut place = |shape: Vec<i64>, token_dim: i64| -> (usize, i64) {
+            match shapes.iter().position(|(s, _, _)| *s == shape) {
+                Some(at) => {
+                    shapes[at].2 += 1;
+                    (at, shapes[at].2 - 1)
+                }
+                None => {
+                    shapes.push((shape, token_dim, 1));
+                    (shapes.len() - 1, 0)
+                }
+            }
+        };
+        let layout: Vec<LayerLayout> = model
             .blocks
             .iter()
             .map(|block| match &block.attention {
-                AttentionLayer::Gqa(a) => a.new_cache(batch, capacity, model.kind, model.device).map(LayerCache::Gqa),
-                AttentionLayer::Mla(a) => a.new_cache(batch, capacity, model.kind, model.device).map(LayerCache::Mla),
+                AttentionLayer::Gqa(a) => {
+                    let shape = a.cache_shape(batch, capacity);
+                    LayerLayout::Gqa { keys: place(shape.clone(), 2), values: place(shape, 2) }
+                }
+                AttentionLayer::Mla(a) => {
+                    LayerLayout::Mla { latent_and_rope: place(a.cache_shape(batch, capacity), 1) }
+                }
             })
-            .collect::<Result<_, _>>()?;
-        Ok(KvCache { layers, len: 0, capacity, batch })
+            .collect();
+        let slabs = shapes
+            .into_iter()
+            .map(|(shape, token_dim, count)| {
+                let stacked: Vec<i64> = std::iter::once(count).chain(shape).collect();
+                Ok(Slab { tensor: Tensor::f_zeros(stacked, (model.kind, model.device))?, token_dim: token_dim + 1 })
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let layers = layer_views(&slabs, &layout)?;
+        Ok(KvCache { layers, slabs, layout, len: 0, capacity, batch })
     }
 
     /// Tokens each sequence holds.
@@ -159,15 +223,20 @@ impl KvCache {
 
     /// A copy of this cache in new memory: the same tokens, values and capacity.
     pub fn duplicate(&self) -> Result<KvCache, ModelError> {
-        let layers = self
-            .layers
+        let slabs = self
+            .slabs
             .iter()
-            .map(|layer| match layer {
-                LayerCache::Gqa(c) => Ok(LayerCache::Gqa(GqaCache { keys: copy(&c.keys)?, values: copy(&c.values)? })),
-                LayerCache::Mla(c) => Ok(LayerCache::Mla(MlaCache { latent_and_rope: copy(&c.latent_and_rope)? })),
-            })
-            .collect::<Result<_, ModelError>>()?;
-        Ok(KvCache { layers, len: self.len, capacity: self.capacity, batch: self.batch })
+            .map(|slab| Ok(Slab { tensor: copy(&slab.tensor)?, token_dim: slab.token_dim }))
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let layers = layer_views(&slabs, &self.layout)?;
+        Ok(KvCache {
+            layers,
+            slabs,
+            layout: self.layout.clone(),
+            len: self.len,
+            capacity: self.capacity,
+            batch: self.batch,
+        })
     }
 
     /// Forget the tokens after the first `len`.
@@ -191,40 +260,31 @@ impl KvCache {
                 self.capacity
             )));
         }
-        let layers = self
-            .layers
+        let slabs = self
+            .slabs
             .iter()
-            .map(|layer| match layer {
-                LayerCache::Gqa(c) => Ok(LayerCache::Gqa(GqaCache {
-                    keys: c.keys.f_narrow(0, from, n)?,
-                    values: c.values.f_narrow(0, from, n)?,
-                })),
-                LayerCache::Mla(c) => {
-                    Ok(LayerCache::Mla(MlaCache { latent_and_rope: c.latent_and_rope.f_narrow(0, from, n)? }))
-                }
-            })
-            .collect::<Result<_, ModelError>>()?;
-        Ok(KvCache { layers, len, capacity: self.capacity, batch: n })
+            .map(|slab| Ok(Slab { tensor: slab.tensor.f_narrow(1, from, n)?, token_dim: slab.token_dim }))
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let layers = layer_views(&slabs, &self.layout)?;
+        Ok(KvCache { layers, slabs, layout: self.layout.clone(), len, capacity: self.capacity, batch: n })
     }
 
     /// Copy the first `len` tokens of row `from` over row `to` (a server moving a sequence to
-    /// keep its running ones in the first rows).
+    /// keep its running ones in the first rows): one copy per slab, whatever the layer count.
     pub fn move_row(&self, from: i64, to: i64, len: i64) -> Result<(), ModelError> {
         if len == 0 || from == to {
             return Ok(());
         }
-        let (source, target) = (self.rows(from, 1, len)?, self.rows(to, 1, len)?);
-        for (s, t) in source.layers.iter().zip(&target.layers) {
-            match (s, t) {
-                (LayerCache::Gqa(s), LayerCache::Gqa(t)) => {
-                    t.keys.f_narrow(2, 0, len)?.f_copy_(&s.keys.f_narrow(2, 0, len)?)?;
-                    t.values.f_narrow(2, 0, len)?.f_copy_(&s.values.f_narrow(2, 0, len)?)?;
-                }
-                (LayerCache::Mla(s), LayerCache::Mla(t)) => {
-                    t.latent_and_rope.f_narrow(1, 0, len)?.f_copy_(&s.latent_and_rope.f_narrow(1, 0, len)?)?;
-                }
-                _ => return Err(ModelError::Shape("rows of one cache differ in kind".to_owned())),
-            }
+        let rows = 0..self.batch;
+        if !rows.contains(&from) || !rows.contains(&to) || !(0..=self.capacity).contains(&len) {
+            return Err(ModelError::Shape(format!(
+                "moving {len} tokens from row {from} to row {to} of a cache of {} rows of {} tokens",
+                self.batch, self.capacity
+            )));
+        }
+        for slab in &self.slabs {
+            let row = |at: i64| slab.tensor.f_narrow(1, at, 1)?.f_narrow(slab.token_dim, 0, len);
+            row(to)?.f_copy_(&row(from)?)?;
         }
         Ok(())
     }
@@ -647,5 +707,35 @@ impl Model {
     /// Uniformly random token ids, `[batch, len]`, from the global generator.
     pub fn random_tokens(&self, batch: i64, len: i64) -> Result<Tensor, ModelError> {
         Ok(with_generator(None, || Tensor::f_randint(self.vocab_size, [batch, len], (Kind::Int64, self.device)))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lynx_schema::config::{ModelShape, Precision};
+
+    /// Every layer's keys and values of one shape are views of one slab, so that a server's row
+    /// move is one copy (one kernel on a GPU) rather than two per layer; the views alias the
+    /// slab, so what a layer writes is what the move copies.
+    #[test]
+    fn a_row_move_is_one_copy_for_all_layers_of_a_shape() {
+        let text = include_str!("../../../models/lynx-ref-small.toml");
+        let mut shape = ModelShape::from_toml(text, "lynx-ref-small.toml").unwrap();
+        shape.num_layers = shape.num_layers.min(4);
+        let model = Model::new(&shape, Precision::Fp32, Device::Cpu, 1).unwrap();
+        let pool = KvCache::new(&model, 3, 8).unwrap();
+        assert_eq!(pool.slabs.len(), 1, "keys and values of every layer in one slab");
+        assert_eq!(pool.slabs[0].tensor.size()[0], 2 * pool.layers.len() as i64);
+        let LayerCache::Gqa(last) = pool.layers.last().unwrap() else { panic!("a GQA model") };
+        let _ = last.values.narrow(0, 2, 1).narrow(2, 0, 5).fill_(7.0);
+        pool.move_row(2, 0, 5).unwrap();
+        assert_eq!(last.values.narrow(0, 0, 1).narrow(2, 0, 5).mean(Kind::Float).double_value(&[]), 7.0);
+        assert_eq!(last.values.narrow(0, 0, 1).narrow(2, 5, 3).abs().sum(Kind::Float).double_value(&[]), 0.0);
+        let rows = pool.rows(1, 2, 0).unwrap();
+        rows.move_row(1, 0, 5).unwrap();
+        let LayerCache::Gqa(moved) = pool.layers.last().unwrap() else { panic!("a GQA model") };
+        assert_eq!(moved.values.narrow(0, 1, 1).narrow(2, 0, 5).mean(Kind::Float).double_value(&[]), 7.0);
+        assert!(pool.move_row(0, 3, 1).is_err() && pool.move_row(0, 1, 9).is_err());
     }
 }

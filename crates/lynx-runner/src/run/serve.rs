@@ -257,29 +257,29 @@ pub(super) fn serve(
                 }
             }
         }
-        // Retire the finished sequences; the last running row takes each freed row, and the rows
-        // being prefilled move down behind the running ones.
-        let mut r = 0;
-        while r < running.len() {
-            let slot = running[r];
-            if slot.produced < lengths[slot.request].osl {
-                r += 1;
-                continue;
-            }
+        // Retire the finished sequences. The unfinished ones must fill the first rows: each one
+        // beyond them takes a freed row below (the fewest moves), and the rows being prefilled
+        // then move down behind them, each once however many sequences finished.
+        let before = running.len();
+        let unfinished = |slot: &Slot| slot.produced < lengths[slot.request].osl;
+        for slot in running.iter().filter(|s| !unfinished(s)) {
             if lengths[slot.request].osl == 1 {
                 times[slot.request].finish_s = times[slot.request].first_token_s;
             }
             done[slot.request] = true;
             completed += 1;
-            let last = running.len() - 1;
-            if r != last {
-                move_row(&pool, &tokens, &positions, last as i64, r as i64, running[last].len)?;
-                running[r] = running[last];
+        }
+        let kept = running.iter().filter(|s| unfinished(s)).count();
+        if kept < before {
+            let holes: Vec<usize> = (0..kept).filter(|&r| !unfinished(&running[r])).collect();
+            let movers: Vec<usize> = (kept..before).filter(|&r| unfinished(&running[r])).collect();
+            for (to, from) in holes.into_iter().zip(movers) {
+                move_row(&pool, &tokens, &positions, from as i64, to as i64, running[from].len)?;
+                running[to] = running[from];
             }
-            running.pop();
-            let b = running.len() as i64;
+            running.truncate(kept);
             for (j, slot) in prefilling.iter().enumerate() {
-                move_row(&pool, &tokens, &positions, b + 1 + j as i64, b + j as i64, slot.len)?;
+                move_row(&pool, &tokens, &positions, (before + j) as i64, (kept + j) as i64, slot.len)?;
             }
         }
         overhead_s.push((now() - began - in_steps).max(0.0));
@@ -297,6 +297,29 @@ pub(super) fn serve(
         steps,
         outputs: keep_outputs.then_some(outputs),
     }))
+}
+
+/// The serving loop's own time in each iteration (wall time less its model steps) and its model
+/// steps' times, serving `lengths` arriving at `arrivals_s` on `model` with at most `max_batch`
+/// sequences, whole-prompt prefill of up to `max_prefill_batch` prompts a step or chunks of
+/// `chunk` tokens: the loop the serving phase runs, for `cargo bench -p lynx-runner --bench
+/// serving_loop` (the `serving_overhead` check holds the loop's time under 1 ms).
+pub fn loop_overhead(
+    model: &Model,
+    max_batch: u32,
+    max_prefill_batch: u32,
+    chunk: Option<u32>,
+    lengths: &[Lengths],
+    arrivals_s: &[f64],
+) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+    let server = Server { max_batch, max_prefill_batch, chunk };
+    let requests = Requests { lengths, arrivals_s, seed: 1 };
+    let stop = AtomicBool::new(false);
+    // Nothing raises this stop, so the load is always served.
+    let Some(load) = serve(model, &server, &requests, f64::INFINITY, &|| 0.0, false, &stop)? else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    Ok((load.overhead_s, load.steps.iter().map(|s| s.seconds).collect()))
 }
 
 /// Row `from` of the pool (its first `len` cached tokens, its next token and position) over row
@@ -361,13 +384,23 @@ intermediate_size = 128
     fn every_request_gets_the_tokens_it_gets_decoded_alone() {
         let shape = ModelShape::from_toml(TINY, "tiny.toml").unwrap();
         let model = Model::new(&shape, Precision::Fp32, tch::Device::Cpu, 7).unwrap();
-        let lengths: Vec<Lengths> =
+        let mixed: Vec<Lengths> =
             [(5, 4), (9, 1), (3, 6), (12, 3), (4, 5), (7, 2), (2, 7)].map(|(isl, osl)| Lengths { isl, osl }).to_vec();
         // Some arrive together, some while others decode.
-        let arrivals_s = [0.0, 0.0, 0.0, 0.0, 0.02, 0.04, 0.3];
-        let requests = Requests { lengths: &lengths, arrivals_s: &arrivals_s, seed: 3 };
-        for chunk in [None, Some(7)] {
-            let server = Server { max_batch: 3, max_prefill_batch: 2, chunk };
+        let mixed_arrivals_s = [0.0, 0.0, 0.0, 0.0, 0.02, 0.04, 0.3];
+        // Sequences that finish together, several in one iteration, at a cap of 4 (with chunks
+        // of 3, while rows behind them are being prefilled).
+        let together: Vec<Lengths> = (0..9).map(|i| Lengths { isl: 2 + i % 4, osl: 3 + i / 6 }).collect();
+        let together_arrivals_s = [0.0; 9];
+        let cases = [
+            (&mixed, &mixed_arrivals_s[..], 3, [None, Some(7)]),
+            (&together, &together_arrivals_s[..], 4, [None, Some(3)]),
+        ];
+        for (lengths, arrivals_s, max_batch, chunk) in
+            cases.into_iter().flat_map(|(l, a, b, chunks)| chunks.into_iter().map(move |chunk| (l, a, b, chunk)))
+        {
+            let requests = Requests { lengths, arrivals_s, seed: 3 };
+            let server = Server { max_batch, max_prefill_batch: 2, chunk };
             let stop = AtomicBool::new(false);
             let start = Instant::now();
             let clock = || start.elapsed().as_secs_f64();
@@ -384,7 +417,7 @@ intermediate_size = 128
             let decodes = load.steps.iter().filter(|s| !s.prefill).count();
             assert!(load.overhead_s.len() >= decodes, "an iteration for each decode step at least");
             match chunk {
-                None => assert!(load.steps.iter().any(|s| !s.prefill && s.batch == 3), "{:?}", load.steps),
+                None => assert!(load.steps.iter().any(|s| !s.prefill && s.batch == max_batch), "{:?}", load.steps),
                 // A mixed iteration: a decode step, then a prompt piece.
                 Some(_) => assert!(load.steps.windows(2).any(|w| !w[0].prefill && w[1].prefill), "{:?}", load.steps),
             }
