@@ -6,9 +6,11 @@
 //! step runs them all, attending each row's keys up to the longest row. Whole prompts are
 //! prefilled in a step of their own (right-padded to the longest of the step, at most
 //! `max_prefill_batch`), or, with chunked prefill, up to `chunk` prompt tokens after each decode
-//! step, front of the queue first. A finished sequence's row is taken by the last running row,
-//! so the running rows stay the first ones. Every output token is the model's greedy choice
-//! fed back; no request stops before its output length.
+//! step, front of the queue first, each prompt in a row of its own above the running ones. A
+//! finished sequence's row is taken by a running one from beyond the rows kept, so the running
+//! rows stay the first ones; a prompt that finishes takes the first row after them. Every
+//! output token is the model's greedy choice fed back; no request stops before its output
+//! length.
 
 use lynx_analysis::lengths::Lengths;
 use lynx_analysis::rng::SplitMix64;
@@ -58,6 +60,9 @@ pub(super) struct Step {
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     request: usize,
+    /// The pool row of a sequence being prefilled (a running sequence's row is its place among
+    /// the running ones).
+    row: i64,
     /// Tokens in the cache (prompt tokens prefilled so far, then generated ones).
     len: i64,
     /// Output tokens produced.
@@ -96,7 +101,10 @@ pub(super) fn serve(
     let n = lengths.len();
     let device = model.device();
     let capacity = lengths.iter().map(|l| i64::from(l.isl + l.osl)).max().unwrap_or(1);
-    let rows = i64::from(server.max_batch);
+    // With chunked prefill the pool has a row more than the cap: the rows being prefilled sit
+    // apart from the running ones, and a prompt that finishes takes the first row after those,
+    // whoever holds it moving to a free row first.
+    let rows = i64::from(server.max_batch) + i64::from(server.chunk.is_some());
     let pool = KvCache::new(model, rows, capacity)?;
     let tokens = Tensor::f_zeros([rows, 1], (Kind::Int64, device))?;
     let positions = Tensor::f_zeros([rows], (Kind::Int64, device))?;
@@ -106,7 +114,8 @@ pub(super) fn serve(
     let mut times = vec![Served { arrival_s: 0.0, first_token_s: 0.0, finish_s: 0.0, isl: 0, osl: 0 }; n];
     let mut done = vec![false; n];
     let mut waiting: VecDeque<usize> = VecDeque::new();
-    // The pool's rows: the running sequences first, then (chunked prefill) those being prefilled.
+    // The pool's rows: the running sequences first; (chunked prefill) those being prefilled in
+    // rows of their own above them.
     let mut running: Vec<Slot> = Vec::new();
     let mut prefilling: VecDeque<Slot> = VecDeque::new();
     let mut overhead_s = Vec::new();
@@ -138,7 +147,8 @@ pub(super) fn serve(
         if server.chunk.is_some() {
             for _ in 0..free.min(waiting.len()) {
                 let request = waiting.pop_front().expect("counted");
-                prefilling.push_back(Slot { request, len: 0, produced: 0 });
+                let row = free_row(rows, running.len(), &prefilling, None)?;
+                prefilling.push_back(Slot { request, row, len: 0, produced: 0 });
             }
         }
         if running.is_empty() && prefilling.is_empty() && waiting.is_empty() {
@@ -187,7 +197,8 @@ pub(super) fn serve(
             for (&i, &token) in admitted.iter().zip(&first) {
                 keep(i, token);
                 times[i].first_token_s = at;
-                running.push(Slot { request: i, len: i64::from(lengths[i].isl), produced: 1 });
+                let row = running.len() as i64;
+                running.push(Slot { request: i, row, len: i64::from(lengths[i].isl), produced: 1 });
             }
         } else {
             if !running.is_empty() {
@@ -218,16 +229,15 @@ pub(super) fn serve(
             if let Some(chunk) = server.chunk {
                 // Prompt pieces, front of the queue first, each into its own row.
                 let mut budget = chunk;
-                let b = running.len() as i64;
                 let mut finished_prompts = 0;
-                for (j, slot) in prefilling.iter_mut().enumerate() {
+                for slot in prefilling.iter_mut() {
                     if budget == 0 {
                         break;
                     }
                     let isl = i64::from(lengths[slot.request].isl);
                     let take = i64::from(budget).min(isl - slot.len);
                     budget -= take as u32;
-                    let row = b + j as i64;
+                    let row = slot.row;
                     let piece = prompts[slot.request][slot.len as usize..(slot.len + take) as usize].to_vec();
                     let from = slot.len;
                     let (first, at) = timed((true, 1, take), &mut || {
@@ -251,15 +261,24 @@ pub(super) fn serve(
                         finished_prompts += 1;
                     }
                 }
-                // Prompts finish front first: their rows follow the running ones already.
+                // Prompts finish front first; each takes the first row after the running ones.
                 for _ in 0..finished_prompts {
-                    running.push(prefilling.pop_front().expect("counted"));
+                    let slot = prefilling.pop_front().expect("counted");
+                    let b = running.len() as i64;
+                    if slot.row != b {
+                        if let Some(at) = prefilling.iter().position(|s| s.row == b) {
+                            let to = free_row(rows, running.len(), &prefilling, Some(slot.row))?;
+                            move_row(&pool, &tokens, &positions, b, to, prefilling[at].len)?;
+                            prefilling[at].row = to;
+                        }
+                        move_row(&pool, &tokens, &positions, slot.row, b, slot.len)?;
+                    }
+                    running.push(slot);
                 }
             }
         }
         // Retire the finished sequences. The unfinished ones must fill the first rows: each one
-        // beyond them takes a freed row below (the fewest moves), and the rows being prefilled
-        // then move down behind them, each once however many sequences finished.
+        // beyond them takes a freed row below (the fewest moves). Rows being prefilled stay.
         let before = running.len();
         let unfinished = |slot: &Slot| slot.produced < lengths[slot.request].osl;
         for slot in running.iter().filter(|s| !unfinished(s)) {
@@ -278,9 +297,6 @@ pub(super) fn serve(
                 running[to] = running[from];
             }
             running.truncate(kept);
-            for (j, slot) in prefilling.iter().enumerate() {
-                move_row(&pool, &tokens, &positions, (before + j) as i64, (kept + j) as i64, slot.len)?;
-            }
         }
         overhead_s.push((now() - began - in_steps).max(0.0));
     }
@@ -320,6 +336,16 @@ pub fn loop_overhead(
         return Ok((Vec::new(), Vec::new()));
     };
     Ok((load.overhead_s, load.steps.iter().map(|s| s.seconds).collect()))
+}
+
+/// The highest of the pool's `rows` above the `running` ones that no sequence being prefilled
+/// holds, nor `taken`: prompts are prefilled at the top, away from where the running rows grow.
+/// The pool has a row more than the batch cap, so there always is one.
+fn free_row(rows: i64, running: usize, prefilling: &VecDeque<Slot>, taken: Option<i64>) -> Result<i64, ModelError> {
+    (running as i64..rows)
+        .rev()
+        .find(|&r| Some(r) != taken && prefilling.iter().all(|s| s.row != r))
+        .ok_or_else(|| ModelError::Shape(format!("no free row among {rows} with {running} running")))
 }
 
 /// Row `from` of the pool (its first `len` cached tokens, its next token and position) over row
@@ -392,9 +418,13 @@ intermediate_size = 128
         // of 3, while rows behind them are being prefilled).
         let together: Vec<Lengths> = (0..9).map(|i| Lengths { isl: 2 + i % 4, osl: 3 + i / 6 }).collect();
         let together_arrivals_s = [0.0; 9];
+        // A prompt that finishes while the first row after the running ones holds another prompt,
+        // part prefilled: that one moves to a free row first (cap 3, chunks of 4).
+        let displaced: Vec<Lengths> = [(3, 5), (6, 4), (6, 3), (4, 2)].map(|(isl, osl)| Lengths { isl, osl }).to_vec();
         let cases = [
             (&mixed, &mixed_arrivals_s[..], 3, [None, Some(7)]),
             (&together, &together_arrivals_s[..], 4, [None, Some(3)]),
+            (&displaced, &together_arrivals_s[..4], 3, [None, Some(4)]),
         ];
         for (lengths, arrivals_s, max_batch, chunk) in
             cases.into_iter().flat_map(|(l, a, b, chunks)| chunks.into_iter().map(move |chunk| (l, a, b, chunk)))
