@@ -179,16 +179,24 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                 let off = e.ttft_p99.get().abs().max(e.tpot_p99.get().abs());
                 worst = worst.max(off);
                 if off > AGREEMENT {
-                    // Steps that ran at another speed than the cells' say the device changed.
+                    // Steps that ran at another speed than the cells' say the device changed; the
+                    // first steps after an idle gap, whether it slowed down while idle.
+                    let idle = match (rate.decode_step_ratio_after_idle, rate.prefill_step_ratio_after_idle) {
+                        (Some(d), Some(p)) => {
+                            format!("; the first after an idle gap {:.2}× and {:.2}×", d.get(), p.get())
+                        }
+                        (Some(d), None) => format!("; the first after an idle gap {:.2}×", d.get()),
+                        _ => String::new(),
+                    };
                     let steps = match (rate.decode_step_ratio, rate.prefill_step_ratio) {
                         (Some(d), Some(p)) => {
                             format!(
-                                " (its decode and prefill steps took {:.2}× and {:.2}× the cells' times)",
+                                " (its decode and prefill steps took {:.2}× and {:.2}× the cells' times{idle})",
                                 d.get(),
                                 p.get()
                             )
                         }
-                        (Some(d), None) => format!(" (its decode steps took {:.2}× the cells' times)", d.get()),
+                        (Some(d), None) => format!(" (its decode steps took {:.2}× the cells' times{idle})", d.get()),
                         _ => String::new(),
                     };
                     faults.push(format!(
@@ -289,6 +297,8 @@ mod tests {
             joules_per_token: Reported::unavailable("no power"),
             decode_step_ratio: Some(f(0.8)),
             prefill_step_ratio: None,
+            decode_step_ratio_after_idle: Some(f(1.3)),
+            prefill_step_ratio_after_idle: None,
             unfinished: None,
         }
     }
@@ -323,7 +333,11 @@ mod tests {
         let far = record(vec![rate("bounded", (1.0, 0.05), (1.0, 0.04), 2e-3)]);
         let checks = super::checks(&far);
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
-        assert!(checks[0].detail.contains("0.80× the cells' times"), "{}", checks[0].detail);
+        assert!(
+            checks[0].detail.contains("0.80× the cells' times; the first after an idle gap 1.30×)"),
+            "{}",
+            checks[0].detail
+        );
         assert!(!checks[1].passed && checks[1].detail.contains("2.00 ms"), "{}", checks[1].detail);
         let broken = record(vec![rate("bounded", (2.5, 0.05), (2.4, 0.05), 1e-4)]);
         let checks = super::checks(&broken);

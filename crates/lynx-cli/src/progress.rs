@@ -167,10 +167,13 @@ impl Observer for Progress {
                         |r: Option<lynx_schema::value::Finite>| r.map_or("-".to_owned(), |r| format!("{:.2}", r.get()));
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
-                         {}; the loop's own time p50/p90/p99 {:.2}/{:.2}/{:.2} ms over {} iterations",
+                         {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
+                         {:.2}/{:.2}/{:.2} ms over {} iterations",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
+                        ratio(r.decode_step_ratio_after_idle),
+                        ratio(r.prefill_step_ratio_after_idle),
                         1e3 * r.overhead_s[0].get(),
                         1e3 * r.overhead_s[1].get(),
                         1e3 * r.overhead_s[2].get(),

@@ -496,6 +496,9 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
         assert!(r["iterations"].as_u64().unwrap() >= 24, "{r}");
         assert!(r["decode_step_ratio"].as_f64().unwrap() > 0.0, "{r}");
+        // The first request arrives after the loop starts: its steps, at least, follow an idle gap.
+        assert!(r["decode_step_ratio_after_idle"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["prefill_step_ratio_after_idle"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["joules_per_output_token"].is_object() || r["joules_per_output_token"].is_number(), "{r}");
         assert_eq!(
             r["within_bound"],

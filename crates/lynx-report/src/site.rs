@@ -340,7 +340,7 @@ fn outcome(comparison: &Comparison) -> Markup {
     let within = format!("{} of {} figures within {}%", v.within_tolerance, v.figures, comparison.tolerance * 100.0);
     html! {
         @match v.outcome {
-            Outcome::Reproduced | Outcome::WithinSpread => span.ok { (v.outcome.as_str()) } ,
+            Outcome::Reproduced | Outcome::WithinSpread => span.ok { (v.outcome.as_str()) },
             Outcome::Different | Outcome::NothingCompared => span.bad { (v.outcome.as_str()) },
         }
         " (" (within) ")"

@@ -74,6 +74,14 @@ pub struct ServedRate {
     pub decode_step_ratio: Option<Finite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_step_ratio: Option<Finite>,
+    /// The same two medians over only the steps that came first of their kind after the loop had
+    /// waited, idle, for an arrival (absent where none did). Steps after an idle gap run slower
+    /// where the device's clocks or libtorch's CPU threads slowed down while idle, which the
+    /// cells, measured back to back, never show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_step_ratio_after_idle: Option<Finite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_step_ratio_after_idle: Option<Finite>,
     /// Requests serve.max_s cut off before their last token (left out of every figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished: Option<u32>,

@@ -54,6 +54,8 @@ pub(super) struct Step {
     pub batch: u32,
     pub len: u32,
     pub seconds: f64,
+    /// The first step of its kind since the loop waited, idle, for an arrival.
+    pub after_idle: bool,
 }
 
 /// A sequence in the pool.
@@ -122,6 +124,8 @@ pub(super) fn serve(
     let mut steps: Vec<Step> = Vec::new();
     let mut next = 0;
     let mut completed = 0;
+    // Whether the loop has waited, idle, since its last decode and its last prefill step.
+    let mut idled = [false; 2];
     let start = Instant::now();
     let window_start = clock();
     let mut outputs: Vec<Vec<i64>> = vec![Vec::new(); if keep_outputs { n } else { 0 }];
@@ -157,6 +161,7 @@ pub(super) fn serve(
                 let wait = at - now();
                 if wait > 0.0 {
                     std::thread::sleep(Duration::from_secs_f64(wait));
+                    idled = [true; 2];
                 }
             }
             continue;
@@ -171,7 +176,8 @@ pub(super) fn serve(
             let out = step()?;
             let at = now();
             in_steps += at - from;
-            steps.push(Step { prefill, batch: batch as u32, len: len as u32, seconds: at - from });
+            let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
+            steps.push(Step { prefill, batch: batch as u32, len: len as u32, seconds: at - from, after_idle });
             Ok((out, at))
         };
         if server.chunk.is_none() && free > 0 && !waiting.is_empty() {
@@ -445,6 +451,13 @@ intermediate_size = 128
                 assert_eq!(s.osl, l.osl);
             }
             let decodes = load.steps.iter().filter(|s| !s.prefill).count();
+            // The first steps wait for nothing; the last request arrives after the others are done
+            // (the loop idles): its prefill and its first decode step come after an idle gap.
+            assert!(!load.steps[0].after_idle, "{:?}", load.steps[0]);
+            if arrivals_s.last() == Some(&0.3) {
+                let after: Vec<bool> = load.steps.iter().filter(|s| s.after_idle).map(|s| s.prefill).collect();
+                assert!(after.contains(&true) && after.contains(&false), "{:?}", load.steps);
+            }
             assert!(load.overhead_s.len() >= decodes, "an iteration for each decode step at least");
             match chunk {
                 None => assert!(load.steps.iter().any(|s| !s.prefill && s.batch == max_batch), "{:?}", load.steps),

@@ -175,11 +175,17 @@ pub(super) fn serving_done(
         .all(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).all(|b| served(&w.name, &b.name)))
 }
 
-/// The median over the loop's steps of one kind of measured / table time at the step's shape.
-fn step_ratio(steps: &[super::serve::Step], prefill: bool, table: &lynx_analysis::sim::StepTable) -> Option<Finite> {
+/// The median over the loop's steps of one kind (with `after_idle`, only those that came first
+/// after an idle gap) of measured / table time at the step's shape.
+fn step_ratio(
+    steps: &[super::serve::Step],
+    prefill: bool,
+    after_idle: bool,
+    table: &lynx_analysis::sim::StepTable,
+) -> Option<Finite> {
     let ratios: Vec<f64> = steps
         .iter()
-        .filter(|s| s.prefill == prefill)
+        .filter(|s| s.prefill == prefill && (s.after_idle || !after_idle))
         .filter_map(|s| Some(s.seconds / table.lookup(s.batch, f64::from(s.len))?.step_s))
         .collect();
     Finite::new(lynx_analysis::stats::median(&ratios).ok()?, "step ratio").ok()
@@ -535,8 +541,10 @@ impl Turn<'_> {
                 joules_per_output_token: per(output, "joules per output token"),
                 joules_per_token: per(output + input, "joules per token"),
                 unfinished: (load.unfinished > 0).then_some(load.unfinished as u32),
-                decode_step_ratio: step_ratio(&load.steps, false, tables.1),
-                prefill_step_ratio: step_ratio(&load.steps, true, tables.0),
+                decode_step_ratio: step_ratio(&load.steps, false, false, tables.1),
+                prefill_step_ratio: step_ratio(&load.steps, true, false, tables.0),
+                decode_step_ratio_after_idle: step_ratio(&load.steps, false, true, tables.1),
+                prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
             })
         })();
         Ok(Some(built))
