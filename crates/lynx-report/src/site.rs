@@ -334,17 +334,19 @@ struct Related<'a> {
     reproductions: &'a [Reproduction],
 }
 
+/// `text` marked good (the comparison's figures reproduced, or lie within the spread) or bad.
+fn marked(comparison: &Comparison, text: &str) -> Markup {
+    match comparison.verdict.outcome {
+        Outcome::Reproduced | Outcome::WithinSpread => html! { span.ok { (Html(text)) } },
+        Outcome::Different | Outcome::NothingCompared => html! { span.bad { (Html(text)) } },
+    }
+}
+
 /// A comparison's verdict in a few words, marked good or bad.
 fn outcome(comparison: &Comparison) -> Markup {
     let v = &comparison.verdict;
     let within = format!("{} of {} figures within {}%", v.within_tolerance, v.figures, comparison.tolerance * 100.0);
-    html! {
-        @match v.outcome {
-            Outcome::Reproduced | Outcome::WithinSpread => span.ok { (v.outcome.as_str()) },
-            Outcome::Different | Outcome::NothingCompared => span.bad { (v.outcome.as_str()) },
-        }
-        " (" (within) ")"
-    }
+    html! { (marked(comparison, v.outcome.as_str())) " (" (within) ")" }
 }
 
 /// For a reproduction: the published result it reproduces, with the verdict, or that it is not
@@ -359,11 +361,7 @@ fn reproduces(result: &RunResult, related: &Related) -> Markup {
                 "This run reproduces "
                 a href=(related.entries[r.published].page) { (Html(&of.device)) " run " (Html(&of.run_id)) }
                 ", running its signed configuration again. "
-                @let verdict = crate::text::verdict(&r.comparison, "the published result", "this reproduction");
-                @match r.comparison.verdict.outcome {
-                    Outcome::Reproduced | Outcome::WithinSpread => span.ok { (Html(&verdict)) },
-                    Outcome::Different | Outcome::NothingCompared => span.bad { (Html(&verdict)) },
-                }
+                (marked(&r.comparison, &crate::text::verdict(&r.comparison, "the published result", "this reproduction")))
             },
             None => p {
                 "This run reproduces " (Html(&of.device)) " run " (Html(&of.run_id)) " (envelope "
