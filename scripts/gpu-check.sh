@@ -112,6 +112,29 @@ PY
   fi
 
   say() { printf 'gpu-check: %s\n' "$*" >&2; }
+  # A SIGTERM or SIGINT to this script reaches the lynx it is running (through timeout, which
+  # passes SIGTERM on: lynx stops after its step in flight and writes what it has) instead of
+  # leaving it running; the phases left are not started, and the table judges what there is.
+  # (Python's matmul phase, at most 60 s, finishes first.)
+  child=""
+  stopped=false
+  stop() { stopped=true; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true; }
+  trap stop TERM INT
+  # limited GRACE LIMIT COMMAND...: COMMAND with SIGTERM at LIMIT seconds and SIGKILL GRACE
+  # seconds later, in the background so that stop can reach it; its exit status.
+  limited() {
+    local grace=$1 limit=$2 rc
+    shift 2
+    timeout --kill-after="$grace" "$limit" "$@" &
+    child=$!
+    while :; do
+      wait "$child"
+      rc=$?
+      kill -0 "$child" 2>/dev/null || break
+    done
+    child=""
+    return "$rc"
+  }
   : > "$out/not-run.txt"
   # What the table needs besides the runs, written first (and again once Python's matmul is
   # measured), so that --claims-only can judge a folder whose check was stopped part-way.
@@ -131,6 +154,11 @@ PY
   # limit recorded as cut).
   phase() {
     local limit
+    if $stopped; then
+      printf '%s\tnot started: the check was stopped (SIGTERM or SIGINT)\n' "$1" >> "$out/not-run.txt"
+      echo 0
+      return
+    fi
     limit=$(limit_for "$2" "$3")
     if [ "$limit" -eq 0 ]; then
       printf '%s\tnot started: under 20 s left before the %s-second deadline\n' "$1" "$deadline_s" >> "$out/not-run.txt"
@@ -143,13 +171,13 @@ PY
 
   limit=$(phase devices 30 5)
   if [ "$limit" -gt 0 ]; then
-    timeout --kill-after=5 "$limit" "$lynx" devices > "$out/devices.txt" 2>&1 || true
+    limited 5 "$limit" "$lynx" devices > "$out/devices.txt" 2>&1 || true
     say "devices: $(tr '\n' ' ' < "$out/devices.txt")"
   fi
   limit=$(phase roofline 90 10)
   if [ "$limit" -gt 0 ]; then
     say "roofline on $device (at most ${limit} s)"
-    timeout --kill-after=10 "$limit" "$lynx" roofline --device "$device" --sustained-s "$sustained_s" --json \
+    limited 10 "$limit" "$lynx" roofline --device "$device" --sustained-s "$sustained_s" --json \
       > "$out/roofline.json" 2> "$out/roofline.log" || say "roofline failed (see $out/roofline.log)"
   fi
 
@@ -194,7 +222,7 @@ PY
     say "lynx run --suite $suite (at most ${limit} s)"
     # SIGTERM at the limit: lynx stops after the step in flight and writes a partial result.
     started=$(date +%s)
-    timeout --kill-after=20 "$limit" "$lynx" run --suite "$suite" --device "$device" --out "$out/runs" --unsigned \
+    limited 20 "$limit" "$lynx" run --suite "$suite" --device "$device" --out "$out/runs" --unsigned \
       > "$out/$suite.log" 2>&1 || say "$suite ended with $? (see $out/$suite.log)"
     echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
   done

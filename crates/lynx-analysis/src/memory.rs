@@ -55,6 +55,47 @@ pub fn cell_memory(shape: &ModelShape, precision: Precision, cell: CellShape, ca
         CellShape::Prefill { prompt_len, .. } => (u64::from(prompt_len), u64::from(prompt_len)),
         CellShape::Decode { .. } => (1, capacity),
     };
+    CellMemory {
+        kv_cache_bytes: shape.kv_cache_bytes(precision, batch, capacity),
+        workspace_bytes: workspace_bytes(shape, precision, batch, tokens_per_sequence, keys),
+    }
+}
+
+/// The serving loop's KV pool and its steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pool {
+    /// Rows of the pool (the batch cap, and one more with chunked prefill).
+    pub rows: u32,
+    /// Tokens a row holds: the longest request, prompt and output.
+    pub capacity: u32,
+    /// The largest prefill step: prompts in it, and tokens of each (the longest prompt, or a
+    /// chunk).
+    pub prefill_batch: u32,
+    pub prefill_tokens: u32,
+    /// The most keys a prefill step's tokens attend: the longest prompt.
+    pub prefill_keys: u32,
+}
+
+/// The memory the serving loop needs on `shape` at `precision` beyond the weights: its whole
+/// pool, allocated up front, and the workspace of the larger of its steps (a decode step of
+/// every row attending the whole capacity, or its largest prefill step).
+pub fn pool_memory(shape: &ModelShape, precision: Precision, pool: Pool) -> CellMemory {
+    let rows = u64::from(pool.rows);
+    let capacity = u64::from(pool.capacity);
+    let decode = workspace_bytes(shape, precision, rows, 1, capacity);
+    let prefill = workspace_bytes(
+        shape,
+        precision,
+        u64::from(pool.prefill_batch),
+        u64::from(pool.prefill_tokens),
+        u64::from(pool.prefill_keys),
+    );
+    CellMemory { kv_cache_bytes: shape.kv_cache_bytes(precision, rows, capacity), workspace_bytes: decode.max(prefill) }
+}
+
+/// A step's largest transient tensors, with the slack: `batch` sequences of
+/// `tokens_per_sequence` new tokens, each attending `keys` keys.
+fn workspace_bytes(shape: &ModelShape, precision: Precision, batch: u64, tokens_per_sequence: u64, keys: u64) -> u64 {
     let tokens = (batch * tokens_per_sequence) as f64;
     let act = precision.activation_bytes() as f64;
     let hidden = f64::from(shape.hidden_size);
@@ -87,10 +128,7 @@ pub fn cell_memory(shape: &ModelShape, precision: Precision, cell: CellShape, ca
     };
     // Scores at fp32 and their softmax, for every head, query and key.
     let scores = if explicit_attention { 2.0 * heads * tokens * keys as f64 * 4.0 } else { 0.0 };
-    CellMemory {
-        kv_cache_bytes: shape.kv_cache_bytes(precision, batch, capacity),
-        workspace_bytes: (SLACK * (layer + logits + experts + scores)) as u64,
-    }
+    (SLACK * (layer + logits + experts + scores)) as u64
 }
 
 /// The memory the skip test holds `cell` to before it runs: its cache with the least room a
@@ -172,6 +210,32 @@ mod tests {
         let long = cell_memory(&mla, Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 256 }, 256);
         // Scores grow with the square of the prompt; everything else linearly.
         assert!(long.workspace_bytes > 8 * short.workspace_bytes, "{short:?} {long:?}");
+    }
+
+    /// The serving loop's pool is counted whole, and its workspace is that of its larger step: a
+    /// decode step of every row over the whole capacity against its largest prefill step.
+    #[test]
+    fn the_serving_pool_is_counted_whole_with_its_larger_step() {
+        let m = dense();
+        let pool = Pool { rows: 9, capacity: 300, prefill_batch: 1, prefill_tokens: 4, prefill_keys: 4 };
+        let memory = pool_memory(&m, Precision::Bf16, pool);
+        assert_eq!(memory.kv_cache_bytes, m.kv_cache_bytes(Precision::Bf16, 9, 300));
+        let decode = cell_memory(&m, Precision::Bf16, CellShape::decode(9, 299), 300);
+        assert_eq!(memory.workspace_bytes, decode.workspace_bytes, "a decode step of every row is the larger");
+        let long = Pool { prefill_batch: 8, prefill_tokens: 256, prefill_keys: 256, ..pool };
+        let prefill = cell_memory(&m, Precision::Bf16, CellShape::Prefill { batch: 8, prompt_len: 256 }, 256);
+        let memory = pool_memory(&m, Precision::Bf16, long);
+        assert_eq!(memory.workspace_bytes, prefill.workspace_bytes, "eight prompts of 256 tokens are the larger");
+        assert_eq!(memory.kv_cache_bytes, m.kv_cache_bytes(Precision::Bf16, 9, 300), "the pool, not the prompts");
+        // A chunk's scores span every key of the prompt so far, not only the chunk's.
+        let mla = shape(
+            "[attention]\nkind = \"mla\"\nnum_heads = 8\nkv_lora_rank = 32\nqk_nope_head_dim = 16\nqk_rope_head_dim = 8\n\
+             v_head_dim = 16\nrope_theta = 1e4\n[mlp]\nintermediate_size = 128\n",
+        );
+        let chunk = |keys| Pool { rows: 1, capacity: 8, prefill_batch: 1, prefill_tokens: 64, prefill_keys: keys };
+        let near = pool_memory(&mla, Precision::Fp32, chunk(64)).workspace_bytes;
+        let far = pool_memory(&mla, Precision::Fp32, chunk(4096)).workspace_bytes;
+        assert!(far > 16 * near, "{near} {far}");
     }
 
     #[test]

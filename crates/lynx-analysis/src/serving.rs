@@ -6,6 +6,7 @@
 
 use crate::derived::{bounded, eager_tables};
 use crate::lengths::{draw, Lengths};
+use crate::memory::Pool;
 use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
@@ -80,7 +81,32 @@ pub fn plan(
     plans
 }
 
+/// Rows of the serving loop's KV pool at batch cap `max_batch`: one more with chunked prefill,
+/// whose prompts being prefilled sit in rows of their own above the running ones.
+pub fn pool_rows(max_batch: u32, chunked: bool) -> u32 {
+    max_batch.saturating_add(u32::from(chunked))
+}
+
 impl Plan {
+    /// The KV pool (allocated whole, before the first request) and the largest steps the loop
+    /// serving this plan runs, for the memory it needs. A whole-prompt prefill step takes at
+    /// most the prefill batch, the batch cap and the requests there are.
+    pub fn pool(&self) -> Pool {
+        let longest = |length: fn(&Lengths) -> u32| self.lengths.iter().map(length).max().unwrap_or(1);
+        let prompt = longest(|l| l.isl);
+        let (prefill_batch, prefill_tokens) = match self.chunk {
+            Some(chunk) => (1, chunk.min(prompt)),
+            None => (self.max_prefill_batch.min(self.max_batch).min(self.lengths.len() as u32).max(1), prompt),
+        };
+        Pool {
+            rows: pool_rows(self.max_batch, self.chunk.is_some()),
+            capacity: longest(|l| l.isl + l.osl),
+            prefill_batch,
+            prefill_tokens,
+            prefill_keys: prompt,
+        }
+    }
+
     /// The serving loop's expected wall time for this plan over the step tables: for each rate,
     /// the simulated window (first arrival to last token) of its requests; `None` when nothing
     /// is served.
@@ -344,5 +370,34 @@ mod tests {
         assert!(!checks[0].passed && checks[0].detail.contains("break the bound"), "{}", checks[0].detail);
         let none = ServingRecord { server: String::new(), served: Vec::new() };
         assert!(super::checks(&none).is_empty(), "nothing served, nothing claimed");
+    }
+
+    /// The pool the loop allocates: the batch cap's rows (one more with chunked prefill) of the
+    /// longest request, and its largest prefill step: as many prompts as a step takes, at the
+    /// longest prompt, or one chunk attending the longest prompt.
+    #[test]
+    fn a_plans_pool_is_the_loops() {
+        let lengths = [(40, 8), (100, 2), (12, 30)].map(|(isl, osl)| Lengths { isl, osl }).to_vec();
+        let bound = LatencyBound { name: "b".into(), ttft_p99_s: 1.0, tpot_p99_s: 0.1, source: None };
+        let mut plan = Plan {
+            workload: Workload::fixed("w", 100, 30),
+            bound,
+            lengths,
+            seed: 1,
+            max_batch: 8,
+            max_prefill_batch: 16,
+            chunk: None,
+            rates: Ok(Vec::new()),
+        };
+        let whole = plan.pool();
+        assert_eq!(
+            whole,
+            Pool { rows: 8, capacity: 102, prefill_batch: 3, prefill_tokens: 100, prefill_keys: 100 },
+            "no step prefills more prompts than there are requests"
+        );
+        plan.chunk = Some(64);
+        let chunked = plan.pool();
+        assert_eq!(chunked, Pool { rows: 9, capacity: 102, prefill_batch: 1, prefill_tokens: 64, prefill_keys: 100 });
+        assert_eq!(pool_rows(u32::MAX, true), u32::MAX);
     }
 }

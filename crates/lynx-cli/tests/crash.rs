@@ -425,6 +425,93 @@ fn a_poisoned_device_context_ends_the_worker_and_the_next_one_finishes_the_run()
     assert_eq!(after["segment"], 2, "a second worker measured the rest");
 }
 
+/// A suite whose serving phase serves two workloads, twenty requests a rate, under one loose
+/// bound.
+fn two_served_workloads(suite: &str) -> String {
+    suite.replace(
+        "[roofline]",
+        "[[workload]]\nname = \"mix\"\nisl = { uniform = [16, 48] }\nosl = { range_ratio = 0.5, length = 12 }\n\n\
+         [[workload]]\nname = \"short\"\nisl = 16\nosl = 6\n\n\
+         [[bound]]\nname = \"loose\"\nttft_p99_s = 4.0\ntpot_p99_s = 0.5\n\n\
+         [serve]\nrequests = 20\nworkloads = [\"mix\", \"short\"]\nmax_s = 60.0\n\n[roofline]",
+    )
+}
+
+/// The serving phase's entries in `result`, with the reason of each that was not served.
+fn served_entries(result: &Value) -> Vec<(String, Option<String>)> {
+    let served = result["serving"]["served"].as_array().unwrap_or_else(|| panic!("{}", result["serving"]));
+    served
+        .iter()
+        .map(|s| {
+            let reason = s["rates"]["unavailable"].as_str().map(str::to_owned);
+            assert!(reason.is_some() || s["rates"].as_array().is_some_and(|r| r.len() == 2), "{s}");
+            (s["workload"]["name"].as_str().unwrap().to_owned(), reason)
+        })
+        .collect()
+}
+
+/// Issue 15: a GPU error that leaves the device context unusable while the serving phase serves
+/// ends the worker as it does in a cell: the workload it struck is recorded as failed, a fresh
+/// worker serves the rest, and the run completes. Simulated, as no CPU has a context to poison.
+#[test]
+fn a_poisoned_device_context_while_serving_ends_the_worker_and_the_next_one_serves_the_rest() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_TEST_POISON_CELL", "serving")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("device context unusable; starting a new worker"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let served = served_entries(&result);
+    assert_eq!(served.len(), 2, "{served:?}");
+    let (failed, reason) = &served[0];
+    let reason = reason.as_deref().unwrap_or_else(|| panic!("{served:?}"));
+    assert!(reason.contains("serving bounded failed") && reason.contains("illegal memory access"), "{reason}");
+    assert!(served[1].1.is_none() && &served[1].0 != failed, "the next worker served the other: {served:?}");
+    assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"), "no cell was struck");
+}
+
+/// Issue 15: a worker that dies while the serving phase serves (SIGABRT, as libtorch's
+/// std::terminate raises) loses only the workload it was serving, recorded as failed with how it
+/// died; the next worker serves the rest, and the run completes.
+#[test]
+fn a_worker_that_crashes_while_serving_loses_only_that_workload() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let (child, dir) = spawn_run(models.path(), out.path());
+    let marker = dir.join(format!("{}.serving.json", dir.file_name().unwrap().to_string_lossy()));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the serving phase did not start within 300 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let serving: Value = serde_json::from_slice(&std::fs::read(&marker).unwrap()).unwrap();
+    let struck = serving["served"][0]["workload"]["name"].as_str().unwrap().to_owned();
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let worker: i32 = children.split_whitespace().next().expect("the supervisor has a worker").parse().unwrap();
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(worker, libc::SIGABRT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("was killed by signal 6 (SIGABRT) serving"), "{stderr}");
+    assert!(!marker.exists(), "the marker is cleared once recorded");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let served = served_entries(&result);
+    assert_eq!(served.len(), 2, "{served:?}");
+    let (name, reason) = served.iter().find(|(_, reason)| reason.is_some()).expect("one entry failed");
+    assert_eq!(name, &struck, "the entry that failed is the one the marker named");
+    let reason = reason.as_deref().unwrap();
+    assert!(reason.contains("died while serving") && reason.contains("SIGABRT"), "{reason}");
+    assert!(served.iter().any(|(n, reason)| n != &struck && reason.is_none()), "{served:?}");
+}
+
 /// A small tmpfs mounted for a test, unmounted when dropped.
 struct SmallDisk {
     dir: tempfile::TempDir,

@@ -284,6 +284,77 @@ fn gpu_check_starts_no_phase_it_cannot_finish_before_its_deadline() {
     assert_eq!(nothing_kept.status.code(), Some(2));
 }
 
+/// The files under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok())
+        .flat_map(|e| if e.path().is_dir() { files_under(&e.path()) } else { vec![e.path()] })
+        .collect()
+}
+
+/// The processes whose command line names `text`.
+fn processes_naming(text: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let line = std::fs::read(e.path().join("cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            line.contains(text).then_some(line)
+        })
+        .collect()
+}
+
+/// A SIGTERM to gpu-check.sh while it runs a suite reaches that lynx run, which stops after its
+/// step in flight and writes a partial result; the phases left are not started, the table is
+/// printed with what there is, and no process of the check is left running.
+#[test]
+fn sigterm_to_gpu_check_stops_its_lynx_and_prints_the_table() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().join("check");
+    let root = repo_path("");
+    let mut child = script_command(Path::new(&root), "gpu-check.sh", &[folder.to_str().unwrap(), "--quick"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    while !files_under(&folder.join("runs")).iter().any(|f| f.to_string_lossy().ends_with(".plan.json")) {
+        assert!(std::time::Instant::now() < deadline, "the suite's run did not start within 240 s");
+        assert!(child.try_wait().unwrap().is_none(), "the check ended before its run started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let stopped = std::time::Instant::now();
+    let output = child.wait_with_output().unwrap();
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stopped.elapsed().as_secs() < 60, "the check took {:?} to stop: {stderr}", stopped.elapsed());
+    assert!(table.contains("every suite produced a result"), "the table was printed: {table}\n{stderr}");
+    let log = std::fs::read_to_string(folder.join("gpu-check-quick.log")).unwrap();
+    assert!(log.contains("stopped by signal 15"), "lynx heard the signal: {log}");
+    let results: Vec<_> = files_under(&folder.join("runs"))
+        .into_iter()
+        .filter(|f| {
+            f.extension().is_some_and(|e| e == "json")
+                && !f.to_string_lossy().contains(".plan.")
+                && !f.to_string_lossy().contains(".current.")
+        })
+        .collect();
+    let statuses: Vec<String> = results
+        .iter()
+        .filter_map(|f| serde_json::from_slice::<serde_json::Value>(&std::fs::read(f).ok()?).ok())
+        .filter_map(|v| v["status"].as_str().map(str::to_owned))
+        .collect();
+    assert!(statuses.iter().any(|s| s == "partial"), "a partial result was written: {results:?} {statuses:?}\n{log}");
+    let left = processes_naming(folder.to_str().unwrap());
+    assert!(left.is_empty(), "processes of the check still running: {left:?}");
+}
+
 /// The repository's files as a clean checkout has them: every file git tracks or would track
 /// (so uncommitted work is tested too), nothing it ignores.
 fn clean_copy(to: &Path) {

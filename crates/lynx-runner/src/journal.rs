@@ -67,6 +67,11 @@ impl RunDir {
     pub fn result_path(&self) -> PathBuf {
         self.file("json")
     }
+    /// While the serving phase serves a workload under a bound: what to record for it should the
+    /// worker die before it is done (as `current.json` names the cell in progress).
+    pub fn serving_path(&self) -> PathBuf {
+        self.file("serving.json")
+    }
     pub fn samples_path(&self) -> PathBuf {
         self.file("samples.jsonl")
     }

@@ -14,6 +14,7 @@
 //! no worker behind.
 
 use crate::journal::RunDir;
+use crate::run::DiedIn;
 use crate::RunError;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::os::unix::process::ExitStatusExt;
@@ -172,9 +173,23 @@ fn counter(path: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-/// The number of lines in the run's journal (cells journaled), read without its lock.
-fn journaled(run: &RunDir) -> usize {
-    std::fs::read(run.journal_path()).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count())
+/// The work a run has recorded: the lines in its journal (cells journaled, read without its
+/// lock) and the workloads its serving phase has served or given up on (in its result).
+fn progress(run: &RunDir) -> usize {
+    #[derive(serde::Deserialize)]
+    struct Served {
+        served: Vec<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Result {
+        serving: Option<Served>,
+    }
+    let cells = std::fs::read(run.journal_path()).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count());
+    let served = crate::journal::read_json::<Result>(&run.result_path(), "result")
+        .ok()
+        .and_then(|r| r.serving)
+        .map_or(0, |s| s.served.len());
+    cells + served
 }
 
 /// A worker's death in words, and whether SIGKILL caused it.
@@ -208,7 +223,7 @@ pub fn supervise(
     let io = |source| RunError::Io { path: run.dir.clone(), source };
     let mut fruitless = 0;
     loop {
-        let before = journaled(run);
+        let before = progress(run);
         let kills_before = OomKills::now();
         let mut child = worker().env(SUPERVISOR_PID, std::process::id().to_string()).spawn().map_err(io)?;
         let mut forwarded = false;
@@ -230,12 +245,12 @@ pub fn supervise(
                 return Ok(Supervised::Stopped(stop_signal().unwrap_or(libc::SIGTERM)));
             }
             Some(code) if code == i32::from(EXIT_DISK_FULL) => return Ok(Supervised::DiskFull),
-            Some(code) if code == i32::from(EXIT_POISONED) && journaled(run) > before => {
+            Some(code) if code == i32::from(EXIT_POISONED) && progress(run) > before => {
                 if let Some(signal) = stop_signal() {
                     return Ok(Supervised::Stopped(signal));
                 }
                 fruitless = 0;
-                say("a GPU error left the worker's device context unusable; starting a new worker for the cells left"
+                say("a GPU error left the worker's device context unusable; starting a new worker for the work left"
                     .to_owned());
                 continue;
             }
@@ -243,15 +258,16 @@ pub fn supervise(
         }
         let (how, sigkill) = death(status);
         let evidence = kills_before.rose();
-        let cell = crate::run::record_worker_death(run, &how, sigkill, evidence.as_deref())?;
+        let died_in = crate::run::record_worker_death(run, &how, sigkill, evidence.as_deref())?;
         if let Some(signal) = stop_signal() {
             return Ok(Supervised::Stopped(signal));
         }
-        say(match &cell {
-            Some(shape) => format!("the worker {how} during {shape}; that cell is recorded as failed"),
-            None => format!("the worker {how} outside any cell"),
+        say(match &died_in {
+            DiedIn::Cell(shape) => format!("the worker {how} during {shape}; that cell is recorded as failed"),
+            DiedIn::Serving(what) => format!("the worker {how} {what}; that is recorded as failed"),
+            DiedIn::Elsewhere => format!("the worker {how} outside any cell"),
         });
-        if cell.is_some() || journaled(run) > before {
+        if died_in != DiedIn::Elsewhere || progress(run) > before {
             fruitless = 0;
         } else {
             fruitless += 1;
@@ -261,7 +277,7 @@ pub fn supervise(
                 )));
             }
         }
-        say("starting a new worker for the cells left".to_owned());
+        say("starting a new worker for the work left".to_owned());
     }
 }
 

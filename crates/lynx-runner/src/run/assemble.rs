@@ -1,5 +1,5 @@
-//! A run's result assembled from its journal, and the cell of a worker that died journaled as
-//! failed.
+//! A run's result assembled from its journal, and the cell (or the serving phase's workload) of a
+//! worker that died recorded as failed.
 
 use super::{remove, Outcome};
 use crate::journal::{read_json, Journal, RunDir};
@@ -13,41 +13,87 @@ use lynx_analysis::roofline::{cell_roofline, roofline_check};
 use lynx_analysis::sweep;
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, CheckName, RunResult, RunStatus, WarmupRecord};
+use lynx_schema::serving::ServingRecord;
 use lynx_schema::time::rfc3339_utc;
+use lynx_schema::value::Reported;
 use std::sync::atomic::AtomicBool;
 
+/// Where a worker that died was, now recorded as failed there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiedIn {
+    /// A cell, journaled as failed.
+    Cell(CellShape),
+    /// The serving phase, serving a workload under a bound (named here), recorded as failed.
+    Serving(String),
+    /// Neither: set-up, warm-up, between cells.
+    Elsewhere,
+}
+
 /// A worker died (`how`) while working on `run`: the cell it was measuring, if any, is journaled
-/// as failed with that reason, so the sweep moves past it. A worker killed by SIGKILL in a cell
-/// is out of memory (which ends its ladder) only with `oom_evidence` (the kernel's OOM killer
-/// sends SIGKILL, and counts it); without, it was `killed` from outside, and the ladder goes on.
+/// as failed with that reason, so the sweep moves past it; so is the workload and bound it was
+/// serving, in the result, so the serving phase moves past it. A worker killed by SIGKILL in a
+/// cell is out of memory (which ends its ladder) only with `oom_evidence` (the kernel's OOM
+/// killer sends SIGKILL, and counts it); without, it was `killed` from outside, and the ladder
+/// goes on.
 pub fn record_worker_death(
     run: &RunDir,
     how: &str,
     sigkill: bool,
     oom_evidence: Option<&str>,
-) -> Result<Option<CellShape>, RunError> {
-    let Some(shape) = run.current_cell()? else { return Ok(None) };
+) -> Result<DiedIn, RunError> {
+    let kill = |message: &str| match (sigkill, oom_evidence) {
+        (true, Some(evidence)) => Some(format!("{message}: out of memory ({evidence})")),
+        (true, None) => Some(format!(
+            "{message}, with no out-of-memory kill counted (neither the memory cgroup's nor /proc/vmstat's \
+             oom_kill rose): killed from outside lynx"
+        )),
+        (false, _) => None,
+    };
+    if run.serving_path().exists() {
+        return record_serving_death(run, how, kill);
+    }
+    let Some(shape) = run.current_cell()? else { return Ok(DiedIn::Elsewhere) };
     let (mut journal, cells) = Journal::open(&run.journal_path())?;
     if cells.iter().any(|c| c.shape == shape) {
         // It died after journaling the cell, before clearing the marker: between cells.
         remove(&run.current_path())?;
-        return Ok(None);
+        return Ok(DiedIn::Elsewhere);
     }
     let message = format!("the worker process died during this cell: {how}");
     let mut cell = CellRecord::failed(shape, message.clone());
-    cell.status = match (sigkill, oom_evidence) {
-        (true, Some(evidence)) => CellStatus::Oom { message: format!("{message}: out of memory ({evidence})") },
-        (true, None) => CellStatus::Killed {
-            message: format!(
-                "{message}, with no out-of-memory kill counted (neither the memory cgroup's nor /proc/vmstat's \
-                 oom_kill rose): killed from outside lynx"
-            ),
-        },
-        (false, _) => cell.status,
+    cell.status = match (kill(&message), oom_evidence) {
+        (Some(message), Some(_)) => CellStatus::Oom { message },
+        (Some(message), None) => CellStatus::Killed { message },
+        (None, _) => cell.status,
     };
     journal.append(&cell)?;
     remove(&run.current_path())?;
-    Ok(Some(shape))
+    Ok(DiedIn::Cell(shape))
+}
+
+/// The worker died serving the workload and bound its serving marker names: that entry, as the
+/// marker prepared it, goes into the result with why it failed (unless the result already
+/// holds it: it died after saving, before clearing the marker).
+fn record_serving_death(run: &RunDir, how: &str, kill: impl Fn(&str) -> Option<String>) -> Result<DiedIn, RunError> {
+    let marker: ServingRecord = read_json(&run.serving_path(), "serving marker")?;
+    let Some(mut served) = marker.served.into_iter().next() else {
+        remove(&run.serving_path())?;
+        return Ok(DiedIn::Elsewhere);
+    };
+    let what = format!("serving {} under the {} bound", served.workload, served.bound.name);
+    let mut result: RunResult = read_json(&run.result_path(), "result")?;
+    let record = result.serving.get_or_insert_with(|| ServingRecord { server: marker.server, served: Vec::new() });
+    if record.served.iter().any(|s| s.workload.name == served.workload.name && s.bound.name == served.bound.name) {
+        remove(&run.serving_path())?;
+        return Ok(DiedIn::Elsewhere);
+    }
+    let message = format!("the worker process died while serving: {how}");
+    served.rates = Reported::unavailable(kill(&message).unwrap_or(message));
+    record.served.push(served);
+    result.updated_at = rfc3339_utc(unix_now_s());
+    write_json_atomic(&run.result_path(), &result)?;
+    remove(&run.serving_path())?;
+    Ok(DiedIn::Serving(what))
 }
 
 /// Assemble the run's result from its journal: every journaled cell, the checks, the derived

@@ -10,7 +10,7 @@ mod start;
 mod warmup;
 mod work;
 
-pub use assemble::{assemble, record_worker_death};
+pub use assemble::{assemble, record_worker_death, DiedIn};
 pub use serve::loop_overhead;
 pub use start::{estimate, start, start_reproduction};
 pub use work::work;
@@ -83,7 +83,8 @@ pub enum WorkEnd {
     /// out (it is measured again on resume), and the files are consistent.
     Stopped,
     /// A GPU error left the device context unusable (the cell it struck is journaled as
-    /// failed): this process must end so a fresh one, with a fresh context, runs the rest.
+    /// failed, or the workload it struck in the serving phase recorded so): this process must
+    /// end so a fresh one, with a fresh context, runs the rest.
     Poisoned,
 }
 
@@ -113,9 +114,10 @@ pub fn poisons_the_context(message: &str) -> bool {
         )
 }
 
-/// A test hook: the cell of this shape (as `lynx run` prints it, e.g. `decode batch 8 ctx 512`)
-/// fails with a simulated illegal-address CUDA error in the first worker, as a poisoned device
-/// context would, so that the recovery can be tested on a host without a GPU.
+/// A test hook: the cell of this shape (as `lynx run` prints it, e.g. `decode batch 8 ctx 512`),
+/// or with `serving` the serving phase's first rate, fails with a simulated illegal-address CUDA
+/// error in the first worker, as a poisoned device context would, so that the recovery can be
+/// tested on a host without a GPU.
 pub const SIMULATE_POISON_VAR: &str = "LYNX_TEST_POISON_CELL";
 
 /// A model that could not be built: bad input when the checkpoint cannot serve it.

@@ -106,7 +106,7 @@ pub(super) fn serve(
     // With chunked prefill the pool has a row more than the cap: the rows being prefilled sit
     // apart from the running ones, and a prompt that finishes takes the first row after those,
     // whoever holds it moving to a free row first.
-    let rows = i64::from(server.max_batch) + i64::from(server.chunk.is_some());
+    let rows = i64::from(lynx_analysis::serving::pool_rows(server.max_batch, server.chunk.is_some()));
     let pool = KvCache::new(model, rows, capacity)?;
     let tokens = Tensor::f_zeros([rows, 1], (Kind::Int64, device))?;
     let positions = Tensor::f_zeros([rows], (Kind::Int64, device))?;

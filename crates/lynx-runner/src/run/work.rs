@@ -158,6 +158,24 @@ impl Setup {
     }
 }
 
+/// The result's entry for `plan`: its lengths drawn and `rates`; `None` when it drew none.
+fn served_entry(plan: &lynx_analysis::serving::Plan, rates: Reported<Vec<ServedRate>>) -> Option<Served> {
+    let sample = |column: fn(&Lengths) -> u32| lynx_analysis::lengths::sample(plan.lengths.iter().map(column));
+    Some(Served {
+        workload: plan.workload.clone(),
+        bound: plan.bound.clone(),
+        isl: sample(|l| l.isl)?,
+        osl: sample(|l| l.osl)?,
+        max_batch: plan.max_batch,
+        rates,
+    })
+}
+
+/// The error [`SIMULATE_POISON_VAR`] strikes a cell or the serving phase with.
+fn simulated_poison() -> String {
+    format!("CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})")
+}
+
 /// Whether the serving phase has served (or said why it could not serve) every workload and
 /// bound `suite` asks for under `bounds` (nothing, without `[serve]`).
 pub(super) fn serving_done(
@@ -380,17 +398,18 @@ impl Turn<'_> {
 
     /// The serving phase, where the suite asks for one: each workload and bound it names not yet
     /// served, at the simulation's latency-bounded rate and 20% above, the record saved after
-    /// each.
+    /// each. A workload whose KV pool would not fit in the device's free memory is not served
+    /// (the record says why); one whose serving struck a GPU error that leaves the device context
+    /// unusable is recorded as failed and ends this process, for a fresh one to serve the rest.
     fn serve(&mut self, model: &Model, setup: &Setup) -> Result<WorkEnd, RunError> {
         let suite = &setup.config.suite;
         let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
         let bounds = bounds_for(&suite.bounds, &setup.config.model);
         let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve, Some(self.stop));
         let (prefill, decode) = lynx_analysis::derived::eager_tables(&self.result.cells);
-        let record = self
-            .result
-            .serving
-            .get_or_insert_with(|| ServingRecord { server: server_words(suite), served: Vec::new() });
+        let server = server_words(suite);
+        let record =
+            self.result.serving.get_or_insert_with(|| ServingRecord { server: server.clone(), served: Vec::new() });
         let served_before: Vec<(String, String)> =
             record.served.iter().map(|s| (s.workload.name.clone(), s.bound.name.clone())).collect();
         for plan in plans {
@@ -402,49 +421,94 @@ impl Turn<'_> {
                     "the run measures {layers} of the model's layers: a serving loop serves whole models only"
                 )),
                 (Err(reason), _) => Err(reason.clone()),
-                (Ok(rates), None) => {
-                    let mut served = Vec::new();
-                    for (label, rate) in rates {
-                        // At least the arrivals' span: a load that cannot end in time is not started.
-                        let expected_s = plan.lengths.len() as f64 / rate;
-                        if expected_s > serve.max_s {
-                            let reason = format!(
-                                "at {rate:.4} requests/s ({label}), {} requests take about {expected_s:.0} s to arrive, \
-                                 more than serve.max_s ({} s)",
-                                plan.lengths.len(),
-                                serve.max_s
-                            );
-                            served.clear();
-                            self.record_served(&plan, Err(reason))?;
-                            break;
-                        }
-                        self.observer.serving(&format!(
-                            "{} under the {} bound at {rate:.3} requests/s ({label}), {} requests, batch cap {}",
-                            plan.workload,
-                            plan.bound.name,
-                            plan.lengths.len(),
-                            plan.max_batch
-                        ));
-                        match self.serve_rate(model, &plan, label, *rate, serve.max_s, (&prefill, &decode))? {
-                            Some(Ok(rate)) => served.push(rate),
-                            Some(Err(message)) => {
-                                served.clear();
-                                let reason = format!("serving {label} failed: {message}");
-                                self.record_served(&plan, Err(reason))?;
-                                break;
+                (Ok(rates), None) => match self.pool_does_not_fit(setup, &plan) {
+                    Some(reason) => Err(reason),
+                    None => {
+                        self.mark_serving(&plan, &server)?;
+                        match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode))? {
+                            Some(rates) => rates,
+                            None => {
+                                remove(&self.run.serving_path())?;
+                                return Ok(WorkEnd::Stopped);
                             }
-                            None => return Ok(WorkEnd::Stopped),
                         }
                     }
-                    if served.is_empty() {
-                        continue;
-                    }
-                    Ok(served)
-                }
+                },
             };
+            let poisoned = rates.as_ref().err().is_some_and(|reason| poisons_the_context(reason));
             self.record_served(&plan, rates)?;
+            remove(&self.run.serving_path())?;
+            if poisoned {
+                return Ok(WorkEnd::Poisoned);
+            }
         }
         Ok(WorkEnd::Done)
+    }
+
+    /// Each of `plan`'s rates served in turn: the rates, or why they could not all be served;
+    /// `None` when `stop` was raised.
+    fn serve_plan(
+        &mut self,
+        model: &Model,
+        plan: &lynx_analysis::serving::Plan,
+        rates: &[(String, f64)],
+        max_s: f64,
+        tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+    ) -> Result<Option<Result<Vec<ServedRate>, String>>, RunError> {
+        let mut served = Vec::new();
+        for (label, rate) in rates {
+            // At least the arrivals' span: a load that cannot end in time is not started.
+            let expected_s = plan.lengths.len() as f64 / rate;
+            if expected_s > max_s {
+                return Ok(Some(Err(format!(
+                    "at {rate:.4} requests/s ({label}), {} requests take about {expected_s:.0} s to arrive, more than \
+                     serve.max_s ({max_s} s)",
+                    plan.lengths.len(),
+                ))));
+            }
+            self.observer.serving(&format!(
+                "{} under the {} bound at {rate:.3} requests/s ({label}), {} requests, batch cap {}",
+                plan.workload,
+                plan.bound.name,
+                plan.lengths.len(),
+                plan.max_batch
+            ));
+            let simulated = std::env::var(SIMULATE_POISON_VAR).is_ok_and(|v| v == "serving") && self.segment == 1;
+            let outcome = if simulated {
+                Some(Err(simulated_poison()))
+            } else {
+                self.serve_rate(model, plan, label, *rate, max_s, tables)?
+            };
+            match outcome {
+                Some(Ok(rate)) => served.push(rate),
+                Some(Err(message)) => return Ok(Some(Err(format!("serving {label} failed: {message}")))),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(Ok(served)))
+    }
+
+    /// Why `plan`'s KV pool, allocated whole before its first request, cannot fit in the
+    /// device's free memory; `None` when it fits or the free memory is not known.
+    fn pool_does_not_fit(&self, setup: &Setup, plan: &lynx_analysis::serving::Plan) -> Option<String> {
+        let (free_bytes, source) = *self.device.free_memory().known()?;
+        let pool = plan.pool();
+        let estimate = lynx_analysis::memory::pool_memory(&setup.shape, setup.config.suite.precision, pool);
+        let reason = estimate.refusal(free_bytes)?;
+        Some(format!(
+            "not served: the serving loop's KV pool of {} rows of {} tokens {reason} ({source})",
+            pool.rows, pool.capacity
+        ))
+    }
+
+    /// The marker naming the workload and bound about to be served, with the entry the result
+    /// gets for it should this process die before it is done (the supervisor says how).
+    fn mark_serving(&self, plan: &lynx_analysis::serving::Plan, server: &str) -> Result<(), RunError> {
+        let Some(entry) = served_entry(plan, Reported::unavailable("the worker process died while serving")) else {
+            return Ok(());
+        };
+        let marker = ServingRecord { server: server.to_owned(), served: vec![entry] };
+        write_json_atomic(&self.run.serving_path(), &marker)
     }
 
     /// One workload and bound served (or why not), saved.
@@ -453,17 +517,8 @@ impl Turn<'_> {
         plan: &lynx_analysis::serving::Plan,
         rates: Result<Vec<ServedRate>, String>,
     ) -> Result<(), RunError> {
-        let sample = |column: fn(&Lengths) -> u32| lynx_analysis::lengths::sample(plan.lengths.iter().map(column));
-        let (Some(isl), Some(osl)) = (sample(|l| l.isl), sample(|l| l.osl)) else {
+        let Some(served) = served_entry(plan, rates.map_or_else(Reported::unavailable, Reported::Known)) else {
             return Ok(());
-        };
-        let served = Served {
-            workload: plan.workload.clone(),
-            bound: plan.bound.clone(),
-            isl,
-            osl,
-            max_batch: plan.max_batch,
-            rates: rates.map_or_else(Reported::unavailable, Reported::Known),
         };
         self.observer.served(&served);
         if let Some(record) = &mut self.result.serving {
@@ -602,12 +657,7 @@ impl Turn<'_> {
                 std::env::var(SIMULATE_POISON_VAR).is_ok_and(|v| v == shape.to_string()) && self.segment == 1;
             let mut cell = match self.does_not_fit(setup, shape) {
                 Some(skipped) => skipped,
-                None if simulated => CellRecord::failed(
-                    shape,
-                    format!(
-                        "CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})"
-                    ),
-                ),
+                None if simulated => CellRecord::failed(shape, simulated_poison()),
                 None => match self.measure_stable(model, head_only, shape, &suite.measure) {
                     Some(cell) => cell,
                     None => return Ok(WorkEnd::Stopped),
