@@ -434,7 +434,8 @@ for name, result in sorted(results.items()):
 for name, result in sorted(results.items()):
     for served in (result.get("serving") or {}).get("served", []):
         rates = served["rates"]
-        label = f"{name}: served {served['workload']['name']} under {served['bound']['name']}"
+        label = (f"{name}: served {served['workload']['name']} under {served['bound']['name']} "
+                 f"({served.get('mode', 'eager')} steps)")
         if isinstance(rates, dict):
             claim(label, "INFO", f"not served: {rates['unavailable']}")
             continue

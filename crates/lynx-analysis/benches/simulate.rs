@@ -48,6 +48,7 @@ fn bench(c: &mut Criterion) {
             max_batch: 1024,
             max_prefill_batch: 64,
             chunk: None,
+            graph_steps: false,
             seed: 1,
             stop: None,
         };

@@ -95,9 +95,16 @@ pub fn derive(
     let mut latency_bounded = Vec::new();
     for workload in &suite.workloads {
         for bound in bounds_for(&suite.bounds, &config.model) {
-            let point =
-                bounded((&prefill_table, &decode_table), &suite.simulation, suite.seed, workload, &bound, &price, stop)
-                    .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
+            let point = bounded(
+                (&prefill_table, &decode_table, false),
+                &suite.simulation,
+                suite.seed,
+                workload,
+                &bound,
+                &price,
+                stop,
+            )
+            .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
             let measured = serving.and_then(|s| measured_bounded(s, workload, &bound, &price));
             latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point, measured });
         }
@@ -203,15 +210,17 @@ pub fn latency_bounded_from_cells(
     price: &PriceInputs,
 ) -> Reported<BoundedPoint> {
     let (prefill, decode) = step_tables(cells);
-    bounded((&prefill, &decode), simulation, seed, workload, bound, price, None)
+    bounded((&prefill, &decode, false), simulation, seed, workload, bound, price, None)
         .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
 }
 
-/// The step-time tables of a server whose decode steps run eagerly (the serving loop's): the
-/// prefill cells and the eager decode cells that succeeded.
-pub fn eager_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
-    let eager: Vec<CellRecord> = cells.iter().filter(|c| c.shape.mode() == StepMode::Eager).cloned().collect();
-    step_tables(&eager)
+/// The step-time tables of a server whose decode steps are issued as `mode` says (the serving
+/// loop's: graphs where the run's graph steps passed their check, else eager): the prefill cells
+/// and the decode cells of that mode that succeeded.
+pub fn mode_tables(cells: &[CellRecord], mode: StepMode) -> (StepTable, StepTable) {
+    let of_mode: Vec<CellRecord> =
+        cells.iter().filter(|c| !c.shape.is_decode() || c.shape.mode() == mode).cloned().collect();
+    step_tables(&of_mode)
 }
 
 /// The prefill and decode step-time tables of the cells that succeeded (median step times, the
@@ -251,8 +260,7 @@ fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
 /// pass through (a tight TPOT bound may be met only by capping the batch). The setup's
 /// `max_batch` is the largest cap.
 pub fn server<'a>(
-    prefill: &'a StepTable,
-    decode: &'a StepTable,
+    (prefill, decode, graph_steps): (&'a StepTable, &'a StepTable, bool),
     simulation: &SimulationConfig,
     seed: u64,
     lengths: &'a [Lengths],
@@ -271,20 +279,19 @@ pub fn server<'a>(
             let largest = decode
                 .max_batch(shortest, longest_context)
                 .ok_or("no decode batch measured at the workload's contexts")?;
-            let mut caps: Vec<u32> =
-                std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b < largest).collect();
-            caps.push(largest);
-            caps
+            crate::sim::ladder_to(largest)
         }
     };
     let max_batch = caps.iter().copied().max().unwrap_or(1);
     let chunk = simulation.chunked_prefill;
-    let setup = SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk, seed, stop };
+    let setup = SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk, graph_steps, seed, stop };
     Ok((setup, caps))
 }
 
+/// The latency-bounded point of `workload` under `bound` on a server whose steps take the
+/// tables' times (with `graph_steps`, its decode steps replayed as graphs: [`SimSetup`]).
 pub(crate) fn bounded(
-    (prefill, decode): (&StepTable, &StepTable),
+    (prefill, decode, graph_steps): (&StepTable, &StepTable, bool),
     simulation: &SimulationConfig,
     seed: u64,
     workload: &Workload,
@@ -301,7 +308,7 @@ pub(crate) fn bounded(
         ));
     }
     let lengths = draw(workload, seed, simulation.requests as usize);
-    let (setup, caps) = server(prefill, decode, simulation, seed, &lengths, stop)?;
+    let (setup, caps) = server((prefill, decode, graph_steps), simulation, seed, &lengths, stop)?;
     let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
     for cap in caps {
         let setup = SimSetup { max_batch: cap, max_prefill_batch: setup.max_prefill_batch.min(cap), ..setup.clone() };
@@ -358,10 +365,10 @@ mod tests {
         let bound = LatencyBound { name: "interactive".into(), ttft_p99_s: 10.0, tpot_p99_s: 0.04, source: None };
         let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
         let simulation = SimulationConfig::default();
-        let best = bounded((&prefill, &decode), &simulation, 1, &workload, &bound, &price, None).unwrap();
+        let best = bounded((&prefill, &decode, false), &simulation, 1, &workload, &bound, &price, None).unwrap();
         assert_eq!(best.max_batch, 1);
         let uncapped = SimulationConfig { max_batch: Some(16), ..SimulationConfig::default() };
-        let at_16 = bounded((&prefill, &decode), &uncapped, 1, &workload, &bound, &price, None).unwrap();
+        let at_16 = bounded((&prefill, &decode, false), &uncapped, 1, &workload, &bound, &price, None).unwrap();
         assert!(
             best.output_tok_per_s_per_device.get() > 2.0 * at_16.output_tok_per_s_per_device.get(),
             "capped {best:?} against uncapped {at_16:?}"
@@ -379,7 +386,7 @@ mod tests {
         let bound = LatencyBound { name: "b".into(), ttft_p99_s: 10.0, tpot_p99_s: 1.0, source: None };
         let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
         let huge = SimulationConfig { requests: 1_000_000_000, ..SimulationConfig::default() };
-        let error = bounded((&prefill, &decode), &huge, 1, &workload, &bound, &price, None).unwrap_err();
+        let error = bounded((&prefill, &decode, false), &huge, 1, &workload, &bound, &price, None).unwrap_err();
         assert!(error.contains("1000000000") && error.contains("100000"), "{error}");
     }
 

@@ -189,8 +189,10 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     }
     // The serving phase: each rate's simulated window over the planned step times.
     if let Some(serve) = &suite.serve {
-        let (prefill, decode) = crate::derived::eager_tables(&cells);
-        for plan in crate::serving::plan(suite, run.bounds, &cells, serve, None) {
+        // The loop replays graph steps where the run measures them (and their check passes).
+        let mode = if run.modes.contains(&StepMode::Graph) { StepMode::Graph } else { StepMode::Eager };
+        let (prefill, decode) = crate::derived::mode_tables(&cells, mode);
+        for plan in crate::serving::plan(suite, run.bounds, &cells, serve, mode, None) {
             let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
             total_s += plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
         }

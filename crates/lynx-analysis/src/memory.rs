@@ -74,15 +74,20 @@ pub struct Pool {
     pub prefill_tokens: u32,
     /// The most keys a prefill step's tokens attend: the longest prompt.
     pub prefill_keys: u32,
+    /// Decode steps replayed as graphs, one captured at each batch of
+    /// [`crate::sim::ladder_to`] the rows: each graph keeps its step's transient tensors, at most
+    /// twice the largest's together (the batches double).
+    pub graphs: bool,
 }
 
 /// The memory the serving loop needs on `shape` at `precision` beyond the weights: its whole
 /// pool, allocated up front, and the workspace of the larger of its steps (a decode step of
-/// every row attending the whole capacity, or its largest prefill step).
+/// every row attending the whole capacity, twice over with graphs, or its largest prefill step).
 pub fn pool_memory(shape: &ModelShape, precision: Precision, pool: Pool) -> CellMemory {
     let rows = u64::from(pool.rows);
     let capacity = u64::from(pool.capacity);
-    let decode = workspace_bytes(shape, precision, rows, 1, capacity);
+    let graphs = if pool.graphs { 2 } else { 1 };
+    let decode = graphs * workspace_bytes(shape, precision, rows, 1, capacity);
     let prefill = workspace_bytes(
         shape,
         precision,
@@ -217,11 +222,13 @@ mod tests {
     #[test]
     fn the_serving_pool_is_counted_whole_with_its_larger_step() {
         let m = dense();
-        let pool = Pool { rows: 9, capacity: 300, prefill_batch: 1, prefill_tokens: 4, prefill_keys: 4 };
+        let pool = Pool { rows: 9, capacity: 300, prefill_batch: 1, prefill_tokens: 4, prefill_keys: 4, graphs: false };
         let memory = pool_memory(&m, Precision::Bf16, pool);
         assert_eq!(memory.kv_cache_bytes, m.kv_cache_bytes(Precision::Bf16, 9, 300));
         let decode = cell_memory(&m, Precision::Bf16, CellShape::decode(9, 299), 300);
         assert_eq!(memory.workspace_bytes, decode.workspace_bytes, "a decode step of every row is the larger");
+        let graphs = pool_memory(&m, Precision::Bf16, Pool { graphs: true, ..pool });
+        assert_eq!(graphs.workspace_bytes, 2 * decode.workspace_bytes, "a graph at each batch keeps its tensors");
         let long = Pool { prefill_batch: 8, prefill_tokens: 256, prefill_keys: 256, ..pool };
         let prefill = cell_memory(&m, Precision::Bf16, CellShape::Prefill { batch: 8, prompt_len: 256 }, 256);
         let memory = pool_memory(&m, Precision::Bf16, long);
@@ -232,7 +239,14 @@ mod tests {
             "[attention]\nkind = \"mla\"\nnum_heads = 8\nkv_lora_rank = 32\nqk_nope_head_dim = 16\nqk_rope_head_dim = 8\n\
              v_head_dim = 16\nrope_theta = 1e4\n[mlp]\nintermediate_size = 128\n",
         );
-        let chunk = |keys| Pool { rows: 1, capacity: 8, prefill_batch: 1, prefill_tokens: 64, prefill_keys: keys };
+        let chunk = |keys| Pool {
+            rows: 1,
+            capacity: 8,
+            prefill_batch: 1,
+            prefill_tokens: 64,
+            prefill_keys: keys,
+            graphs: false,
+        };
         let near = pool_memory(&mla, Precision::Fp32, chunk(64)).workspace_bytes;
         let far = pool_memory(&mla, Precision::Fp32, chunk(4096)).workspace_bytes;
         assert!(far > 16 * near, "{near} {far}");

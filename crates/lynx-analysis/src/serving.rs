@@ -4,13 +4,13 @@
 //! the very requests served, the figures of what was served, and the `simulation` and
 //! `serving_overhead` checks.
 
-use crate::derived::{bounded, eager_tables};
+use crate::derived::{bounded, mode_tables};
 use crate::lengths::{draw, Lengths};
 use crate::memory::Pool;
 use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
-use lynx_schema::result::{CellRecord, Check, CheckName};
+use lynx_schema::result::{CellRecord, Check, CheckName, StepMode};
 use lynx_schema::serving::{RelativeError, ServeFigures, ServedRate, ServingRecord};
 use lynx_schema::value::Finite;
 use std::sync::atomic::AtomicBool;
@@ -35,29 +35,43 @@ pub struct Plan {
     pub max_batch: u32,
     pub max_prefill_batch: u32,
     pub chunk: Option<u32>,
+    /// How the loop issues its decode steps: replayed as graphs (captured at the batches
+    /// [`crate::sim::ladder_to`] gives the cap) or eagerly.
+    pub mode: StepMode,
     /// (label, requests per second), or why nothing can be served.
     pub rates: Result<Vec<(String, f64)>, String>,
 }
 
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
-/// and bounds that `serve` names, each on the simulation's best server over the eager step tables
-/// (the loop's steps run eagerly).
-/// `stop`, once raised, ends the simulation: a plan not found then says so.
+/// and bounds that `serve` names, each on the simulation's best server over the step tables of
+/// the decode `mode` the loop issues its steps in (graphs where the run's graph steps passed
+/// their check, else eager). `stop`, once raised, ends the simulation: a plan not found then
+/// says so.
 pub fn plan(
     suite: &Suite,
     bounds: &[LatencyBound],
     cells: &[CellRecord],
     serve: &ServeConfig,
+    mode: StepMode,
     stop: Option<&AtomicBool>,
 ) -> Vec<Plan> {
-    let (prefill, decode) = eager_tables(cells);
+    let (prefill, decode) = mode_tables(cells, mode);
+    let graph_steps = mode == StepMode::Graph;
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
     let mut plans = Vec::new();
     for workload in &suite.workloads {
         for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
-            let found = bounded((&prefill, &decode), &suite.simulation, suite.seed, workload, &bound, &price, stop);
+            let found = bounded(
+                (&prefill, &decode, graph_steps),
+                &suite.simulation,
+                suite.seed,
+                workload,
+                &bound,
+                &price,
+                stop,
+            );
             let (max_batch, max_prefill_batch, rates) = match found {
                 Ok(point) => {
                     let rate = point.request_rate_per_s.get();
@@ -74,6 +88,7 @@ pub fn plan(
                 max_batch,
                 max_prefill_batch,
                 chunk: suite.simulation.chunked_prefill,
+                mode,
                 rates,
             });
         }
@@ -104,6 +119,7 @@ impl Plan {
             prefill_batch,
             prefill_tokens,
             prefill_keys: prompt,
+            graphs: self.mode == StepMode::Graph,
         }
     }
 
@@ -132,6 +148,7 @@ impl Plan {
             max_batch: self.max_batch,
             max_prefill_batch: self.max_prefill_batch,
             chunk: self.chunk,
+            graph_steps: self.mode == StepMode::Graph,
             seed: self.seed,
             stop: None,
         };
@@ -339,6 +356,7 @@ mod tests {
                 isl: sample.clone(),
                 osl: sample,
                 max_batch: 4,
+                mode: StepMode::Eager,
                 rates: Reported::Known(rates),
             }],
         }
@@ -387,17 +405,23 @@ mod tests {
             max_batch: 8,
             max_prefill_batch: 16,
             chunk: None,
+            mode: StepMode::Eager,
             rates: Ok(Vec::new()),
         };
         let whole = plan.pool();
         assert_eq!(
             whole,
-            Pool { rows: 8, capacity: 102, prefill_batch: 3, prefill_tokens: 100, prefill_keys: 100 },
+            Pool { rows: 8, capacity: 102, prefill_batch: 3, prefill_tokens: 100, prefill_keys: 100, graphs: false },
             "no step prefills more prompts than there are requests"
         );
         plan.chunk = Some(64);
         let chunked = plan.pool();
-        assert_eq!(chunked, Pool { rows: 9, capacity: 102, prefill_batch: 1, prefill_tokens: 64, prefill_keys: 100 });
+        assert_eq!(
+            chunked,
+            Pool { rows: 9, capacity: 102, prefill_batch: 1, prefill_tokens: 64, prefill_keys: 100, graphs: false }
+        );
+        plan.mode = StepMode::Graph;
+        assert!(plan.pool().graphs);
         assert_eq!(pool_rows(u32::MAX, true), u32::MAX);
     }
 }

@@ -171,6 +171,15 @@ fn along_batch(line: &[TablePoint], batch: u32) -> Option<Lookup> {
     })
 }
 
+/// The powers of two below `cap`, then `cap`: the batch caps the latency-bounded search tries,
+/// and the batches a graph server captures its decode step at.
+pub fn ladder_to(cap: u32) -> Vec<u32> {
+    let mut batches: Vec<u32> =
+        std::iter::successors(Some(1u32), |b| b.checked_mul(2)).take_while(|&b| b < cap).collect();
+    batches.push(cap);
+    batches
+}
+
 /// What is simulated: the server lynx's serving phase runs (docs/SWEEPS.md, "Serving").
 #[derive(Debug, Clone)]
 pub struct SimSetup<'a> {
@@ -184,6 +193,11 @@ pub struct SimSetup<'a> {
     pub max_prefill_batch: u32,
     /// Chunked prefill: prompt tokens added to each decode step.
     pub chunk: Option<u32>,
+    /// Decode steps replayed as graphs, as the serving loop runs them where the run's graph
+    /// steps passed their check: captured at the batches [`ladder_to`] the cap gives, each over
+    /// the pool's whole capacity, so a step of `b` sequences is charged at the smallest captured
+    /// batch of at least `b` and the longest request's prompt and output (the work it does).
+    pub graph_steps: bool,
     pub seed: u64,
     /// Raised by a stop signal: the simulation ends at its next iteration with
     /// [`SimError::Stopped`].
@@ -257,7 +271,8 @@ impl Clock {
 ///
 /// The server is the one lynx's serving loop runs: a batch of decoding sequences in the first
 /// rows of a KV pool, each step attending every row's keys up to the longest row (so a decode
-/// step is charged at the batch's longest context, the work it does); whole prompts prefilled
+/// step is charged at the batch's longest context, the work it does; with graph steps, at the
+/// captured batch and the pool's whole capacity); whole prompts prefilled
 /// in a step of their own, right-padded to the longest prompt of that step; or, with chunked
 /// prefill, up to `chunk` prompt tokens after each decode step, front of the queue first.
 pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimError> {
@@ -273,8 +288,15 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
     let lengths = setup.lengths;
     let n = lengths.len();
     let mut requests = arrivals(setup.seed, n, rate_per_s);
-    let decode =
-        |batch: u32, ctx: f64| setup.decode.lookup(batch, ctx).ok_or(SimError::NoStepTime { what: "decode", batch });
+    let capacity = lengths.iter().map(|l| f64::from(l.isl) + f64::from(l.osl)).fold(0.0, f64::max);
+    let captured = setup.graph_steps.then(|| ladder_to(setup.max_batch));
+    let decode = |batch: u32, ctx: f64| {
+        let (batch, ctx) = match &captured {
+            Some(batches) => (batches.iter().copied().find(|&b| b >= batch).unwrap_or(batch), capacity),
+            None => (batch, ctx),
+        };
+        setup.decode.lookup(batch, ctx).ok_or(SimError::NoStepTime { what: "decode", batch })
+    };
     let prefill = |batch: u32, len: u32| {
         setup.prefill.lookup(batch, f64::from(len)).ok_or(SimError::NoStepTime { what: "prefill", batch })
     };
@@ -605,7 +627,54 @@ mod tests {
         lengths: &'a [Lengths],
         max_batch: u32,
     ) -> SimSetup<'a> {
-        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch: max_batch, chunk: None, seed: 7, stop: None }
+        SimSetup {
+            prefill,
+            decode,
+            lengths,
+            max_batch,
+            max_prefill_batch: max_batch,
+            chunk: None,
+            graph_steps: false,
+            seed: 7,
+            stop: None,
+        }
+    }
+
+    /// A graph server's decode step runs at a captured batch over the pool's whole capacity: it
+    /// is charged so (a table whose steps grow with batch and context makes it slower), and at
+    /// a batch and context the table has, exactly as the eager server at that shape.
+    #[test]
+    fn graph_steps_are_charged_at_the_captured_batch_and_the_whole_capacity() {
+        assert_eq!(ladder_to(1), [1]);
+        assert_eq!(ladder_to(12), [1, 2, 4, 8, 12]);
+        assert_eq!(ladder_to(16), [1, 2, 4, 8, 16]);
+        // Prefill steps take no time to speak of; a decode step 1 ms a sequence and 1 µs a key.
+        let prefill = flat(1e-9, 8);
+        let points: Vec<TablePoint> = [1u32, 2, 4, 8]
+            .iter()
+            .flat_map(|&b| {
+                [64u32, 128, 512].map(|ctx| TablePoint {
+                    batch: b,
+                    len: ctx,
+                    step_s: 1e-3 * f64::from(b) + 1e-6 * f64::from(ctx),
+                    power_w: None,
+                    spread: None,
+                })
+            })
+            .collect();
+        let decode = StepTable::new(&points);
+        // Three requests a microsecond apart, prompts of 8 and outputs of 120, 60 and 30: a
+        // capacity of 128 keys. The second and third are prefilled together, then decode 29
+        // steps beside the first (batch 3) until the third finishes, and the second 30 more
+        // (batch 2): its TPOT is the median.
+        let lengths = [(8, 120), (8, 60), (8, 30)].map(|(isl, osl)| Lengths { isl, osl }).to_vec();
+        let eager = setup(&prefill, &decode, &lengths, 4);
+        let graph = SimSetup { graph_steps: true, ..eager.clone() };
+        let (eager, graph) = (simulate(&eager, 1e6).unwrap(), simulate(&graph, 1e6).unwrap());
+        // Batch 3 runs captured at 4, every step over all 128 keys.
+        let charged = (29.0 * (4e-3 + 128e-6) + 30.0 * (2e-3 + 128e-6)) / 59.0;
+        assert!((graph.tpot_p50_s - charged).abs() < 1e-9, "{} against {charged}", graph.tpot_p50_s);
+        assert!(graph.tpot_p50_s > eager.tpot_p50_s && graph.tpot_p99_s > eager.tpot_p99_s, "{eager:?} {graph:?}");
     }
 
     /// Issue 17: a raised stop flag ends a simulation (and the search for a bounded rate) at its

@@ -521,6 +521,45 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
     assert_eq!(output.status.success(), checks.iter().all(|c| c["passed"] == true), "{stderr}");
 }
 
+/// Issue 15: where the run's graph steps passed their check, the serving loop replays its decode
+/// steps as graphs, as serving engines do, and is simulated over the graph cells: the record says
+/// so (`mode`, the server's words), every step of the loop is looked up at a captured batch and
+/// the pool's capacity, and the measured figures stand beside that simulation. A CPU has no
+/// graphs: the test hook's stand-in drives the same path.
+#[test]
+fn a_serving_phase_replays_graph_steps_where_graph_cells_passed_their_check() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        suite.replace(
+            "[roofline]",
+            "[[workload]]\nname = \"short\"\nisl = 16\nosl = 8\n\n\
+             [[bound]]\nname = \"loose\"\nttft_p99_s = 4.0\ntpot_p99_s = 0.5\n\n\
+             [serve]\nrequests = 20\nworkloads = [\"short\"]\nmax_s = 60.0\n\n[roofline]",
+        )
+    });
+    let out = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().args(run_args(models.path(), out.path())).env("LYNX_TEST_GRAPHS", "reissue").output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let server = result["serving"]["server"].as_str().unwrap();
+    assert!(server.contains("replayed as a graph captured at 1, 2, 4"), "{server}");
+    assert!(stdout.contains("replayed as a graph"), "the summary names the server: {stdout}");
+    let served = &result["serving"]["served"][0];
+    assert_eq!(served["mode"], "graph", "{served}");
+    let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
+    assert_eq!(rates.len(), 2, "{served}");
+    for r in rates {
+        assert_eq!(r["requests"], 20, "{r}");
+        // Each decode step is looked up at its captured batch and the pool's capacity (24 keys),
+        // which the graph cells' table has: a ratio, not a gap.
+        assert!(r["decode_step_ratio"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        assert!(r["relative_error"]["tpot_p99"].as_f64().is_some(), "{r}");
+    }
+}
+
 /// Issue 16: a cell whose steps vary past the suite's CV bound is measured once more, and the
 /// `stability` check fails naming every cell still unstable; each cell records the host CPU
 /// cores other processes kept busy while it ran, where it ran long enough to tell. (A bound of 0.0001% leaves no cell stable.)

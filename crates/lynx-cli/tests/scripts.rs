@@ -143,7 +143,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     let bound = json!({"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1});
     let workload = json!({"name": "short", "isl": {"range_ratio": 0.8, "length": 1024}, "osl": 128});
     let serving = json!({"server": "batch cap 64, whole prompts, graph steps", "served": [
-        {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64,
+        {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64, "mode": "graph",
          "rates": [rate("bounded", figures(0.45)), rate("over", json!({"unavailable": "the simulation saturated"}))]},
         {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64,
          "rates": {"unavailable": "no rate keeps this bound"}},
@@ -240,6 +240,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: simulation within 15%"), "INFO", "{table}");
     assert!(table.contains("at 12.50/s (bounded)") && table.contains("not simulated"), "{table}");
+    assert!(table.contains("served short under server (graph steps) at 12.50/s"), "{table}");
+    assert!(table.contains("served short under server (eager steps)"), "{table}");
     assert!(table.contains("not served: no rate keeps this bound"), "{table}");
     assert_eq!(code, Some(0), "{table}");
     let bad = scratch.path().join("bad");

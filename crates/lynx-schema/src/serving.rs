@@ -3,6 +3,7 @@
 //! at the same rate.
 
 use crate::config::{LatencyBound, Workload};
+use crate::result::StepMode;
 use crate::value::{Finite, Reported};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,10 @@ pub struct Served {
     pub osl: LengthSample,
     /// The server's batch cap (the simulation's best inside the bound).
     pub max_batch: u32,
+    /// How the loop issued its decode steps: replayed as graphs, or (absent in a result, as in
+    /// every result before lynx served with graphs) eagerly.
+    #[serde(default, skip_serializing_if = "StepMode::is_eager")]
+    pub mode: StepMode,
     /// The rates served (the simulation's latency-bounded rate, then 20% above it), or why none
     /// could be.
     pub rates: Reported<Vec<ServedRate>>,

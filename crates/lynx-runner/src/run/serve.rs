@@ -11,21 +11,29 @@
 //! rows stay the first ones; a prompt that finishes takes the first row after them. Every
 //! output token is the model's greedy choice fed back; no request stops before its output
 //! length.
+//!
+//! Where the run's graph steps passed their check, decode steps are replayed as graphs, as
+//! serving engines run them: the step captured before the first request at each batch of
+//! [`ladder_to`] the cap, over the pool's whole capacity (its kernels the same at every
+//! position); a step of `n` sequences replays the smallest captured batch of at least `n`.
 
+use super::graph::{Captured, Graphs};
 use lynx_analysis::lengths::Lengths;
 use lynx_analysis::rng::SplitMix64;
-use lynx_analysis::sim::Served;
+use lynx_analysis::sim::{ladder_to, Served};
 use lynx_models::{KvCache, Logits, Model, ModelError};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tch::{Kind, Tensor};
 
-/// A server's limits.
+/// A server's limits, and how it issues its decode steps.
 pub(super) struct Server {
     pub max_batch: u32,
     pub max_prefill_batch: u32,
     pub chunk: Option<u32>,
+    /// Decode steps replayed as graphs captured this way (see [`serve`]), or issued eagerly.
+    pub graphs: Option<Graphs>,
 }
 
 /// What one load served gave.
@@ -112,6 +120,41 @@ pub(super) fn serve(
     let positions = Tensor::f_zeros([rows], (Kind::Int64, device))?;
     let prompts: Vec<Vec<i64>> =
         lengths.iter().enumerate().map(|(i, l)| prompt(seed, i, l.isl, model.vocab_size())).collect();
+    // A graph step of the first `b` rows: each reads its token at its position on the device,
+    // attends the pool's whole capacity (keys after its position masked), writes its greedy
+    // token over the one it read and advances its position.
+    let graph_step = |b: i64| -> Result<(), ModelError> {
+        let logits = model.decode_rows(
+            &tokens.f_narrow(0, 0, b)?,
+            &pool.rows(0, b, 0)?,
+            &positions.f_narrow(0, 0, b)?,
+            capacity,
+        )?;
+        tokens.f_narrow(0, 0, b)?.f_copy_(&logits.f_argmax(-1, false)?)?;
+        let mut advanced = positions.f_narrow(0, 0, b)?;
+        let _ = lynx_models::scalar_call(|| advanced.f_add_scalar_(1))?;
+        Ok(())
+    };
+    let graph_error = |e: String| ModelError::Unsupported(format!("graph step: {e}"));
+    // Captured before the first request, untimed, as serving engines capture theirs at start-up:
+    // each after one eager run (libraries initialise lazily), and replayed once (a graph's first
+    // launch uploads it). Those runs write at position 0 of rows no sequence holds yet (each
+    // starts from position 0: a position must stay inside the pool). Every graph is kept until
+    // the load ends (destroying one while another is still replayed can free a workspace the
+    // other uses: run/graph.rs).
+    let mut graphs: Vec<(i64, Captured)> = Vec::new();
+    if let Some(how) = &server.graphs {
+        let rewind = || lynx_models::scalar_call(|| positions.shallow_clone().f_fill_(0)).map(|_| ());
+        for b in ladder_to(server.max_batch).into_iter().map(i64::from) {
+            rewind()?;
+            graph_step(b)?;
+            let mut captured = how.capture(move || graph_step(b)).map_err(graph_error)?;
+            rewind()?;
+            captured.replay().map_err(graph_error)?;
+            graphs.push((b, captured));
+        }
+        rewind()?;
+    }
 
     let mut times = vec![Served { arrival_s: 0.0, first_token_s: 0.0, finish_s: 0.0, isl: 0, osl: 0 }; n];
     let mut done = vec![false; n];
@@ -207,22 +250,42 @@ pub(super) fn serve(
                 running.push(Slot { request: i, row, len: i64::from(lengths[i].isl), produced: 1 });
             }
         } else {
-            if !running.is_empty() {
-                let b = running.len() as i64;
+            let n = running.len() as i64;
+            let decoded = if n == 0 {
+                None
+            } else if let Some((b, graph)) = graphs.iter_mut().find(|(b, _)| *b >= n) {
+                let b = *b;
+                Some(timed((false, b as usize, capacity), &mut || {
+                    if b > n {
+                        // The rows beyond the running ones (free, or holding a prompt being
+                        // prefilled) write at the pool's last position, which no sequence attends
+                        // before it has written there itself; their tokens are set when theirs
+                        // are.
+                        let mut spare = positions.f_narrow(0, n, b - n)?;
+                        let _ = lynx_models::scalar_call(|| spare.f_fill_(capacity - 1))?;
+                    }
+                    graph.replay().map_err(graph_error)?;
+                    Ok(Vec::<i64>::try_from(
+                        &tokens.f_narrow(0, 0, n)?.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?,
+                    )?)
+                })?)
+            } else {
                 let span = running.iter().map(|s| s.len).max().unwrap_or(0) + 1;
-                let (chosen, at) = timed((false, running.len(), span), &mut || {
+                Some(timed((false, n as usize, span), &mut || {
                     let logits = model.decode_rows(
-                        &tokens.f_narrow(0, 0, b)?,
-                        &pool.rows(0, b, 0)?,
-                        &positions.f_narrow(0, 0, b)?,
+                        &tokens.f_narrow(0, 0, n)?,
+                        &pool.rows(0, n, 0)?,
+                        &positions.f_narrow(0, 0, n)?,
                         span,
                     )?;
                     let chosen = logits.f_argmax(-1, false)?;
-                    tokens.f_narrow(0, 0, b)?.f_copy_(&chosen)?;
-                    let mut running = positions.f_narrow(0, 0, b)?;
+                    tokens.f_narrow(0, 0, n)?.f_copy_(&chosen)?;
+                    let mut running = positions.f_narrow(0, 0, n)?;
                     let _ = lynx_models::scalar_call(|| running.f_add_scalar_(1))?;
                     Ok(Vec::<i64>::try_from(&chosen.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
-                })?;
+                })?)
+            };
+            if let Some((chosen, at)) = decoded {
                 for (slot, &token) in running.iter_mut().zip(&chosen) {
                     keep(slot.request, token);
                     slot.len += 1;
@@ -334,7 +397,7 @@ pub fn loop_overhead(
     lengths: &[Lengths],
     arrivals_s: &[f64],
 ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
-    let server = Server { max_batch, max_prefill_batch, chunk };
+    let server = Server { max_batch, max_prefill_batch, chunk, graphs: None };
     let requests = Requests { lengths, arrivals_s, seed: 1 };
     let stop = AtomicBool::new(false);
     // Nothing raises this stop, so the load is always served.
@@ -411,7 +474,10 @@ intermediate_size = 128
     /// The serving loop's bookkeeping (rows taken by the last running sequence, rows being
     /// prefilled moved down, padded prompts, chunks across prompts, one-token outputs) keeps every
     /// request on its own sequence: each gets exactly the tokens it gets decoded alone, with
-    /// whole-prompt and with chunked prefill, and its times are in order.
+    /// whole-prompt and with chunked prefill, eager and with graph steps (through the stand-in
+    /// that issues the captured step again at each replay: the rows a captured batch runs beyond
+    /// the running ones, free or being prefilled, must not disturb any), and its times are in
+    /// order.
     #[test]
     fn every_request_gets_the_tokens_it_gets_decoded_alone() {
         let shape = ModelShape::from_toml(TINY, "tiny.toml").unwrap();
@@ -427,16 +493,26 @@ intermediate_size = 128
         // A prompt that finishes while the first row after the running ones holds another prompt,
         // part prefilled: that one moves to a free row first (cap 3, chunks of 4).
         let displaced: Vec<Lengths> = [(3, 5), (6, 4), (6, 3), (4, 2)].map(|(isl, osl)| Lengths { isl, osl }).to_vec();
+        // Five sequences decoding while three long prompts are prefilled a chunk at a time, at a
+        // cap of 8: a graph step of five replays the batch of 8, whose rows beyond the five
+        // include rows being prefilled.
+        let overlapping: Vec<Lengths> =
+            (0..8).map(|i| if i < 5 { Lengths { isl: 2, osl: 24 } } else { Lengths { isl: 12, osl: 3 } }).collect();
+        // A pool of three tokens a row, shorter than the ladder of captured batches (1 to 8).
+        let short: Vec<Lengths> = (0..9).map(|_| Lengths { isl: 1, osl: 2 }).collect();
         let cases = [
+            (&overlapping, &together_arrivals_s[..8], 8, [None, Some(2)]),
+            (&short, &together_arrivals_s[..], 8, [None, Some(1)]),
             (&mixed, &mixed_arrivals_s[..], 3, [None, Some(7)]),
             (&together, &together_arrivals_s[..], 4, [None, Some(3)]),
             (&displaced, &together_arrivals_s[..4], 3, [None, Some(4)]),
         ];
-        for (lengths, arrivals_s, max_batch, chunk) in
-            cases.into_iter().flat_map(|(l, a, b, chunks)| chunks.into_iter().map(move |chunk| (l, a, b, chunk)))
-        {
+        let modes: &[Option<Graphs>] = &[None, Some(Graphs::Reissue)];
+        for (lengths, arrivals_s, max_batch, chunk, graphs) in cases.into_iter().flat_map(|(l, a, b, chunks)| {
+            chunks.into_iter().flat_map(move |chunk| modes.iter().cloned().map(move |graphs| (l, a, b, chunk, graphs)))
+        }) {
             let requests = Requests { lengths, arrivals_s, seed: 3 };
-            let server = Server { max_batch, max_prefill_batch: 2, chunk };
+            let server = Server { max_batch, max_prefill_batch: 2, chunk, graphs: graphs.clone() };
             let stop = AtomicBool::new(false);
             let start = Instant::now();
             let clock = || start.elapsed().as_secs_f64();
@@ -459,6 +535,14 @@ intermediate_size = 128
                 assert!(after.contains(&true) && after.contains(&false), "{:?}", load.steps);
             }
             assert!(load.overhead_s.len() >= decodes, "an iteration for each decode step at least");
+            if graphs.is_some() {
+                // Graph steps run at a captured batch over the pool's whole capacity.
+                let capacity = lengths.iter().map(|l| l.isl + l.osl).max().unwrap();
+                let batches = ladder_to(max_batch);
+                for step in load.steps.iter().filter(|s| !s.prefill) {
+                    assert!(batches.contains(&step.batch) && step.len == capacity, "{step:?} against {batches:?}");
+                }
+            }
             match chunk {
                 None => assert!(load.steps.iter().any(|s| !s.prefill && s.batch == max_batch), "{:?}", load.steps),
                 // A mixed iteration: a decode step, then a prompt piece.

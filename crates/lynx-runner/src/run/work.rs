@@ -23,7 +23,7 @@ use lynx_probes::roofline::ProbePlan;
 use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::result::{
     CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, Harness, HostRecord, RunPlan, RunResult,
-    RunStatus, WeightsRecord, RESULT_SCHEMA,
+    RunStatus, StepMode, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::serving::{Served, ServedRate, ServingRecord};
@@ -167,6 +167,7 @@ fn served_entry(plan: &lynx_analysis::serving::Plan, rates: Reported<Vec<ServedR
         isl: sample(|l| l.isl)?,
         osl: sample(|l| l.osl)?,
         max_batch: plan.max_batch,
+        mode: plan.mode,
         rates,
     })
 }
@@ -210,14 +211,21 @@ fn step_ratio(
 }
 
 /// The serving phase's server in words.
-fn server_words(suite: &lynx_schema::config::Suite) -> String {
+fn server_words(suite: &lynx_schema::config::Suite, mode: StepMode) -> String {
     let prefill = match suite.simulation.chunked_prefill {
         Some(chunk) => format!("chunked prefill of {chunk} tokens after each decode step"),
         None => "whole prompts prefilled in steps of their own (right-padded)".to_owned(),
     };
+    let decode = match mode {
+        StepMode::Eager => "each decode step issued eagerly, attending every row up to the longest",
+        StepMode::Graph => {
+            "each decode step replayed as a graph captured at 1, 2, 4, ... and the cap sequences (the smallest at \
+             least the running ones), attending every row over the pool's whole capacity"
+        }
+    };
     format!(
-        "continuous batching in a KV pool of the batch cap's rows, each decode step attending every row up to the \
-         longest; {prefill}; eager steps; greedy tokens fed back, no early stop"
+        "continuous batching in a KV pool of the batch cap's rows; {decode}; {prefill}, eagerly; greedy tokens fed \
+         back, no early stop"
     )
 }
 
@@ -405,9 +413,10 @@ impl Turn<'_> {
         let suite = &setup.config.suite;
         let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
         let bounds = bounds_for(&suite.bounds, &setup.config.model);
-        let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve, Some(self.stop));
-        let (prefill, decode) = lynx_analysis::derived::eager_tables(&self.result.cells);
-        let server = server_words(suite);
+        let mode = self.serving_mode();
+        let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve, mode, Some(self.stop));
+        let (prefill, decode) = lynx_analysis::derived::mode_tables(&self.result.cells, mode);
+        let server = server_words(suite, mode);
         let record =
             self.result.serving.get_or_insert_with(|| ServingRecord { server: server.clone(), served: Vec::new() });
         let served_before: Vec<(String, String)> =
@@ -443,6 +452,23 @@ impl Turn<'_> {
             }
         }
         Ok(WorkEnd::Done)
+    }
+
+    /// How the serving loop issues its decode steps: replayed as graphs where this process can
+    /// capture them, the run's graph parity check passed and graph cells were measured (the loop
+    /// then runs the server those cells describe); else eagerly.
+    fn serving_mode(&self) -> StepMode {
+        let checked = self.result.checks.iter().any(|c| c.name == CheckName::GraphParity && c.passed);
+        let measured = self
+            .result
+            .cells
+            .iter()
+            .any(|c| c.status == CellStatus::Ok && c.shape.is_decode() && c.shape.mode() == StepMode::Graph);
+        if self.graphs.available() && checked && measured {
+            StepMode::Graph
+        } else {
+            StepMode::Eager
+        }
     }
 
     /// Each of `plan`'s rates served in turn: the rates, or why they could not all be served;
@@ -544,6 +570,7 @@ impl Turn<'_> {
             max_batch: plan.max_batch,
             max_prefill_batch: plan.max_prefill_batch,
             chunk: plan.chunk,
+            graphs: (plan.mode == StepMode::Graph).then(|| self.graphs.clone()),
         };
         let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
         let clock = || self.telemetry.now_s();
