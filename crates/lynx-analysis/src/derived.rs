@@ -139,6 +139,8 @@ pub(crate) fn measured_bounded(
         within_bound: rate.within_bound,
         joules_per_output_token: rate.joules_per_output_token.clone(),
         usd_per_million_output_tokens: usd_per_million(price, m.output_tok_per_s_per_device.get()),
+        max_batch: Some(served.max_batch),
+        mode: served.mode,
     })
 }
 

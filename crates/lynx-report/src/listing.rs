@@ -92,12 +92,12 @@ fn ranking(list: &Shortlist) -> Table {
     ]);
     for (i, entry) in list.ranked.iter().enumerate() {
         let figures: [String; 6] = match (&entry.measured, &entry.point) {
-            (Some(m), point) => [
+            (Some(m), _) => [
                 crate::text::figure(&m.usd_per_million_output_tokens, 4, "no price"),
                 format!("{:.1}", m.output_tok_per_s_per_device.get()),
                 format!("{:.1}", m.tok_per_s_per_user.get()),
                 format!("{} / {}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
-                point.known().map_or("-".to_owned(), |p| p.max_batch.to_string()),
+                m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
                 crate::text::figure(&m.joules_per_output_token, 3, "-"),
             ],
             (None, point) => match point {
@@ -136,7 +136,12 @@ fn ranking(list: &Shortlist) -> Table {
             checks,
             entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
             entry.file.clone(),
-            if entry.measured.is_some() { "measured (serving phase)" } else { "simulated" }.to_owned(),
+            match &entry.measured {
+                Some(m) if m.mode == lynx_schema::result::StepMode::Graph => "measured (serving phase, graph steps)",
+                Some(_) => "measured (serving phase)",
+                None => "simulated",
+            }
+            .to_owned(),
         ]);
         table.row(row);
     }

@@ -666,12 +666,9 @@ fn bounded_section(derived: &Derived) -> String {
                 rows.row([
                     lb.workload.to_string(),
                     row[1].clone(),
-                    "measured".to_owned(),
+                    m.how().to_owned(),
                     format!("{} / {}{within}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
-                    match &lb.point {
-                        Reported::Known(p) => p.max_batch.to_string(),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    },
+                    m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
                     format!("{:.4}", m.request_rate_per_s.get()),
                     format!("{:.1}", m.output_tok_per_s_per_device.get()),
                     format!("{:.1}", m.tok_per_s_per_user.get()),

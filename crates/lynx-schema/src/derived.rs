@@ -4,6 +4,7 @@
 //! price the user gives. docs/SWEEPS.md states the method.
 
 use crate::config::{LatencyBound, Workload};
+use crate::result::StepMode;
 use crate::sweep::SweepLine;
 use crate::value::{Finite, Reported};
 use serde::{Deserialize, Serialize};
@@ -107,6 +108,23 @@ pub struct MeasuredBounded {
     /// The device's energy over the whole serving window per output token.
     pub joules_per_output_token: Reported<Finite>,
     pub usd_per_million_output_tokens: Reported<Finite>,
+    /// The served server's batch cap (absent in results made before lynx recorded it here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<u32>,
+    /// How the serving loop issued its decode steps: replayed as graphs, or (absent) eagerly.
+    #[serde(default, skip_serializing_if = "StepMode::is_eager")]
+    pub mode: StepMode,
+}
+
+impl MeasuredBounded {
+    /// How the figure was made, in words: `measured`, and the graph steps where the loop
+    /// replayed them.
+    pub fn how(&self) -> &'static str {
+        match self.mode {
+            StepMode::Eager => "measured",
+            StepMode::Graph => "measured (graph steps)",
+        }
+    }
 }
 
 /// The highest load the simulated server sustains inside a bound, and its figures there.

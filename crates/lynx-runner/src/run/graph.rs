@@ -75,10 +75,11 @@ impl Graphs {
     }
 }
 
-/// A captured step. A run keeps one alive at a time: each cell (and the parity check) drops its
-/// graph before the next is captured. libtorch keys cuBLAS workspaces by stream, and destroying
-/// one graph can release a workspace that another live graph captured on the same pool stream
-/// still uses (pytorch/pytorch#193402).
+/// A captured step. libtorch keys cuBLAS workspaces by stream, and destroying one graph can
+/// release a workspace that another live graph captured on the same pool stream still uses
+/// (pytorch/pytorch#193402): a graph is destroyed only when no live graph is replayed again.
+/// Each cell (and the parity check) drops its graph before the next is captured; the serving
+/// loop keeps its ladder of graphs alive together and drops them all when its load ends.
 pub(crate) enum Captured<'a> {
     Cuda(CudaGraph),
     Reissue(Box<dyn FnMut() -> Result<(), ModelError> + 'a>),
