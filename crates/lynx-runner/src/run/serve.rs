@@ -120,21 +120,20 @@ pub(super) fn serve(
     let positions = Tensor::f_zeros([rows], (Kind::Int64, device))?;
     let prompts: Vec<Vec<i64>> =
         lengths.iter().enumerate().map(|(i, l)| prompt(seed, i, l.isl, model.vocab_size())).collect();
-    // A graph step of the first `b` rows: each reads its token at its position on the device,
-    // attends the pool's whole capacity (keys after its position masked), writes its greedy
-    // token over the one it read and advances its position.
-    let graph_step = |b: i64| -> Result<(), ModelError> {
-        let logits = model.decode_rows(
-            &tokens.f_narrow(0, 0, b)?,
-            &pool.rows(0, b, 0)?,
-            &positions.f_narrow(0, 0, b)?,
-            capacity,
-        )?;
-        tokens.f_narrow(0, 0, b)?.f_copy_(&logits.f_argmax(-1, false)?)?;
+    // A decode step of the first `b` rows: each reads its token at its position on the device,
+    // attends the pool's first `span` keys (those after its position masked), writes its greedy
+    // token over the one it read and advances its position; the tokens chosen. An eager step
+    // spans the longest row; a graph step the pool's whole capacity.
+    let decode_step = |b: i64, span: i64| -> Result<Tensor, ModelError> {
+        let logits =
+            model.decode_rows(&tokens.f_narrow(0, 0, b)?, &pool.rows(0, b, 0)?, &positions.f_narrow(0, 0, b)?, span)?;
+        let chosen = logits.f_argmax(-1, false)?;
+        tokens.f_narrow(0, 0, b)?.f_copy_(&chosen)?;
         let mut advanced = positions.f_narrow(0, 0, b)?;
         let _ = lynx_models::scalar_call(|| advanced.f_add_scalar_(1))?;
-        Ok(())
+        Ok(chosen)
     };
+    let graph_step = move |b: i64| decode_step(b, capacity).map(|_| ());
     let graph_error = |e: String| ModelError::Unsupported(format!("graph step: {e}"));
     // Captured before the first request, untimed, as serving engines capture theirs at start-up:
     // each after one eager run (libraries initialise lazily), and replayed once (a graph's first
@@ -272,16 +271,7 @@ pub(super) fn serve(
             } else {
                 let span = running.iter().map(|s| s.len).max().unwrap_or(0) + 1;
                 Some(timed((false, n as usize, span), &mut || {
-                    let logits = model.decode_rows(
-                        &tokens.f_narrow(0, 0, n)?,
-                        &pool.rows(0, n, 0)?,
-                        &positions.f_narrow(0, 0, n)?,
-                        span,
-                    )?;
-                    let chosen = logits.f_argmax(-1, false)?;
-                    tokens.f_narrow(0, 0, n)?.f_copy_(&chosen)?;
-                    let mut running = positions.f_narrow(0, 0, n)?;
-                    let _ = lynx_models::scalar_call(|| running.f_add_scalar_(1))?;
+                    let chosen = decode_step(n, span)?;
                     Ok(Vec::<i64>::try_from(&chosen.f_to_device(tch::Device::Cpu)?.f_flatten(0, -1)?)?)
                 })?)
             };
