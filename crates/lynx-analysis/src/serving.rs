@@ -224,24 +224,12 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                 if off > AGREEMENT {
                     // Steps that ran at another speed than the cells' say the device changed; the
                     // first steps after an idle gap, whether it slowed down while idle.
-                    let idle = match (rate.decode_step_ratio_after_idle, rate.prefill_step_ratio_after_idle) {
-                        (Some(d), Some(p)) => {
-                            format!("; the first after an idle gap {:.2}× and {:.2}×", d.get(), p.get())
-                        }
-                        (Some(d), None) => format!("; the first after an idle gap {:.2}×", d.get()),
-                        _ => String::new(),
-                    };
-                    let steps = match (rate.decode_step_ratio, rate.prefill_step_ratio) {
-                        (Some(d), Some(p)) => {
-                            format!(
-                                " (its decode and prefill steps took {:.2}× and {:.2}× the cells' times{idle})",
-                                d.get(),
-                                p.get()
-                            )
-                        }
-                        (Some(d), None) => format!(" (its decode steps took {:.2}× the cells' times{idle})", d.get()),
-                        _ => String::new(),
-                    };
+                    let idle = step_ratios(rate.decode_step_ratio_after_idle, rate.prefill_step_ratio_after_idle)
+                        .map_or(String::new(), |(_, ratios)| format!("; the first after an idle gap {ratios}"));
+                    let steps = step_ratios(rate.decode_step_ratio, rate.prefill_step_ratio)
+                        .map_or(String::new(), |(which, ratios)| {
+                            format!(" (its {which} steps took {ratios} the cells' times{idle})")
+                        });
                     faults.push(format!(
                         "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}",
                         100.0 * e.ttft_p99.get(),
@@ -300,6 +288,16 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
         limit: Finite::new(OVERHEAD_LIMIT_S, "overhead limit").ok(),
     };
     vec![simulation, overhead]
+}
+
+/// Which of a rate's steps ran against the step tables (decode and prefill, or decode alone)
+/// and their ratios in words; `None` without a decode ratio.
+fn step_ratios(decode: Option<Finite>, prefill: Option<Finite>) -> Option<(&'static str, String)> {
+    match (decode, prefill) {
+        (Some(d), Some(p)) => Some(("decode and prefill", format!("{:.2}× and {:.2}×", d.get(), p.get()))),
+        (Some(d), None) => Some(("decode", format!("{:.2}×", d.get()))),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -41,12 +41,15 @@ pub fn record_worker_death(
     sigkill: bool,
     oom_evidence: Option<&str>,
 ) -> Result<DiedIn, RunError> {
+    // Killed by SIGKILL: out of memory, or killed from outside lynx (`message` said so).
     let kill = |message: &str| match (sigkill, oom_evidence) {
-        (true, Some(evidence)) => Some(format!("{message}: out of memory ({evidence})")),
-        (true, None) => Some(format!(
-            "{message}, with no out-of-memory kill counted (neither the memory cgroup's nor /proc/vmstat's \
-             oom_kill rose): killed from outside lynx"
-        )),
+        (true, Some(evidence)) => Some(CellStatus::Oom { message: format!("{message}: out of memory ({evidence})") }),
+        (true, None) => Some(CellStatus::Killed {
+            message: format!(
+                "{message}, with no out-of-memory kill counted (neither the memory cgroup's nor /proc/vmstat's \
+                 oom_kill rose): killed from outside lynx"
+            ),
+        }),
         (false, _) => None,
     };
     if run.serving_path().exists() {
@@ -61,11 +64,9 @@ pub fn record_worker_death(
     }
     let message = format!("the worker process died during this cell: {how}");
     let mut cell = CellRecord::failed(shape, message.clone());
-    cell.status = match (kill(&message), oom_evidence) {
-        (Some(message), Some(_)) => CellStatus::Oom { message },
-        (Some(message), None) => CellStatus::Killed { message },
-        (None, _) => cell.status,
-    };
+    if let Some(status) = kill(&message) {
+        cell.status = status;
+    }
     journal.append(&cell)?;
     remove(&run.current_path())?;
     Ok(DiedIn::Cell(shape))
@@ -74,7 +75,11 @@ pub fn record_worker_death(
 /// The worker died serving the workload and bound its serving marker names: that entry, as the
 /// marker prepared it, goes into the result with why it failed (unless the result already
 /// holds it: it died after saving, before clearing the marker).
-fn record_serving_death(run: &RunDir, how: &str, kill: impl Fn(&str) -> Option<String>) -> Result<DiedIn, RunError> {
+fn record_serving_death(
+    run: &RunDir,
+    how: &str,
+    kill: impl Fn(&str) -> Option<CellStatus>,
+) -> Result<DiedIn, RunError> {
     let marker: ServingRecord = read_json(&run.serving_path(), "serving marker")?;
     let Some(mut served) = marker.served.into_iter().next() else {
         remove(&run.serving_path())?;
@@ -88,7 +93,8 @@ fn record_serving_death(run: &RunDir, how: &str, kill: impl Fn(&str) -> Option<S
         return Ok(DiedIn::Elsewhere);
     }
     let message = format!("the worker process died while serving: {how}");
-    served.rates = Reported::unavailable(kill(&message).unwrap_or(message));
+    let why = kill(&message).and_then(|status| status.message().map(str::to_owned)).unwrap_or(message);
+    served.rates = Reported::unavailable(why);
     record.served.push(served);
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&run.result_path(), &result)?;

@@ -458,7 +458,7 @@ impl Turn<'_> {
     /// capture them, the run's graph parity check passed and graph cells were measured (the loop
     /// then runs the server those cells describe); else eagerly.
     fn serving_mode(&self) -> StepMode {
-        let checked = self.result.checks.iter().any(|c| c.name == CheckName::GraphParity && c.passed);
+        let checked = sweep::decode_modes(&self.result.checks).contains(&StepMode::Graph);
         let measured = self
             .result
             .cells
