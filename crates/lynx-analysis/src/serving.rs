@@ -357,6 +357,7 @@ mod tests {
                 mode: StepMode::Eager,
                 rates: Reported::Known(rates),
             }],
+            graph_steps_failed: None,
         }
     }
 
@@ -384,7 +385,7 @@ mod tests {
         let broken = record(vec![rate("bounded", (2.5, 0.05), (2.4, 0.05), 1e-4)]);
         let checks = super::checks(&broken);
         assert!(!checks[0].passed && checks[0].detail.contains("break the bound"), "{}", checks[0].detail);
-        let none = ServingRecord { server: String::new(), served: Vec::new() };
+        let none = ServingRecord { server: String::new(), served: Vec::new(), graph_steps_failed: None };
         assert!(super::checks(&none).is_empty(), "nothing served, nothing claimed");
     }
 

@@ -476,6 +476,49 @@ fn a_poisoned_device_context_while_serving_ends_the_worker_and_the_next_one_serv
     assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"), "no cell was struck");
 }
 
+/// Issue 15: where capturing the serving loop's graph steps fails, the phase is not lost: the
+/// record says why, the server's words become the eager server's, and every workload is served
+/// with eager steps. A CUDA error (which leaves the device context unusable) hands the phase to
+/// a fresh worker; out of memory does not, and the same worker goes on. Simulated through the
+/// graph stand-in, as no CPU captures graphs.
+#[test]
+fn a_failed_capture_of_the_serving_loops_graph_steps_serves_with_eager_steps() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for (hook, error, fresh_worker) in [
+        ("serving-capture", "operation not permitted when stream is capturing", true),
+        ("serving-capture-oom", "CUDA out of memory", false),
+    ] {
+        let models = models(two_served_workloads);
+        let out = tempfile::tempdir().unwrap();
+        let output = lynx_command()
+            .args(run_args(models.path(), out.path()))
+            .env("LYNX_TEST_GRAPHS", "reissue")
+            .env("LYNX_TEST_POISON_CELL", hook)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let new_worker = stderr.contains("device context unusable; starting a new worker");
+        assert_eq!(new_worker, fresh_worker, "{hook}: {stderr}");
+        let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+        assert_eq!(result["status"], "complete", "{hook}: {stderr}");
+        let graph_cells = result["cells"].as_array().unwrap().iter().filter(|c| c["mode"] == "graph").count();
+        assert!(graph_cells > 0, "{hook}: the run measured graph cells, so the loop tried graph steps");
+        let failed =
+            result["serving"]["graph_steps_failed"].as_str().unwrap_or_else(|| panic!("{}", result["serving"]));
+        assert!(failed.contains(error) && failed.contains(hook), "{hook}: {failed}");
+        let server = result["serving"]["server"].as_str().unwrap();
+        assert!(server.contains("issued eagerly") && !server.contains("graph"), "{hook}: {server}");
+        let served = served_entries(&result);
+        assert_eq!(served.len(), 2, "{hook}: {served:?}");
+        assert!(served.iter().all(|(_, reason)| reason.is_none()), "{hook}: every workload was served: {served:?}");
+        for entry in result["serving"]["served"].as_array().unwrap() {
+            assert!(entry["mode"].is_null(), "{hook}: served with eager steps: {entry}");
+        }
+        assert!(stdout.contains("capturing the loop's graph steps failed"), "{hook}: the summary says so: {stdout}");
+    }
+}
+
 /// Issue 15: a worker that dies while the serving phase serves (SIGABRT, as libtorch's
 /// std::terminate raises) loses only the workload it was serving, recorded as failed with how it
 /// died; the next worker serves the rest, and the run completes.

@@ -554,6 +554,13 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         "\nserving phase (measured at the simulation's latency-bounded rate and 20% above; server: {}):",
         terminal_text(&serving.server, 300)
     );
+    if let Some(reason) = &serving.graph_steps_failed {
+        let _ = writeln!(
+            out,
+            "  eager steps although graph cells passed their check: capturing the loop's graph steps failed: {}",
+            terminal_text(reason, 300)
+        );
+    }
     let mut rows = Table::new([
         "WORKLOAD",
         "BOUND",

@@ -174,11 +174,13 @@ fn counter(path: &str, name: &str) -> Option<u64> {
 }
 
 /// The work a run has recorded: the lines in its journal (cells journaled, read without its
-/// lock) and the workloads its serving phase has served or given up on (in its result).
+/// lock), the workloads its serving phase has served or given up on (in its result), and a
+/// failed capture of the serving loop's graph steps (after which the phase serves eagerly).
 fn progress(run: &RunDir) -> usize {
     #[derive(serde::Deserialize)]
     struct Served {
         served: Vec<serde::de::IgnoredAny>,
+        graph_steps_failed: Option<serde::de::IgnoredAny>,
     }
     #[derive(serde::Deserialize)]
     struct Result {
@@ -188,7 +190,7 @@ fn progress(run: &RunDir) -> usize {
     let served = crate::journal::read_json::<Result>(&run.result_path(), "result")
         .ok()
         .and_then(|r| r.serving)
-        .map_or(0, |s| s.served.len());
+        .map_or(0, |s| s.served.len() + usize::from(s.graph_steps_failed.is_some()));
     cells + served
 }
 

@@ -10,10 +10,16 @@ use serde::{Deserialize, Serialize};
 /// Everything the serving phase measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServingRecord {
-    /// How the server schedules: the batch cap, the prefill policy, the decode mode its steps run.
+    /// How the server schedules: the batch cap, the prefill policy, the decode mode its steps run
+    /// (each entry's `mode` says how its own steps ran).
     pub server: String,
     /// One entry a workload and bound the phase served.
     pub served: Vec<Served>,
+    /// Why the loop issues its decode steps eagerly although the run's graph cells passed their
+    /// check: capturing its graph steps failed, with this error, and every workload not yet
+    /// served then was served with eager steps (absent where no capture failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_steps_failed: Option<String>,
 }
 
 /// One workload under one bound: the lengths drawn and each rate served.

@@ -36,6 +36,37 @@ pub(super) struct Server {
     pub graphs: Option<Graphs>,
 }
 
+/// Why a load was not served.
+#[derive(Debug)]
+pub(super) enum ServeError {
+    /// Capturing the graph steps failed, before the first request (the step's eager run, its
+    /// capture or its first replay): the load can still be served with eager steps.
+    Capture(String),
+    /// A step of the load failed.
+    Model(ModelError),
+}
+
+impl From<ModelError> for ServeError {
+    fn from(error: ModelError) -> Self {
+        ServeError::Model(error)
+    }
+}
+
+impl From<tch::TchError> for ServeError {
+    fn from(error: tch::TchError) -> Self {
+        ServeError::Model(error.into())
+    }
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Capture(reason) => write!(f, "capturing the graph steps: {reason}"),
+            ServeError::Model(error) => error.fmt(f),
+        }
+    }
+}
+
 /// What one load served gave.
 pub(super) struct Load {
     /// Each request's timestamps, in arrival order (seconds from the first arrival's clock).
@@ -106,7 +137,7 @@ pub(super) fn serve(
     clock: &dyn Fn() -> f64,
     keep_outputs: bool,
     stop: &AtomicBool,
-) -> Result<Option<Load>, ModelError> {
+) -> Result<Option<Load>, ServeError> {
     let (lengths, arrivals_s, seed) = (requests.lengths, requests.arrivals_s, requests.seed);
     let n = lengths.len();
     let device = model.device();
@@ -144,13 +175,17 @@ pub(super) fn serve(
     let mut graphs: Vec<(i64, Captured)> = Vec::new();
     if let Some(how) = &server.graphs {
         let rewind = || lynx_models::scalar_call(|| positions.shallow_clone().f_fill_(0)).map(|_| ());
-        for b in ladder_to(server.max_batch).into_iter().map(i64::from) {
-            rewind()?;
-            graph_step(b)?;
-            let mut captured = how.capture(move || graph_step(b)).map_err(graph_error)?;
-            rewind()?;
-            captured.replay().map_err(graph_error)?;
+        let mut capture = |b: i64| -> Result<(), String> {
+            rewind().map_err(|e| e.to_string())?;
+            graph_step(b).map_err(|e| format!("the eager run before capture at batch {b}: {e}"))?;
+            let mut captured = how.capture(move || graph_step(b)).map_err(|e| format!("at batch {b}: {e}"))?;
+            rewind().map_err(|e| e.to_string())?;
+            captured.replay().map_err(|e| format!("the first replay at batch {b}: {e}"))?;
             graphs.push((b, captured));
+            Ok(())
+        };
+        for b in ladder_to(server.max_batch).into_iter().map(i64::from) {
+            capture(b).map_err(|e| ServeError::Capture(super::cell::without_backtrace(&e)))?;
         }
         rewind()?;
     }
@@ -391,7 +426,12 @@ pub fn loop_overhead(
     let requests = Requests { lengths, arrivals_s, seed: 1 };
     let stop = AtomicBool::new(false);
     // Nothing raises this stop, so the load is always served.
-    let Some(load) = serve(model, &server, &requests, f64::INFINITY, &|| 0.0, false, &stop)? else {
+    // Without graphs nothing is captured: every error is a step's.
+    let load = serve(model, &server, &requests, f64::INFINITY, &|| 0.0, false, &stop).map_err(|e| match e {
+        ServeError::Model(error) => error,
+        ServeError::Capture(reason) => ModelError::Unsupported(reason),
+    })?;
+    let Some(load) = load else {
         return Ok((Vec::new(), Vec::new()));
     };
     Ok((load.overhead_s, load.steps.iter().map(|s| s.seconds).collect()))
@@ -538,6 +578,22 @@ intermediate_size = 128
                 // A mixed iteration: a decode step, then a prompt piece.
                 Some(_) => assert!(load.steps.windows(2).any(|w| !w[0].prefill && w[1].prefill), "{:?}", load.steps),
             }
+        }
+    }
+    /// A capture of the graph steps that fails is a capture error, naming the batch and the
+    /// reason, before any request is served: the phase then serves with eager steps.
+    #[test]
+    fn a_capture_that_fails_is_a_capture_error() {
+        let shape = ModelShape::from_toml(TINY, "tiny.toml").unwrap();
+        let model = Model::new(&shape, Precision::Fp32, tch::Device::Cpu, 7).unwrap();
+        let lengths = [Lengths { isl: 3, osl: 2 }; 2];
+        let requests = Requests { lengths: &lengths, arrivals_s: &[0.0, 0.0], seed: 3 };
+        let stop = AtomicBool::new(false);
+        let refused = Graphs::Unavailable("no graph here".to_owned());
+        let server = Server { max_batch: 2, max_prefill_batch: 2, chunk: None, graphs: Some(refused) };
+        match serve(&model, &server, &requests, 60.0, &|| 0.0, false, &stop) {
+            Err(ServeError::Capture(reason)) => assert_eq!(reason, "at batch 1: no graph here"),
+            other => panic!("{:?}", other.map(|l| l.map(|l| l.served.len()))),
         }
     }
 }

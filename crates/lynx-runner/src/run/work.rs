@@ -4,6 +4,7 @@
 
 use super::cell::{measure_cell, HeadOnly};
 use super::graph::{graph_parity, Graphs};
+use super::serve::ServeError;
 use super::warmup::warm_up;
 use super::{model_error, next_segment, poisons_the_context, remove, Observer, WorkEnd, SIMULATE_POISON_VAR};
 use crate::devices::Device;
@@ -175,6 +176,29 @@ fn served_entry(plan: &lynx_analysis::serving::Plan, rates: Reported<Vec<ServedR
 /// The error [`SIMULATE_POISON_VAR`] strikes a cell or the serving phase with.
 fn simulated_poison() -> String {
     format!("CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})")
+}
+
+/// The test hook's values that make the first worker's capture of the serving loop's graph steps
+/// fail: with a GPU error that leaves the context unusable, or with an out-of-memory error that
+/// does not.
+const SIMULATED_CAPTURE_FAILURES: [&str; 2] = ["serving-capture", "serving-capture-oom"];
+
+fn simulated_capture_failure(what: &str) -> String {
+    let error = match what {
+        "serving-capture-oom" => "CUDA out of memory. Tried to allocate 2.00 GiB",
+        _ => "CUDA error: operation not permitted when stream is capturing",
+    };
+    format!("at batch 1: capturing the step: libtorch: {error} (simulated by {SIMULATE_POISON_VAR}={what})")
+}
+
+/// Why a rate, or a workload's rates, were not served.
+#[derive(Debug)]
+enum NotServed {
+    /// Capturing the loop's graph steps failed, before its first request: the workload is to be
+    /// served again with eager steps ([`Work::serve_eagerly`]).
+    Capture(String),
+    /// Why, as the workload's entry records it.
+    Failed(String),
 }
 
 /// Whether the serving phase has served (or said why it could not serve) every workload and
@@ -409,6 +433,8 @@ impl Turn<'_> {
     /// each. A workload whose KV pool would not fit in the device's free memory is not served
     /// (the record says why); one whose serving struck a GPU error that leaves the device context
     /// unusable is recorded as failed and ends this process, for a fresh one to serve the rest.
+    /// Where capturing the loop's graph steps fails, the phase goes on with eager steps
+    /// ([`Work::serve_eagerly`]).
     fn serve(&mut self, model: &Model, setup: &Setup) -> Result<WorkEnd, RunError> {
         let suite = &setup.config.suite;
         let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
@@ -417,8 +443,11 @@ impl Turn<'_> {
         let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve, mode, Some(self.stop));
         let (prefill, decode) = lynx_analysis::derived::mode_tables(&self.result.cells, mode);
         let server = server_words(suite, mode);
-        let record =
-            self.result.serving.get_or_insert_with(|| ServingRecord { server: server.clone(), served: Vec::new() });
+        let record = self.result.serving.get_or_insert_with(|| ServingRecord {
+            server: server.clone(),
+            served: Vec::new(),
+            graph_steps_failed: None,
+        });
         let served_before: Vec<(String, String)> =
             record.served.iter().map(|s| (s.workload.name.clone(), s.bound.name.clone())).collect();
         for plan in plans {
@@ -435,7 +464,9 @@ impl Turn<'_> {
                     None => {
                         self.mark_serving(&plan, &server)?;
                         match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode))? {
-                            Some(rates) => rates,
+                            Some(Ok(rates)) => Ok(rates),
+                            Some(Err(NotServed::Failed(reason))) => Err(reason),
+                            Some(Err(NotServed::Capture(reason))) => return self.serve_eagerly(model, setup, reason),
                             None => {
                                 remove(&self.run.serving_path())?;
                                 return Ok(WorkEnd::Stopped);
@@ -454,10 +485,34 @@ impl Turn<'_> {
         Ok(WorkEnd::Done)
     }
 
+    /// Capturing the serving loop's graph steps failed with `reason` (before its first request):
+    /// the record says so and its server's words become the eager server's, and the workload
+    /// being served and those after it are served with eager steps; by a fresh process where the
+    /// failure is a GPU error that leaves the device context unusable. A published figure is then
+    /// measured on the server that could run, rather than lost with the capture.
+    fn serve_eagerly(&mut self, model: &Model, setup: &Setup, reason: String) -> Result<WorkEnd, RunError> {
+        self.observer.serving(&format!("with eager steps: capturing the graph steps failed ({reason})"));
+        if let Some(record) = &mut self.result.serving {
+            record.server = server_words(&setup.config.suite, StepMode::Eager);
+            record.graph_steps_failed = Some(reason.clone());
+        }
+        self.save()?;
+        remove(&self.run.serving_path())?;
+        if poisons_the_context(&reason) {
+            return Ok(WorkEnd::Poisoned);
+        }
+        // With the failure recorded the mode is eager: nothing is captured again.
+        self.serve(model, setup)
+    }
+
     /// How the serving loop issues its decode steps: replayed as graphs where this process can
-    /// capture them, the run's graph parity check passed and graph cells were measured (the loop
-    /// then runs the server those cells describe); else eagerly.
+    /// capture them, the run's graph parity check passed, graph cells were measured (the loop
+    /// then runs the server those cells describe) and no earlier capture of the loop's graph
+    /// steps failed; else eagerly.
     fn serving_mode(&self) -> StepMode {
+        if self.result.serving.as_ref().is_some_and(|r| r.graph_steps_failed.is_some()) {
+            return StepMode::Eager;
+        }
         let checked = sweep::decode_modes(&self.result.checks).contains(&StepMode::Graph);
         let measured = self
             .result
@@ -480,17 +535,17 @@ impl Turn<'_> {
         rates: &[(String, f64)],
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
-    ) -> Result<Option<Result<Vec<ServedRate>, String>>, RunError> {
+    ) -> Result<Option<Result<Vec<ServedRate>, NotServed>>, RunError> {
         let mut served = Vec::new();
         for (label, rate) in rates {
             // At least the arrivals' span: a load that cannot end in time is not started.
             let expected_s = plan.lengths.len() as f64 / rate;
             if expected_s > max_s {
-                return Ok(Some(Err(format!(
+                return Ok(Some(Err(NotServed::Failed(format!(
                     "at {rate:.4} requests/s ({label}), {} requests take about {expected_s:.0} s to arrive, more than \
                      serve.max_s ({max_s} s)",
                     plan.lengths.len(),
-                ))));
+                )))));
             }
             self.observer.serving(&format!(
                 "{} under the {} bound at {rate:.3} requests/s ({label}), {} requests, batch cap {}",
@@ -499,15 +554,20 @@ impl Turn<'_> {
                 plan.lengths.len(),
                 plan.max_batch
             ));
-            let simulated = std::env::var(SIMULATE_POISON_VAR).is_ok_and(|v| v == "serving") && self.segment == 1;
-            let outcome = if simulated {
-                Some(Err(simulated_poison()))
-            } else {
-                self.serve_rate(model, plan, label, *rate, max_s, tables)?
+            let hook = std::env::var(SIMULATE_POISON_VAR).ok().filter(|_| self.segment == 1);
+            let outcome = match hook.as_deref() {
+                Some("serving") => Some(Err(NotServed::Failed(simulated_poison()))),
+                Some(what) if plan.mode == StepMode::Graph && SIMULATED_CAPTURE_FAILURES.contains(&what) => {
+                    Some(Err(NotServed::Capture(simulated_capture_failure(what))))
+                }
+                _ => self.serve_rate(model, plan, label, *rate, max_s, tables)?,
             };
             match outcome {
                 Some(Ok(rate)) => served.push(rate),
-                Some(Err(message)) => return Ok(Some(Err(format!("serving {label} failed: {message}")))),
+                Some(Err(NotServed::Failed(message))) => {
+                    return Ok(Some(Err(NotServed::Failed(format!("serving {label} failed: {message}")))));
+                }
+                Some(Err(capture @ NotServed::Capture(_))) => return Ok(Some(Err(capture))),
                 None => return Ok(None),
             }
         }
@@ -533,7 +593,7 @@ impl Turn<'_> {
         let Some(entry) = served_entry(plan, Reported::unavailable("the worker process died while serving")) else {
             return Ok(());
         };
-        let marker = ServingRecord { server: server.to_owned(), served: vec![entry] };
+        let marker = ServingRecord { server: server.to_owned(), served: vec![entry], graph_steps_failed: None };
         write_json_atomic(&self.run.serving_path(), &marker)
     }
 
@@ -553,8 +613,8 @@ impl Turn<'_> {
         self.save()
     }
 
-    /// One rate served and compared with the simulation: `None` when `stop` was raised; an error
-    /// message when a step failed.
+    /// One rate served and compared with the simulation: `None` when `stop` was raised; why not
+    /// when a step or the capture of the graph steps failed.
     fn serve_rate(
         &mut self,
         model: &Model,
@@ -563,7 +623,7 @@ impl Turn<'_> {
         rate: f64,
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
-    ) -> Result<Option<Result<ServedRate, String>>, RunError> {
+    ) -> Result<Option<Result<ServedRate, NotServed>>, RunError> {
         use lynx_analysis::serving::{measured_figures, relative_error, serve_figures, simulated_figures};
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
@@ -577,7 +637,10 @@ impl Turn<'_> {
         let load = match super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop) {
             Ok(Some(load)) => load,
             Ok(None) => return Ok(None),
-            Err(error) => return Ok(Some(Err(super::cell::without_backtrace(&error.to_string())))),
+            Err(ServeError::Capture(reason)) => return Ok(Some(Err(NotServed::Capture(reason)))),
+            Err(ServeError::Model(error)) => {
+                return Ok(Some(Err(NotServed::Failed(super::cell::without_backtrace(&error.to_string())))));
+            }
         };
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
@@ -629,7 +692,7 @@ impl Turn<'_> {
                 prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
             })
         })();
-        Ok(Some(built))
+        Ok(Some(built.map_err(NotServed::Failed)))
     }
 
     /// The graph parity check, once per run, where this process can capture graphs: graph
