@@ -136,24 +136,42 @@ impl StepBuffers {
 /// Sequences and cached tokens of the graph parity check.
 const PARITY_BATCH: i64 = 2;
 const PARITY_CTX: i64 = 16;
+/// The cached tokens of each row of the check's second part: rows at their own positions.
+const PARITY_ROWS: [i64; 2] = [PARITY_CTX, PARITY_CTX / 2 + 1];
 
 /// The graph parity check: on `model` (the measured one), a captured step replayed twice gives
 /// the eager step's logits for the same cache and tokens within the parity bound of
-/// `precision`, each replay advancing the position and feeding its own tokens back.
+/// `precision`, each replay advancing the position and feeding its own tokens back; and a
+/// captured step of rows at their own positions over a pool of more keys than any row holds (the
+/// serving loop's graph step) gives each row the logits of its eager step alone.
 pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision) -> Check {
     let limit = crate::parity::tolerance(precision);
-    let (passed, detail, measured) = match replayed_errors(model, graphs) {
-        Ok(errors) => {
-            let worst = errors.iter().copied().fold(0.0, f64::max);
-            let passed = errors.iter().all(|e| e.is_finite()) && worst <= limit;
+    let outcome = replayed_errors(model, graphs)
+        .map_err(|e| format!("the graph step could not be captured or replayed: {e}"))
+        .and_then(|steps| {
+            let rows = row_errors(model, graphs).map_err(|e| {
+                format!("the graph step of rows at their own positions could not be captured or replayed: {e}")
+            })?;
+            Ok((steps, rows))
+        });
+    let (passed, detail, measured) = match outcome {
+        Ok((steps, rows)) => {
+            let most = |errors: &[f64]| errors.iter().copied().fold(0.0, f64::max);
+            let worst = most(&steps).max(most(&rows));
+            let passed = steps.iter().chain(&rows).all(|e| e.is_finite()) && worst <= limit;
             let how = if matches!(graphs, Graphs::Reissue) { format!("; {REISSUE}") } else { String::new() };
+            let [first, second] = PARITY_ROWS;
             let detail = format!(
                 "a replayed graph step's logits against the eager step's, two steps at batch {PARITY_BATCH} after \
-                 {PARITY_CTX} cached tokens: worst relative error {worst:.2e} at {precision} (limit {limit:.0e}){how}"
+                 {PARITY_CTX} cached tokens (worst {:.2e}), and one step of rows after {first} and {second} cached \
+                 tokens against each row's eager step alone (worst {:.2e}): worst relative error {worst:.2e} at \
+                 {precision} (limit {limit:.0e}){how}",
+                most(&steps),
+                most(&rows),
             );
             (passed, detail, Finite::new(worst, "graph parity error").ok())
         }
-        Err(error) => (false, format!("the graph step could not be captured or replayed: {error}"), None),
+        Err(error) => (false, error, None),
     };
     Check { name: CheckName::GraphParity, passed, detail, measured, limit: Finite::new(limit, "parity limit").ok() }
 }
@@ -186,6 +204,46 @@ fn replayed_errors(model: &Model, graphs: &Graphs) -> Result<Vec<f64>, String> {
     Ok(errors)
 }
 
+/// Each row's relative logit error of a replayed step of rows at their own positions, attending
+/// the pool's whole capacity with the keys after each row's position masked (the step the
+/// serving loop replays), against the row's eager step alone over a cache of its own tokens.
+fn row_errors(model: &Model, graphs: &Graphs) -> Result<Vec<f64>, String> {
+    let torch = |e: tch::TchError| e.to_string();
+    let model_error = |e: ModelError| e.to_string();
+    let rows = PARITY_ROWS.len() as i64;
+    let capacity = PARITY_CTX + 2;
+    let mut pool = KvCache::new(model, rows, capacity).map_err(model_error)?;
+    pool.fill_random(PARITY_CTX).map_err(model_error)?;
+    let tokens = model.random_tokens(rows, 1).map_err(model_error)?;
+    let mut expected = Vec::new();
+    for (row, &len) in (0..).zip(&PARITY_ROWS) {
+        let mut alone = pool.rows(row, 1, len).and_then(|r| r.duplicate()).map_err(model_error)?;
+        let token = tokens.f_narrow(0, row, 1).map_err(torch)?;
+        expected.push(model.forward(&token, &mut alone, Logits::Last).map_err(model_error)?);
+    }
+    let positions = Tensor::f_from_slice(&PARITY_ROWS).and_then(|p| p.f_to_device(model.device())).map_err(torch)?;
+    let logits =
+        expected[0].f_zeros_like().and_then(|l| l.f_expand([rows, 1, -1], false)?.f_contiguous()).map_err(torch)?;
+    // Each run writes the same keys and values at the same positions, so the eager run that
+    // capture wants and the replay leave the pool alike.
+    let step = || -> Result<(), ModelError> {
+        let out = model.decode_rows(&tokens, &pool, &positions, capacity)?;
+        logits.shallow_clone().f_copy_(&out)?;
+        Ok(())
+    };
+    step().map_err(model_error)?;
+    let _ = logits.shallow_clone().f_zero_().map_err(torch)?;
+    let mut captured = graphs.capture(step)?;
+    captured.replay()?;
+    let mut errors = Vec::new();
+    for (row, expected) in (0..).zip(&expected) {
+        errors.extend(
+            crate::parity::relative_errors(&logits.f_narrow(0, row, 1).map_err(torch)?, expected).map_err(torch)?,
+        );
+    }
+    Ok(errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,7 +251,9 @@ mod tests {
 
     /// The check passes through the stand-in on a CPU for every catalogue architecture (dense,
     /// MoE, MLA, sinks and sliding windows): two replays, each advancing the position and feeding
-    /// its tokens back, give the eager steps' logits.
+    /// its tokens back, give the eager steps' logits; and a step of rows at their own positions
+    /// over a longer pool gives each row its eager step's logits alone (rows sharing one position
+    /// instead would fail this: the shorter row would attend keys it never wrote).
     #[test]
     fn replays_give_the_eager_steps_logits() {
         for shape in catalogue_parity_shapes() {
