@@ -447,6 +447,22 @@ for name, result in sorted(results.items()):
                   f"measured p99 TTFT {m['ttft_p99_s'] * 1e3:.0f} ms / TPOT {m['tpot_p99_s'] * 1e3:.1f} ms / "
                   f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table "
                   f"{r.get('decode_step_ratio', '-')}")
+# The serving loop runs the server the graph cells describe: its decode steps replayed as graphs
+# (a capture that fails leaves it serving eagerly, and says why).
+what = "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs"
+if not gpu:
+    claim(what, "SKIP", no_gpu)
+else:
+    serving = (bf16 or {}).get("serving")
+    served = [s for s in (serving or {}).get("served", []) if isinstance(s["rates"], list)]
+    eager = sorted({s["workload"]["name"] for s in served if s.get("mode", "eager") != "graph"})
+    if serving and serving.get("graph_steps_failed"):
+        claim(what, "FAIL", f"capturing them failed, so it served eagerly: {serving['graph_steps_failed']}")
+    elif not served:
+        claim(what, "FAIL", "no workload was served" if serving else "no serving phase ran")
+    else:
+        claim(what, judged(not eager),
+              f"eager steps for {', '.join(eager)}" if eager else f"{len(served)} workload(s) served with graph steps")
 # The wall-time estimate each run printed, against the time its process took (start-up and
 # parity included, which the estimate leaves out).
 for name in suites.split(","):

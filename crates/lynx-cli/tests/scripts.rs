@@ -93,7 +93,13 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
     let verdict = |claim: &str| verdict(&table, claim);
     // What only a GPU can answer is skipped with its reason; the rest is judged and passes.
-    for gpu_only in ["best native kernel >= 85%", "power is instantaneous", "fp8 decode faster", "graph replay"] {
+    for gpu_only in [
+        "best native kernel >= 85%",
+        "power is instantaneous",
+        "fp8 decode faster",
+        "graph replay",
+        "Llama 3.1 8B bf16 serving",
+    ] {
         assert_eq!(verdict(gpu_only), "SKIP", "{gpu_only}: {table}");
     }
     for judged in ["every cell <= 105%", "gpu-check-quick: parity", "every suite produced a result"] {
@@ -150,7 +156,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     ]});
     serde_json::from_value::<lynx_schema::serving::ServingRecord>(serving.clone())
         .expect("the schema's serving record");
-    let make = |folder: &Path, native_triad: f64, graph_share: f64, fp8_faster: bool| {
+    let make = |folder: &Path, native_triad: f64, graph_share: f64, fp8_faster: bool, serving: &Value| {
         std::fs::create_dir_all(folder.join("runs/h200/run")).unwrap();
         let suites = ["gpu-check-llama-bf16", "gpu-check-llama-fp8", "gpu-check-moe", "gpu-check-mla"];
         std::fs::write(
@@ -218,7 +224,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     };
     let scratch = tempfile::tempdir().unwrap();
     let good = scratch.path().join("good");
-    make(&good, 4.2e12, 0.8, true);
+    make(&good, 4.2e12, 0.8, true, &serving);
     let (code, table) = claims(&good);
     for gpu in [
         "cuda:0 is its NVML board",
@@ -232,6 +238,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "MoE and MLA cells complete",
         "every cell <= 105%",
         "every suite produced a result",
+        "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs",
     ] {
         assert_eq!(verdict(&table, gpu), "PASS", "{gpu}: {table}");
     }
@@ -245,7 +252,13 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(table.contains("not served: no rate keeps this bound"), "{table}");
     assert_eq!(code, Some(0), "{table}");
     let bad = scratch.path().join("bad");
-    make(&bad, 3.0e12, 0.3, false);
+    // A serving loop whose graph steps could not be captured served eagerly.
+    let mut eager_serving = serving.clone();
+    eager_serving["graph_steps_failed"] = json!("at batch 1: capturing the step: CUDA error: operation not permitted");
+    eager_serving["served"][0].as_object_mut().unwrap().remove("mode");
+    let parsed: lynx_schema::serving::ServingRecord = serde_json::from_value(eager_serving.clone()).unwrap();
+    assert!(parsed.graph_steps_failed.is_some(), "the schema's field");
+    make(&bad, 3.0e12, 0.3, false, &eager_serving);
     std::fs::write(bad.join("roofline.json"), r#"{"probes": [{"name": "native copy", "kind": "bandwidth", "dtype": "f32", "phase": "burst", "value": 3.0e12, "method": "test"}]}"#).unwrap();
     let (code, table) = claims(&bad);
     for short in [
@@ -253,9 +266,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "cuBLASLt bf16 >= 95%",
         "Llama 3.1 8B bf16 batch-1 graph decode >= 70%",
         "fp8 decode faster than bf16",
+        "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs",
     ] {
         assert_eq!(verdict(&table, short), "FAIL", "{short}: {table}");
     }
+    assert!(table.contains("capturing them failed, so it served eagerly: at batch 1"), "{table}");
     assert_eq!(code, Some(1), "{table}");
 }
 
