@@ -195,7 +195,7 @@ fn simulated_capture_failure(what: &str) -> String {
 #[derive(Debug)]
 enum NotServed {
     /// Capturing the loop's graph steps failed, before its first request: the workload is to be
-    /// served again with eager steps ([`Work::serve_eagerly`]).
+    /// served again with eager steps ([`Turn::serve_eagerly`]).
     Capture(String),
     /// Why, as the workload's entry records it.
     Failed(String),
@@ -434,7 +434,7 @@ impl Turn<'_> {
     /// (the record says why); one whose serving struck a GPU error that leaves the device context
     /// unusable is recorded as failed and ends this process, for a fresh one to serve the rest.
     /// Where capturing the loop's graph steps fails, the phase goes on with eager steps
-    /// ([`Work::serve_eagerly`]).
+    /// ([`Turn::serve_eagerly`]).
     fn serve(&mut self, model: &Model, setup: &Setup) -> Result<WorkEnd, RunError> {
         let suite = &setup.config.suite;
         let Some(serve) = &suite.serve else { return Ok(WorkEnd::Done) };
