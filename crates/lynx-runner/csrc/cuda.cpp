@@ -63,25 +63,31 @@ void *lynx_cuda_graph_new(char *error, size_t len) noexcept {
 }
 
 // Begin capturing on a stream of `device`'s pool: the work the caller issues until
-// lynx_cuda_graph_end is recorded, not run.
+// lynx_cuda_graph_end is recorded, not run. Where the capture cannot begin, the stream that was
+// current stays current.
 int lynx_cuda_graph_begin(void *handle, int device, char *error, size_t len) noexcept {
   auto *graph = static_cast<Graph *>(handle);
-  return guarded(error, len, [&] {
+  int status = guarded(error, len, [&] {
     auto index = static_cast<c10::DeviceIndex>(device);
     c10::cuda::CUDAGuard on_device(index);
     c10::cuda::device_synchronize();
     graph->capturing.emplace(c10::cuda::getStreamFromPool(false, index));
     graph->graph.capture_begin();
   });
+  if (status != 0) {
+    graph->capturing.reset();
+  }
+  return status;
 }
 
-// End the capture and go back to the stream that was current before it.
+// End the capture and go back to the stream that was current before it, also where ending it
+// failed (a capture that a step invalidated): the work after it must not be issued on the
+// capture's stream.
 int lynx_cuda_graph_end(void *handle, char *error, size_t len) noexcept {
   auto *graph = static_cast<Graph *>(handle);
-  return guarded(error, len, [&] {
-    graph->graph.capture_end();
-    graph->capturing.reset();
-  });
+  int status = guarded(error, len, [&] { graph->graph.capture_end(); });
+  graph->capturing.reset();
+  return status;
 }
 
 // Launch the captured work once, on the current stream.
