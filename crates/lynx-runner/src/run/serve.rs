@@ -36,34 +36,25 @@ pub(super) struct Server {
     pub graphs: Option<Graphs>,
 }
 
-/// Why a load was not served.
+/// Why a load, or a workload's rates, were not served.
 #[derive(Debug)]
 pub(super) enum ServeError {
     /// Capturing the graph steps failed, before the first request (the step's eager run, its
     /// capture or its first replay): the load can still be served with eager steps.
     Capture(String),
-    /// A step of the load failed.
-    Model(ModelError),
+    /// Why not, as the workload's entry records it (a step of the load failed, say).
+    Failed(String),
 }
 
 impl From<ModelError> for ServeError {
     fn from(error: ModelError) -> Self {
-        ServeError::Model(error)
+        ServeError::Failed(super::cell::without_backtrace(&error.to_string()))
     }
 }
 
 impl From<tch::TchError> for ServeError {
     fn from(error: tch::TchError) -> Self {
-        ServeError::Model(error.into())
-    }
-}
-
-impl std::fmt::Display for ServeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ServeError::Capture(reason) => write!(f, "capturing the graph steps: {reason}"),
-            ServeError::Model(error) => error.fmt(f),
-        }
+        ModelError::from(error).into()
     }
 }
 
@@ -428,8 +419,7 @@ pub fn loop_overhead(
     // Nothing raises this stop, so the load is always served.
     // Without graphs nothing is captured: every error is a step's.
     let load = serve(model, &server, &requests, f64::INFINITY, &|| 0.0, false, &stop).map_err(|e| match e {
-        ServeError::Model(error) => error,
-        ServeError::Capture(reason) => ModelError::Unsupported(reason),
+        ServeError::Failed(reason) | ServeError::Capture(reason) => ModelError::Unsupported(reason),
     })?;
     let Some(load) = load else {
         return Ok((Vec::new(), Vec::new()));
@@ -580,6 +570,7 @@ intermediate_size = 128
             }
         }
     }
+
     /// A capture of the graph steps that fails is a capture error, naming the batch and the
     /// reason, before any request is served: the phase then serves with eager steps.
     #[test]

@@ -178,27 +178,16 @@ fn simulated_poison() -> String {
     format!("CUDA error: an illegal memory access was encountered (simulated by {SIMULATE_POISON_VAR})")
 }
 
-/// The test hook's values that make the first worker's capture of the serving loop's graph steps
-/// fail: with a GPU error that leaves the context unusable, or with an out-of-memory error that
-/// does not.
-const SIMULATED_CAPTURE_FAILURES: [&str; 2] = ["serving-capture", "serving-capture-oom"];
-
-fn simulated_capture_failure(what: &str) -> String {
+/// The failed capture of the serving loop's graph steps that the test hook's value `what` makes
+/// in the first worker: a GPU error that leaves the context unusable (`serving-capture`), or out
+/// of memory, which does not (`serving-capture-oom`); `None` for other values.
+fn simulated_capture_failure(what: &str) -> Option<String> {
     let error = match what {
+        "serving-capture" => "CUDA error: operation not permitted when stream is capturing",
         "serving-capture-oom" => "CUDA out of memory. Tried to allocate 2.00 GiB",
-        _ => "CUDA error: operation not permitted when stream is capturing",
+        _ => return None,
     };
-    format!("at batch 1: capturing the step: libtorch: {error} (simulated by {SIMULATE_POISON_VAR}={what})")
-}
-
-/// Why a rate, or a workload's rates, were not served.
-#[derive(Debug)]
-enum NotServed {
-    /// Capturing the loop's graph steps failed, before its first request: the workload is to be
-    /// served again with eager steps ([`Turn::serve_eagerly`]).
-    Capture(String),
-    /// Why, as the workload's entry records it.
-    Failed(String),
+    Some(format!("at batch 1: capturing the step: libtorch: {error} (simulated by {SIMULATE_POISON_VAR}={what})"))
 }
 
 /// Whether the serving phase has served (or said why it could not serve) every workload and
@@ -465,8 +454,8 @@ impl Turn<'_> {
                         self.mark_serving(&plan, &server)?;
                         match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode))? {
                             Some(Ok(rates)) => Ok(rates),
-                            Some(Err(NotServed::Failed(reason))) => Err(reason),
-                            Some(Err(NotServed::Capture(reason))) => return self.serve_eagerly(model, setup, reason),
+                            Some(Err(ServeError::Failed(reason))) => Err(reason),
+                            Some(Err(ServeError::Capture(reason))) => return self.serve_eagerly(model, setup, reason),
                             None => {
                                 remove(&self.run.serving_path())?;
                                 return Ok(WorkEnd::Stopped);
@@ -535,13 +524,13 @@ impl Turn<'_> {
         rates: &[(String, f64)],
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
-    ) -> Result<Option<Result<Vec<ServedRate>, NotServed>>, RunError> {
+    ) -> Result<Option<Result<Vec<ServedRate>, ServeError>>, RunError> {
         let mut served = Vec::new();
         for (label, rate) in rates {
             // At least the arrivals' span: a load that cannot end in time is not started.
             let expected_s = plan.lengths.len() as f64 / rate;
             if expected_s > max_s {
-                return Ok(Some(Err(NotServed::Failed(format!(
+                return Ok(Some(Err(ServeError::Failed(format!(
                     "at {rate:.4} requests/s ({label}), {} requests take about {expected_s:.0} s to arrive, more than \
                      serve.max_s ({max_s} s)",
                     plan.lengths.len(),
@@ -555,19 +544,20 @@ impl Turn<'_> {
                 plan.max_batch
             ));
             let hook = std::env::var(SIMULATE_POISON_VAR).ok().filter(|_| self.segment == 1);
-            let outcome = match hook.as_deref() {
-                Some("serving") => Some(Err(NotServed::Failed(simulated_poison()))),
-                Some(what) if plan.mode == StepMode::Graph && SIMULATED_CAPTURE_FAILURES.contains(&what) => {
-                    Some(Err(NotServed::Capture(simulated_capture_failure(what))))
-                }
-                _ => self.serve_rate(model, plan, label, *rate, max_s, tables)?,
+            let capture = hook.as_deref().filter(|_| plan.mode == StepMode::Graph).and_then(simulated_capture_failure);
+            let outcome = if hook.as_deref() == Some("serving") {
+                Some(Err(ServeError::Failed(simulated_poison())))
+            } else if let Some(reason) = capture {
+                Some(Err(ServeError::Capture(reason)))
+            } else {
+                self.serve_rate(model, plan, label, *rate, max_s, tables)?
             };
             match outcome {
                 Some(Ok(rate)) => served.push(rate),
-                Some(Err(NotServed::Failed(message))) => {
-                    return Ok(Some(Err(NotServed::Failed(format!("serving {label} failed: {message}")))));
+                Some(Err(ServeError::Failed(message))) => {
+                    return Ok(Some(Err(ServeError::Failed(format!("serving {label} failed: {message}")))));
                 }
-                Some(Err(capture @ NotServed::Capture(_))) => return Ok(Some(Err(capture))),
+                Some(Err(capture @ ServeError::Capture(_))) => return Ok(Some(Err(capture))),
                 None => return Ok(None),
             }
         }
@@ -623,7 +613,7 @@ impl Turn<'_> {
         rate: f64,
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
-    ) -> Result<Option<Result<ServedRate, NotServed>>, RunError> {
+    ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
         use lynx_analysis::serving::{measured_figures, relative_error, serve_figures, simulated_figures};
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
@@ -637,10 +627,7 @@ impl Turn<'_> {
         let load = match super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop) {
             Ok(Some(load)) => load,
             Ok(None) => return Ok(None),
-            Err(ServeError::Capture(reason)) => return Ok(Some(Err(NotServed::Capture(reason)))),
-            Err(ServeError::Model(error)) => {
-                return Ok(Some(Err(NotServed::Failed(super::cell::without_backtrace(&error.to_string())))));
-            }
+            Err(error) => return Ok(Some(Err(error))),
         };
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
@@ -692,7 +679,7 @@ impl Turn<'_> {
                 prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
             })
         })();
-        Ok(Some(built.map_err(NotServed::Failed)))
+        Ok(Some(built.map_err(ServeError::Failed)))
     }
 
     /// The graph parity check, once per run, where this process can capture graphs: graph
