@@ -90,22 +90,14 @@ pub fn derive(
         })
         .collect();
 
-    let (prefill_table, decode_table) = step_tables(cells);
+    let tables = ServerTables::new(cells);
     let suite = &config.suite;
     let mut latency_bounded = Vec::new();
     for workload in &suite.workloads {
         for bound in bounds_for(&suite.bounds, &config.model) {
-            let point = bounded(
-                (&prefill_table, &decode_table, false),
-                &suite.simulation,
-                suite.seed,
-                workload,
-                &bound,
-                &price,
-                stop,
-            )
-            .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known);
             let measured = serving.and_then(|s| measured_bounded(s, workload, &bound, &price));
+            let served = measured.as_ref().map(|m| m.mode);
+            let point = tables.point((workload, &bound, served), &suite.simulation, suite.seed, &price, stop);
             latency_bounded.push(LatencyBounded { workload: workload.clone(), bound, point, measured });
         }
     }
@@ -203,17 +195,56 @@ fn decode_modes(cells: &[CellRecord], chosen: &[&CellRecord]) -> Option<String> 
 
 /// Latency-bounded throughput of `workload` under `bound` from a run's `cells` (those that
 /// succeeded), as [`derive`] computes it: for a buyer's own request shape and bound.
+/// `served`: the mode of the serving loop that measured this very shape and bound, whose server
+/// the simulation then models ([`ServerTables::point`]).
 pub fn latency_bounded_from_cells(
     cells: &[CellRecord],
     simulation: &SimulationConfig,
     seed: u64,
-    workload: &Workload,
-    bound: &LatencyBound,
+    (workload, bound, served): (&Workload, &LatencyBound, Option<StepMode>),
     price: &PriceInputs,
 ) -> Reported<BoundedPoint> {
-    let (prefill, decode) = step_tables(cells);
-    bounded((&prefill, &decode, false), simulation, seed, workload, bound, price, None)
-        .map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
+    ServerTables::new(cells).point((workload, bound, served), simulation, seed, price, None)
+}
+
+/// The step tables of the servers a simulated latency-bounded point may model: the faster
+/// passing mode at each decode shape, and each mode alone (the serving loop's).
+struct ServerTables<'c> {
+    cells: &'c [CellRecord],
+    fastest: (StepTable, StepTable),
+}
+
+impl<'c> ServerTables<'c> {
+    fn new(cells: &'c [CellRecord]) -> Self {
+        ServerTables { cells, fastest: step_tables(cells) }
+    }
+
+    /// The simulated latency-bounded point. Beside a serving loop's measurement (`served`, the
+    /// mode it issued its decode steps in) the simulated server is that loop's, as it was planned
+    /// ([`crate::serving::plan`]): the simulated and the measured figure then describe one
+    /// server at one rate. Otherwise each decode step is issued in the faster passing mode at its
+    /// shape, at exactly its rows and context.
+    fn point(
+        &self,
+        (workload, bound, served): (&Workload, &LatencyBound, Option<StepMode>),
+        simulation: &SimulationConfig,
+        seed: u64,
+        price: &PriceInputs,
+        stop: Option<&AtomicBool>,
+    ) -> Reported<BoundedPoint> {
+        let found = match served {
+            Some(mode) => {
+                let (prefill, decode) = mode_tables(self.cells, mode);
+                bounded((&prefill, &decode, mode == StepMode::Graph), simulation, seed, workload, bound, price, stop)
+                    .map(|point| BoundedPoint { decode_steps: Some(mode), ..point })
+            }
+            None => {
+                let (prefill, decode) = &self.fastest;
+                bounded((prefill, decode, false), simulation, seed, workload, bound, price, stop)
+            }
+        };
+        found.map_or_else(|unavailable| Reported::Unavailable { unavailable }, Reported::Known)
+    }
 }
 
 /// The step-time tables of a server whose decode steps are issued as `mode` says (the serving
@@ -348,6 +379,7 @@ pub(crate) fn bounded(
         },
         usd_per_million_output_tokens: usd_per_million(price, tok_per_s),
         extrapolated: outcome.extrapolated,
+        decode_steps: None,
     })
 }
 
@@ -409,6 +441,59 @@ mod tests {
         let summary = crate::stats::summarise(&[median_s; 3]).unwrap();
         let shape = CellShape::Decode { batch, ctx, mode };
         crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), None, None).unwrap()
+    }
+
+    fn prefill_cell(batch: u32, prompt_len: u32, median_s: f64) -> CellRecord {
+        let summary = crate::stats::summarise(&[median_s; 3]).unwrap();
+        let shape = CellShape::Prefill { batch, prompt_len };
+        crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), None, None).unwrap()
+    }
+
+    /// Issue 16: beside a serving loop's measurement, the simulated point models that loop's
+    /// server as it was planned (its mode's cells; graph steps charged at a captured batch over
+    /// the pool's whole capacity), so that the simulated and the measured figure describe one
+    /// server at one rate; with no measurement beside it, the faster passing mode at each shape.
+    #[test]
+    fn the_simulated_point_beside_a_measurement_models_the_measured_server() {
+        let mut cells = vec![prefill_cell(1, 128, 0.05), prefill_cell(4, 128, 0.15)];
+        // Graph steps faster than eager at every shape; longer contexts slower.
+        for (batch, eager_s, graph_s) in [(1, 0.020, 0.010), (2, 0.022, 0.012), (4, 0.026, 0.016), (8, 0.034, 0.026)] {
+            for (ctx, longer) in [(128, 1.0), (256, 1.5)] {
+                cells.push(decode_cell(batch, ctx, StepMode::Eager, eager_s * longer));
+                cells.push(decode_cell(batch, ctx, StepMode::Graph, graph_s * longer));
+            }
+        }
+        let workload = Workload::fixed("chat", 128, 64);
+        let bound = LatencyBound { name: "b".into(), ttft_p99_s: 2.0, tpot_p99_s: 0.04, source: None };
+        let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
+        let simulation = SimulationConfig::default();
+        let tables = ServerTables::new(&cells);
+        let point = |served| match tables.point((&workload, &bound, served), &simulation, 7, &price, None) {
+            Reported::Known(point) => point,
+            Reported::Unavailable { unavailable } => panic!("{served:?}: {unavailable}"),
+        };
+        let planned = |mode: StepMode| {
+            let (prefill, decode) = mode_tables(&cells, mode);
+            let graph_steps = mode == StepMode::Graph;
+            bounded((&prefill, &decode, graph_steps), &simulation, 7, &workload, &bound, &price, None).unwrap()
+        };
+        let ideal = point(None);
+        let (prefill, decode) = step_tables(&cells);
+        let fastest = bounded((&prefill, &decode, false), &simulation, 7, &workload, &bound, &price, None).unwrap();
+        assert_eq!((&ideal, ideal.how()), (&fastest, "simulated"));
+        for (mode, how) in [(StepMode::Eager, "simulated"), (StepMode::Graph, "simulated (graph steps)")] {
+            let served = point(Some(mode));
+            assert_eq!((served.decode_steps, served.how()), (Some(mode), how));
+            // The rate the serving plan found and served at: the two figures stand at one rate.
+            assert_eq!(served.request_rate_per_s, planned(mode).request_rate_per_s, "{mode:?}");
+        }
+        // The graph server pays its padded batches and the pool's whole capacity, which the
+        // faster mode at each exact shape does not: a figure beside its measurement is not that one.
+        let graph = point(Some(StepMode::Graph));
+        assert!(
+            graph.output_tok_per_s_per_device.get() < ideal.output_tok_per_s_per_device.get(),
+            "graph server {graph:?} against the faster mode at each shape {ideal:?}"
+        );
     }
 
     /// A signed result can claim a step of no time (or less): such a cell is no point of a step

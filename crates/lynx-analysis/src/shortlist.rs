@@ -52,8 +52,6 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
                 .unwrap_or_else(|_| Finite::new(1.0, "utilisation").expect("1 is finite")),
         };
         let suite = &result.config.suite;
-        let point =
-            latency_bounded_from_cells(&result.cells, &suite.simulation, suite.seed, &workload, &bound, &inputs);
         // The serving phase's measurement where it served exactly this shape and bound.
         let measured = result.serving.as_ref().and_then(|serving| {
             let same_bound = serving.served.iter().find(|s| {
@@ -70,6 +68,15 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             named.name.clone_from(&same_bound.bound.name);
             crate::derived::measured_bounded(&served, &same_bound.workload, &named, &inputs)
         });
+        // Beside a measurement, the simulation models the server that measured it.
+        let served = measured.as_ref().map(|m| m.mode);
+        let point = latency_bounded_from_cells(
+            &result.cells,
+            &suite.simulation,
+            suite.seed,
+            (&workload, &bound, served),
+            &inputs,
+        );
         let failed_checks: Vec<String> =
             result.checks.iter().filter(|c| !c.passed).map(|c| c.name.to_string()).collect();
         let measured_part = measured_part(&result);

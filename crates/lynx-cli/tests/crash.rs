@@ -515,6 +515,14 @@ fn a_failed_capture_of_the_serving_loops_graph_steps_serves_with_eager_steps() {
         for entry in result["serving"]["served"].as_array().unwrap() {
             assert!(entry["mode"].is_null(), "{hook}: served with eager steps: {entry}");
         }
+        // The simulated figure beside each eager measurement is the eager server's, not the
+        // graph cells' the capture was planned on.
+        for bounded in result["derived"]["latency_bounded"].as_array().unwrap() {
+            if bounded.get("measured").is_some() {
+                assert_eq!(bounded["point"]["decode_steps"], "eager", "{hook}: {bounded}");
+                assert_eq!(bounded["point"]["request_rate_per_s"], bounded["measured"]["request_rate_per_s"], "{hook}");
+            }
+        }
         assert!(stdout.contains("capturing the loop's graph steps failed"), "{hook}: the summary says so: {stdout}");
     }
 }

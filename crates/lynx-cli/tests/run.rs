@@ -484,6 +484,8 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         .clone();
     let rate = |r: &Value| seconds(&r["rate_per_s"]);
     assert!((rate(&rates[0]) - seconds(&bounded["point"]["request_rate_per_s"])).abs() < 1e-12, "{bounded}");
+    // The simulated point beside the measurement models the server that measured it.
+    assert_eq!(bounded["point"]["decode_steps"], "eager", "{bounded}");
     assert!((rate(&rates[1]) / rate(&rates[0]) - 1.2).abs() < 1e-9);
     for r in rates {
         assert_eq!(r["requests"], 24, "{r}");
@@ -576,6 +578,11 @@ fn a_serving_phase_replays_graph_steps_where_graph_cells_passed_their_check() {
     let measured = &bounded["measured"];
     assert_eq!((&measured["mode"], &measured["max_batch"]), (&Value::from("graph"), &served["max_batch"]), "{bounded}");
     assert!(stdout.lines().any(|l| l.contains("short 16/8") && l.contains("measured (graph steps)")), "{stdout}");
+    // Beside it, the simulation of that graph server at the rate it was served at.
+    let point = &bounded["point"];
+    assert_eq!(point["decode_steps"], "graph", "{bounded}");
+    assert_eq!(point["request_rate_per_s"], measured["request_rate_per_s"], "{bounded}");
+    assert!(stdout.lines().any(|l| l.contains("short 16/8") && l.contains("simulated (graph steps)")), "{stdout}");
 }
 
 /// Issue 16: a cell whose steps vary past the suite's CV bound is measured once more, and the

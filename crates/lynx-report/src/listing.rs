@@ -136,10 +136,10 @@ fn ranking(list: &Shortlist) -> Table {
             checks,
             entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
             entry.file.clone(),
-            match &entry.measured {
-                Some(m) if m.mode == lynx_schema::result::StepMode::Graph => "measured (serving phase, graph steps)",
-                Some(_) => "measured (serving phase)",
-                None => "simulated",
+            match (&entry.measured, &entry.point) {
+                (Some(m), _) => m.how(),
+                (None, Reported::Known(p)) => p.how(),
+                (None, Reported::Unavailable { .. }) => "simulated",
             }
             .to_owned(),
         ]);

@@ -146,4 +146,22 @@ pub struct BoundedPoint {
     pub usd_per_million_output_tokens: Reported<Finite>,
     /// Some simulated step's length lay beyond the measured ones (extrapolated linearly).
     pub extrapolated: bool,
+    /// Where the serving phase measured this workload and bound: how the simulated server issues
+    /// its decode steps, the serving loop's way (graph: replayed at a captured batch over the
+    /// pool's whole capacity; eager), so that the simulated figure beside the measured one
+    /// describes the same server. Absent: each decode step in the faster passing mode at its
+    /// shape (`Derived::decode_modes`), issued at exactly its rows and context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_steps: Option<StepMode>,
+}
+
+impl BoundedPoint {
+    /// How the figure was made, in words: `simulated`, and the graph steps where the simulated
+    /// server is the serving loop's graph server.
+    pub fn how(&self) -> &'static str {
+        match self.decode_steps {
+            Some(StepMode::Graph) => "simulated (graph steps)",
+            Some(StepMode::Eager) | None => "simulated",
+        }
+    }
 }
