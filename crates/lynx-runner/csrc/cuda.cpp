@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,6 +40,24 @@ int fail(const char *what, char *error, size_t len) noexcept {
     error[len - 1] = '\0';
   }
   return 1;
+}
+
+// The stream every capture on `device` runs on: one stream of the device's pool, taken at the
+// first capture and kept, as torch.cuda.graph keeps one default capture stream. libtorch keys
+// the cuBLAS and cuBLASLt workspaces by stream and makes a stream's at its first use; for a
+// stream first used inside a capture, in that graph's private memory pool, where they can
+// outlive the graph. One capture stream makes them once, rather than for each of the pool's 32
+// streams the captures would otherwise cycle through. The graphs captured on it share them, so a
+// graph is destroyed only when no live graph will be replayed again (run/graph.rs, `Captured`).
+c10::cuda::CUDAStream capture_stream(c10::DeviceIndex device) {
+  static std::mutex lock;
+  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  std::lock_guard<std::mutex> held(lock);
+  auto found = streams.find(device);
+  if (found == streams.end()) {
+    found = streams.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
+  }
+  return found->second;
 }
 
 template <typename F> int guarded(char *error, size_t len, F body) noexcept {
@@ -62,7 +82,7 @@ void *lynx_cuda_graph_new(char *error, size_t len) noexcept {
   return graph;
 }
 
-// Begin capturing on a stream of `device`'s pool: the work the caller issues until
+// Begin capturing on `device`'s capture stream: the work the caller issues until
 // lynx_cuda_graph_end is recorded, not run. Where the capture cannot begin, the stream that was
 // current stays current.
 int lynx_cuda_graph_begin(void *handle, int device, char *error, size_t len) noexcept {
@@ -71,7 +91,7 @@ int lynx_cuda_graph_begin(void *handle, int device, char *error, size_t len) noe
     auto index = static_cast<c10::DeviceIndex>(device);
     c10::cuda::CUDAGuard on_device(index);
     c10::cuda::device_synchronize();
-    graph->capturing.emplace(c10::cuda::getStreamFromPool(false, index));
+    graph->capturing.emplace(capture_stream(index));
     graph->graph.capture_begin();
   });
   if (status != 0) {

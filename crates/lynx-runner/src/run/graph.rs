@@ -75,8 +75,9 @@ impl Graphs {
     }
 }
 
-/// A captured step. libtorch keys cuBLAS workspaces by stream, and destroying one graph can
-/// release a workspace that another live graph captured on the same pool stream still uses
+/// A captured step. libtorch keys cuBLAS workspaces by stream, every capture runs on the
+/// device's one capture stream (the CUDA shim's), and destroying one graph can release a
+/// workspace that another live graph captured on that stream still uses
 /// (pytorch/pytorch#193402): a graph is destroyed only when no live graph is replayed again.
 /// Each cell (and the parity check) drops its graph before the next is captured; the serving
 /// loop keeps its ladder of graphs alive together and drops them all when its load ends.
