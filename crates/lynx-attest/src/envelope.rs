@@ -210,6 +210,9 @@ pub struct Verified {
     /// Signatures the envelope carries beside the one that verified (by other keys, or not
     /// verifying): reported, never trusted.
     pub other_signatures: usize,
+    /// sha256 (hex) of the envelope's bytes that verified, as a reproduction names the envelope
+    /// it reproduces: of those bytes, not of the file read again, which may since have changed.
+    pub envelope_sha256: String,
 }
 
 /// The bytes of the envelope file `path`: a regular file, not a symbolic link, of at most
@@ -321,7 +324,8 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
         return Err(VerifyError::Samples(format!("{name}: {bad}")));
     }
     let other_signatures = envelope.signatures.len() - 1;
-    Ok(Verified { result, key_id: pinned, samples_file: name.to_owned(), other_signatures })
+    let envelope_sha256 = hex(&Sha256::digest(&bytes));
+    Ok(Verified { result, key_id: pinned, samples_file: name.to_owned(), other_signatures, envelope_sha256 })
 }
 
 /// The first place (a JSON path) where `given` differs from `canonical`, if any.

@@ -60,6 +60,8 @@ fn a_signed_result_verifies_with_its_key_only() {
     let verified = verify(&path, &verifying).unwrap();
     assert_eq!(verified.samples_file, "run.samples.jsonl");
     assert_eq!(verified.result.schema, "https://lynxbench.dev/result/v1");
+    // The digest a reproduction names the envelope by: of the very bytes that verified.
+    assert_eq!(verified.envelope_sha256, lynx_attest::envelope::file_sha256(&path).unwrap());
 
     let (_other, _, stranger) = keys();
     let error = verify(&path, &stranger).unwrap_err();

@@ -77,19 +77,31 @@ fn trusted_keys(trust: TrustArgs) -> Result<Vec<lynx_attest::VerifyingKey>, BadI
     key_files.iter().map(|k| pubkey(k)).collect()
 }
 
-/// Every envelope under `dirs`, each verified against the trusted `keys`: its verified result
-/// and key id, or why it is not believed (kind, reason).
-fn listed(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<lynx_report::site::Listed>, BadInput> {
+/// An envelope and its verdict: what verified, or why it is not believed (kind, reason).
+type Verdict = (PathBuf, Result<lynx_attest::Verified, (String, String)>);
+
+/// Every envelope under `dirs`, each verified against the trusted `keys`.
+fn verdicts(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<Verdict>, BadInput> {
     let files = lynx_attest::trust::find_envelopes(dirs).map_err(|e| BadInput(format!("results folder: {e}")))?;
     Ok(files
         .into_iter()
         .map(|file| {
-            let verdict = lynx_attest::trust::verify_trusted(&file, keys)
-                .map(|v| (v.result, v.key_id))
-                .map_err(|not| (not.kind.to_string(), not.reason));
+            let verdict =
+                lynx_attest::trust::verify_trusted(&file, keys).map_err(|not| (not.kind.to_string(), not.reason));
             (file, verdict)
         })
         .collect())
+}
+
+/// An envelope's verdict as a listing shows it: its verified result and key id, or why not.
+fn listing((file, verdict): Verdict) -> lynx_report::site::Listed {
+    (file, verdict.map(|v| (v.result, v.key_id)))
+}
+
+/// Every envelope under `dirs`, each verified against the trusted `keys`: its verified result
+/// and key id, or why it is not believed (kind, reason).
+fn listed(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<lynx_report::site::Listed>, BadInput> {
+    Ok(verdicts(dirs, keys)?.into_iter().map(listing).collect())
 }
 
 /// The price inputs (`--price-per-hour`, `--utilisation`), already checked by their parsers.

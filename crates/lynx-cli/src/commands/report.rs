@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 pub fn run(dirs: &[PathBuf], out: &Path, trust: TrustArgs) -> anyhow::Result<()> {
     let trusted = super::trusted_keys(trust)?;
-    let listed = super::listed(dirs, &trusted)?;
-    let reproductions = reproductions(&listed);
+    let verdicts = super::verdicts(dirs, &trusted)?;
+    let digests: Vec<Option<String>> =
+        verdicts.iter().map(|(_, verdict)| verdict.as_ref().ok().map(|v| v.envelope_sha256.clone())).collect();
+    let listed: Vec<Listed> = verdicts.into_iter().map(super::listing).collect();
+    let reproductions = reproductions(&listed, &digests);
     let index = lynx_report::site::build_site(listed, &reproductions, out)
         .map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
     println!("wrote {}", index.display());
@@ -16,13 +19,9 @@ pub fn run(dirs: &[PathBuf], out: &Path, trust: TrustArgs) -> anyhow::Result<()>
 }
 
 /// Every verified result that reproduces another verified one of `listed` (its `reproduces`
-/// names that envelope's sha256), compared with it.
-fn reproductions(listed: &[Listed]) -> Vec<Reproduction> {
-    // Each verified envelope's digest; one that cannot be read again is simply not matched.
-    let digests: Vec<Option<String>> = listed
-        .iter()
-        .map(|(file, verdict)| verdict.is_ok().then(|| lynx_attest::envelope::file_sha256(file).ok()).flatten())
-        .collect();
+/// names that envelope's sha256, which `digests` holds for each verified envelope: of the bytes
+/// that verified), compared with it.
+fn reproductions(listed: &[Listed], digests: &[Option<String>]) -> Vec<Reproduction> {
     let mut found = Vec::new();
     for (local, (local_file, verdict)) in listed.iter().enumerate() {
         let Ok((result, _)) = verdict else { continue };

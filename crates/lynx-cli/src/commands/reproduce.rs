@@ -11,7 +11,8 @@ use lynx_schema::value::Finite;
 pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     let trusted = super::pubkey(&args.pubkey)?;
     let published = &args.published;
-    let original = super::verified(published, &trusted)?.result;
+    let verified = super::verified(published, &trusted)?;
+    let (original, digest) = (verified.result, verified.envelope_sha256);
     // A signed suite is held to exactly the checks a suite file is: a signature says who
     // published it, not that it can be run.
     let origin = format!("the suite of {}", published.display());
@@ -38,8 +39,6 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     for warning in output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()) {
         eprintln!("lynx: warning: {warning}");
     }
-    let digest =
-        lynx_attest::envelope::file_sha256(published).map_err(|e| BadInput(format!("{}: {e}", published.display())))?;
     let plan = Plan {
         suite: original.config.suite.clone(),
         model: original.config.model.clone(),
