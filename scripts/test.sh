@@ -35,5 +35,7 @@ export LYNX_KVALIDATE_PYTHONPATH
 LYNX_BENCH_PYTHON=$(scripts/bench-python.sh)
 export LYNX_BENCH_PYTHON
 cargo test --workspace --locked
-# Whether the Slurm test ran on a real cluster or could not start one (and why).
+# Whether the Slurm test ran on a real cluster or could not start one (and why), and whether the
+# full-disk test could mount its tmpfs.
 cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"
+cat target/tmp/full-disk-test.txt 2>/dev/null || echo "test: the full-disk test left no record"

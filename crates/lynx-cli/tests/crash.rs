@@ -606,14 +606,20 @@ impl Drop for SmallDisk {
 /// Issue 17: a run whose disk fills ends with one line naming its folder (the error text not
 /// repeated), leaves no temporary file, and once space is back resumes to a complete result
 /// whose samples file verifies (a line torn by the full disk is cut off, not signed). Needs a
-/// tmpfs: where the test cannot mount one it says so and checks nothing.
+/// tmpfs: where the test cannot mount one it says so and checks nothing, and its record (which
+/// scripts/test.sh prints, as it does the Slurm test's) says that it did not run.
 #[test]
 fn a_full_disk_stops_the_run_in_one_line_and_a_resume_completes_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("full-disk-test.txt");
+    // No record is left from an earlier run: one that fails here leaves none.
+    let _ = std::fs::remove_file(&record);
     let disk = match SmallDisk::mount(40) {
         Ok(disk) => disk,
         Err(why) => {
-            println!("SKIPPED: no tmpfs could be mounted here ({why}); the full-disk path is untested");
+            let line = format!("full-disk test SKIPPED: no tmpfs could be mounted here ({why}); the path is untested");
+            eprintln!("{line}");
+            std::fs::write(&record, format!("{line}\n")).unwrap();
             return;
         }
     };
@@ -650,4 +656,6 @@ fn a_full_disk_stops_the_run_in_one_line_and_a_resume_completes_it() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), keys.len(), "no cell measured twice: {keys:?}");
+    let line = "full-disk test RAN: a run on a 40 KiB tmpfs stopped in one line and resumed to a verified result";
+    std::fs::write(&record, format!("{line}\n")).unwrap();
 }
