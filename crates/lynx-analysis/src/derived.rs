@@ -12,7 +12,7 @@ use lynx_schema::derived::{
     PriceInputs,
 };
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord, StepMode};
-use lynx_schema::serving::ServingRecord;
+use lynx_schema::serving::{Served, ServingRecord};
 use lynx_schema::sweep::SweepLine;
 use lynx_schema::value::{Finite, Reported};
 use std::sync::atomic::AtomicBool;
@@ -113,13 +113,18 @@ pub fn derive(
 }
 
 /// The serving loop's figures at the latency-bounded rate it served `workload` at under `bound`.
-pub(crate) fn measured_bounded(
+fn measured_bounded(
     serving: &ServingRecord,
     workload: &Workload,
     bound: &LatencyBound,
     price: &PriceInputs,
 ) -> Option<MeasuredBounded> {
     let served = serving.served.iter().find(|s| s.workload == *workload && s.bound.name == bound.name)?;
+    measured_at_bounded_rate(served, price)
+}
+
+/// The figures of `served` at its latency-bounded rate, where it served that rate.
+pub(crate) fn measured_at_bounded_rate(served: &Served, price: &PriceInputs) -> Option<MeasuredBounded> {
     let rate = served.rates.known()?.iter().find(|r| r.label == "bounded")?;
     let m = &rate.measured;
     Some(MeasuredBounded {

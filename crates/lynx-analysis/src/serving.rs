@@ -361,6 +361,20 @@ mod tests {
         }
     }
 
+    /// The published measured figure of a served workload (as the shortlist takes it where a
+    /// result served the buyer's shape) is its latency-bounded rate's, with its server's cap;
+    /// none where only other rates were served.
+    #[test]
+    fn the_published_measured_figure_is_the_bounded_rates() {
+        let price = PriceInputs { usd_per_device_hour: None, utilisation: f(1.0) };
+        let served =
+            record(vec![rate("over", (2.5, 0.09), (2.4, 0.09), 1e-4), rate("bounded", (1.0, 0.05), (1.0, 0.05), 1e-4)]);
+        let measured = crate::derived::measured_at_bounded_rate(&served.served[0], &price).unwrap();
+        assert_eq!((measured.ttft_p99_s.get(), measured.max_batch, measured.mode), (1.0, Some(4), StepMode::Eager));
+        let over_only = record(vec![rate("over", (2.5, 0.09), (2.4, 0.09), 1e-4)]);
+        assert!(crate::derived::measured_at_bounded_rate(&over_only.served[0], &price).is_none());
+    }
+
     /// The simulation check passes within 15% (either sign) with the bound held at the bounded
     /// rate, and fails naming the rate past 15%, with its steps' speed against the cells', or
     /// where the bound broke; the overhead check holds every percentile under 1 ms.

@@ -59,14 +59,7 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
                     && s.bound.ttft_p99_s == bound.ttft_p99_s
                     && s.bound.tpot_p99_s == bound.tpot_p99_s
             })?;
-            let served = lynx_schema::serving::ServingRecord {
-                server: String::new(),
-                served: vec![same_bound.clone()],
-                graph_steps_failed: None,
-            };
-            let mut named = bound.clone();
-            named.name.clone_from(&same_bound.bound.name);
-            crate::derived::measured_bounded(&served, &same_bound.workload, &named, &inputs)
+            crate::derived::measured_at_bounded_rate(same_bound, &inputs)
         });
         // Beside a measurement, the simulation models the server that measured it.
         let served = measured.as_ref().map(|m| m.mode);
