@@ -230,8 +230,13 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                         .map_or(String::new(), |(which, ratios)| {
                             format!(" (its {which} steps took {ratios} the cells' times{idle})")
                         });
+                    // And how busy other processes kept the host meanwhile: a host's load, not
+                    // a step the simulation leaves out, where it was high.
+                    let others = rate.other_cpu_cores.map_or(String::new(), |c| {
+                        format!(", while other processes kept {:.2} host CPU cores busy", c.get())
+                    });
                     faults.push(format!(
-                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}",
+                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}",
                         100.0 * e.ttft_p99.get(),
                         100.0 * e.tpot_p99.get()
                     ));
@@ -341,6 +346,7 @@ mod tests {
             decode_step_ratio_after_idle: Some(f(1.3)),
             prefill_step_ratio_after_idle: None,
             unfinished: None,
+            other_cpu_cores: None,
         }
     }
 
@@ -387,11 +393,15 @@ mod tests {
         let checks = checks(&good);
         assert!(checks.iter().all(|c| c.passed), "{checks:?}");
         assert!((checks[0].measured.unwrap().get() - 0.3 / 2.1).abs() < 1e-9, "{checks:?}");
-        let far = record(vec![rate("bounded", (1.0, 0.05), (1.0, 0.04), 2e-3)]);
-        let checks = super::checks(&far);
+        let mut far = rate("bounded", (1.0, 0.05), (1.0, 0.04), 2e-3);
+        far.other_cpu_cores = Some(f(0.75));
+        let checks = super::checks(&record(vec![far]));
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
         assert!(
-            checks[0].detail.contains("0.80× the cells' times; the first after an idle gap 1.30×)"),
+            checks[0].detail.contains(
+                "0.80× the cells' times; the first after an idle gap 1.30×), while other processes kept 0.75 host CPU \
+                 cores busy"
+            ),
             "{}",
             checks[0].detail
         );

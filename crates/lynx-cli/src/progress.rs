@@ -168,7 +168,7 @@ impl Observer for Progress {
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
-                         {:.2}/{:.2}/{:.2} ms over {} iterations",
+                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -177,7 +177,8 @@ impl Observer for Progress {
                         1e3 * r.overhead_s[0].get(),
                         1e3 * r.overhead_s[1].get(),
                         1e3 * r.overhead_s[2].get(),
-                        r.iterations
+                        r.iterations,
+                        ratio(r.other_cpu_cores)
                     ));
                 }
             }

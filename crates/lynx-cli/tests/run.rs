@@ -454,7 +454,7 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
             "[roofline]",
             "[[workload]]\nname = \"mix\"\nisl = { uniform = [8, 48] }\nosl = { range_ratio = 0.5, length = 12 }\n\n\
              [[bound]]\nname = \"loose\"\nttft_p99_s = 4.0\ntpot_p99_s = 0.5\n\n\
-             [serve]\nrequests = 24\nworkloads = [\"mix\"]\nmax_s = 60.0\n\n[roofline]",
+             [serve]\nrequests = 128\nworkloads = [\"mix\"]\nmax_s = 60.0\n\n[roofline]",
         )
     });
     let out = tempfile::tempdir().unwrap();
@@ -488,23 +488,27 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
     assert_eq!(bounded["point"]["decode_steps"], "eager", "{bounded}");
     assert!((rate(&rates[1]) / rate(&rates[0]) - 1.2).abs() < 1e-9);
     for r in rates {
-        assert_eq!(r["requests"], 24, "{r}");
+        assert_eq!(r["requests"], 128, "{r}");
         let (measured, simulated) = (&r["measured"], &r["simulated"]);
         assert!(seconds(&measured["ttft_p50_s"]) <= seconds(&measured["ttft_p99_s"]), "{r}");
         assert!(seconds(&measured["tpot_p50_s"]) > 0.0 && seconds(&simulated["tpot_p50_s"]) > 0.0, "{r}");
         // Output tokens over the window: the requests' tokens over the span they were served in.
         let tokens = seconds(&measured["output_tok_per_s_per_device"]) * seconds(&r["window_s"]);
-        assert!(tokens > 24.0 * 6.0 * 0.9 && tokens < 24.0 * 12.0 * 1.1, "{r}");
+        assert!(tokens > 128.0 * 6.0 * 0.9 && tokens < 128.0 * 12.0 * 1.1, "{r}");
         let error = &r["relative_error"];
         let expected = seconds(&measured["tpot_p99_s"]) / seconds(&simulated["tpot_p99_s"]) - 1.0;
         assert!((error["tpot_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
-        assert!(r["iterations"].as_u64().unwrap() >= 24, "{r}");
+        assert!(r["iterations"].as_u64().unwrap() >= 128, "{r}");
         assert!(r["decode_step_ratio"].as_f64().unwrap() > 0.0, "{r}");
         // The first request arrives after the loop starts: its steps, at least, follow an idle gap.
         assert!(r["decode_step_ratio_after_idle"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["prefill_step_ratio_after_idle"].as_f64().unwrap() > 0.0, "{r}");
+        // Linux's /proc says how busy other processes kept the host while the rate was served
+        // (128 requests take over half a second here; /proc's ticks cannot tell under 0.2 s).
+        assert!(seconds(&r["window_s"]) < 0.2 || r["other_cpu_cores"].as_f64().is_some_and(|c| c >= 0.0), "{r}");
+        eprintln!("served window {} s, other processes {} cores", r["window_s"], r["other_cpu_cores"]);
         assert!(r["joules_per_output_token"].is_object() || r["joules_per_output_token"].is_number(), "{r}");
         assert_eq!(
             r["within_bound"],

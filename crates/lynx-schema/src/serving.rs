@@ -96,6 +96,12 @@ pub struct ServedRate {
     /// Requests serve.max_s cut off before their last token (left out of every figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished: Option<u32>,
+    /// Host CPU cores that processes other than lynx's kept busy on average over the rate's
+    /// serving, as for a cell (from /proc; absent where the host does not say, and in older
+    /// results). Beside the step ratios it tells a busy host from a step the simulation leaves
+    /// out, where the two disagree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cpu_cores: Option<Finite>,
 }
 
 /// Latency and throughput of a served (or simulated) load.

@@ -624,11 +624,14 @@ impl Turn<'_> {
         };
         let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
         let clock = || self.telemetry.now_s();
+        let host = crate::host_load::HostLoad::now();
         let load = match super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop) {
             Ok(Some(load)) => load,
             Ok(None) => return Ok(None),
             Err(error) => return Ok(Some(Err(error))),
         };
+        let other_cpu_cores =
+            host.and_then(|h| h.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
             if load.served.len() < 10 {
@@ -677,6 +680,7 @@ impl Turn<'_> {
                 prefill_step_ratio: step_ratio(&load.steps, true, false, tables.0),
                 decode_step_ratio_after_idle: step_ratio(&load.steps, false, true, tables.1),
                 prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
+                other_cpu_cores,
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
