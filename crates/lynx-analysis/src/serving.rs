@@ -353,7 +353,6 @@ mod tests {
     fn record(rates: Vec<ServedRate>) -> ServingRecord {
         let sample = LengthSample { mean: f(10.0), p50: f(10.0), p90: f(10.0), p99: f(10.0), min: 10, max: 10 };
         ServingRecord {
-            server: "test".to_owned(),
             served: vec![Served {
                 workload: Workload::fixed("w", 10, 10),
                 bound: LatencyBound { name: "server".to_owned(), ttft_p99_s: 2.0, tpot_p99_s: 0.1, source: None },
@@ -363,7 +362,7 @@ mod tests {
                 mode: StepMode::Eager,
                 rates: Reported::Known(rates),
             }],
-            graph_steps_failed: None,
+            ..ServingRecord::new("test")
         }
     }
 
@@ -409,7 +408,7 @@ mod tests {
         let broken = record(vec![rate("bounded", (2.5, 0.05), (2.4, 0.05), 1e-4)]);
         let checks = super::checks(&broken);
         assert!(!checks[0].passed && checks[0].detail.contains("break the bound"), "{}", checks[0].detail);
-        let none = ServingRecord { server: String::new(), served: Vec::new(), graph_steps_failed: None };
+        let none = ServingRecord::new("");
         assert!(super::checks(&none).is_empty(), "nothing served, nothing claimed");
     }
 

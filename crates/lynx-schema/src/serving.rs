@@ -22,6 +22,13 @@ pub struct ServingRecord {
     pub graph_steps_failed: Option<String>,
 }
 
+impl ServingRecord {
+    /// The record of a server that has served nothing yet.
+    pub fn new(server: impl Into<String>) -> ServingRecord {
+        ServingRecord { server: server.into(), served: Vec::new(), graph_steps_failed: None }
+    }
+}
+
 /// One workload under one bound: the lengths drawn and each rate served.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Served {

@@ -87,11 +87,7 @@ fn record_serving_death(
     };
     let what = format!("serving {} under the {} bound", served.workload, served.bound.name);
     let mut result: RunResult = read_json(&run.result_path(), "result")?;
-    let record = result.serving.get_or_insert_with(|| ServingRecord {
-        server: marker.server,
-        served: Vec::new(),
-        graph_steps_failed: None,
-    });
+    let record = result.serving.get_or_insert_with(|| ServingRecord::new(marker.server));
     if record.served.iter().any(|s| s.workload.name == served.workload.name && s.bound.name == served.bound.name) {
         remove(&run.serving_path())?;
         return Ok(DiedIn::Elsewhere);

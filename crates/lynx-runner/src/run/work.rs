@@ -432,11 +432,7 @@ impl Turn<'_> {
         let plans = lynx_analysis::serving::plan(suite, &bounds, &self.result.cells, serve, mode, Some(self.stop));
         let (prefill, decode) = lynx_analysis::derived::mode_tables(&self.result.cells, mode);
         let server = server_words(suite, mode);
-        let record = self.result.serving.get_or_insert_with(|| ServingRecord {
-            server: server.clone(),
-            served: Vec::new(),
-            graph_steps_failed: None,
-        });
+        let record = self.result.serving.get_or_insert_with(|| ServingRecord::new(server.clone()));
         let served_before: Vec<(String, String)> =
             record.served.iter().map(|s| (s.workload.name.clone(), s.bound.name.clone())).collect();
         for plan in plans {
@@ -583,7 +579,7 @@ impl Turn<'_> {
         let Some(entry) = served_entry(plan, Reported::unavailable("the worker process died while serving")) else {
             return Ok(());
         };
-        let marker = ServingRecord { server: server.to_owned(), served: vec![entry], graph_steps_failed: None };
+        let marker = ServingRecord { served: vec![entry], ..ServingRecord::new(server) };
         write_json_atomic(&self.run.serving_path(), &marker)
     }
 
