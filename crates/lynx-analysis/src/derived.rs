@@ -123,9 +123,16 @@ fn measured_bounded(
     measured_at_bounded_rate(served, price)
 }
 
-/// The figures of `served` at its latency-bounded rate, where it served that rate.
+/// The figures of `served` at its published rate (`crate::serving::published`: its
+/// latency-bounded rate, or the fastest rate under it that held the bound where that one broke
+/// it), where it served that rate.
 pub(crate) fn measured_at_bounded_rate(served: &Served, price: &PriceInputs) -> Option<MeasuredBounded> {
-    let rate = served.rates.known()?.iter().find(|r| r.label == "bounded")?;
+    let rates = served.rates.known()?;
+    let rate = crate::serving::published(rates)?;
+    let bounded = rates.iter().find(|r| r.label == "bounded");
+    let of_simulated_rate = bounded
+        .filter(|b| b.label != rate.label)
+        .and_then(|b| Finite::new(rate.rate_per_s.get() / b.rate_per_s.get(), "fraction of the simulated rate").ok());
     let m = &rate.measured;
     Some(MeasuredBounded {
         request_rate_per_s: rate.rate_per_s,
@@ -138,6 +145,7 @@ pub(crate) fn measured_at_bounded_rate(served: &Served, price: &PriceInputs) -> 
         usd_per_million_output_tokens: usd_per_million(price, m.output_tok_per_s_per_device.get()),
         max_batch: Some(served.max_batch),
         mode: served.mode,
+        of_simulated_rate,
     })
 }
 

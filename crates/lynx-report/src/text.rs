@@ -551,7 +551,8 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\nserving phase (measured at the simulation's latency-bounded rate and 20% above; server: {}):",
+        "\nserving phase (measured at the simulation's latency-bounded rate, 20% above it, and under it where the \
+         bound broke there; server: {}):",
         terminal_text(&serving.server, 300)
     );
     if let Some(reason) = &serving.graph_steps_failed {
@@ -673,7 +674,7 @@ fn bounded_section(derived: &Derived) -> String {
                 rows.row([
                     lb.workload.to_string(),
                     row[1].clone(),
-                    m.how().to_owned(),
+                    format!("{}{}", m.how(), m.under_simulated_rate()),
                     format!("{} / {}{within}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
                     m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
                     format!("{:.4}", m.request_rate_per_s.get()),

@@ -114,6 +114,11 @@ pub struct MeasuredBounded {
     /// How the serving loop issued its decode steps: replayed as graphs, or (absent) eagerly.
     #[serde(default, skip_serializing_if = "StepMode::is_eager")]
     pub mode: StepMode,
+    /// The rate's fraction of the simulation's latency-bounded rate, where the measured p99s
+    /// broke the bound there and this rate, served under it, held it (absent where the rate is
+    /// the simulation's, and in results made before lynx served rates under it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_simulated_rate: Option<Finite>,
 }
 
 impl MeasuredBounded {
@@ -124,6 +129,12 @@ impl MeasuredBounded {
             StepMode::Eager => "measured",
             StepMode::Graph => "measured (graph steps)",
         }
+    }
+
+    /// Where the rate is under the simulation's latency-bounded rate, by how much, in words
+    /// (" at 0.90× the simulated rate"); empty where it is that rate.
+    pub fn under_simulated_rate(&self) -> String {
+        self.of_simulated_rate.map_or(String::new(), |f| format!(" at {:.2}× the simulated rate", f.get()))
     }
 }
 

@@ -122,6 +122,12 @@ pub fn poisons_the_context(message: &str) -> bool {
 /// steps fails, where it captures them (`LYNX_TEST_GRAPHS=reissue` on a CPU).
 pub const SIMULATE_POISON_VAR: &str = "LYNX_TEST_POISON_CELL";
 
+/// A test hook: a number of milliseconds that each decode step of the serving loop takes longer
+/// at the simulation's latency-bounded rate (`bounded`) only, as a device slower there than in
+/// its cells would, so that the step down to the rates under it (where the measured p99s break
+/// the bound) can be tested on a host whose loads hold it.
+pub const SIMULATE_SLOW_SERVING_VAR: &str = "LYNX_TEST_SLOW_SERVING";
+
 /// A model that could not be built: bad input when the checkpoint cannot serve it.
 pub(crate) fn model_error(context: &str, error: ModelError) -> RunError {
     match error {

@@ -34,6 +34,9 @@ pub(super) struct Server {
     pub chunk: Option<u32>,
     /// Decode steps replayed as graphs captured this way (see [`serve`]), or issued eagerly.
     pub graphs: Option<Graphs>,
+    /// How much longer each decode step takes (the test hook
+    /// [`super::SIMULATE_SLOW_SERVING_VAR`]; zero otherwise).
+    pub slower_decode: Duration,
 }
 
 /// Why a load, or a workload's rates, were not served.
@@ -242,6 +245,9 @@ pub(super) fn serve(
          -> Result<(Vec<i64>, f64), ModelError> {
             let from = now();
             let out = step()?;
+            if !prefill && !server.slower_decode.is_zero() {
+                std::thread::sleep(server.slower_decode);
+            }
             let at = now();
             in_steps += at - from;
             let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
@@ -413,7 +419,7 @@ pub fn loop_overhead(
     lengths: &[Lengths],
     arrivals_s: &[f64],
 ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
-    let server = Server { max_batch, max_prefill_batch, chunk, graphs: None };
+    let server = Server { max_batch, max_prefill_batch, chunk, graphs: None, slower_decode: Duration::ZERO };
     let requests = Requests { lengths, arrivals_s, seed: 1 };
     let stop = AtomicBool::new(false);
     // Nothing raises this stop, so the load is always served.
@@ -532,7 +538,13 @@ intermediate_size = 128
             chunks.into_iter().flat_map(move |chunk| modes.iter().cloned().map(move |graphs| (l, a, b, chunk, graphs)))
         }) {
             let requests = Requests { lengths, arrivals_s, seed: 3 };
-            let server = Server { max_batch, max_prefill_batch: 2, chunk, graphs: graphs.clone() };
+            let server = Server {
+                max_batch,
+                max_prefill_batch: 2,
+                chunk,
+                graphs: graphs.clone(),
+                slower_decode: Duration::ZERO,
+            };
             let stop = AtomicBool::new(false);
             let start = Instant::now();
             let clock = || start.elapsed().as_secs_f64();
@@ -581,7 +593,13 @@ intermediate_size = 128
         let requests = Requests { lengths: &lengths, arrivals_s: &[0.0, 0.0], seed: 3 };
         let stop = AtomicBool::new(false);
         let refused = Graphs::Unavailable("no graph here".to_owned());
-        let server = Server { max_batch: 2, max_prefill_batch: 2, chunk: None, graphs: Some(refused) };
+        let server = Server {
+            max_batch: 2,
+            max_prefill_batch: 2,
+            chunk: None,
+            graphs: Some(refused),
+            slower_decode: Duration::ZERO,
+        };
         match serve(&model, &server, &requests, 60.0, &|| 0.0, false, &stop) {
             Err(ServeError::Capture(reason)) => assert_eq!(reason, "at batch 1: no graph here"),
             other => panic!("{:?}", other.map(|l| l.map(|l| l.served.len()))),

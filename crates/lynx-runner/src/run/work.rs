@@ -418,7 +418,8 @@ impl Turn<'_> {
     }
 
     /// The serving phase, where the suite asks for one: each workload and bound it names not yet
-    /// served, at the simulation's latency-bounded rate and 20% above, the record saved after
+    /// served, at the simulation's latency-bounded rate and 20% above (and under it where the
+    /// bound broke there: [`Self::serve_plan`]), the record saved after
     /// each. A workload whose KV pool would not fit in the device's free memory is not served
     /// (the record says why); one whose serving struck a GPU error that leaves the device context
     /// unusable is recorded as failed and ends this process, for a fresh one to serve the rest.
@@ -511,8 +512,11 @@ impl Turn<'_> {
         }
     }
 
-    /// Each of `plan`'s rates served in turn: the rates, or why they could not all be served;
-    /// `None` when `stop` was raised.
+    /// Each of `plan`'s rates served in turn, then, while the measured p99s break the bound at
+    /// the latency-bounded rate and every rate under it served so far, the next rate under it
+    /// ([`lynx_analysis::serving::next_under`]): the rates, or why they could not all be served;
+    /// `None` when `stop` was raised. A rate under it whose arrivals alone would outlast
+    /// serve.max_s is not started, and the step down ends there.
     fn serve_plan(
         &mut self,
         model: &Model,
@@ -521,8 +525,16 @@ impl Turn<'_> {
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<Vec<ServedRate>, ServeError>>, RunError> {
-        let mut served = Vec::new();
-        for (label, rate) in rates {
+        let mut served: Vec<ServedRate> = Vec::new();
+        let mut planned = rates.iter().cloned();
+        loop {
+            let (label, rate) = match planned.next() {
+                Some(next) => next,
+                None => match lynx_analysis::serving::next_under(&served) {
+                    Some(rate) if plan.lengths.len() as f64 / rate <= max_s => ("under".to_owned(), rate),
+                    _ => break,
+                },
+            };
             // At least the arrivals' span: a load that cannot end in time is not started.
             let expected_s = plan.lengths.len() as f64 / rate;
             if expected_s > max_s {
@@ -546,7 +558,7 @@ impl Turn<'_> {
             } else if let Some(reason) = capture {
                 Some(Err(ServeError::Capture(reason)))
             } else {
-                self.serve_rate(model, plan, label, *rate, max_s, tables)?
+                self.serve_rate(model, plan, &label, rate, max_s, tables)?
             };
             match outcome {
                 Some(Ok(rate)) => served.push(rate),
@@ -617,6 +629,12 @@ impl Turn<'_> {
             max_prefill_batch: plan.max_prefill_batch,
             chunk: plan.chunk,
             graphs: (plan.mode == StepMode::Graph).then(|| self.graphs.clone()),
+            slower_decode: std::env::var(super::SIMULATE_SLOW_SERVING_VAR)
+                .ok()
+                .filter(|_| label == "bounded")
+                .and_then(|ms| ms.parse::<f64>().ok())
+                .and_then(|ms| std::time::Duration::try_from_secs_f64(ms / 1e3).ok())
+                .unwrap_or_default(),
         };
         let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
         let clock = || self.telemetry.now_s();
