@@ -444,7 +444,9 @@ fn served_entries(result: &Value) -> Vec<(String, Option<String>)> {
         .iter()
         .map(|s| {
             let reason = s["rates"]["unavailable"].as_str().map(str::to_owned);
-            assert!(reason.is_some() || s["rates"].as_array().is_some_and(|r| r.len() == 2), "{s}");
+            // The latency-bounded rate and 20% above it, then up to two rates under it where the
+            // bound broke there.
+            assert!(reason.is_some() || s["rates"].as_array().is_some_and(|r| (2..=4).contains(&r.len())), "{s}");
             (s["workload"]["name"].as_str().unwrap().to_owned(), reason)
         })
         .collect()
@@ -526,7 +528,13 @@ fn a_failed_capture_of_the_serving_loops_graph_steps_serves_with_eager_steps() {
         assert_eq!(beside.len(), served.len(), "{hook}: a measured figure for each workload served");
         for bounded in beside {
             assert_eq!(bounded["point"]["decode_steps"], "eager", "{hook}: {bounded}");
-            assert_eq!(bounded["point"]["request_rate_per_s"], bounded["measured"]["request_rate_per_s"], "{hook}");
+            // At the rate the loop served first; the figure published is that rate's or, where
+            // the bound broke there, a rate under it that held.
+            let measured = &bounded["measured"];
+            let fraction = measured.get("of_simulated_rate").map_or(1.0, |f| f.as_f64().unwrap());
+            let simulated_rate = bounded["point"]["request_rate_per_s"].as_f64().unwrap();
+            let measured_rate = measured["request_rate_per_s"].as_f64().unwrap();
+            assert!((measured_rate / simulated_rate - fraction).abs() < 1e-9, "{hook}: {bounded}");
         }
         assert!(stdout.contains("capturing the loop's graph steps failed"), "{hook}: the summary says so: {stdout}");
     }

@@ -137,11 +137,10 @@ fn ranking(list: &Shortlist) -> Table {
             entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
             entry.file.clone(),
             match (&entry.measured, &entry.point) {
-                (Some(m), _) => m.how(),
-                (None, Reported::Known(p)) => p.how(),
-                (None, Reported::Unavailable { .. }) => "simulated",
-            }
-            .to_owned(),
+                (Some(m), _) => format!("{}{}", m.how(), m.under_simulated_rate()),
+                (None, Reported::Known(p)) => p.how().to_owned(),
+                (None, Reported::Unavailable { .. }) => "simulated".to_owned(),
+            },
         ]);
         table.row(row);
     }
