@@ -27,8 +27,11 @@ pub const OVER: f64 = 1.2;
 /// The rates under the latency-bounded one that the loop serves, as fractions of it, one after
 /// the other while the measured p99s break the bound: at the simulation's rate a measurement
 /// lands on either side of the bound by chance (the rate is where the simulated p99 meets it),
-/// and a published latency-bounded figure must be one measured inside its bound.
-pub const UNDER: [f64; 2] = [0.9, 0.8];
+/// and a published latency-bounded figure must be one measured inside its bound. One step: a
+/// simulation right to a few percent puts 0.9× well inside the bound wherever the p99s grow with
+/// the rate, and a second step would have cost the `cpu` suite's run its 5-minute goal (run 19,
+/// docs/SWEEPS.md, where they did not grow).
+pub const UNDER: [f64; 1] = [0.9];
 
 /// The rate a served workload publishes: the fastest of its latency-bounded rate (`bounded`)
 /// and the rates under it (`under`) whose measured p99s held the bound; the latency-bounded
@@ -293,9 +296,13 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
     let mut stepped = Vec::new();
     for (entry, rates) in &entries {
         let Some(published) = published(rates) else { continue };
-        let under = rates.iter().filter(|r| r.label == "under").count();
         if !published.within_bound {
-            let tried = if under > 0 { format!(" and at the {under} rates served under it") } else { String::new() };
+            let tried: Vec<String> = rates
+                .iter()
+                .filter(|r| r.label == "under")
+                .map(|r| rate_name(rates, r).trim_start_matches("under (").trim_end_matches(')').to_owned())
+                .collect();
+            let tried = if tried.is_empty() { String::new() } else { format!(", and at {} it", tried.join(" and ")) };
             faults.push(format!(
                 "{entry}: the measured p99s break the bound at the simulation's latency-bounded rate, the rate \
                  published{tried}"
@@ -449,9 +456,9 @@ mod tests {
     }
 
     /// Where the measured p99s break the bound at the simulation's latency-bounded rate, the
-    /// loop steps down to 0.9× and 0.8× it until one holds, and the fastest that held is
-    /// published (with its fraction of the simulated rate); where none held, the
-    /// latency-bounded rate's figures are published, bound broken, and the check fails.
+    /// loop serves 0.9× it, published where it held the bound (with its fraction of the
+    /// simulated rate); where it broke the bound too, the latency-bounded rate's figures are
+    /// published, bound broken, and the check fails.
     #[test]
     fn a_bound_broken_at_the_simulated_rate_steps_down_until_one_holds() {
         let price = PriceInputs { usd_per_device_hour: None, utilisation: f(1.0) };
@@ -463,25 +470,23 @@ mod tests {
             at(rate("over", (3.0, 0.2), (2.9, 0.19), 1e-4), 2.4),
         ];
         assert_eq!(next_under(&served), Some(0.9 * 2.0));
-        served.push(at(rate("under", broke.0, broke.1, 1e-4), 1.8));
-        assert_eq!(next_under(&served), Some(0.8 * 2.0));
         let mut all_broke = served.clone();
-        all_broke.push(at(rate("under", broke.0, broke.1, 1e-4), 1.6));
-        assert_eq!(next_under(&all_broke), None, "two steps down at most");
-        served.push(at(rate("under", held.0, held.1, 1e-4), 1.6));
+        all_broke.push(at(rate("under", broke.0, broke.1, 1e-4), 1.8));
+        assert_eq!(next_under(&all_broke), None, "one step down at most");
+        served.push(at(rate("under", held.0, held.1, 1e-4), 1.8));
         assert_eq!(next_under(&served), None);
-        assert_eq!(published(&served).map(|r| r.rate_per_s.get()), Some(1.6));
+        assert_eq!(published(&served).map(|r| r.rate_per_s.get()), Some(1.8));
 
         let stepped = record(served);
         let measured = crate::derived::measured_at_bounded_rate(&stepped.served[0], &price).unwrap();
-        assert!(measured.within_bound && measured.request_rate_per_s.get() == 1.6, "{measured:?}");
-        assert!((measured.of_simulated_rate.unwrap().get() - 0.8).abs() < 1e-12);
-        assert_eq!(measured.under_simulated_rate(), " at 0.80× the simulated rate");
+        assert!(measured.within_bound && measured.request_rate_per_s.get() == 1.8, "{measured:?}");
+        assert!((measured.of_simulated_rate.unwrap().get() - 0.9).abs() < 1e-12);
+        assert_eq!(measured.under_simulated_rate(), " at 0.90× the simulated rate");
         let judged = checks(&stepped);
         assert!(judged[0].passed, "{}", judged[0].detail);
         assert!(
             judged[0].detail.contains(
-                "w server broke it at the simulation's latency-bounded rate and held it at 0.80× that rate, the rate \
+                "w server broke it at the simulation's latency-bounded rate and held it at 0.90× that rate, the rate \
                  published"
             ),
             "{}",
@@ -494,17 +499,17 @@ mod tests {
         assert_eq!((measured.of_simulated_rate, measured.under_simulated_rate()), (None, String::new()));
         let judged = checks(&broken);
         assert!(!judged[0].passed, "{}", judged[0].detail);
-        assert!(judged[0].detail.contains("and at the 2 rates served under it"), "{}", judged[0].detail);
+        assert!(judged[0].detail.contains("published, and at 0.90× it"), "{}", judged[0].detail);
         // A rate under the simulated one is named by its fraction of it.
         let far = record(vec![
             at(rate("bounded", broke.0, broke.1, 1e-4), 2.0),
             at(rate("under", (1.0, 0.125), (1.0, 0.1), 1e-4), 1.8),
         ]);
-        let checks = super::checks(&far);
+        let judged = checks(&far);
         assert!(
-            checks[0].detail.contains("w server under (0.90×): p99 TTFT +0%, p99 TPOT +25%"),
+            judged[0].detail.contains("w server under (0.90×): p99 TTFT +0%, p99 TPOT +25%"),
             "{}",
-            checks[0].detail
+            judged[0].detail
         );
     }
 

@@ -63,8 +63,7 @@ pub struct LengthSample {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServedRate {
     /// `bounded` (the simulation's latency-bounded rate), `over` (20% above it) or `under` (0.9×
-    /// or 0.8× it, served only where the measured p99s broke the bound at it and at every rate
-    /// under it served before).
+    /// it, served only where the measured p99s broke the bound at it).
     pub label: String,
     pub rate_per_s: Finite,
     /// Requests served; the first tenth (the server filling up) is left out of the percentiles,
