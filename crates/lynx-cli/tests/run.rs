@@ -547,21 +547,7 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
 #[test]
 fn a_bound_broken_at_the_simulated_rate_is_served_again_under_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(|suite| {
-        suite.replace(
-            "[roofline]",
-            "[[workload]]\nname = \"short\"\nisl = 16\nosl = 8\n\n\
-             [[bound]]\nname = \"tight\"\nttft_p99_s = 4.0\ntpot_p99_s = 0.02\n\n\
-             [serve]\nrequests = 20\nworkloads = [\"short\"]\nbounds = [\"tight\"]\nmax_s = 60.0\n\n[roofline]",
-        )
-    });
-    let out = tempfile::tempdir().unwrap();
-    let output =
-        lynx_command().args(run_args(models.path(), out.path())).env("LYNX_TEST_SLOW_SERVING", "25").output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
-    assert_eq!(result["status"], "complete", "{stderr}");
+    let (stdout, result) = serve_short(("tight", 4.0, 0.02), ("LYNX_TEST_SLOW_SERVING", "25"));
     let served = &result["serving"]["served"][0];
     let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
     let labels: Vec<&str> = rates.iter().map(|r| r["label"].as_str().unwrap()).collect();
@@ -599,6 +585,29 @@ fn a_bound_broken_at_the_simulated_rate_is_served_again_under_it() {
     );
 }
 
+/// A run of the test suite that serves a `short` workload (16 tokens in, 8 out, 20 requests)
+/// under one bound (name, p99 TTFT, p99 TPOT), with a test hook's variable set: its summary and
+/// its result, complete.
+fn serve_short(bound: (&str, f64, f64), hook: (&str, &str)) -> (String, Value) {
+    let (name, ttft, tpot) = bound;
+    let models = models(|suite| {
+        suite.replace(
+            "[roofline]",
+            &format!(
+                "[[workload]]\nname = \"short\"\nisl = 16\nosl = 8\n\n\
+                 [[bound]]\nname = \"{name}\"\nttft_p99_s = {ttft:?}\ntpot_p99_s = {tpot:?}\n\n\
+                 [serve]\nrequests = 20\nworkloads = [\"short\"]\nbounds = [\"{name}\"]\nmax_s = 60.0\n\n[roofline]"
+            ),
+        )
+    });
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command().args(run_args(models.path(), out.path())).env(hook.0, hook.1).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    (String::from_utf8_lossy(&output.stdout).into_owned(), result)
+}
+
 /// A served workload's rates after `bounded` and `over`: `under` ones at 0.9× (the one step) the
 /// latency-bounded rate, each served only where the bound broke at that rate and every rate
 /// under it before.
@@ -633,21 +642,7 @@ fn published_rate(rates: &[Value]) -> &Value {
 #[test]
 fn a_serving_phase_replays_graph_steps_where_graph_cells_passed_their_check() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(|suite| {
-        suite.replace(
-            "[roofline]",
-            "[[workload]]\nname = \"short\"\nisl = 16\nosl = 8\n\n\
-             [[bound]]\nname = \"loose\"\nttft_p99_s = 4.0\ntpot_p99_s = 0.5\n\n\
-             [serve]\nrequests = 20\nworkloads = [\"short\"]\nmax_s = 60.0\n\n[roofline]",
-        )
-    });
-    let out = tempfile::tempdir().unwrap();
-    let output =
-        lynx_command().args(run_args(models.path(), out.path())).env("LYNX_TEST_GRAPHS", "reissue").output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
-    assert_eq!(result["status"], "complete", "{stderr}");
+    let (stdout, result) = serve_short(("loose", 4.0, 0.5), ("LYNX_TEST_GRAPHS", "reissue"));
     let server = result["serving"]["server"].as_str().unwrap();
     assert!(server.contains("replayed as a graph captured at 1, 2, 4"), "{server}");
     assert!(stdout.contains("replayed as a graph"), "the summary names the server: {stdout}");
@@ -678,7 +673,7 @@ fn a_serving_phase_replays_graph_steps_where_graph_cells_passed_their_check() {
     assert_eq!(point["decode_steps"], "graph", "{bounded}");
     let published = published_rate(rates);
     assert_eq!(published["rate_per_s"], measured["request_rate_per_s"], "{bounded}");
-    assert_eq!(point["request_rate_per_s"], rates[0]["rate_per_s"], "{bounded}");
+    assert_eq!(point["request_rate_per_s"], rates[0]["rate_per_s"], "{bounded}\n{served}\n{stdout}");
     assert!(stdout.lines().any(|l| l.contains("short 16/8") && l.contains("simulated (graph steps)")), "{stdout}");
 }
 
