@@ -555,13 +555,7 @@ fn a_bound_broken_at_the_simulated_rate_is_served_again_under_it() {
     assert_eq!(rates[0]["within_bound"], false, "25 ms decode steps break a 20 ms TPOT bound: {}", rates[0]);
     assert!(seconds(&rates[0]["measured"]["tpot_p99_s"]) >= 0.025, "{}", rates[0]);
     stepped_down_while_the_bound_broke(rates);
-    let bounded = result["derived"]["latency_bounded"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["workload"]["name"] == "short" && b["bound"]["name"] == "tight")
-        .unwrap()
-        .clone();
+    let bounded = short_latency_bounded(&result, "tight");
     let (measured, published) = (&bounded["measured"], published_rate(rates));
     assert_eq!(measured["request_rate_per_s"], published["rate_per_s"], "{bounded}");
     assert_eq!(measured["within_bound"], published["within_bound"], "{bounded}");
@@ -606,6 +600,13 @@ fn serve_short(bound: (&str, f64, f64), hook: (&str, &str)) -> (String, Value) {
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     assert_eq!(result["status"], "complete", "{stderr}");
     (String::from_utf8_lossy(&output.stdout).into_owned(), result)
+}
+
+/// The `short` workload's latency-bounded entry under the bound `name`.
+fn short_latency_bounded(result: &Value, name: &str) -> Value {
+    let entries = result["derived"]["latency_bounded"].as_array().unwrap();
+    let found = entries.iter().find(|b| b["workload"]["name"] == "short" && b["bound"]["name"] == name);
+    found.unwrap_or_else(|| panic!("no short workload under {name}: {entries:?}")).clone()
 }
 
 /// A served workload's rates after `bounded` and `over`: `under` ones at 0.9× (the one step) the
@@ -658,13 +659,7 @@ fn a_serving_phase_replays_graph_steps_where_graph_cells_passed_their_check() {
         assert!(r["relative_error"]["tpot_p99"].as_f64().is_some(), "{r}");
     }
     // The published figure says which server measured it, with that server's batch cap.
-    let bounded = result["derived"]["latency_bounded"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["workload"]["name"] == "short" && b["bound"]["name"] == "loose")
-        .unwrap()
-        .clone();
+    let bounded = short_latency_bounded(&result, "loose");
     let measured = &bounded["measured"];
     assert_eq!((&measured["mode"], &measured["max_batch"]), (&Value::from("graph"), &served["max_batch"]), "{bounded}");
     assert!(stdout.lines().any(|l| l.contains("short 16/8") && l.contains("measured (graph steps)")), "{stdout}");
