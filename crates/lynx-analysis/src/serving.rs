@@ -57,14 +57,18 @@ pub fn next_under(served: &[ServedRate]) -> Option<f64> {
     UNDER.get(under.len()).map(|fraction| fraction * bounded.rate_per_s.get())
 }
 
+/// A rate under the latency-bounded one (`under`) as a fraction of it; `None` for other rates.
+fn under_fraction(rates: &[ServedRate], rate: &ServedRate) -> Option<f64> {
+    let bounded = rates.iter().find(|r| r.label == "bounded")?;
+    (rate.label == "under").then(|| rate.rate_per_s.get() / bounded.rate_per_s.get())
+}
+
 /// A served rate's name in the checks: its label, and for a rate under the latency-bounded
 /// one its fraction of that rate.
 fn rate_name(rates: &[ServedRate], rate: &ServedRate) -> String {
-    match rates.iter().find(|r| r.label == "bounded") {
-        Some(bounded) if rate.label == "under" => {
-            format!("under ({:.2}×)", rate.rate_per_s.get() / bounded.rate_per_s.get())
-        }
-        _ => rate.label.clone(),
+    match under_fraction(rates, rate) {
+        Some(fraction) => format!("under ({fraction:.2}×)"),
+        None => rate.label.clone(),
     }
 }
 
@@ -297,22 +301,17 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
     for (entry, rates) in &entries {
         let Some(published) = published(rates) else { continue };
         if !published.within_bound {
-            let tried: Vec<String> = rates
-                .iter()
-                .filter(|r| r.label == "under")
-                .map(|r| rate_name(rates, r).trim_start_matches("under (").trim_end_matches(')').to_owned())
-                .collect();
+            let tried: Vec<String> =
+                rates.iter().filter_map(|r| under_fraction(rates, r)).map(|f| format!("{f:.2}×")).collect();
             let tried = if tried.is_empty() { String::new() } else { format!(", and at {} it", tried.join(" and ")) };
             faults.push(format!(
                 "{entry}: the measured p99s break the bound at the simulation's latency-bounded rate, the rate \
                  published{tried}"
             ));
-        } else if let (true, Some(bounded)) = (published.label == "under", rates.iter().find(|r| r.label == "bounded"))
-        {
+        } else if let Some(fraction) = under_fraction(rates, published) {
             stepped.push(format!(
-                "{entry} broke it at the simulation's latency-bounded rate and held it at {:.2}× that rate, the rate \
-                 published",
-                published.rate_per_s.get() / bounded.rate_per_s.get()
+                "{entry} broke it at the simulation's latency-bounded rate and held it at {fraction:.2}× that rate, \
+                 the rate published"
             ));
         }
     }
