@@ -112,7 +112,7 @@ pub fn derive(
     }
 }
 
-/// The serving loop's figures at the latency-bounded rate it served `workload` at under `bound`.
+/// The serving loop's figures at the rate it published for `workload` under `bound`.
 fn measured_bounded(
     serving: &ServingRecord,
     workload: &Workload,
@@ -120,19 +120,17 @@ fn measured_bounded(
     price: &PriceInputs,
 ) -> Option<MeasuredBounded> {
     let served = serving.served.iter().find(|s| s.workload == *workload && s.bound.name == bound.name)?;
-    measured_at_bounded_rate(served, price)
+    measured_at_published_rate(served, price)
 }
 
 /// The figures of `served` at its published rate (`crate::serving::published`: its
 /// latency-bounded rate, or the fastest rate under it that held the bound where that one broke
 /// it), where it served that rate.
-pub(crate) fn measured_at_bounded_rate(served: &Served, price: &PriceInputs) -> Option<MeasuredBounded> {
+pub(crate) fn measured_at_published_rate(served: &Served, price: &PriceInputs) -> Option<MeasuredBounded> {
     let rates = served.rates.known()?;
     let rate = crate::serving::published(rates)?;
-    let bounded = rates.iter().find(|r| r.label == "bounded");
-    let of_simulated_rate = bounded
-        .filter(|b| b.label != rate.label)
-        .and_then(|b| Finite::new(rate.rate_per_s.get() / b.rate_per_s.get(), "fraction of the simulated rate").ok());
+    let of_simulated_rate = crate::serving::under_fraction(rates, rate)
+        .and_then(|fraction| Finite::new(fraction, "fraction of the simulated rate").ok());
     let m = &rate.measured;
     Some(MeasuredBounded {
         request_rate_per_s: rate.rate_per_s,

@@ -58,7 +58,7 @@ pub fn next_under(served: &[ServedRate]) -> Option<f64> {
 }
 
 /// A rate under the latency-bounded one (`under`) as a fraction of it; `None` for other rates.
-fn under_fraction(rates: &[ServedRate], rate: &ServedRate) -> Option<f64> {
+pub(crate) fn under_fraction(rates: &[ServedRate], rate: &ServedRate) -> Option<f64> {
     let bounded = rates.iter().find(|r| r.label == "bounded")?;
     (rate.label == "under").then(|| rate.rate_per_s.get() / bounded.rate_per_s.get())
 }
@@ -442,10 +442,10 @@ mod tests {
         let price = PriceInputs { usd_per_device_hour: None, utilisation: f(1.0) };
         let served =
             record(vec![rate("over", (2.5, 0.09), (2.4, 0.09), 1e-4), rate("bounded", (1.0, 0.05), (1.0, 0.05), 1e-4)]);
-        let measured = crate::derived::measured_at_bounded_rate(&served.served[0], &price).unwrap();
+        let measured = crate::derived::measured_at_published_rate(&served.served[0], &price).unwrap();
         assert_eq!((measured.ttft_p99_s.get(), measured.max_batch, measured.mode), (1.0, Some(4), StepMode::Eager));
         let over_only = record(vec![rate("over", (2.5, 0.09), (2.4, 0.09), 1e-4)]);
-        assert!(crate::derived::measured_at_bounded_rate(&over_only.served[0], &price).is_none());
+        assert!(crate::derived::measured_at_published_rate(&over_only.served[0], &price).is_none());
     }
 
     /// `rate` served at `per_s` requests a second.
@@ -477,7 +477,7 @@ mod tests {
         assert_eq!(published(&served).map(|r| r.rate_per_s.get()), Some(1.8));
 
         let stepped = record(served);
-        let measured = crate::derived::measured_at_bounded_rate(&stepped.served[0], &price).unwrap();
+        let measured = crate::derived::measured_at_published_rate(&stepped.served[0], &price).unwrap();
         assert!(measured.within_bound && measured.request_rate_per_s.get() == 1.8, "{measured:?}");
         assert!((measured.of_simulated_rate.unwrap().get() - 0.9).abs() < 1e-12);
         assert_eq!(measured.under_simulated_rate(), " at 0.90× the simulated rate");
@@ -493,7 +493,7 @@ mod tests {
         );
 
         let broken = record(all_broke);
-        let measured = crate::derived::measured_at_bounded_rate(&broken.served[0], &price).unwrap();
+        let measured = crate::derived::measured_at_published_rate(&broken.served[0], &price).unwrap();
         assert!(!measured.within_bound && measured.request_rate_per_s.get() == 2.0, "{measured:?}");
         assert_eq!((measured.of_simulated_rate, measured.under_simulated_rate()), (None, String::new()));
         let judged = checks(&broken);

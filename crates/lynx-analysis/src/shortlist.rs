@@ -59,7 +59,7 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
                     && s.bound.ttft_p99_s == bound.ttft_p99_s
                     && s.bound.tpot_p99_s == bound.tpot_p99_s
             })?;
-            crate::derived::measured_at_bounded_rate(same_bound, &inputs)
+            crate::derived::measured_at_published_rate(same_bound, &inputs)
         });
         // Beside a measurement, the simulation models the server that measured it.
         let served = measured.as_ref().map(|m| m.mode);

@@ -525,18 +525,19 @@ impl Turn<'_> {
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<Vec<ServedRate>, ServeError>>, RunError> {
+        // At least the arrivals' span: a load that cannot end in time is not started.
+        let expected_s = |rate: f64| plan.lengths.len() as f64 / rate;
         let mut served: Vec<ServedRate> = Vec::new();
         let mut planned = rates.iter().cloned();
         loop {
             let (label, rate) = match planned.next() {
                 Some(next) => next,
                 None => match lynx_analysis::serving::next_under(&served) {
-                    Some(rate) if plan.lengths.len() as f64 / rate <= max_s => ("under".to_owned(), rate),
+                    Some(rate) if expected_s(rate) <= max_s => ("under".to_owned(), rate),
                     _ => break,
                 },
             };
-            // At least the arrivals' span: a load that cannot end in time is not started.
-            let expected_s = plan.lengths.len() as f64 / rate;
+            let expected_s = expected_s(rate);
             if expected_s > max_s {
                 return Ok(Some(Err(ServeError::Failed(format!(
                     "at {rate:.4} requests/s ({label}), {} requests take about {expected_s:.0} s to arrive, more than \
