@@ -203,6 +203,7 @@ mod tests {
             last_window: None,
             telemetry: Vec::new(),
             segment: Some(1),
+            step_autocorrelation: None,
         }
     }
 

@@ -5,13 +5,13 @@
 
 use crate::latency::bounds_for;
 use crate::lengths::{draw, Lengths};
-use crate::sim::{max_rate, SimSetup, Spread, StepTable, TablePoint};
+use crate::sim::{max_rate, Persistence, SimSetup, Spread, StepTable, TablePoint};
 use lynx_schema::config::{LatencyBound, SimulationConfig, Workload};
 use lynx_schema::derived::{
     BoundedPoint, Derived, EagerGraph, FrontierLine, FrontierPoint, LatencyBounded, MeasuredBounded, PrefillPoint,
     PriceInputs,
 };
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord, StepMode};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, ConfigRecord, StepMode, WarmupRecord};
 use lynx_schema::serving::{Served, ServingRecord};
 use lynx_schema::sweep::SweepLine;
 use lynx_schema::value::{Finite, Reported};
@@ -33,10 +33,11 @@ fn finite(value: f64, what: &str) -> Result<Finite, String> {
     Finite::new(value, what).map_err(|e| e.to_string())
 }
 
-/// Derive every figure from `cells` of a run configured as `config`.
+/// Derive every figure from `cells` of a run configured as `config` (whose `warmup` measured how
+/// its steps persisted).
 pub fn derive(
     config: &ConfigRecord,
-    cells: &[CellRecord],
+    (cells, warmup): (&[CellRecord], Option<&WarmupRecord>),
     serving: Option<&ServingRecord>,
     price: PriceInputs,
     sweep: Vec<SweepLine>,
@@ -90,7 +91,7 @@ pub fn derive(
         })
         .collect();
 
-    let tables = ServerTables::new(cells);
+    let tables = ServerTables::new(cells, persistence(warmup));
     let suite = &config.suite;
     let mut latency_bounded = Vec::new();
     for workload in &suite.workloads {
@@ -209,25 +210,27 @@ fn decode_modes(cells: &[CellRecord], chosen: &[&CellRecord]) -> Option<String> 
 /// `served`: the mode of the serving loop that measured this very shape and bound, whose server
 /// the simulation then models ([`ServerTables::point`]).
 pub fn latency_bounded_from_cells(
-    cells: &[CellRecord],
+    (cells, warmup): (&[CellRecord], Option<&WarmupRecord>),
     simulation: &SimulationConfig,
     seed: u64,
     (workload, bound, served): (&Workload, &LatencyBound, Option<StepMode>),
     price: &PriceInputs,
 ) -> Reported<BoundedPoint> {
-    ServerTables::new(cells).point((workload, bound, served), simulation, seed, price, None)
+    ServerTables::new(cells, persistence(warmup)).point((workload, bound, served), simulation, seed, price, None)
 }
 
 /// The step tables of the servers a simulated latency-bounded point may model: the faster
 /// passing mode at each decode shape, and each mode alone (the serving loop's).
 struct ServerTables<'c> {
     cells: &'c [CellRecord],
+    persistence: Option<Persistence>,
     fastest: (StepTable, StepTable),
 }
 
 impl<'c> ServerTables<'c> {
-    fn new(cells: &'c [CellRecord]) -> Self {
-        ServerTables { cells, fastest: step_tables(cells) }
+    fn new(cells: &'c [CellRecord], persistence: Option<Persistence>) -> Self {
+        let (prefill, decode) = step_tables(cells);
+        ServerTables { cells, persistence, fastest: (prefill, decode.with_persistence(persistence)) }
     }
 
     /// The simulated latency-bounded point. Beside a serving loop's measurement (`served`, the
@@ -245,7 +248,7 @@ impl<'c> ServerTables<'c> {
     ) -> Reported<BoundedPoint> {
         let found = match served {
             Some(mode) => {
-                let (prefill, decode) = mode_tables(self.cells, mode);
+                let (prefill, decode) = mode_tables(self.cells, mode, self.persistence);
                 bounded((&prefill, &decode, mode == StepMode::Graph), simulation, seed, workload, bound, price, stop)
                     .map(|point| BoundedPoint { decode_steps: Some(mode), ..point })
             }
@@ -260,11 +263,20 @@ impl<'c> ServerTables<'c> {
 
 /// The step-time tables of a server whose decode steps are issued as `mode` says (the serving
 /// loop's: graphs where the run's graph steps passed their check, else eager): the prefill cells
-/// and the decode cells of that mode that succeeded.
-pub fn mode_tables(cells: &[CellRecord], mode: StepMode) -> (StepTable, StepTable) {
+/// and the decode cells of that mode that succeeded, their steps drawn with `persistence`.
+pub fn mode_tables(cells: &[CellRecord], mode: StepMode, persistence: Option<Persistence>) -> (StepTable, StepTable) {
     let of_mode: Vec<CellRecord> =
         cells.iter().filter(|c| !c.shape.is_decode() || c.shape.mode() == mode).cloned().collect();
-    step_tables(&of_mode)
+    let (prefill, decode) = step_tables(&of_mode);
+    (prefill, decode.with_persistence(persistence))
+}
+
+/// How the device's step times persisted from one step to the next, from the run's warm-up
+/// (docs/SWEEPS.md, "Persistence"); `None` where the warm-up did not record it (the simulation
+/// then draws steps independently, as for results made before it was recorded).
+pub fn persistence(warmup: Option<&WarmupRecord>) -> Option<Persistence> {
+    let a = warmup?.step_autocorrelation?;
+    Persistence::fit(a.lag_1.get(), a.lag_4.get(), a.median_s.get())
 }
 
 /// The prefill and decode step-time tables of the cells that succeeded (median step times, the
@@ -460,6 +472,67 @@ mod tests {
         crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), None, None).unwrap()
     }
 
+    /// The simulation draws steps with the persistence the run's warm-up measured: a device
+    /// whose steps stay slow for stretches meets a TPOT bound at a lower rate than one whose
+    /// steps vary as much but independently. No recorded autocorrelation, none assumed.
+    #[test]
+    fn the_warm_up_s_autocorrelation_makes_steps_persist_in_the_simulation() {
+        let varied = |median_s: f64| -> Vec<f64> {
+            [0.96, 0.98, 1.0, 1.0, 1.01, 1.03, 1.06, 1.1, 1.2, 0.99, 1.0, 1.02].iter().map(|f| f * median_s).collect()
+        };
+        let cell = |shape, median_s| {
+            let summary = crate::stats::summarise(&varied(median_s)).unwrap();
+            crate::cell::measured(shape, summary, Finite::new(1.0, "t").unwrap(), None, None).unwrap()
+        };
+        let mut cells = vec![cell(CellShape::Prefill { batch: 1, prompt_len: 128 }, 0.01)];
+        for batch in [1, 2, 4, 8] {
+            cells.push(cell(CellShape::decode(batch, 256), 0.02 + 0.001 * f64::from(batch)));
+        }
+        let autocorrelation = |lag_1: f64, lag_4: f64| lynx_schema::stats::StepAutocorrelation {
+            steps: 1000,
+            median_s: Finite::new(0.02, "t").unwrap(),
+            lag_1: Finite::new(lag_1, "t").unwrap(),
+            lag_4: Finite::new(lag_4, "t").unwrap(),
+        };
+        let warmup = |a| WarmupRecord {
+            duration_s: Finite::new(61.0, "t").unwrap(),
+            steps: 3000,
+            batch: 8,
+            ctx: 256,
+            equilibrium_reached: true,
+            criteria: lynx_schema::config::WarmupConfig::default(),
+            last_window: None,
+            telemetry: Vec::new(),
+            segment: Some(1),
+            step_autocorrelation: a,
+        };
+        let (persistent, independent, unrecorded) =
+            (warmup(Some(autocorrelation(0.8, 0.6))), warmup(Some(autocorrelation(-0.1, 0.0))), warmup(None));
+        assert_eq!(persistence(Some(&persistent)), Persistence::fit(0.8, 0.6, 0.02));
+        assert!(persistence(Some(&persistent)).is_some());
+        assert_eq!(
+            (persistence(Some(&independent)), persistence(Some(&unrecorded)), persistence(None)),
+            (None, None, None)
+        );
+
+        let workload = Workload::fixed("chat", 128, 64);
+        let bound = LatencyBound { name: "b".into(), ttft_p99_s: 2.0, tpot_p99_s: 0.03, source: None };
+        let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
+        let rate = |warmup: Option<&WarmupRecord>| match latency_bounded_from_cells(
+            (&cells, warmup),
+            &SimulationConfig::default(),
+            7,
+            (&workload, &bound, None),
+            &price,
+        ) {
+            Reported::Known(point) => point.request_rate_per_s.get(),
+            Reported::Unavailable { unavailable } => panic!("{unavailable}"),
+        };
+        let (steps_persist, steps_independent) = (rate(Some(&persistent)), rate(Some(&unrecorded)));
+        assert_eq!(steps_independent, rate(None));
+        assert!(steps_persist < 0.95 * steps_independent, "{steps_persist} against {steps_independent} requests/s");
+    }
+
     /// Issue 16: beside a serving loop's measurement, the simulated point models that loop's
     /// server as it was planned (its mode's cells; graph steps charged at a captured batch over
     /// the pool's whole capacity), so that the simulated and the measured figure describe one
@@ -478,13 +551,13 @@ mod tests {
         let bound = LatencyBound { name: "b".into(), ttft_p99_s: 2.0, tpot_p99_s: 0.04, source: None };
         let price = PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "u").unwrap() };
         let simulation = SimulationConfig::default();
-        let tables = ServerTables::new(&cells);
+        let tables = ServerTables::new(&cells, None);
         let point = |served| match tables.point((&workload, &bound, served), &simulation, 7, &price, None) {
             Reported::Known(point) => point,
             Reported::Unavailable { unavailable } => panic!("{served:?}: {unavailable}"),
         };
         let planned = |mode: StepMode| {
-            let (prefill, decode) = mode_tables(&cells, mode);
+            let (prefill, decode) = mode_tables(&cells, mode, None);
             let graph_steps = mode == StepMode::Graph;
             bounded((&prefill, &decode, graph_steps), &simulation, 7, &workload, &bound, &price, None).unwrap()
         };

@@ -191,8 +191,9 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     if let Some(serve) = &suite.serve {
         // The loop replays graph steps where the run measures them (and their check passes).
         let mode = if run.modes.contains(&StepMode::Graph) { StepMode::Graph } else { StepMode::Eager };
-        let (prefill, decode) = crate::derived::mode_tables(&cells, mode);
-        for plan in crate::serving::plan(suite, run.bounds, &cells, serve, mode, None) {
+        // Medians suffice for a wall time: no warm-up has measured how steps persist.
+        let (prefill, decode) = crate::derived::mode_tables(&cells, mode, None);
+        for plan in crate::serving::plan(suite, run.bounds, (&cells, None), serve, mode, None) {
             let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
             total_s += plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
         }

@@ -7,7 +7,7 @@
 use crate::derived::{bounded, mode_tables};
 use crate::lengths::{draw, Lengths};
 use crate::memory::Pool;
-use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
+use crate::sim::{simulate, Figures, Persistence, Served, SimOutcome, SimSetup, StepTable};
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, Check, CheckName, StepMode};
@@ -94,17 +94,17 @@ pub struct Plan {
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
 /// and bounds that `serve` names, each on the simulation's best server over the step tables of
 /// the decode `mode` the loop issues its steps in (graphs where the run's graph steps passed
-/// their check, else eager). `stop`, once raised, ends the simulation: a plan not found then
+/// their check, else eager), its steps drawn with the run's `persistence`. `stop`, once raised, ends the simulation: a plan not found then
 /// says so.
 pub fn plan(
     suite: &Suite,
     bounds: &[LatencyBound],
-    cells: &[CellRecord],
+    (cells, persistence): (&[CellRecord], Option<Persistence>),
     serve: &ServeConfig,
     mode: StepMode,
     stop: Option<&AtomicBool>,
 ) -> Vec<Plan> {
-    let (prefill, decode) = mode_tables(cells, mode);
+    let (prefill, decode) = mode_tables(cells, mode, persistence);
     let graph_steps = mode == StepMode::Graph;
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };

@@ -64,7 +64,7 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
         // Beside a measurement, the simulation models the server that measured it.
         let served = measured.as_ref().map(|m| m.mode);
         let point = latency_bounded_from_cells(
-            &result.cells,
+            (&result.cells, result.warmup.as_ref()),
             &suite.simulation,
             suite.seed,
             (&workload, &bound, served),

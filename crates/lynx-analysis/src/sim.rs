@@ -69,6 +69,160 @@ impl Spread {
     }
 }
 
+/// How long the device stays slow or fast: step times drawn independently of each other make a
+/// request's latency, a sum of many steps, vary far less than it does where the device runs slow
+/// or fast for stretches (on a shared CPU host, consecutive steps' times correlate at 0.4–0.75,
+/// and the means of 15 steps vary 3–8 times as much as independent steps' would:
+/// docs/SWEEPS.md, "Persistence"). It is measured over the warm-up's long run of identical steps
+/// (`WarmupRecord::step_autocorrelation`) and carried by the step tables. Each step's time is drawn as the quantile of
+/// `√share · level + √(1 − share) · noise` (a Gaussian copula, so that a single step still
+/// follows its cell's measured distribution), where `level`, shared by every step whatever its
+/// shape, drifts in time as an Ornstein–Uhlenbeck process that forgets with the time constant
+/// `time_s`, idle time included; `noise` is new for every step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Persistence {
+    /// The share of a step's variation that persists from step to step.
+    pub share: f64,
+    /// The time over which the persistent part decays to 1/e, in seconds.
+    pub time_s: f64,
+}
+
+impl Persistence {
+    /// From autocorrelations at lags 1 and 4 of steps of `step_s` seconds, fitted to
+    /// `share · ρ^lag` (ρ the correlation of the level from one step to the next, at most 0.999);
+    /// where the lag-4 correlation is not positive, or the fit would need a share above one, the
+    /// level is all of the variation (share 1, ρ the lag-1 correlation). `None` where consecutive
+    /// steps are not positively correlated.
+    pub fn fit(lag_1: f64, lag_4: f64, step_s: f64) -> Option<Persistence> {
+        if !(lag_1 > 0.0 && lag_1 <= 1.0 && step_s > 0.0 && step_s.is_finite()) {
+            return None;
+        }
+        let mut rho = if lag_4 > 0.0 { (lag_4 / lag_1).powf(1.0 / 3.0).min(0.999) } else { lag_1 };
+        let mut share = lag_1 / rho;
+        if share > 1.0 {
+            (share, rho) = (1.0, lag_1.min(0.999));
+        }
+        Some(Persistence { share, time_s: -step_s / rho.ln() })
+    }
+}
+
+/// The standard normal distribution function (Abramowitz and Stegun 7.1.26 for erf, within
+/// 1.5e-7: step-time factors come from quantiles known to a few percent).
+fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly =
+        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// Over a group of g steps whose level follows AR(1) with coefficient a = 1 − b, with
+/// c_i = 1 + a + … + a^i and d_i = a^i for i < g: the level's sum over the group is z₀·a·c_(g−1)
+/// plus noise of variance (1 − a²)·Σc², its end a^g·z₀ plus noise of variance 1 − a^(2g), the two
+/// noises' covariance (1 − a²)·Σc·d. These are c_(g−1), a^g, Σc² and Σc·d.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LevelSums {
+    c: f64,
+    d: f64,
+    cc: f64,
+    cd: f64,
+}
+
+impl LevelSums {
+    /// Term by term, or in closed form (for long groups: exact, and free of cancellation where
+    /// g·b is not small).
+    fn of(a: f64, b: f64, steps: u64, closed: bool) -> LevelSums {
+        if closed {
+            let g = steps as f64;
+            let ag = (g * (-b).ln_1p()).exp();
+            let one_minus_a2 = b * (2.0 - b);
+            let sum_a = a * (1.0 - ag) / b;
+            let sum_a2 = a * a * (1.0 - ag * ag) / one_minus_a2;
+            let cd = ((1.0 - ag) / b - a * (1.0 - ag * ag) / one_minus_a2) / b;
+            return LevelSums { c: (1.0 - ag) / b, d: ag, cc: (g - 2.0 * sum_a + sum_a2) / (b * b), cd };
+        }
+        let (mut c, mut d, mut cc, mut cd) = (0.0, 1.0, 0.0, 0.0);
+        for _ in 0..steps {
+            c = 1.0 + a * c;
+            cc += c * c;
+            cd += c * d;
+            d *= a;
+        }
+        LevelSums { c, d, cc, cd }
+    }
+}
+
+/// The longest group of steps [`Level::draw`] draws one step at a time. With a level that
+/// persists, a group's total keeps the skew of its steps' distribution (a slow stretch makes
+/// every step slow), which a normal approximation loses: measured against step-by-step draws it
+/// undercounted the variance of 15-step groups by 12%, its lower tail cut off at the fastest
+/// step. Over longer groups the steps' own noise averages out and the approximation holds.
+const STEP_BY_STEP: u64 = 256;
+
+/// The persistent level of [`Persistence`], and when it was last drawn.
+struct Level {
+    persistence: Persistence,
+    z: f64,
+    at_s: f64,
+}
+
+impl Level {
+    /// The level at `t_s`: decayed from the last draw, with fresh variation for the time between.
+    fn advance_to(&mut self, t_s: f64, rng: &mut SplitMix64) {
+        let gap = t_s - self.at_s;
+        if gap > 0.0 {
+            let a = (-gap / self.persistence.time_s).exp();
+            self.z = a * self.z + (-(-2.0 * gap / self.persistence.time_s).exp_m1()).sqrt() * rng.normal();
+            self.at_s = t_s;
+        }
+    }
+
+    /// The factor of `steps` steps of `step_s` seconds each together, starting at the level's
+    /// time (see [`Spread::draw`] for independent steps): up to [`STEP_BY_STEP`] steps, each the
+    /// quantile of its copula draw; a longer group, the sum's normal approximation, its
+    /// persistent part the exact sum of the level over the group's steps given where it started
+    /// (an AR(1) sequence with the step's coefficient). The level moves on to the group's end
+    /// (the caller says when that was).
+    fn draw(&mut self, spread: &Spread, step_s: f64, steps: u64, rng: &mut SplitMix64) -> f64 {
+        let Persistence { share, time_s } = self.persistence;
+        // The level's coefficient from one step to the next, a = 1 − b.
+        let b = -(-step_s / time_s).exp_m1();
+        let (a, one_minus_a2) = (1.0 - b, b * (2.0 - b));
+        if steps <= STEP_BY_STEP {
+            let mut total = 0.0;
+            for _ in 0..steps {
+                self.z = a * self.z + one_minus_a2.sqrt() * rng.normal();
+                let x = share.sqrt() * self.z + (1.0 - share).sqrt() * rng.normal();
+                total += quantile(&spread.factors, normal_cdf(x));
+            }
+            return total;
+        }
+        let g = steps as f64;
+        let closed = steps > 1024 && g * b >= 1e-2;
+        let LevelSums { c, d, cc, cd } = LevelSums::of(a, b, steps, closed);
+        // Draw the level's end, then its sum given the end.
+        let (var_sum, covariance) = (one_minus_a2 * cc, one_minus_a2 * cd);
+        let var_end = -(2.0 * g * (-b).ln_1p()).exp_m1();
+        let start = self.z;
+        let end_noise = var_end.sqrt() * rng.normal();
+        let (sum_given_end, var_left) = if var_end > 0.0 {
+            (covariance / var_end * end_noise, var_sum - covariance * covariance / var_end)
+        } else {
+            (0.0, var_sum)
+        };
+        let level_sum = start * a * c + sum_given_end + var_left.max(0.0).sqrt() * rng.normal();
+        self.z = d * start + end_noise;
+        let total =
+            g * spread.mean + spread.sd * (share.sqrt() * level_sum + ((1.0 - share) * g).sqrt() * rng.normal());
+        total.clamp(g * spread.factors[0], g * spread.factors[4])
+    }
+}
+
 /// The piecewise-linear quantile function through `factors` at [`SPREAD_PROBABILITIES`].
 fn quantile(factors: &[f64; 5], p: f64) -> f64 {
     let p = p.clamp(0.0, 1.0);
@@ -88,11 +242,13 @@ pub struct Lookup {
     pub spread: Option<Spread>,
 }
 
-/// Step times over batch and length, from measured points.
+/// Step times over batch and length, from measured points, and how the device's step times
+/// persisted where that was measured.
 #[derive(Debug, Clone, Default)]
 pub struct StepTable {
     /// Lines of equal length, ascending by length; each line's points ascending by batch.
     lines: Vec<(u32, Vec<TablePoint>)>,
+    persistence: Option<Persistence>,
 }
 
 impl StepTable {
@@ -108,7 +264,13 @@ impl StepTable {
         for (_, line) in &mut lines {
             line.sort_by_key(|p| p.batch);
         }
-        StepTable { lines }
+        StepTable { lines, persistence: None }
+    }
+
+    /// The same table, its steps drawn with `persistence` (the simulation reads the decode
+    /// table's).
+    pub fn with_persistence(self, persistence: Option<Persistence>) -> StepTable {
+        StepTable { persistence, ..self }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -248,17 +410,27 @@ struct Clock {
     energy_j: Option<f64>,
     extrapolated: bool,
     noise: SplitMix64,
+    /// Where the tables recorded how alike consecutive steps were.
+    level: Option<Level>,
 }
 
 impl Clock {
-    /// `steps` steps of the looked-up shape: each its median, or drawn from its spread.
+    /// `steps` steps of the looked-up shape: each its median, or drawn from its spread (with the
+    /// device's persistent level where it is known).
     fn spend(&mut self, lookup: Lookup, steps: u64) {
-        let factor = match lookup.spread {
-            Some(spread) => spread.draw(steps, &mut self.noise),
-            None => steps as f64,
+        let factor = match (lookup.spread, &mut self.level) {
+            (Some(spread), Some(level)) => {
+                level.advance_to(self.t, &mut self.noise);
+                level.draw(&spread, lookup.step_s, steps, &mut self.noise)
+            }
+            (Some(spread), None) => spread.draw(steps, &mut self.noise),
+            (None, _) => steps as f64,
         };
         let dt = lookup.step_s * factor;
         self.t += dt;
+        if let Some(level) = &mut self.level {
+            level.at_s = self.t;
+        }
         self.energy_j = match (self.energy_j, lookup.power_w) {
             (Some(e), Some(p)) => Some(e + p * dt),
             _ => None,
@@ -303,7 +475,12 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
 
     // Step-time variation has a generator of its own: the arrivals are the same with or without.
     let noise = SplitMix64(setup.seed ^ 0x7374_6570_2074_696D);
-    let mut clock = Clock { t: 0.0, energy_j: Some(0.0), extrapolated: false, noise };
+    let mut clock = Clock { t: 0.0, energy_j: Some(0.0), extrapolated: false, noise, level: None };
+    if let Some(persistence) = setup.decode.persistence {
+        // The level starts in its stationary distribution, from the noise's own generator.
+        let z = clock.noise.normal();
+        clock.level = Some(Level { persistence, z, at_s: 0.0 });
+    }
     let mut next = 0; // the next request to arrive
     let mut waiting: VecDeque<usize> = VecDeque::new();
     // Chunked prefill: admitted requests and the prompt tokens each has left.
@@ -709,6 +886,120 @@ mod tests {
         assert!((group_mean - spread.mean).abs() < 0.005, "{group_mean}");
         assert_eq!(Spread::new(1.0, 1.0, 1.0, 1.0).unwrap().draw(7, &mut rng), 7.0);
         assert_eq!(Spread::new(1.1, 1.0, 1.2, 1.3), None, "a minimum above the median is no spread");
+    }
+
+    /// The level's persistence comes from the lags as `share · ρ^lag`, within its limits.
+    #[test]
+    fn persistence_is_fitted_from_the_lags_and_pooled_over_the_tables() {
+        let close = |p: Option<Persistence>, share: f64, rho: f64, step_s: f64| {
+            let p = p.unwrap();
+            let fitted_rho = (-step_s / p.time_s).exp();
+            assert!((p.share - share).abs() < 1e-9 && (fitted_rho - rho).abs() < 1e-9, "{p:?}: ρ {fitted_rho}");
+        };
+        close(Persistence::fit(0.8 * 0.9, 0.8 * 0.9f64.powi(4), 0.05), 0.8, 0.9, 0.05);
+        close(Persistence::fit(0.5, -0.1, 0.05), 1.0, 0.5, 0.05);
+        close(Persistence::fit(0.3, 0.3, 0.05), 0.3 / 0.999, 0.999, 0.05);
+        close(Persistence::fit(0.5, 0.01, 0.05), 1.0, 0.5, 0.05);
+        assert_eq!(Persistence::fit(-0.1, 0.2, 0.05), None, "steps not alike persist nothing");
+        assert_eq!(Persistence::fit(0.5, 0.2, 0.0), None);
+    }
+
+    /// With a persistent level, one step at a time still follows the cell's quantiles, while
+    /// consecutive steps are alike and a group's total varies as the level's sum says (and as
+    /// the same steps drawn one at a time), several times more than independent steps' would.
+    #[test]
+    fn persistent_steps_keep_their_distribution_and_make_sums_vary_more() {
+        let spread = Spread::new(0.9, 1.2, 1.5, 2.0).unwrap();
+        let persistence = Persistence { share: 0.8, time_s: 1.0 };
+        let step_s = 0.1;
+        let rho = (-step_s / persistence.time_s).exp();
+        let mut rng = SplitMix64(3);
+        let fresh = |rng: &mut SplitMix64| Level { persistence, z: rng.normal(), at_s: 0.0 };
+        let mut level = fresh(&mut rng);
+        let single: Vec<f64> = (0..50_000).map(|_| level.draw(&spread, step_s, 1, &mut rng)).collect();
+        let mean = single.iter().sum::<f64>() / single.len() as f64;
+        let var = single.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / single.len() as f64;
+        let lag_1 = single.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum::<f64>() / single.len() as f64 / var;
+        assert!(lag_1 > 0.6 && lag_1 < 0.8 * rho, "consecutive steps alike: {lag_1}");
+        let mut sorted = single.clone();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| sorted[(q * sorted.len() as f64) as usize];
+        assert!((at(0.5) - 1.0).abs() < 0.03 && (at(0.9) - 1.2).abs() < 0.03, "{} {}", at(0.5), at(0.9));
+        assert!((mean - spread.mean).abs() < 0.03, "{mean} against {}", spread.mean);
+
+        // Groups from a level in its stationary distribution: 15 steps one at a time, against
+        // the level's variance; 600 steps in the normal approximation, against one at a time;
+        // both several times the variance of independent steps.
+        let moments = |draws: &[f64]| {
+            let m = draws.iter().sum::<f64>() / draws.len() as f64;
+            (m, draws.iter().map(|x| (x - m).powi(2)).sum::<f64>() / draws.len() as f64)
+        };
+        let level_var = |g: u64| {
+            let gf = g as f64;
+            let level: f64 = gf + 2.0 * (1..g).map(|k| (gf - k as f64) * rho.powi(k as i32)).sum::<f64>();
+            spread.sd.powi(2) * ((1.0 - persistence.share) * gf + persistence.share * level)
+        };
+        let (short, long) = (15u64, 600u64);
+        let draws = |n: usize, g: u64, rng: &mut SplitMix64| -> Vec<f64> {
+            (0..n).map(|_| fresh(rng).draw(&spread, step_s, g, rng)).collect()
+        };
+        let one_by_one_long: Vec<f64> = (0..2000)
+            .map(|_| {
+                let mut level = fresh(&mut rng);
+                (0..long).map(|_| level.draw(&spread, step_s, 1, &mut rng)).sum()
+            })
+            .collect();
+        let ((m_short, v_short), (m_long, v_long), (m_one, v_one)) = (
+            moments(&draws(20_000, short, &mut rng)),
+            moments(&draws(2000, long, &mut rng)),
+            moments(&one_by_one_long),
+        );
+        let independent = |g: u64, rng: &mut SplitMix64| -> f64 {
+            moments(&(0..20_000).map(|_| spread.draw(g, rng)).collect::<Vec<_>>()).1
+        };
+        // The linear formula slightly overstates a skewed quantile function's correlation.
+        assert!((v_short / level_var(short) - 1.0).abs() < 0.2, "15 steps: {v_short} against {}", level_var(short));
+        assert!((v_long / v_one - 1.0).abs() < 0.15, "600 steps approximated {v_long} against one by one {v_one}");
+        assert!(v_short > 5.0 * independent(short, &mut rng) && v_long > 5.0 * independent(long, &mut rng));
+        for (m, g) in [(m_short, short), (m_long, long), (m_one, long)] {
+            assert!((m / g as f64 - spread.mean).abs() < 0.01, "mean {m} of {g} steps");
+        }
+
+        // The sums in closed form are the sums term by term.
+        for (b, steps) in [(0.01, 2000u64), (0.3, 1500), (1e-4, 5000)] {
+            let (term, closed) = (LevelSums::of(1.0 - b, b, steps, false), LevelSums::of(1.0 - b, b, steps, true));
+            for (x, y) in [(term.c, closed.c), (term.d, closed.d), (term.cc, closed.cc), (term.cd, closed.cd)] {
+                assert!((x - y).abs() <= 1e-7 * x.abs().max(1e-300), "b {b}: {term:?} against {closed:?}");
+            }
+        }
+    }
+
+    /// A device that stays slow or fast for stretches makes some requests' every step slow: the
+    /// p99 TPOT grows, the median hardly moves. Without recorded autocorrelation the draws are
+    /// those of independent steps, as before it was recorded.
+    #[test]
+    fn persistent_steps_lengthen_p99_tpot_not_the_median() {
+        // Prefill steps too short to matter, so that a request's TPOT is its decode steps'.
+        let with = |spread: Option<Spread>| {
+            let point = |batch, step_s, spread| TablePoint { batch, len: 1, step_s, power_w: None, spread };
+            (
+                StepTable::new(&[point(1, 1e-5, None), point(8, 1e-5, None)]),
+                StepTable::new(&[point(1, 0.01, spread), point(8, 0.01, spread)]),
+            )
+        };
+        let spread = Spread::new(0.8, 1.2, 1.5, 2.0).unwrap();
+        let (independent_prefill, independent_decode) = with(Some(spread));
+        // Consecutive 50 ms steps alike at 0.7: the level forgets over about 0.45 s.
+        let persistence = Persistence::fit(0.7, 0.5, 0.05);
+        let persistent_prefill = independent_prefill.clone();
+        let persistent_decode = independent_decode.clone().with_persistence(persistence);
+        let lengths = lengths(128, 32);
+        let independent = setup(&independent_prefill, &independent_decode, &lengths, 8);
+        let persistent = setup(&persistent_prefill, &persistent_decode, &lengths, 8);
+        let rate = 0.2 * simulate(&independent, 1e4).unwrap().output_tok_per_s / 32.0;
+        let (a, b) = (simulate(&independent, rate).unwrap(), simulate(&persistent, rate).unwrap());
+        assert!(b.tpot_p99_s > 1.1 * a.tpot_p99_s, "independent {a:?} against persistent {b:?}");
+        assert!((b.tpot_p50_s / a.tpot_p50_s - 1.0).abs() < 0.05, "independent {a:?} against persistent {b:?}");
     }
 
     /// Near saturation, steps that vary make a server's p99 TTFT longer than steps that all take

@@ -5,7 +5,7 @@
 //! coefficient of variation is the sample standard deviation (n − 1) over the mean, and is
 //! undefined for fewer than two samples.
 
-use lynx_schema::stats::StepTimeSummary;
+use lynx_schema::stats::{StepAutocorrelation, StepTimeSummary, AUTOCORRELATION_MIN_STEPS};
 use lynx_schema::value::{Finite, NotFinite};
 
 /// Why a set of samples has no summary.
@@ -106,6 +106,55 @@ pub fn summarise(step_s: &[f64]) -> Result<StepTimeSummary, StatsError> {
     })
 }
 
+/// The lag-1 and lag-4 autocorrelation of steps in the order they ran, each taking `lengths`
+/// tokens of KV cache, after the least-squares fit over the step index and the cache length is
+/// taken away (see [`StepAutocorrelation`]); `None` below [`AUTOCORRELATION_MIN_STEPS`] steps or
+/// where nothing is left to correlate. The usual estimator: lagged products over n, over the
+/// variance.
+pub fn autocorrelation(step_s: &[f64], lengths: &[f64]) -> Option<StepAutocorrelation> {
+    let n = step_s.len();
+    if n < AUTOCORRELATION_MIN_STEPS || lengths.len() != n || step_s.iter().chain(lengths).any(|x| !x.is_finite()) {
+        return None;
+    }
+    let count = n as f64;
+    let centred = |xs: &mut dyn Iterator<Item = f64>| -> Vec<f64> {
+        let xs: Vec<f64> = xs.collect();
+        let mean = xs.iter().sum::<f64>() / count;
+        xs.iter().map(|x| x - mean).collect()
+    };
+    let y = centred(&mut step_s.iter().copied());
+    let index = centred(&mut (0..n).map(|i| i as f64));
+    let length = centred(&mut lengths.iter().copied());
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    // The normal equations over the two centred regressors; over the index alone where the
+    // cache's length is constant or moves with the index.
+    let (ii, il, ll) = (dot(&index, &index), dot(&index, &length), dot(&length, &length));
+    let (iy, ly) = (dot(&index, &y), dot(&length, &y));
+    let det = ii * ll - il * il;
+    let (b_index, b_length) = if ll > 0.0 && det > 1e-9 * ii * ll {
+        ((ll * iy - il * ly) / det, (ii * ly - il * iy) / det)
+    } else {
+        (iy / ii, 0.0)
+    };
+    let residuals: Vec<f64> = (0..n).map(|i| y[i] - b_index * index[i] - b_length * length[i]).collect();
+    let variance = dot(&residuals, &residuals) / count;
+    let median_s = median(step_s).ok()?;
+    // Below rounding of the steps' scale (they are finite): nothing left to correlate.
+    if variance <= (median_s.abs() * 1e-12).powi(2) {
+        return None;
+    }
+    let at = |lag: usize| {
+        let products: f64 = residuals.windows(lag + 1).map(|w| w[0] * w[lag]).sum();
+        Finite::new(products / count / variance, "step time autocorrelation").ok()
+    };
+    Some(StepAutocorrelation {
+        steps: n as u64,
+        median_s: Finite::new(median_s, "median step time").ok()?,
+        lag_1: at(1)?,
+        lag_4: at(4)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +205,50 @@ mod tests {
         let s = summarise(&[0.25]).unwrap();
         assert_eq!(s.cv, None);
         assert!(close(s.p99_s.get(), 0.25));
+    }
+
+    /// Steps that vary independently are not alike; steps that drift slowly (an AR(1) process
+    /// with coefficient 0.8) are, at 0.8 and 0.8⁴; a warming device's trend and a KV cache
+    /// that grows a token a step and is cut back every 64 are taken away first, so that neither
+    /// reads as persistence.
+    #[test]
+    fn autocorrelation_tells_persistent_steps_from_independent_ones_and_ignores_trends() {
+        let mut rng = crate::rng::SplitMix64(7);
+        let n = 4000;
+        let white: Vec<f64> = (0..n).map(|_| 1.0 + 0.05 * rng.normal()).collect();
+        let mut level = 0.0;
+        let persistent: Vec<f64> = (0..n)
+            .map(|_| {
+                level = 0.8 * level + 0.6 * rng.normal();
+                1.0 + 0.05 * level
+            })
+            .collect();
+        let flat = vec![1024.0; n];
+        let sawtooth: Vec<f64> = (0..n).map(|i| 1024.0 + (i % 64) as f64).collect();
+        // A trend of 0.4 and a sawtooth of 0.32 against noise of 0.05: left in, each would read
+        // as near-perfect persistence.
+        let trended: Vec<f64> = white
+            .iter()
+            .zip(&sawtooth)
+            .enumerate()
+            .map(|(i, (s, len))| s + 1e-4 * i as f64 + 5e-3 * (len - 1024.0))
+            .collect();
+        let of = |steps: &[f64], lengths: &[f64]| {
+            let a = autocorrelation(steps, lengths).unwrap();
+            assert_eq!(a.steps, steps.len() as u64);
+            (a.lag_1.get(), a.lag_4.get())
+        };
+        let (w1, w4) = of(&white, &flat);
+        assert!(w1.abs() < 0.05 && w4.abs() < 0.05, "independent: {w1} {w4}");
+        let (p1, p4) = of(&persistent, &sawtooth);
+        assert!((p1 - 0.8).abs() < 0.05 && (p4 - 0.8f64.powi(4)).abs() < 0.06, "persistent: {p1} {p4}");
+        let (t1, t4) = of(&trended, &sawtooth);
+        assert!(t1.abs() < 0.05 && t4.abs() < 0.05, "trends taken away: {t1} {t4}");
+        let line: Vec<f64> = (0..200).map(|i| 0.01 + 1e-4 * f64::from(i)).collect();
+        assert_eq!(autocorrelation(&line, &flat[..200]), None, "steps on a line have nothing to correlate");
+        let few = AUTOCORRELATION_MIN_STEPS - 1;
+        assert_eq!(autocorrelation(&white[..few], &flat[..few]), None);
+        assert_eq!(autocorrelation(&white, &flat[..10]), None, "a length for every step");
     }
 
     #[test]

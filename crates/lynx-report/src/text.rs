@@ -114,8 +114,17 @@ pub fn warmup_line(warmup: &WarmupRecord) -> String {
             telemetry_criteria(w)
         )
     });
+    // How alike consecutive steps were: the simulation draws its steps so (docs/SWEEPS.md).
+    let persistence = warmup.step_autocorrelation.as_ref().map_or(String::new(), |a| {
+        format!(
+            "; its last {} steps' autocorrelation {:.2} at lag 1, {:.2} at lag 4",
+            a.steps,
+            a.lag_1.get(),
+            a.lag_4.get()
+        )
+    });
     format!(
-        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}",
+        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}{persistence}",
         warmup.duration_s.get(),
         warmup.steps,
         warmup.batch,

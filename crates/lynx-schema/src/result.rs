@@ -462,6 +462,10 @@ pub struct WarmupRecord {
     /// The segment of the samples file (the process) that warmed up.
     #[serde(default)]
     pub segment: Option<u32>,
+    /// How alike its consecutive steps were after its first half (absent where too few steps
+    /// ran, and in results made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_autocorrelation: Option<crate::stats::StepAutocorrelation>,
 }
 
 /// What a cell measured: a prefill or a decode step at one shape.

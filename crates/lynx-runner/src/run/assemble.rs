@@ -151,7 +151,14 @@ pub fn assemble(run: &RunDir, price: PriceInputs, stop: Option<&AtomicBool>) -> 
     if let Some(serving) = &result.serving {
         result.checks.extend(lynx_analysis::serving::checks(serving));
     }
-    result.derived = Some(derive(&result.config, &result.cells, result.serving.as_ref(), price, plan.lines, stop));
+    result.derived = Some(derive(
+        &result.config,
+        (&result.cells, result.warmup.as_ref()),
+        result.serving.as_ref(),
+        price,
+        plan.lines,
+        stop,
+    ));
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&path, &result)?;
     Ok(Outcome { result, path })

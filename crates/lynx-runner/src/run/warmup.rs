@@ -10,6 +10,7 @@ use lynx_analysis::stats::StatsError;
 use lynx_models::{KvCache, Model, ModelError};
 use lynx_schema::config::Suite;
 use lynx_schema::result::{CellStatus, WarmupRecord};
+use lynx_schema::stats::StepAutocorrelation;
 use lynx_schema::telemetry::Sample;
 use lynx_schema::value::Finite;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,6 +63,9 @@ pub(super) fn warm_up(
     let mut samples_seen = 0;
     let mut latest: Option<Sample> = None;
     let mut steps = 0u64;
+    // Each step's start (s after warm-up began), time and KV cache length, for its
+    // autocorrelation over the second half.
+    let mut timeline: Vec<(f64, f64, f64)> = Vec::new();
     let mut next_check_s = 0.0;
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -70,12 +74,14 @@ pub(super) fn warm_up(
         if cache.len() == cache.capacity() {
             cache.truncate(i64::from(ctx));
         }
+        let cache_len = cache.len() as f64;
         let step_start = Instant::now();
         tokens = issued(|| model.decode(&tokens, &mut cache)).map_err(model_error)?.0;
         let step_s = step_start.elapsed().as_secs_f64();
         steps += 1;
         let now_s = telemetry.now_s();
         let elapsed_s = now_s - start_s;
+        timeline.push((elapsed_s - step_s, step_s, cache_len));
         detector.push(now_s, step_s);
         if elapsed_s < next_check_s && elapsed_s < config.max_s {
             continue;
@@ -110,6 +116,15 @@ pub(super) fn warm_up(
             last_window: window,
             telemetry: Vec::new(),
             segment: None,
+            step_autocorrelation: second_half_autocorrelation(&timeline, elapsed_s),
         }));
     }
+}
+
+/// The autocorrelation of the warm-up's steps that started in its second half (the first half
+/// is the device warming), each step's time against its KV cache's length.
+fn second_half_autocorrelation(timeline: &[(f64, f64, f64)], elapsed_s: f64) -> Option<StepAutocorrelation> {
+    let (step_s, lengths): (Vec<f64>, Vec<f64>) =
+        timeline.iter().filter(|(start_s, _, _)| *start_s >= elapsed_s / 2.0).map(|&(_, s, len)| (s, len)).unzip();
+    lynx_analysis::stats::autocorrelation(&step_s, &lengths)
 }
