@@ -73,12 +73,13 @@ impl Spread {
 /// request's latency, a sum of many steps, vary far less than it does where the device runs slow
 /// or fast for stretches (on a shared CPU host, consecutive steps' times correlate at 0.4–0.75,
 /// and the means of 15 steps vary 3–8 times as much as independent steps' would:
-/// docs/SWEEPS.md, "Persistence"). It is measured over the warm-up's long run of identical steps
-/// (`WarmupRecord::step_autocorrelation`) and carried by the step tables. Each step's time is drawn as the quantile of
-/// `√share · level + √(1 − share) · noise` (a Gaussian copula, so that a single step still
-/// follows its cell's measured distribution), where `level`, shared by every step whatever its
-/// shape, drifts in time as an Ornstein–Uhlenbeck process that forgets with the time constant
-/// `time_s`, idle time included; `noise` is new for every step.
+/// docs/SWEEPS.md, "Persistence"). It is measured over the warm-up's long run of identical
+/// steps (`WarmupRecord::step_autocorrelation`) and carried by the decode step table. Each
+/// step's time is drawn as the quantile of `√share · level + √(1 − share) · noise` (a Gaussian
+/// copula, so that a single step still follows its cell's measured distribution), where
+/// `level`, shared by every step whatever its shape, drifts in time as an Ornstein–Uhlenbeck
+/// process that forgets with the time constant `time_s`, idle time included; `noise` is new for
+/// every step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Persistence {
     /// The share of a step's variation that persists from step to step.
@@ -410,7 +411,7 @@ struct Clock {
     energy_j: Option<f64>,
     extrapolated: bool,
     noise: SplitMix64,
-    /// Where the tables recorded how alike consecutive steps were.
+    /// Where the warm-up measured how alike consecutive steps were.
     level: Option<Level>,
 }
 
@@ -890,7 +891,7 @@ mod tests {
 
     /// The level's persistence comes from the lags as `share · ρ^lag`, within its limits.
     #[test]
-    fn persistence_is_fitted_from_the_lags_and_pooled_over_the_tables() {
+    fn persistence_is_fitted_from_the_lags() {
         let close = |p: Option<Persistence>, share: f64, rho: f64, step_s: f64| {
             let p = p.unwrap();
             let fitted_rho = (-step_s / p.time_s).exp();
