@@ -38,19 +38,19 @@ pub const UNDER: [f64; 1] = [0.9];
 /// rate where none did (its figures then say that the bound broke); `None` where it was not
 /// served.
 pub fn published(rates: &[ServedRate]) -> Option<&ServedRate> {
-    let eligible = || rates.iter().filter(|r| r.label == "bounded" || r.label == "under");
+    let eligible = || rates.iter().filter(|r| r.label == ServedRate::BOUNDED || r.label == ServedRate::UNDER);
     eligible()
         .filter(|r| r.within_bound)
         .max_by(|a, b| a.rate_per_s.get().total_cmp(&b.rate_per_s.get()))
-        .or_else(|| eligible().find(|r| r.label == "bounded"))
+        .or_else(|| eligible().find(|r| r.label == ServedRate::BOUNDED))
 }
 
 /// The next rate under the latency-bounded one to serve after `served`: the next of [`UNDER`]'s
 /// fractions of it, while neither it nor any rate under it served held the bound; `None` once
 /// one held, all were served, or the latency-bounded rate was not.
 pub fn next_under(served: &[ServedRate]) -> Option<f64> {
-    let bounded = served.iter().find(|r| r.label == "bounded")?;
-    let under: Vec<&ServedRate> = served.iter().filter(|r| r.label == "under").collect();
+    let bounded = served.iter().find(|r| r.label == ServedRate::BOUNDED)?;
+    let under: Vec<&ServedRate> = served.iter().filter(|r| r.label == ServedRate::UNDER).collect();
     if bounded.within_bound || under.iter().any(|r| r.within_bound) {
         return None;
     }
@@ -59,8 +59,8 @@ pub fn next_under(served: &[ServedRate]) -> Option<f64> {
 
 /// A rate under the latency-bounded one (`under`) as a fraction of it; `None` for other rates.
 pub(crate) fn under_fraction(rates: &[ServedRate], rate: &ServedRate) -> Option<f64> {
-    let bounded = rates.iter().find(|r| r.label == "bounded")?;
-    (rate.label == "under").then(|| rate.rate_per_s.get() / bounded.rate_per_s.get())
+    let bounded = rates.iter().find(|r| r.label == ServedRate::BOUNDED)?;
+    (rate.label == ServedRate::UNDER).then(|| rate.rate_per_s.get() / bounded.rate_per_s.get())
 }
 
 /// A served rate's name in the checks: its label, and for a rate under the latency-bounded
@@ -124,7 +124,8 @@ pub fn plan(
             let (max_batch, max_prefill_batch, rates) = match found {
                 Ok(point) => {
                     let rate = point.request_rate_per_s.get();
-                    let rates = vec![("bounded".to_owned(), rate), ("over".to_owned(), rate * OVER)];
+                    let rates =
+                        vec![(ServedRate::BOUNDED.to_owned(), rate), (ServedRate::OVER.to_owned(), rate * OVER)];
                     (point.max_batch, point.max_prefill_batch, Ok(rates))
                 }
                 Err(reason) => (1, 1, Err(format!("the simulation found no latency-bounded rate: {reason}"))),

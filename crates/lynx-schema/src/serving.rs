@@ -62,8 +62,7 @@ pub struct LengthSample {
 /// One request rate served: what the loop measured and what the simulation predicts there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServedRate {
-    /// `bounded` (the simulation's latency-bounded rate), `over` (20% above it) or `under` (0.9×
-    /// it, served only where the measured p99s broke the bound at it).
+    /// [`ServedRate::BOUNDED`], [`ServedRate::OVER`] or [`ServedRate::UNDER`].
     pub label: String,
     pub rate_per_s: Finite,
     /// Requests served; the first tenth (the server filling up) is left out of the percentiles,
@@ -110,6 +109,15 @@ pub struct ServedRate {
     /// out, where the two disagree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_cores: Option<Finite>,
+}
+
+impl ServedRate {
+    /// The label of the simulation's latency-bounded rate.
+    pub const BOUNDED: &'static str = "bounded";
+    /// The label of the rate 20% above it.
+    pub const OVER: &'static str = "over";
+    /// The label of the rate 0.9× it, served only where the measured p99s broke the bound there.
+    pub const UNDER: &'static str = "under";
 }
 
 /// Latency and throughput of a served (or simulated) load.

@@ -535,7 +535,7 @@ impl Turn<'_> {
             let (label, rate) = match planned.next() {
                 Some(next) => next,
                 None => match lynx_analysis::serving::next_under(&served) {
-                    Some(rate) if expected_s(rate) <= max_s => ("under".to_owned(), rate),
+                    Some(rate) if expected_s(rate) <= max_s => (ServedRate::UNDER.to_owned(), rate),
                     _ => break,
                 },
             };
@@ -634,7 +634,7 @@ impl Turn<'_> {
             graphs: (plan.mode == StepMode::Graph).then(|| self.graphs.clone()),
             slower_decode: std::env::var(super::SIMULATE_SLOW_SERVING_VAR)
                 .ok()
-                .filter(|_| label == "bounded")
+                .filter(|_| label == ServedRate::BOUNDED)
                 .and_then(|ms| ms.parse::<f64>().ok())
                 .and_then(|ms| std::time::Duration::try_from_secs_f64(ms / 1e3).ok())
                 .unwrap_or_default(),
