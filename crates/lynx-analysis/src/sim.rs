@@ -93,7 +93,8 @@ impl Persistence {
     /// `share · ρ^lag` (ρ the correlation of the level from one step to the next, at most 0.999);
     /// where the lag-4 correlation is not positive, or the fit would need a share above one, the
     /// level is all of the variation (share 1, ρ the lag-1 correlation). `None` where consecutive
-    /// steps are not positively correlated.
+    /// steps are not positively correlated, or where the time constant would not be a finite
+    /// number of seconds.
     pub fn fit(lag_1: f64, lag_4: f64, step_s: f64) -> Option<Persistence> {
         if !(lag_1 > 0.0 && lag_1 <= 1.0 && step_s > 0.0 && step_s.is_finite()) {
             return None;
@@ -103,7 +104,8 @@ impl Persistence {
         if share > 1.0 {
             (share, rho) = (1.0, lag_1.min(0.999));
         }
-        Some(Persistence { share, time_s: -step_s / rho.ln() })
+        let time_s = -step_s / rho.ln();
+        (time_s.is_finite() && time_s > 0.0).then_some(Persistence { share, time_s })
     }
 }
 
@@ -903,6 +905,27 @@ mod tests {
         close(Persistence::fit(0.5, 0.01, 0.05), 1.0, 0.5, 0.05);
         assert_eq!(Persistence::fit(-0.1, 0.2, 0.05), None, "steps not alike persist nothing");
         assert_eq!(Persistence::fit(0.5, 0.2, 0.0), None);
+    }
+
+    /// A signed result is not trusted to hold a warm-up a device could give: whatever lags and
+    /// step time it claims, the fit is a share in (0, 1] and a positive, finite time (or none),
+    /// and a simulation with it ends with finite figures.
+    #[test]
+    fn any_recorded_persistence_simulates_to_finite_figures() {
+        let spread = Spread::new(0.8, 1.2, 1.5, 2.0);
+        let point = |batch, step_s| TablePoint { batch, len: 1, step_s, power_w: None, spread };
+        let prefill = StepTable::new(&[point(1, 0.05), point(8, 0.05)]);
+        let lengths = lengths(128, 2000);
+        assert_eq!(Persistence::fit(0.999, -1.0, f64::MAX), None, "a time constant past the largest number");
+        for (lag_1, lag_4, step_s) in
+            [(1.0, 1.0, 1e-300), (1.0, 1e-300, 1e300), (1e-300, 1.0, 0.05), (0.999, -1.0, 1e300), (1.0, 1.0, 1.0)]
+        {
+            let persistence = Persistence::fit(lag_1, lag_4, step_s).unwrap();
+            assert!(persistence.share > 0.0 && persistence.share <= 1.0 && persistence.time_s > 0.0, "{persistence:?}");
+            let decode = StepTable::new(&[point(1, 0.01), point(8, 0.01)]).with_persistence(Some(persistence));
+            let outcome = simulate(&setup(&prefill, &decode, &lengths[..50], 8), 1.0).unwrap();
+            assert!(outcome.tpot_p99_s.is_finite() && outcome.tpot_p99_s > 0.0, "{persistence:?}: {outcome:?}");
+        }
     }
 
     /// With a persistent level, one step at a time still follows the cell's quantiles, while
