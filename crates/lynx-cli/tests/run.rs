@@ -60,6 +60,21 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert!(window["coverage"].as_f64().unwrap() > 0.5, "{window}");
     assert!(window["samples"].as_u64().unwrap() >= 10, "{window}");
     assert!(warmup["steps"].as_u64().unwrap() > 0);
+    // How alike its consecutive steps were, over its second half's: at least 100 steps, which
+    // this short warm-up may not reach (the unit tests of warmup.rs and lynx-analysis's stats
+    // cover the figure itself).
+    let (autocorrelation, steps) = (&warmup["step_autocorrelation"], warmup["steps"].as_u64().unwrap());
+    match autocorrelation["steps"].as_u64() {
+        Some(half) => {
+            assert!((100..steps).contains(&half), "{half} of {steps} steps: {warmup}");
+            for lag in ["lag_1", "lag_4"] {
+                assert!(autocorrelation[lag].as_f64().unwrap().abs() <= 1.0, "{autocorrelation}");
+            }
+            assert!(seconds(&autocorrelation["median_s"]) > 0.0, "{autocorrelation}");
+            assert!(stdout.contains("steps' autocorrelation"), "{stdout}");
+        }
+        None => assert!(autocorrelation.is_null() && steps < 200, "{warmup}"),
+    }
 
     let cells = result["cells"].as_array().unwrap();
     let names: Vec<String> = cells

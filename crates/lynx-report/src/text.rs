@@ -732,6 +732,28 @@ mod tests {
     use super::*;
     use lynx_schema::compare::{Comparison, Outcome, Row, Verdict};
 
+    /// The warm-up line names how alike the warm-up's steps were where it recorded that, and
+    /// reads as before where it did not (results made before the field).
+    #[test]
+    fn the_warm_up_line_prints_its_steps_autocorrelation_where_recorded() {
+        let text = r#"{"duration_s": 64.5, "steps": 759, "batch": 16, "ctx": 1152, "equilibrium_reached": true,
+            "criteria": {"min_s": 60.0, "max_s": 120.0, "window_s": 10.0, "max_drift": 0.02, "max_spread": 0.1},
+            "last_window": null, "telemetry": []}"#;
+        let mut warmup: WarmupRecord = serde_json::from_str(text).unwrap();
+        let before = "warm-up 64.5 s, 759 decode steps at batch 16 ctx 1152: equilibrium reached";
+        assert_eq!(warmup_line(&warmup), before);
+        warmup.step_autocorrelation = Some(lynx_schema::stats::StepAutocorrelation {
+            steps: 354,
+            median_s: lynx_schema::value::Finite::new(0.09, "t").unwrap(),
+            lag_1: lynx_schema::value::Finite::new(0.66, "t").unwrap(),
+            lag_4: lynx_schema::value::Finite::new(0.39, "t").unwrap(),
+        });
+        assert_eq!(
+            warmup_line(&warmup),
+            format!("{before}; its last 354 steps' autocorrelation 0.66 at lag 1, 0.39 at lag 4")
+        );
+    }
+
     /// A signed result may hold zeros where figures should be: no NaN or infinity is printed for
     /// a ratio or a relative error over them.
     #[test]

@@ -128,3 +128,29 @@ fn second_half_autocorrelation(timeline: &[(f64, f64, f64)], elapsed_s: f64) -> 
         timeline.iter().filter(|(start_s, _, _)| *start_s >= elapsed_s / 2.0).map(|&(_, s, len)| (s, len)).unzip();
     lynx_analysis::stats::autocorrelation(&step_s, &lengths)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the steps that started in the second half count, and at least 100 of them.
+    #[test]
+    fn the_autocorrelation_is_taken_over_the_second_half() {
+        let mut rng = lynx_analysis::rng::SplitMix64(5);
+        // 400 steps over 10 s: the first half slow and steady (a device warming), the second
+        // varying independently.
+        let timeline: Vec<(f64, f64, f64)> = (0..400)
+            .map(|i| {
+                let start_s = f64::from(i) * 0.025;
+                let step_s = if i < 200 { 0.05 + 1e-4 * f64::from(i) } else { 0.025 * (1.0 + 0.05 * rng.normal()) };
+                (start_s, step_s, f64::from(1024 + i % 64))
+            })
+            .collect();
+        let a = second_half_autocorrelation(&timeline, 10.0).unwrap();
+        assert_eq!(a.steps, 200);
+        assert!((a.median_s.get() - 0.025).abs() < 0.002 && a.lag_1.get().abs() < 0.2, "{a:?}");
+        // Warm-ups that ended where the second half began at step 299 (99 steps in it) and 298.
+        assert_eq!(second_half_autocorrelation(&timeline[..398], 2.0 * (299.0 * 0.025)), None, "99 steps");
+        assert_eq!(second_half_autocorrelation(&timeline[..398], 2.0 * (298.0 * 0.025)).unwrap().steps, 100);
+    }
+}
