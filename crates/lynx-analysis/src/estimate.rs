@@ -193,7 +193,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         let mode = if run.modes.contains(&StepMode::Graph) { StepMode::Graph } else { StepMode::Eager };
         // Medians suffice for a wall time: no warm-up has measured how steps persist.
         let (prefill, decode) = crate::derived::mode_tables(&cells, mode, None);
-        for plan in crate::serving::plan(suite, run.bounds, (&cells, None), serve, mode, None) {
+        for plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), serve, mode, None) {
             let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
             total_s += plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
         }

@@ -4,13 +4,13 @@
 //! breaks), what the simulation predicts at each for the very requests served, the figures of
 //! what was served, the rate published, and the `simulation` and `serving_overhead` checks.
 
-use crate::derived::{bounded, mode_tables};
+use crate::derived::bounded;
 use crate::lengths::{draw, Lengths};
 use crate::memory::Pool;
-use crate::sim::{simulate, Figures, Persistence, Served, SimOutcome, SimSetup, StepTable};
+use crate::sim::{simulate, Figures, Served, SimOutcome, SimSetup, StepTable};
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
-use lynx_schema::result::{CellRecord, Check, CheckName, StepMode};
+use lynx_schema::result::{Check, CheckName, StepMode};
 use lynx_schema::serving::{RelativeError, ServeFigures, ServedRate, ServingRecord};
 use lynx_schema::value::Finite;
 use std::sync::atomic::AtomicBool;
@@ -92,19 +92,18 @@ pub struct Plan {
 }
 
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
-/// and bounds that `serve` names, each on the simulation's best server over the step tables of
-/// the decode `mode` the loop issues its steps in (graphs where the run's graph steps passed
-/// their check, else eager), its steps drawn with the run's `persistence`. `stop`, once raised, ends the simulation: a plan not found then
-/// says so.
+/// and bounds that `serve` names, each on the simulation's best server over the step `tables`
+/// ([`crate::derived::mode_tables`]) of the decode `mode` the loop issues its steps in (graphs
+/// where the run's graph steps passed their check, else eager). `stop`, once raised, ends the
+/// simulation: a plan not found then says so.
 pub fn plan(
     suite: &Suite,
     bounds: &[LatencyBound],
-    (cells, persistence): (&[CellRecord], Option<Persistence>),
+    (prefill, decode): (&StepTable, &StepTable),
     serve: &ServeConfig,
     mode: StepMode,
     stop: Option<&AtomicBool>,
 ) -> Vec<Plan> {
-    let (prefill, decode) = mode_tables(cells, mode, persistence);
     let graph_steps = mode == StepMode::Graph;
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
@@ -112,15 +111,8 @@ pub fn plan(
     for workload in &suite.workloads {
         for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
-            let found = bounded(
-                (&prefill, &decode, graph_steps),
-                &suite.simulation,
-                suite.seed,
-                workload,
-                &bound,
-                &price,
-                stop,
-            );
+            let found =
+                bounded((prefill, decode, graph_steps), &suite.simulation, suite.seed, workload, &bound, &price, stop);
             let (max_batch, max_prefill_batch, rates) = match found {
                 Ok(point) => {
                     let rate = point.request_rate_per_s.get();

@@ -1012,14 +1012,13 @@ mod tests {
             )
         };
         let spread = Spread::new(0.8, 1.2, 1.5, 2.0).unwrap();
-        let (independent_prefill, independent_decode) = with(Some(spread));
+        let (prefill, independent_decode) = with(Some(spread));
         // Consecutive 50 ms steps alike at 0.7: the level forgets over about 0.45 s.
         let persistence = Persistence::fit(0.7, 0.5, 0.05);
-        let persistent_prefill = independent_prefill.clone();
         let persistent_decode = independent_decode.clone().with_persistence(persistence);
         let lengths = lengths(128, 32);
-        let independent = setup(&independent_prefill, &independent_decode, &lengths, 8);
-        let persistent = setup(&persistent_prefill, &persistent_decode, &lengths, 8);
+        let independent = setup(&prefill, &independent_decode, &lengths, 8);
+        let persistent = setup(&prefill, &persistent_decode, &lengths, 8);
         let rate = 0.2 * simulate(&independent, 1e4).unwrap().output_tok_per_s / 32.0;
         let (a, b) = (simulate(&independent, rate).unwrap(), simulate(&persistent, rate).unwrap());
         assert!(b.tpot_p99_s > 1.1 * a.tpot_p99_s, "independent {a:?} against persistent {b:?}");

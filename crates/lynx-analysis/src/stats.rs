@@ -117,14 +117,12 @@ pub fn autocorrelation(step_s: &[f64], lengths: &[f64]) -> Option<StepAutocorrel
         return None;
     }
     let count = n as f64;
-    let centred = |xs: &mut dyn Iterator<Item = f64>| -> Vec<f64> {
-        let xs: Vec<f64> = xs.collect();
+    let centred = |xs: &[f64]| -> Vec<f64> {
         let mean = xs.iter().sum::<f64>() / count;
         xs.iter().map(|x| x - mean).collect()
     };
-    let y = centred(&mut step_s.iter().copied());
-    let index = centred(&mut (0..n).map(|i| i as f64));
-    let length = centred(&mut lengths.iter().copied());
+    let index: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let (y, index, length) = (centred(step_s), centred(&index), centred(lengths));
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
     // The normal equations over the two centred regressors; over the index alone where the
     // cache's length is constant or moves with the index.

@@ -431,9 +431,8 @@ impl Turn<'_> {
         let bounds = bounds_for(&suite.bounds, &setup.config.model);
         let mode = self.serving_mode();
         let persistence = lynx_analysis::derived::persistence(self.result.warmup.as_ref());
-        let cells = (self.result.cells.as_slice(), persistence);
-        let plans = lynx_analysis::serving::plan(suite, &bounds, cells, serve, mode, Some(self.stop));
         let (prefill, decode) = lynx_analysis::derived::mode_tables(&self.result.cells, mode, persistence);
+        let plans = lynx_analysis::serving::plan(suite, &bounds, (&prefill, &decode), serve, mode, Some(self.stop));
         let server = server_words(suite, mode);
         let record = self.result.serving.get_or_insert_with(|| ServingRecord::new(server.clone()));
         let served_before: Vec<(String, String)> =
