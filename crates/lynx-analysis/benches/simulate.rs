@@ -7,11 +7,13 @@
 //! the values. Each workload is timed three ways: steps at their median (`steady`), drawn from a
 //! spread independently (`independent`), and drawn with a persistent level (`persistent`: the
 //! warm-up's autocorrelation recorded, docs/SWEEPS.md "Persistence"), which draws groups of up to
-//! 256 steps one step at a time.
+//! 256 steps one step at a time. Then what the serving phase's prediction at one served rate
+//! costs: the median over its draws of the steps' variation (docs/SWEEPS.md, "Draws").
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use lynx_analysis::lengths::Lengths;
-use lynx_analysis::sim::{max_rate, Persistence, SimSetup, Spread, StepTable, TablePoint};
+use lynx_analysis::serving::DRAWS;
+use lynx_analysis::sim::{max_rate, replicated, Persistence, SimSetup, Spread, StepTable, TablePoint};
 
 fn tables(spread: Option<Spread>, persistence: Option<Persistence>) -> (StepTable, StepTable) {
     let mut decode = Vec::new();
@@ -58,6 +60,7 @@ fn bench(c: &mut Criterion) {
             chunk: None,
             graph_steps: false,
             seed: 1,
+            draw: 0,
             stop: None,
         };
         let found = max_rate(&setup, 2.0, 0.2).unwrap().unwrap();
@@ -67,6 +70,29 @@ fn bench(c: &mut Criterion) {
         );
         group.bench_function(&name, |b| b.iter(|| max_rate(&setup, 2.0, 0.2).unwrap()));
     }
+    group.finish();
+
+    // What the serving phase pays for the simulation's prediction at one served rate: the
+    // median over `DRAWS` draws of the steps, for the standard suite's 200 chat requests.
+    let mut group = c.benchmark_group("served_rate_prediction");
+    group.sample_size(10);
+    let (prefill, decode) = tables(Some(spread), Persistence::fit(0.5, 0.3, 0.02));
+    let lengths = vec![Lengths { isl: 1024, osl: 1024 }; 200];
+    let setup = SimSetup {
+        prefill: &prefill,
+        decode: &decode,
+        lengths: &lengths,
+        max_batch: 256,
+        max_prefill_batch: 64,
+        chunk: None,
+        graph_steps: false,
+        seed: 1,
+        draw: 0,
+        stop: None,
+    };
+    let rate = max_rate(&setup, 2.0, 0.2).unwrap().unwrap().rate_per_s;
+    let name = format!("chat 1k/1k, 200 requests, {DRAWS} draws, persistent");
+    group.bench_function(&name, |b| b.iter(|| replicated(&setup, rate, DRAWS).unwrap()));
     group.finish();
 }
 

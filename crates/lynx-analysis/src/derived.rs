@@ -340,7 +340,8 @@ pub fn server<'a>(
     };
     let max_batch = caps.iter().copied().max().unwrap_or(1);
     let chunk = simulation.chunked_prefill;
-    let setup = SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk, graph_steps, seed, stop };
+    let setup =
+        SimSetup { prefill, decode, lengths, max_batch, max_prefill_batch, chunk, graph_steps, seed, draw: 0, stop };
     Ok((setup, caps))
 }
 

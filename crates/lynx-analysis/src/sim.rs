@@ -364,6 +364,9 @@ pub struct SimSetup<'a> {
     /// batch of at least `b` and the longest request's prompt and output (the work it does).
     pub graph_steps: bool,
     pub seed: u64,
+    /// Which draw of the steps' variation: 0 is the simulation's own, and each other number
+    /// another over the same requests and arrivals ([`replicated`]).
+    pub draw: u64,
     /// Raised by a stop signal: the simulation ends at its next iteration with
     /// [`SimError::Stopped`].
     pub stop: Option<&'a AtomicBool>,
@@ -477,7 +480,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
     };
 
     // Step-time variation has a generator of its own: the arrivals are the same with or without.
-    let noise = SplitMix64(setup.seed ^ 0x7374_6570_2074_696D);
+    let noise = SplitMix64(setup.seed ^ 0x7374_6570_2074_696D ^ setup.draw.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut clock = Clock { t: 0.0, energy_j: Some(0.0), extrapolated: false, noise, level: None };
     if let Some(persistence) = setup.decode.persistence {
         // The level starts in its stationary distribution, from the noise's own generator.
@@ -560,6 +563,45 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
     }
 
     outcome(rate_per_s, &requests, lengths, &clock)
+}
+
+/// What simulations of one load give over several draws of the steps' variation, the same
+/// requests and arrivals each time ([`replicated`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replicated {
+    /// Each figure's median over the draws (a figure's median need not be the same draw's as
+    /// another's).
+    pub median: Figures,
+    /// How many draws.
+    pub draws: u32,
+    /// The 10th and 90th percentiles of p99 TTFT and of p99 TPOT over the draws.
+    pub ttft_p99_s: (f64, f64),
+    pub tpot_p99_s: (f64, f64),
+}
+
+/// Simulate `setup` at `rate_per_s` `draws` times (at least once), with draws 0, 1, … of the
+/// steps' variation. Where a load is a few dozen requests, its p99s are its slowest requests',
+/// and one draw of the steps moves them by several percent: the median over draws is what the
+/// simulation predicts for those requests, and the percentiles how far the steps' variation
+/// alone moves them.
+pub fn replicated(setup: &SimSetup, rate_per_s: f64, draws: u32) -> Result<Replicated, SimError> {
+    let outcomes = (0..u64::from(draws.max(1)))
+        .map(|draw| simulate(&SimSetup { draw, ..setup.clone() }, rate_per_s))
+        .collect::<Result<Vec<SimOutcome>, SimError>>()?;
+    let sorted = |figure: fn(&SimOutcome) -> f64| Sorted::new(outcomes.iter().map(figure).collect::<Vec<f64>>());
+    let (ttft_p99, tpot_p99) = (sorted(|o| o.ttft_p99_s)?, sorted(|o| o.tpot_p99_s)?);
+    Ok(Replicated {
+        median: Figures {
+            ttft_p50_s: sorted(|o| o.ttft_p50_s)?.median(),
+            ttft_p99_s: ttft_p99.median(),
+            tpot_p50_s: sorted(|o| o.tpot_p50_s)?.median(),
+            tpot_p99_s: tpot_p99.median(),
+            output_tok_per_s: sorted(|o| o.output_tok_per_s)?.median(),
+        },
+        draws: outcomes.len() as u32,
+        ttft_p99_s: (ttft_p99.quantile(0.1), ttft_p99.quantile(0.9)),
+        tpot_p99_s: (tpot_p99.quantile(0.1), tpot_p99.quantile(0.9)),
+    })
 }
 
 /// `n` requests arriving at `rate_per_s` on a seeded Poisson schedule.
@@ -816,6 +858,7 @@ mod tests {
             chunk: None,
             graph_steps: false,
             seed: 7,
+            draw: 0,
             stop: None,
         }
     }
@@ -1044,6 +1087,39 @@ mod tests {
         assert!(b.ttft_p99_s > 1.2 * a.ttft_p99_s, "steady {a:?} against varied {b:?}");
         let idle = simulate(&varied, 1e-4).unwrap();
         assert!(idle.ttft_p99_s < 0.05 * 4.0 && idle.ttft_p50_s < 0.05 * 1.6, "{idle:?}");
+    }
+
+    /// Over a few dozen requests, each draw of the steps' variation gives its own p99s: the
+    /// replicated figures are their medians with the 10th and 90th percentiles beside them;
+    /// draw 0 is the simulation's own, and steps at their medians leave nothing to vary.
+    #[test]
+    fn replicated_draws_give_the_median_and_the_spread_of_the_p99s() {
+        let with = |spread| {
+            let point = |batch, step_s| TablePoint { batch, len: 1, step_s, power_w: None, spread };
+            (StepTable::new(&[point(1, 0.05), point(8, 0.05)]), StepTable::new(&[point(1, 0.01), point(8, 0.01)]))
+        };
+        let lengths = vec![Lengths { isl: 128, osl: 16 }; 24];
+        let (prefill, decode) = with(Spread::new(0.8, 1.3, 2.0, 2.5));
+        let decode = decode.with_persistence(Persistence::fit(0.6, 0.3, 0.01));
+        let varied = setup(&prefill, &decode, &lengths, 8);
+        let rate = 0.6 * simulate(&varied, 1e4).unwrap().output_tok_per_s / 16.0;
+        let one = replicated(&varied, rate, 1).unwrap();
+        let own = simulate(&varied, rate).unwrap();
+        assert_eq!((one.draws, one.median.ttft_p99_s, one.median.tpot_p99_s), (1, own.ttft_p99_s, own.tpot_p99_s));
+        assert_eq!(replicated(&varied, rate, 0).unwrap(), one, "at least one draw");
+        let many = replicated(&varied, rate, 31).unwrap();
+        assert_eq!(many, replicated(&varied, rate, 31).unwrap(), "the draws are seeded");
+        assert_eq!(many.draws, 31);
+        for (range, median) in [(many.ttft_p99_s, many.median.ttft_p99_s), (many.tpot_p99_s, many.median.tpot_p99_s)] {
+            assert!(range.0 <= median && median <= range.1, "{many:?}");
+            assert!(range.1 > 1.02 * range.0, "the draws differ: {many:?}");
+        }
+        let second = simulate(&SimSetup { draw: 1, ..varied.clone() }, rate).unwrap();
+        assert_ne!(second, own, "another draw, other step times");
+        let (prefill, decode) = with(None);
+        let steady = replicated(&setup(&prefill, &decode, &lengths, 8), rate, 31).unwrap();
+        assert_eq!(steady.ttft_p99_s, (steady.median.ttft_p99_s, steady.median.ttft_p99_s), "{steady:?}");
+        assert_eq!(steady.tpot_p99_s, (steady.median.tpot_p99_s, steady.median.tpot_p99_s), "{steady:?}");
     }
 
     #[test]

@@ -155,10 +155,19 @@ impl Observer for Progress {
                         m.output_tok_per_s_per_device.get(),
                         match &r.simulated {
                             lynx_schema::value::Reported::Known(s) => format!(
-                                "simulated {:.0} ms, {:.1} ms, {:.1} tok/s",
+                                "simulated {:.0} ms, {:.1} ms, {:.1} tok/s{}",
                                 1e3 * s.ttft_p99_s.get(),
                                 1e3 * s.tpot_p99_s.get(),
-                                s.output_tok_per_s_per_device.get()
+                                s.output_tok_per_s_per_device.get(),
+                                r.simulated_draws.as_ref().map_or(String::new(), |d| format!(
+                                    " (medians of {} draws of the steps; their p99s' 10th–90th percentiles {:.0}–{:.0} \
+                                     ms and {:.1}–{:.1} ms)",
+                                    d.draws,
+                                    1e3 * d.ttft_p99_s[0].get(),
+                                    1e3 * d.ttft_p99_s[1].get(),
+                                    1e3 * d.tpot_p99_s[0].get(),
+                                    1e3 * d.tpot_p99_s[1].get()
+                                ))
                             ),
                             other => format!("not simulated: {}", other.reason().unwrap_or_default()),
                         }

@@ -516,6 +516,14 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         let error = &r["relative_error"];
         let expected = seconds(&measured["tpot_p99_s"]) / seconds(&simulated["tpot_p99_s"]) - 1.0;
         assert!((error["tpot_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
+        // The simulated figures are medians over 101 draws of the steps, their p99s' spread
+        // between its 10th and 90th percentiles.
+        let draws = &r["simulated_draws"];
+        assert_eq!(draws["draws"], 101, "{r}");
+        for figure in ["ttft_p99_s", "tpot_p99_s"] {
+            let range: Vec<f64> = draws[figure].as_array().unwrap().iter().map(seconds).collect();
+            assert!(range[0] <= seconds(&simulated[figure]) && seconds(&simulated[figure]) <= range[1], "{r}");
+        }
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
         assert!(r["iterations"].as_u64().unwrap() >= 128, "{r}");

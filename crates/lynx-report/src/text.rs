@@ -584,6 +584,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         "J/TOKEN",
     ]);
     let mut reasons = Vec::new();
+    let mut spreads = Vec::new();
     let pair = measured_and_simulated;
     for served in &serving.served {
         let name = terminal_text(&served.workload.to_string(), 60);
@@ -614,6 +615,18 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         figure(&r.joules_per_output_token, 3, "-"),
                         figure(&r.joules_per_token, 3, "-"),
                     ]);
+                    if let Some(d) = &r.simulated_draws {
+                        let range = |[low, high]: [Finite; 2]| format!("{}–{}", ms(low.get()), ms(high.get()));
+                        spreads.push(format!(
+                            "  {name} {} at {:.4} ({}): p99 TTFT {}, p99 TPOT {} over {} draws",
+                            served.bound.name,
+                            r.rate_per_s.get(),
+                            r.label,
+                            range(d.ttft_p99_s),
+                            range(d.tpot_p99_s),
+                            d.draws
+                        ));
+                    }
                 }
             }
             Reported::Unavailable { unavailable } => {
@@ -634,6 +647,16 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
     out.push_str(&indent(&rows.text(usize::MAX)));
     for reason in reasons {
         let _ = writeln!(out, "{reason}");
+    }
+    if !spreads.is_empty() {
+        let _ = writeln!(
+            out,
+            "  SIM: each figure's median over draws of the steps' variation (the same requests and arrivals each \
+             time); the simulated p99s' 10th–90th percentiles over the draws:"
+        );
+        for spread in spreads {
+            let _ = writeln!(out, "  {spread}");
+        }
     }
     let _ = writeln!(
         out,
@@ -751,6 +774,44 @@ mod tests {
         assert_eq!(
             warmup_line(&warmup),
             format!("{before}; its last 354 steps' autocorrelation 0.66 at lag 1, 0.39 at lag 4")
+        );
+    }
+
+    /// Where the simulated figures of a served rate are medians over draws of the steps, the
+    /// section says so and gives the simulated p99s' spread over them; a result from before the
+    /// draws has no such lines.
+    #[test]
+    fn the_serving_section_gives_the_spread_of_the_simulated_p99s_over_their_draws() {
+        let figures = r#"{"ttft_p50_s": 0.2, "ttft_p99_s": 0.87, "tpot_p50_s": 0.07, "tpot_p99_s": 0.084,
+            "output_tok_per_s_per_device": 68.0, "tok_per_s_per_user": 14.0}"#;
+        let text = format!(
+            r#"{{"server": "batch cap 8, whole prompts", "served": [{{"workload": {{"name": "short", "isl": 64, "osl": 16}},
+            "bound": {{"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1}},
+            "isl": {{"mean": 64.0, "p50": 64.0, "p90": 64.0, "p99": 64.0, "min": 64, "max": 64}},
+            "osl": {{"mean": 16.0, "p50": 16.0, "p90": 16.0, "p99": 16.0, "min": 16, "max": 16}}, "max_batch": 8,
+            "rates": [{{"label": "bounded", "rate_per_s": 4.6357, "requests": 24, "window_s": 5.7, "measured": {figures},
+            "simulated": {figures}, "relative_error": null, "within_bound": true, "overhead_s": [1e-6, 1e-5, 1e-4],
+            "iterations": 107, "joules_per_output_token": {{"unavailable": "no power"}},
+            "joules_per_token": {{"unavailable": "no power"}}}}]}}]}}"#
+        );
+        let mut serving: lynx_schema::serving::ServingRecord = serde_json::from_str(&text).unwrap();
+        let before = serving_section(&serving);
+        assert!(!before.contains("draws"), "{before}");
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        let f = |v: f64| Finite::new(v, "t").unwrap();
+        rates[0].simulated_draws = Some(lynx_schema::serving::SimulatedDraws {
+            draws: 31,
+            ttft_p99_s: [f(0.863), f(0.949)],
+            tpot_p99_s: [f(0.0854), f(0.0914)],
+        });
+        let after = serving_section(&serving);
+        assert!(after.contains("SIM: each figure's median over draws of the steps' variation"), "{after}");
+        assert!(
+            after.contains(
+                "    short 64/16 server at 4.6357 (bounded): p99 TTFT 863 ms–949 ms, p99 TPOT 85.4 ms–91.4 ms over 31 \
+                 draws\n"
+            ),
+            "{after}"
         );
     }
 

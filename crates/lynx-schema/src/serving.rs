@@ -109,6 +109,21 @@ pub struct ServedRate {
     /// out, where the two disagree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_cores: Option<Finite>,
+    /// Where `simulated` is each figure's median over several draws of the steps' variation
+    /// (the same requests and arrivals each time), how many and how far the p99s spread; absent
+    /// where it is one draw's (results before the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated_draws: Option<SimulatedDraws>,
+}
+
+/// How the simulated p99s of one served rate vary over draws of the steps' variation: over a
+/// few dozen requests a p99 is the slowest requests', and the steps' variation alone moves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulatedDraws {
+    pub draws: u32,
+    /// The 10th and 90th percentiles over the draws.
+    pub ttft_p99_s: [Finite; 2],
+    pub tpot_p99_s: [Finite; 2],
 }
 
 impl ServedRate {

@@ -624,7 +624,7 @@ impl Turn<'_> {
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
-        use lynx_analysis::serving::{measured_figures, relative_error, serve_figures, simulated_figures};
+        use lynx_analysis::serving::{measured_figures, relative_error, serve_figures, simulated_draws};
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
             max_batch: plan.max_batch,
@@ -658,7 +658,8 @@ impl Turn<'_> {
                 ));
             }
             let measured = serve_figures(&measured_figures(&load.served)?)?;
-            let simulated = plan.simulate(tables.0, tables.1, rate).and_then(|o| serve_figures(&simulated_figures(&o)));
+            let predicted = plan.predict(tables.0, tables.1, rate);
+            let simulated = predicted.as_ref().map_err(Clone::clone).and_then(|p| serve_figures(&p.median));
             let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
             let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
             let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
@@ -697,6 +698,7 @@ impl Turn<'_> {
                 decode_step_ratio_after_idle: step_ratio(&load.steps, false, true, tables.1),
                 prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
                 other_cpu_cores,
+                simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
