@@ -276,6 +276,16 @@ impl StepTable {
         StepTable { persistence, ..self }
     }
 
+    /// The same table with every step's time `factor` times as long (its power and spread as
+    /// they were): the device at another pace than the one its cells measured.
+    pub fn scaled(&self, factor: f64) -> StepTable {
+        let mut table = self.clone();
+        for point in table.lines.iter_mut().flat_map(|(_, line)| line.iter_mut()) {
+            point.step_s *= factor;
+        }
+        table
+    }
+
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }

@@ -177,7 +177,7 @@ impl Observer for Progress {
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
-                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores",
+                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -187,7 +187,15 @@ impl Observer for Progress {
                         1e3 * r.overhead_s[1].get(),
                         1e3 * r.overhead_s[2].get(),
                         r.iterations,
-                        ratio(r.other_cpu_cores)
+                        ratio(r.other_cpu_cores),
+                        r.at_loop_pace.as_ref().map_or(String::new(), |p| format!(
+                            "; at the loop's own step pace the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT \
+                             {:.1} ms ({:+.0}%)",
+                            1e3 * p.simulated.ttft_p99_s.get(),
+                            100.0 * p.relative_error.ttft_p99.get(),
+                            1e3 * p.simulated.tpot_p99_s.get(),
+                            100.0 * p.relative_error.tpot_p99.get()
+                        ))
                     ));
                 }
             }

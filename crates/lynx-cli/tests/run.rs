@@ -524,6 +524,10 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
             let range: Vec<f64> = draws[figure].as_array().unwrap().iter().map(seconds).collect();
             assert!(range[0] <= seconds(&simulated[figure]) && seconds(&simulated[figure]) <= range[1], "{r}");
         }
+        // And the simulation again at the loop's own step pace, the measurement against it.
+        let paced = &r["at_loop_pace"];
+        let expected = seconds(&measured["ttft_p99_s"]) / seconds(&paced["simulated"]["ttft_p99_s"]) - 1.0;
+        assert!((paced["relative_error"]["ttft_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
         assert!(r["iterations"].as_u64().unwrap() >= 128, "{r}");

@@ -615,16 +615,30 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         figure(&r.joules_per_output_token, 3, "-"),
                         figure(&r.joules_per_token, 3, "-"),
                     ]);
-                    if let Some(d) = &r.simulated_draws {
-                        let range = |[low, high]: [Finite; 2]| format!("{}–{}", ms(low.get()), ms(high.get()));
-                        spreads.push(format!(
-                            "  {name} {} at {:.4} ({}): p99 TTFT {}, p99 TPOT {} over {} draws",
-                            served.bound.name,
-                            r.rate_per_s.get(),
-                            r.label,
+                    let range = |[low, high]: [Finite; 2]| format!("{}–{}", ms(low.get()), ms(high.get()));
+                    let draws = r.simulated_draws.as_ref().map(|d| {
+                        format!(
+                            "p99 TTFT {}, p99 TPOT {} over {} draws",
                             range(d.ttft_p99_s),
                             range(d.tpot_p99_s),
                             d.draws
+                        )
+                    });
+                    let paced = r.at_loop_pace.as_ref().map(|p| {
+                        format!(
+                            "at the loop's own pace {}, {}",
+                            pair(m.ttft_p99_s.get(), Some(p.simulated.ttft_p99_s.get()), &ms),
+                            pair(m.tpot_p99_s.get(), Some(p.simulated.tpot_p99_s.get()), &ms)
+                        )
+                    });
+                    let both: Vec<String> = draws.into_iter().chain(paced).collect();
+                    if !both.is_empty() {
+                        spreads.push(format!(
+                            "  {name} {} at {:.4} ({}): {}",
+                            served.bound.name,
+                            r.rate_per_s.get(),
+                            r.label,
+                            both.join("; ")
                         ));
                     }
                 }
@@ -652,7 +666,8 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         let _ = writeln!(
             out,
             "  SIM: each figure's median over draws of the steps' variation (the same requests and arrivals each \
-             time); the simulated p99s' 10th–90th percentiles over the draws:"
+             time); the simulated p99s' 10th–90th percentiles over the draws, and measured / simulated p99 TTFT and \
+             TPOT with every step at the loop's own median pace against the tables (STEPS/TABLE), a diagnostic:"
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
@@ -812,6 +827,18 @@ mod tests {
                  draws\n"
             ),
             "{after}"
+        );
+        // And the simulation at the loop's own pace, where it was run.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        let paced: lynx_schema::serving::ServeFigures =
+            serde_json::from_str(&figures.replace("0.87", "0.829")).unwrap();
+        let relative =
+            lynx_schema::serving::RelativeError { ttft_p99: f(0.05), tpot_p99: f(0.0), output_tok_per_s: f(0.0) };
+        rates[0].at_loop_pace = Some(lynx_schema::serving::AtLoopPace { simulated: paced, relative_error: relative });
+        let paced = serving_section(&serving);
+        assert!(
+            paced.contains("over 31 draws; at the loop's own pace 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%)\n"),
+            "{paced}"
         );
     }
 

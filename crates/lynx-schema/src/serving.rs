@@ -114,6 +114,22 @@ pub struct ServedRate {
     /// where it is one draw's (results before the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulated_draws: Option<SimulatedDraws>,
+    /// The simulation run again once the rate was served, every step time scaled by the loop's
+    /// own median step ratios (`decode_step_ratio`, `prefill_step_ratio`; 1 where absent): how
+    /// far the simulated server is from the loop's once the device's pace at this rate is taken
+    /// out. A diagnostic, not a prediction (the `simulation` check judges `simulated`): where the
+    /// prediction is off but this agrees, the device ran at another pace than its cells, and the
+    /// simulation's model of the server held. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_loop_pace: Option<AtLoopPace>,
+}
+
+/// The simulation at the serving loop's own step pace, and the measurement against it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AtLoopPace {
+    /// Each figure's median over the same draws as `simulated`'s.
+    pub simulated: ServeFigures,
+    pub relative_error: RelativeError,
 }
 
 /// How the simulated p99s of one served rate vary over draws of the steps' variation: over a

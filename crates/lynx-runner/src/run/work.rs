@@ -624,7 +624,7 @@ impl Turn<'_> {
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
-        use lynx_analysis::serving::{measured_figures, relative_error, serve_figures, simulated_draws};
+        use lynx_analysis::serving::{at_loop_pace, measured_figures, relative_error, serve_figures, simulated_draws};
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
             max_batch: plan.max_batch,
@@ -661,6 +661,15 @@ impl Turn<'_> {
             let predicted = plan.predict(tables.0, tables.1, rate);
             let simulated = predicted.as_ref().map_err(Clone::clone).and_then(|p| serve_figures(&p.median));
             let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
+            let (decode_ratio, prefill_ratio) =
+                (step_ratio(&load.steps, false, false, tables.1), step_ratio(&load.steps, true, false, tables.0));
+            let paced = at_loop_pace(
+                plan,
+                tables,
+                rate,
+                (decode_ratio.map(Finite::get), prefill_ratio.map(Finite::get)),
+                &measured,
+            );
             let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
             let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
             let output: f64 = load.served.iter().map(|s| f64::from(s.osl)).sum();
@@ -693,12 +702,13 @@ impl Turn<'_> {
                 joules_per_output_token: per(output, "joules per output token"),
                 joules_per_token: per(output + input, "joules per token"),
                 unfinished: (load.unfinished > 0).then_some(load.unfinished as u32),
-                decode_step_ratio: step_ratio(&load.steps, false, false, tables.1),
-                prefill_step_ratio: step_ratio(&load.steps, true, false, tables.0),
+                decode_step_ratio: decode_ratio,
+                prefill_step_ratio: prefill_ratio,
                 decode_step_ratio_after_idle: step_ratio(&load.steps, false, true, tables.1),
                 prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
                 other_cpu_cores,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
+                at_loop_pace: paced.ok(),
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
