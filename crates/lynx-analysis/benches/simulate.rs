@@ -33,6 +33,26 @@ fn tables(spread: Option<Spread>, persistence: Option<Persistence>) -> (StepTabl
     (StepTable::new(&prefill), StepTable::new(&decode).with_persistence(persistence))
 }
 
+/// Whole-prompt prefill of up to 64 prompts a step, batch cap `max_batch`, seed 1.
+fn setup<'a>(
+    (prefill, decode): (&'a StepTable, &'a StepTable),
+    lengths: &'a [Lengths],
+    max_batch: u32,
+) -> SimSetup<'a> {
+    SimSetup {
+        prefill,
+        decode,
+        lengths,
+        max_batch,
+        max_prefill_batch: 64,
+        chunk: None,
+        graph_steps: false,
+        seed: 1,
+        draw: 0,
+        stop: None,
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let spread = Spread::new(0.95, 1.03, 1.08, 1.2).expect("ordered");
     let variants = [
@@ -51,18 +71,7 @@ fn bench(c: &mut Criterion) {
         let (prefill, decode) = tables(spread, persistence);
         let name = format!("{name}, {variant}");
         let lengths = vec![Lengths { isl, osl }; 2000];
-        let setup = SimSetup {
-            prefill: &prefill,
-            decode: &decode,
-            lengths: &lengths,
-            max_batch: 1024,
-            max_prefill_batch: 64,
-            chunk: None,
-            graph_steps: false,
-            seed: 1,
-            draw: 0,
-            stop: None,
-        };
+        let setup = setup((&prefill, &decode), &lengths, 1024);
         let found = max_rate(&setup, 2.0, 0.2).unwrap().unwrap();
         println!(
             "{name}: {:.1} req/s, {:.0} output tok/s under 2 s / 200 ms",
@@ -78,18 +87,7 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     let (prefill, decode) = tables(Some(spread), Persistence::fit(0.5, 0.3, 0.02));
     let lengths = vec![Lengths { isl: 1024, osl: 1024 }; 200];
-    let setup = SimSetup {
-        prefill: &prefill,
-        decode: &decode,
-        lengths: &lengths,
-        max_batch: 256,
-        max_prefill_batch: 64,
-        chunk: None,
-        graph_steps: false,
-        seed: 1,
-        draw: 0,
-        stop: None,
-    };
+    let setup = setup((&prefill, &decode), &lengths, 256);
     let rate = max_rate(&setup, 2.0, 0.2).unwrap().unwrap().rate_per_s;
     let name = format!("chat 1k/1k, 200 requests, {DRAWS} draws, persistent");
     group.bench_function(&name, |b| b.iter(|| replicated(&setup, rate, DRAWS).unwrap()));
