@@ -443,10 +443,21 @@ for name, result in sorted(results.items()):
             m, s = r["measured"], r["simulated"]
             sim = (f"simulated {s['ttft_p99_s'] * 1e3:.0f} ms / {s['tpot_p99_s'] * 1e3:.1f} ms / "
                    f"{s['output_tok_per_s_per_device']:.0f} tok/s") if "ttft_p99_s" in s else "not simulated"
+            draws = r.get("simulated_draws")
+            if draws:
+                sim += (f" (median of {draws['draws']} draws; p99s' 10th-90th percentiles "
+                        f"{draws['ttft_p99_s'][0] * 1e3:.0f}-{draws['ttft_p99_s'][1] * 1e3:.0f} ms, "
+                        f"{draws['tpot_p99_s'][0] * 1e3:.1f}-{draws['tpot_p99_s'][1] * 1e3:.1f} ms)")
+            ratio = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "-"
+            paced = r.get("at_loop_pace")
+            paced = (f"; at the loop's own pace simulated {paced['simulated']['ttft_p99_s'] * 1e3:.0f} ms "
+                     f"({paced['relative_error']['ttft_p99'] * 100:+.0f}%) / "
+                     f"{paced['simulated']['tpot_p99_s'] * 1e3:.1f} ms "
+                     f"({paced['relative_error']['tpot_p99'] * 100:+.0f}%)") if paced else ""
             claim(f"{label} at {r['rate_per_s']:.2f}/s ({r['label']})", "INFO",
                   f"measured p99 TTFT {m['ttft_p99_s'] * 1e3:.0f} ms / TPOT {m['tpot_p99_s'] * 1e3:.1f} ms / "
-                  f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table "
-                  f"{r.get('decode_step_ratio', '-')}")
+                  f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table decode "
+                  f"{ratio(r.get('decode_step_ratio'))}, prefill {ratio(r.get('prefill_step_ratio'))}{paced}")
 # The serving loop runs the server the graph cells describe: its decode steps replayed as graphs
 # (a capture that fails leaves it serving eagerly, and says why).
 what = "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs"

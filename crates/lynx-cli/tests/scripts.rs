@@ -145,12 +145,18 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 3000, "joules_per_output_token": 0.1,
                "joules_per_token": 0.01, "decode_step_ratio": 1.02})
     };
+    // The latency-bounded rate's simulation as it is recorded now: medians over draws, their
+    // spread, and the simulation again at the loop's own pace.
+    let mut bounded = rate("bounded", figures(0.45));
+    bounded["simulated_draws"] = json!({"draws": 101, "ttft_p99_s": [0.41, 0.49], "tpot_p99_s": [0.0095, 0.0105]});
+    bounded["at_loop_pace"] = json!({"simulated": figures(0.5),
+                                     "relative_error": {"ttft_p99": 0.0, "tpot_p99": 0.0, "output_tok_per_s": 0.0}});
     let lengths = json!({"mean": 900.0, "p50": 910.0, "p90": 1000.0, "p99": 1020.0, "min": 819, "max": 1024});
     let bound = json!({"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1});
     let workload = json!({"name": "short", "isl": {"range_ratio": 0.8, "length": 1024}, "osl": 128});
     let serving = json!({"server": "batch cap 64, whole prompts, graph steps", "served": [
         {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64, "mode": "graph",
-         "rates": [rate("bounded", figures(0.45)), rate("over", json!({"unavailable": "the simulation saturated"}))]},
+         "rates": [bounded, rate("over", json!({"unavailable": "the simulation saturated"}))]},
         {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64,
          "rates": {"unavailable": "no rate keeps this bound"}},
     ]});
@@ -247,6 +253,14 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: simulation within 15%"), "INFO", "{table}");
     assert!(table.contains("at 12.50/s (bounded)") && table.contains("not simulated"), "{table}");
+    assert!(
+        table.contains(
+            "simulated 450 ms / 10.0 ms / 5000 tok/s (median of 101 draws; p99s' 10th-90th percentiles 410-490 ms, \
+             9.5-10.5 ms); steps/table decode 1.02, prefill -; at the loop's own pace simulated 500 ms (+0%) / 10.0 \
+             ms (+0%)"
+        ),
+        "{table}"
+    );
     assert!(table.contains("served short under server (graph steps) at 12.50/s"), "{table}");
     assert!(table.contains("served short under server (eager steps)"), "{table}");
     assert!(table.contains("not served: no rate keeps this bound"), "{table}");
