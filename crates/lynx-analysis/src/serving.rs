@@ -657,10 +657,10 @@ mod tests {
         assert_eq!(pool_rows(u32::MAX, true), u32::MAX);
     }
 
-    /// The simulation at the loop's own pace scales each table by its kind's ratio: steps at
-    /// their medians taking twice as long double every latency and halve the throughput of a
-    /// server that is never full; a ratio the loop did not measure counts as 1; and a loop that
-    /// ran at exactly that pace agrees with it.
+    /// The simulation at the loop's own pace scales each table by its kind's ratio: where no
+    /// request waits for another, TTFT is one prefill step and TPOT one decode step, each that
+    /// many times as long; a ratio the loop did not measure counts as 1; and a loop that ran at
+    /// exactly that pace agrees with it.
     #[test]
     fn the_simulation_at_the_loops_pace_scales_each_kind_of_step_by_its_ratio() {
         use crate::sim::TablePoint;

@@ -793,8 +793,8 @@ mod tests {
     }
 
     /// Where the simulated figures of a served rate are medians over draws of the steps, the
-    /// section says so and gives the simulated p99s' spread over them; a result from before the
-    /// draws has no such lines.
+    /// section says so and gives the simulated p99s' spread over them, and the simulation at the
+    /// loop's own pace where it was run; a result from before either has no such lines.
     #[test]
     fn the_serving_section_gives_the_spread_of_the_simulated_p99s_over_their_draws() {
         let figures = r#"{"ttft_p50_s": 0.2, "ttft_p99_s": 0.87, "tpot_p50_s": 0.07, "tpot_p99_s": 0.084,
