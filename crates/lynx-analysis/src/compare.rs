@@ -3,6 +3,7 @@
 //! within 2% of it (MLPerf's bar for a materially different result), and the verdict over all.
 
 use lynx_schema::compare::{Comparison, Outcome, Row, Verdict, Worst, MATERIAL_DIFFERENCE};
+use lynx_schema::derived::LatencyBounded;
 use lynx_schema::result::{CellStatus, RunResult};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;
@@ -49,21 +50,7 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
         }
     }
     if let (Some(da), Some(db)) = (&a.derived, &b.derived) {
-        for lb in &da.latency_bounded {
-            let other = db.latency_bounded.iter().find(|o| {
-                o.workload == lb.workload && o.bound.name == lb.bound.name && o.bound.tpot_p99_s == lb.bound.tpot_p99_s
-            });
-            match (other.map(|o| &o.point), &lb.point) {
-                (Some(Reported::Known(q)), Reported::Known(p)) => rows.push(row(
-                    format!("{} under {}: output tok/s/device", lb.workload, lb.bound.name),
-                    true,
-                    p.output_tok_per_s_per_device.get(),
-                    q.output_tok_per_s_per_device.get(),
-                    None,
-                )),
-                _ => unmatched.push(format!("{} under {}: latency-bounded throughput", lb.workload, lb.bound.name)),
-            }
-        }
+        latency_bounded((first, &da.latency_bounded), (second, &db.latency_bounded), &mut rows, &mut unmatched);
     }
     if let (Some(ra), Some(rb)) = (&a.roofline, &b.roofline) {
         for probe in &ra.probes {
@@ -85,6 +72,52 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
         unmatched,
         tolerance: MATERIAL_DIFFERENCE,
         verdict,
+    }
+}
+
+/// The latency-bounded throughput of each workload and bound both results have: the simulated
+/// figure, and the serving loop's measured one (the published figure) where both served it.
+fn latency_bounded(
+    (first, a): (&str, &[LatencyBounded]),
+    (second, b): (&str, &[LatencyBounded]),
+    rows: &mut Vec<Row>,
+    unmatched: &mut Vec<String>,
+) {
+    let same = |x: &LatencyBounded, y: &LatencyBounded| {
+        x.workload == y.workload && x.bound.name == y.bound.name && x.bound.tpot_p99_s == y.bound.tpot_p99_s
+    };
+    for lb in a {
+        let name = format!("{} under {}", lb.workload, lb.bound.name);
+        let other = b.iter().find(|o| same(o, lb));
+        match (other.map(|o| &o.point), &lb.point) {
+            (Some(Reported::Known(q)), Reported::Known(p)) => rows.push(row(
+                format!("{name}: simulated output tok/s/device"),
+                true,
+                p.output_tok_per_s_per_device.get(),
+                q.output_tok_per_s_per_device.get(),
+                None,
+            )),
+            _ => unmatched.push(format!("{name}: simulated latency-bounded throughput")),
+        }
+        match (&lb.measured, other.and_then(|o| o.measured.as_ref())) {
+            (Some(p), Some(q)) => rows.push(row(
+                format!("{name}: measured output tok/s/device"),
+                true,
+                p.output_tok_per_s_per_device.get(),
+                q.output_tok_per_s_per_device.get(),
+                None,
+            )),
+            (Some(_), None) => unmatched.push(format!("{name}: measured latency-bounded throughput (only in {first})")),
+            (None, _) => {}
+        }
+    }
+    for lb in b.iter().filter(|lb| lb.measured.is_some()) {
+        if !a.iter().any(|o| same(o, lb) && o.measured.is_some()) {
+            unmatched.push(format!(
+                "{} under {}: measured latency-bounded throughput (only in {second})",
+                lb.workload, lb.bound.name
+            ));
+        }
     }
 }
 
@@ -135,6 +168,65 @@ pub fn verdict(rows: &[Row]) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A latency-bounded entry of `workload` (16/4) under the server bound, its simulated
+    /// throughput `simulated` (unavailable where `None`) and its measured one `measured`.
+    fn bounded(workload: &str, simulated: Option<f64>, measured: Option<f64>) -> LatencyBounded {
+        let point = match simulated {
+            Some(tok) => serde_json::json!({"request_rate_per_s": 1.0, "output_tok_per_s_per_device": tok,
+                "tok_per_s_per_user": 10.0, "ttft_p99_s": 0.5, "tpot_p99_s": 0.05, "max_batch": 8,
+                "max_prefill_batch": 8, "chunked_prefill": null, "requests": 100,
+                "joules_per_output_token": {"unavailable": "no power"},
+                "usd_per_million_output_tokens": {"unavailable": "no price"}, "extrapolated": false}),
+            None => serde_json::json!({"unavailable": "no rate keeps this bound"}),
+        };
+        let measured = measured.map(|tok| {
+            serde_json::json!({"request_rate_per_s": 1.0, "output_tok_per_s_per_device": tok,
+                "tok_per_s_per_user": 10.0, "ttft_p99_s": 0.5, "tpot_p99_s": 0.05, "within_bound": true,
+                "joules_per_output_token": {"unavailable": "no power"},
+                "usd_per_million_output_tokens": {"unavailable": "no price"}})
+        });
+        serde_json::from_value(serde_json::json!({
+            "workload": {"name": workload, "isl": 16, "osl": 4},
+            "bound": {"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1},
+            "point": point,
+            "measured": measured,
+        }))
+        .unwrap()
+    }
+
+    /// Issue 16: where both results served a workload, its measured latency-bounded throughput
+    /// (the figure published) is compared beside the simulated one; where only one served it,
+    /// the comparison says which, rather than leaving the published figure out silently.
+    #[test]
+    fn measured_latency_bounded_throughput_is_compared_where_both_served_it() {
+        let a = [bounded("chat", Some(100.0), Some(90.0)), bounded("long", None, Some(10.0))];
+        let b = [
+            bounded("chat", Some(101.0), Some(81.0)),
+            bounded("long", Some(5.0), None),
+            bounded("new", None, Some(1.0)),
+        ];
+        let (mut rows, mut unmatched) = (Vec::new(), Vec::new());
+        latency_bounded(("published", &a), ("local", &b), &mut rows, &mut unmatched);
+        let figures: Vec<(&str, f64, bool)> =
+            rows.iter().map(|r| (r.figure.as_str(), r.ratio, r.within_tolerance)).collect();
+        assert_eq!(
+            figures,
+            [
+                ("chat 16/4 under server: simulated output tok/s/device", 1.01, true),
+                ("chat 16/4 under server: measured output tok/s/device", 0.9, false),
+            ]
+        );
+        assert_eq!(
+            unmatched,
+            [
+                "long 16/4 under server: simulated latency-bounded throughput",
+                "long 16/4 under server: measured latency-bounded throughput (only in published)",
+                "new 16/4 under server: measured latency-bounded throughput (only in local)",
+            ]
+        );
+        assert_eq!(verdict(&rows).outcome, Outcome::Different, "the published figure is 10% down");
+    }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {
         row(format!("figure at {ratio}"), higher_is_better, 1.0, ratio, within_spread)
