@@ -635,9 +635,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                     if !both.is_empty() {
                         spreads.push(format!(
                             "  {name} {} at {:.4} ({}): {}",
-                            served.bound.name,
+                            terminal_text(&served.bound.name, 60),
                             r.rate_per_s.get(),
-                            r.label,
+                            terminal_text(&r.label, 20),
                             both.join("; ")
                         ));
                     }
@@ -647,7 +647,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                 reasons.push(format!(
                     "  ({}) {name} under {}: {}",
                     reasons.len() + 1,
-                    served.bound.name,
+                    terminal_text(&served.bound.name, 60),
                     terminal_text(unavailable, 300)
                 ));
                 let mut row: [String; 10] = Default::default();
