@@ -11,7 +11,9 @@ use crate::sim::{replicated, simulate, Figures, Replicated, Served, SimOutcome, 
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{Check, CheckName, StepMode};
-use lynx_schema::serving::{AtLoopPace, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws};
+use lynx_schema::serving::{
+    AtLoopPace, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, StepSpread,
+};
 use lynx_schema::value::Finite;
 use std::sync::atomic::AtomicBool;
 
@@ -235,6 +237,19 @@ pub fn at_loop_pace(
     Ok(AtLoopPace { simulated, relative_error })
 }
 
+/// How the loop's steps of one kind spread against the cells', from each step's measured /
+/// table time and the cells' 90th percentile over their median at its shape (where the tables
+/// have one); `None` where no step has both.
+pub fn step_spread(steps: &[(f64, Option<f64>)]) -> Option<StepSpread> {
+    let ratios: Vec<f64> = steps.iter().filter(|(_, cells)| cells.is_some()).map(|(ratio, _)| *ratio).collect();
+    let cells: Vec<f64> = steps.iter().filter_map(|(_, cells)| *cells).collect();
+    let loop_p90 = crate::stats::Sorted::new(ratios).ok()?.quantile(0.9);
+    Some(StepSpread {
+        loop_p90: finite(loop_p90, "the loop's 90th percentile step ratio").ok()?,
+        cells_p90: finite(crate::stats::median(&cells).ok()?, "the cells' 90th percentile step").ok()?,
+    })
+}
+
 /// The spread of a prediction's p99s as the result records it.
 pub fn simulated_draws(predicted: &Replicated) -> Result<SimulatedDraws, String> {
     let pair = |(low, high): (f64, f64), what: &str| Ok::<_, String>([finite(low, what)?, finite(high, what)?]);
@@ -337,8 +352,24 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                             100.0 * p.relative_error.tpot_p99.get()
                         )
                     });
+                    // And whether the steps varied more than their cells had: a slow stretch
+                    // that the median ratio hides.
+                    let spreads: Vec<String> =
+                        [("decode", &rate.decode_step_spread), ("prefill", &rate.prefill_step_spread)]
+                            .into_iter()
+                            .filter_map(|(kind, spread)| {
+                                let s = spread.as_ref()?;
+                                Some(format!("{kind} {:.2}× (the cells' {:.2}×)", s.loop_p90.get(), s.cells_p90.get()))
+                            })
+                            .collect();
+                    let spread = if spreads.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; its steps' 90th percentile over the tables' median: {}", spreads.join(", "))
+                    };
                     faults.push(format!(
-                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{draws}{paced}",
+                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{draws}{paced}\
+                         {spread}",
                         100.0 * e.ttft_p99.get(),
                         100.0 * e.tpot_p99.get()
                     ));
@@ -468,6 +499,8 @@ mod tests {
             other_cpu_cores: None,
             simulated_draws: None,
             at_loop_pace: None,
+            decode_step_spread: None,
+            prefill_step_spread: None,
         }
     }
 
@@ -595,12 +628,13 @@ mod tests {
         let paced = figures(1.02, 0.049);
         far.at_loop_pace =
             Some(AtLoopPace { relative_error: relative_error(&far.measured, &paced).unwrap(), simulated: paced });
+        far.decode_step_spread = step_spread(&[(1.0, Some(1.04)), (1.6, Some(1.1)), (0.9, None)]);
         let checks = super::checks(&record(vec![far]));
         assert!(
             checks[0].detail.ends_with(
                 "over 31 draws of the steps the simulated p99 TTFT spread over 900.0–1100.0 ms and p99 TPOT over \
                  38.0–42.0 ms (10th–90th percentile); at the loop's own step pace the simulation gives p99 TTFT -2%, \
-                 p99 TPOT +2%"
+                 p99 TPOT +2%; its steps' 90th percentile over the tables' median: decode 1.54× (the cells' 1.07×)"
             ),
             "{}",
             checks[0].detail
@@ -655,6 +689,20 @@ mod tests {
         plan.mode = StepMode::Graph;
         assert!(plan.pool().graphs);
         assert_eq!(pool_rows(u32::MAX, true), u32::MAX);
+    }
+
+    /// The loop's steps' spread against the cells': the 90th percentile of the ratios of steps
+    /// whose shape has a cell spread, beside the median of those cells' own; none without one.
+    #[test]
+    fn the_loops_step_spread_is_set_beside_the_cells() {
+        let steps: Vec<(f64, Option<f64>)> = (1..=10).map(|i| (f64::from(i) / 10.0 + 0.5, Some(1.1))).collect();
+        let spread = step_spread(&steps).unwrap();
+        assert!((spread.loop_p90.get() - 1.41).abs() < 1e-12 && spread.cells_p90.get() == 1.1, "{spread:?}");
+        let mut with_unknown = steps.clone();
+        with_unknown.push((9.0, None));
+        assert_eq!(step_spread(&with_unknown), Some(spread), "a step with no cell spread is left out");
+        assert_eq!(step_spread(&[(1.0, None)]), None);
+        assert_eq!(step_spread(&[]), None);
     }
 
     /// The simulation at the loop's own pace scales each table by its kind's ratio: where no

@@ -58,6 +58,11 @@ impl Spread {
         Some(Spread { factors, mean, sd })
     }
 
+    /// The 90th percentile step over the median.
+    pub fn p90(&self) -> f64 {
+        self.factors[2]
+    }
+
     /// The factor of `steps` steps together (their total over one median): one draw for a single
     /// step, else the sum's normal approximation, held between the fastest and slowest.
     fn draw(&self, steps: u64, rng: &mut SplitMix64) -> f64 {

@@ -177,7 +177,7 @@ impl Observer for Progress {
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
-                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}",
+                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -188,6 +188,17 @@ impl Observer for Progress {
                         1e3 * r.overhead_s[2].get(),
                         r.iterations,
                         ratio(r.other_cpu_cores),
+                        [("decode", &r.decode_step_spread), ("prefill", &r.prefill_step_spread)]
+                            .into_iter()
+                            .filter_map(|(kind, spread)| {
+                                let s = spread.as_ref()?;
+                                Some(format!(
+                                    "; {kind} steps' 90th percentile over the tables' median {:.2} (the cells' {:.2})",
+                                    s.loop_p90.get(),
+                                    s.cells_p90.get()
+                                ))
+                            })
+                            .collect::<String>(),
                         r.at_loop_pace.as_ref().map_or(String::new(), |p| format!(
                             "; at the loop's own step pace the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT \
                              {:.1} ms ({:+.0}%)",

@@ -528,6 +528,11 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         let paced = &r["at_loop_pace"];
         let expected = seconds(&measured["ttft_p99_s"]) / seconds(&paced["simulated"]["ttft_p99_s"]) - 1.0;
         assert!((paced["relative_error"]["ttft_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
+        // And how the loop's decode steps spread against their cells': at their 90th percentile,
+        // at or above their median ratio, beside the cells' own (at least their median).
+        let spread = &r["decode_step_spread"];
+        assert!(seconds(&spread["loop_p90"]) >= seconds(&r["decode_step_ratio"]) * (1.0 - 1e-12), "{r}");
+        assert!(seconds(&spread["cells_p90"]) >= 1.0, "{r}");
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
         assert!(r["iterations"].as_u64().unwrap() >= 128, "{r}");

@@ -631,7 +631,17 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                             pair(m.tpot_p99_s.get(), Some(p.simulated.tpot_p99_s.get()), &ms)
                         )
                     });
-                    let both: Vec<String> = draws.into_iter().chain(paced).collect();
+                    let spreads_of: Vec<String> =
+                        [("decode", &r.decode_step_spread), ("prefill", &r.prefill_step_spread)]
+                            .into_iter()
+                            .filter_map(|(kind, spread)| {
+                                let s = spread.as_ref()?;
+                                Some(format!("{kind} {:.2}× (cells' {:.2}×)", s.loop_p90.get(), s.cells_p90.get()))
+                            })
+                            .collect();
+                    let spread = (!spreads_of.is_empty())
+                        .then(|| format!("steps' 90th percentile over the tables' median {}", spreads_of.join(", ")));
+                    let both: Vec<String> = draws.into_iter().chain(paced).chain(spread).collect();
                     if !both.is_empty() {
                         spreads.push(format!(
                             "  {name} {} at {:.4} ({}): {}",
@@ -666,8 +676,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         let _ = writeln!(
             out,
             "  SIM: each figure's median over draws of the steps' variation (the same requests and arrivals each \
-             time); the simulated p99s' 10th–90th percentiles over the draws, and measured / simulated p99 TTFT and \
-             TPOT with every step at the loop's own median pace against the tables (STEPS/TABLE), a diagnostic:"
+             time); the simulated p99s' 10th–90th percentiles over the draws; measured / simulated p99 TTFT and \
+             TPOT with every step at the loop's own median pace against the tables (STEPS/TABLE), a diagnostic; and \
+             the loop's steps' 90th percentile over the tables' median beside the cells' own:"
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
@@ -839,6 +850,16 @@ mod tests {
         assert!(
             paced.contains("over 31 draws; at the loop's own pace 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%)\n"),
             "{paced}"
+        );
+        // And the loop's steps' spread against the cells'.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].decode_step_spread = Some(lynx_schema::serving::StepSpread { loop_p90: f(1.45), cells_p90: f(1.08) });
+        let spread = serving_section(&serving);
+        assert!(
+            spread.contains(
+                "84.0 ms / 84.0 ms (+0%); steps' 90th percentile over the tables' median decode 1.45× (cells' 1.08×)\n"
+            ),
+            "{spread}"
         );
     }
 

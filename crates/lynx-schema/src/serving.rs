@@ -122,6 +122,24 @@ pub struct ServedRate {
     /// simulation's model of the server held. Absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_loop_pace: Option<AtLoopPace>,
+    /// How the loop's decode steps, and its prefill steps, spread against their cells' (absent
+    /// where no step of that kind ran, the tables have no spread there, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_step_spread: Option<StepSpread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_step_spread: Option<StepSpread>,
+}
+
+/// How the serving loop's steps of one kind spread against the cells': where they ran slow for a
+/// stretch, which their median ratio to the tables hides, `loop_p90` lies well above
+/// `cells_p90`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepSpread {
+    /// The 90th percentile over the loop's steps of measured / table time at each step's shape.
+    pub loop_p90: Finite,
+    /// The median over the same steps of the cells' own 90th percentile step over their median
+    /// at each step's shape.
+    pub cells_p90: Finite,
 }
 
 /// The simulation at the serving loop's own step pace, and the measurement against it.

@@ -207,19 +207,34 @@ pub(super) fn serving_done(
         .all(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).all(|b| served(&w.name, &b.name)))
 }
 
-/// The median over the loop's steps of one kind (with `after_idle`, only those that came first
-/// after an idle gap) of measured / table time at the step's shape.
+/// The loop's steps of one kind (with `after_idle`, only those that came first after an idle
+/// gap), each as its measured / table time at its shape and the cells' 90th percentile step over
+/// their median there (where the table has a spread).
+fn step_ratios(
+    steps: &[super::serve::Step],
+    prefill: bool,
+    after_idle: bool,
+    table: &lynx_analysis::sim::StepTable,
+) -> Vec<(f64, Option<f64>)> {
+    steps
+        .iter()
+        .filter(|s| s.prefill == prefill && (s.after_idle || !after_idle))
+        .filter_map(|s| {
+            let at = table.lookup(s.batch, f64::from(s.len))?;
+            Some((s.seconds / at.step_s, at.spread.map(|spread| spread.p90())))
+        })
+        .collect()
+}
+
+/// The median over the loop's steps of one kind (as [`step_ratios`] takes them) of measured /
+/// table time at the step's shape.
 fn step_ratio(
     steps: &[super::serve::Step],
     prefill: bool,
     after_idle: bool,
     table: &lynx_analysis::sim::StepTable,
 ) -> Option<Finite> {
-    let ratios: Vec<f64> = steps
-        .iter()
-        .filter(|s| s.prefill == prefill && (s.after_idle || !after_idle))
-        .filter_map(|s| Some(s.seconds / table.lookup(s.batch, f64::from(s.len))?.step_s))
-        .collect();
+    let ratios: Vec<f64> = step_ratios(steps, prefill, after_idle, table).into_iter().map(|(r, _)| r).collect();
     Finite::new(lynx_analysis::stats::median(&ratios).ok()?, "step ratio").ok()
 }
 
@@ -624,7 +639,9 @@ impl Turn<'_> {
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
-        use lynx_analysis::serving::{at_loop_pace, measured_figures, relative_error, serve_figures, simulated_draws};
+        use lynx_analysis::serving::{
+            at_loop_pace, measured_figures, relative_error, serve_figures, simulated_draws, step_spread,
+        };
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
             max_batch: plan.max_batch,
@@ -709,6 +726,8 @@ impl Turn<'_> {
                 other_cpu_cores,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
                 at_loop_pace: paced.ok(),
+                decode_step_spread: step_spread(&step_ratios(&load.steps, false, false, tables.1)),
+                prefill_step_spread: step_spread(&step_ratios(&load.steps, true, false, tables.0)),
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
