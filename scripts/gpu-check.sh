@@ -454,6 +454,11 @@ for name, result in sorted(results.items()):
                      f"({paced['relative_error']['ttft_p99'] * 100:+.0f}%) / "
                      f"{paced['simulated']['tpot_p99_s'] * 1e3:.1f} ms "
                      f"({paced['relative_error']['tpot_p99'] * 100:+.0f}%)") if paced else ""
+            for kind in ("decode", "prefill"):
+                spread = r.get(f"{kind}_step_spread")
+                if spread:
+                    paced += (f"; {kind} steps' p90 over the tables' median {spread['loop_p90']:.2f} "
+                              f"(the cells' {spread['cells_p90']:.2f})")
             claim(f"{label} at {r['rate_per_s']:.2f}/s ({r['label']})", "INFO",
                   f"measured p99 TTFT {m['ttft_p99_s'] * 1e3:.0f} ms / TPOT {m['tpot_p99_s'] * 1e3:.1f} ms / "
                   f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table decode "
