@@ -354,14 +354,7 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     });
                     // And whether the steps varied more than their cells had: a slow stretch
                     // that the median ratio hides.
-                    let spreads: Vec<String> =
-                        [("decode", &rate.decode_step_spread), ("prefill", &rate.prefill_step_spread)]
-                            .into_iter()
-                            .filter_map(|(kind, spread)| {
-                                let s = spread.as_ref()?;
-                                Some(format!("{kind} {:.2}× (the cells' {:.2}×)", s.loop_p90.get(), s.cells_p90.get()))
-                            })
-                            .collect();
+                    let spreads = rate.step_spread_words();
                     let spread = if spreads.is_empty() {
                         String::new()
                     } else {

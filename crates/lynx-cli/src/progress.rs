@@ -188,17 +188,11 @@ impl Observer for Progress {
                         1e3 * r.overhead_s[2].get(),
                         r.iterations,
                         ratio(r.other_cpu_cores),
-                        [("decode", &r.decode_step_spread), ("prefill", &r.prefill_step_spread)]
-                            .into_iter()
-                            .filter_map(|(kind, spread)| {
-                                let s = spread.as_ref()?;
-                                Some(format!(
-                                    "; {kind} steps' 90th percentile over the tables' median {:.2} (the cells' {:.2})",
-                                    s.loop_p90.get(),
-                                    s.cells_p90.get()
-                                ))
-                            })
-                            .collect::<String>(),
+                        match r.step_spread_words() {
+                            words if words.is_empty() => String::new(),
+                            words =>
+                                format!("; the steps' 90th percentile over the tables' median: {}", words.join(", ")),
+                        },
                         r.at_loop_pace.as_ref().map_or(String::new(), |p| format!(
                             "; at the loop's own step pace the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT \
                              {:.1} ms ({:+.0}%)",

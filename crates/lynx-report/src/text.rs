@@ -631,14 +631,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                             pair(m.tpot_p99_s.get(), Some(p.simulated.tpot_p99_s.get()), &ms)
                         )
                     });
-                    let spreads_of: Vec<String> =
-                        [("decode", &r.decode_step_spread), ("prefill", &r.prefill_step_spread)]
-                            .into_iter()
-                            .filter_map(|(kind, spread)| {
-                                let s = spread.as_ref()?;
-                                Some(format!("{kind} {:.2}× (cells' {:.2}×)", s.loop_p90.get(), s.cells_p90.get()))
-                            })
-                            .collect();
+                    let spreads_of = r.step_spread_words();
                     let spread = (!spreads_of.is_empty())
                         .then(|| format!("steps' 90th percentile over the tables' median {}", spreads_of.join(", ")));
                     let both: Vec<String> = draws.into_iter().chain(paced).chain(spread).collect();
@@ -857,7 +850,8 @@ mod tests {
         let spread = serving_section(&serving);
         assert!(
             spread.contains(
-                "84.0 ms / 84.0 ms (+0%); steps' 90th percentile over the tables' median decode 1.45× (cells' 1.08×)\n"
+                "84.0 ms / 84.0 ms (+0%); steps' 90th percentile over the tables' median decode 1.45× (the cells' \
+                 1.08×)\n"
             ),
             "{spread}"
         );
