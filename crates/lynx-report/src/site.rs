@@ -33,7 +33,8 @@ const MAX_NAME: usize = 160;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}\
-th{background:#f3f3f3}.bad{color:#b00}.ok{color:#070}svg{display:block;margin:1em 0}.long{overflow-wrap:anywhere;min-width:16em}code{font-size:12px}";
+th{background:#f3f3f3}.bad{color:#b00}.ok{color:#070}svg{display:block;margin:1em 0}.long{overflow-wrap:anywhere;min-width:16em}code{font-size:12px}\
+pre{font-size:12px;overflow-x:auto}";
 
 /// One envelope as the site lists it: its file, and its verified result with the id of the key
 /// it verified under, or why it is not believed (the kind in a word, and the reason).
@@ -315,6 +316,7 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str, related: &Relate
         h2 { "Cells" }
         (cells(result))
         @if let Some(derived) = &result.derived { (modes(derived)) }
+        @if let Some(serving) = &result.serving { (serving_section(serving)) }
         h2 { "Telemetry" }
         @if series.is_empty() { p { "no device telemetry in the samples file" } }
         @for (name, points) in &series {
@@ -324,6 +326,16 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str, related: &Relate
             h2 { "Roofline" }
             (roofline_section(&[(device_label(result), roofline.clone())]))
         }
+    }
+}
+
+/// The serving phase as the run's summary prints it: each rate served, measured beside the
+/// simulation (with the draws' spread, the simulation at the loop's own pace and the steps'
+/// spread where the result has them), as preformatted text.
+fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> Markup {
+    html! {
+        h2 { "Serving phase" }
+        pre { (Html(crate::text::serving_section(serving).trim_start_matches('\n'))) }
     }
 }
 
@@ -560,4 +572,34 @@ fn timeline(envelope: &Path, result: &RunResult) -> Vec<(String, Vec<(f64, f64)>
         .filter(|(_, p)| !p.is_empty())
         .map(|(name, p)| (name.to_owned(), thin(p)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result's page shows its serving phase as the summary prints it, a hostile workload
+    /// name as inert text.
+    #[test]
+    fn a_result_page_shows_its_serving_phase_with_hostile_names_as_text() {
+        let figures = r#"{"ttft_p50_s": 0.2, "ttft_p99_s": 0.87, "tpot_p50_s": 0.07, "tpot_p99_s": 0.084,
+            "output_tok_per_s_per_device": 68.0, "tok_per_s_per_user": 14.0}"#;
+        let text = format!(
+            r#"{{"server": "batch cap 8 <b>", "served": [{{"workload": {{"name": "x<script>\u001b[31m", "isl": 64, "osl": 16}},
+            "bound": {{"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1}},
+            "isl": {{"mean": 64.0, "p50": 64.0, "p90": 64.0, "p99": 64.0, "min": 64, "max": 64}},
+            "osl": {{"mean": 16.0, "p50": 16.0, "p90": 16.0, "p99": 16.0, "min": 16, "max": 16}}, "max_batch": 8,
+            "rates": [{{"label": "bounded", "rate_per_s": 4.6357, "requests": 24, "window_s": 5.7, "measured": {figures},
+            "simulated": {figures}, "relative_error": null, "within_bound": true, "overhead_s": [1e-6, 1e-5, 1e-4],
+            "iterations": 107, "joules_per_output_token": {{"unavailable": "no power"}},
+            "joules_per_token": {{"unavailable": "no power"}},
+            "simulated_draws": {{"draws": 101, "ttft_p99_s": [0.8, 0.9], "tpot_p99_s": [0.08, 0.09]}}}}]}}]}}"#
+        );
+        let serving: lynx_schema::serving::ServingRecord = serde_json::from_str(&text).unwrap();
+        let html = serving_section(&serving).into_string();
+        assert!(html.starts_with("<h2>Serving phase</h2><pre>serving phase (measured at"), "{html}");
+        assert!(html.contains("P99 TTFT MEASURED/SIM") && html.contains("over 101 draws"), "{html}");
+        assert!(!html.contains("<script>") && !html.contains("<b>") && !html.contains('\u{1b}'), "{html}");
+        assert!(html.contains("&lt;script&gt;") && html.contains("&lt;b&gt;"), "{html}");
+    }
 }
