@@ -854,6 +854,12 @@ mod tests {
         ])
     }
 
+    /// 50 ms prefill and 10 ms decode steps at batches 1 to 8, each varying with `spread`.
+    fn prefill_and_decode(spread: Option<Spread>) -> (StepTable, StepTable) {
+        let point = |batch, step_s| TablePoint { batch, len: 1, step_s, power_w: None, spread };
+        (StepTable::new(&[point(1, 0.05), point(8, 0.05)]), StepTable::new(&[point(1, 0.01), point(8, 0.01)]))
+    }
+
     fn lengths(isl: u32, osl: u32) -> Vec<Lengths> {
         vec![Lengths { isl, osl }; 1000]
     }
@@ -1087,12 +1093,8 @@ mod tests {
     /// their median: the queue sees the slow ones. At low load the median still rules.
     #[test]
     fn varying_steps_lengthen_the_tail_of_a_busy_server() {
-        let with = |spread| {
-            let point = |batch, step_s| TablePoint { batch, len: 1, step_s, power_w: None, spread };
-            (StepTable::new(&[point(1, 0.05), point(8, 0.05)]), StepTable::new(&[point(1, 0.01), point(8, 0.01)]))
-        };
-        let (steady_prefill, steady_decode) = with(None);
-        let (varied_prefill, varied_decode) = with(Spread::new(0.8, 1.5, 3.0, 4.0));
+        let (steady_prefill, steady_decode) = prefill_and_decode(None);
+        let (varied_prefill, varied_decode) = prefill_and_decode(Spread::new(0.8, 1.5, 3.0, 4.0));
         let lengths = lengths(128, 32);
         let steady = setup(&steady_prefill, &steady_decode, &lengths, 8);
         let varied = setup(&varied_prefill, &varied_decode, &lengths, 8);
@@ -1109,12 +1111,8 @@ mod tests {
     /// draw 0 is the simulation's own, and steps at their medians leave nothing to vary.
     #[test]
     fn replicated_draws_give_the_median_and_the_spread_of_the_p99s() {
-        let with = |spread| {
-            let point = |batch, step_s| TablePoint { batch, len: 1, step_s, power_w: None, spread };
-            (StepTable::new(&[point(1, 0.05), point(8, 0.05)]), StepTable::new(&[point(1, 0.01), point(8, 0.01)]))
-        };
         let lengths = vec![Lengths { isl: 128, osl: 16 }; 24];
-        let (prefill, decode) = with(Spread::new(0.8, 1.3, 2.0, 2.5));
+        let (prefill, decode) = prefill_and_decode(Spread::new(0.8, 1.3, 2.0, 2.5));
         let decode = decode.with_persistence(Persistence::fit(0.6, 0.3, 0.01));
         let varied = setup(&prefill, &decode, &lengths, 8);
         let rate = 0.6 * simulate(&varied, 1e4).unwrap().output_tok_per_s / 16.0;
@@ -1131,7 +1129,7 @@ mod tests {
         }
         let second = simulate(&SimSetup { draw: 1, ..varied.clone() }, rate).unwrap();
         assert_ne!(second, own, "another draw, other step times");
-        let (prefill, decode) = with(None);
+        let (prefill, decode) = prefill_and_decode(None);
         let steady = replicated(&setup(&prefill, &decode, &lengths, 8), rate, 31).unwrap();
         assert_eq!(steady.ttft_p99_s, (steady.median.ttft_p99_s, steady.median.ttft_p99_s), "{steady:?}");
         assert_eq!(steady.tpot_p99_s, (steady.median.tpot_p99_s, steady.median.tpot_p99_s), "{steady:?}");

@@ -577,25 +577,20 @@ fn timeline(envelope: &Path, result: &RunResult) -> Vec<(String, Vec<(f64, f64)>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lynx_schema::value::Finite;
 
     /// A result's page shows its serving phase as the summary prints it, a hostile workload
     /// name as inert text.
     #[test]
     fn a_result_page_shows_its_serving_phase_with_hostile_names_as_text() {
-        let figures = r#"{"ttft_p50_s": 0.2, "ttft_p99_s": 0.87, "tpot_p50_s": 0.07, "tpot_p99_s": 0.084,
-            "output_tok_per_s_per_device": 68.0, "tok_per_s_per_user": 14.0}"#;
-        let text = format!(
-            r#"{{"server": "batch cap 8 <b>", "served": [{{"workload": {{"name": "x<script>\u001b[31m", "isl": 64, "osl": 16}},
-            "bound": {{"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1}},
-            "isl": {{"mean": 64.0, "p50": 64.0, "p90": 64.0, "p99": 64.0, "min": 64, "max": 64}},
-            "osl": {{"mean": 16.0, "p50": 16.0, "p90": 16.0, "p99": 16.0, "min": 16, "max": 16}}, "max_batch": 8,
-            "rates": [{{"label": "bounded", "rate_per_s": 4.6357, "requests": 24, "window_s": 5.7, "measured": {figures},
-            "simulated": {figures}, "relative_error": null, "within_bound": true, "overhead_s": [1e-6, 1e-5, 1e-4],
-            "iterations": 107, "joules_per_output_token": {{"unavailable": "no power"}},
-            "joules_per_token": {{"unavailable": "no power"}},
-            "simulated_draws": {{"draws": 101, "ttft_p99_s": [0.8, 0.9], "tpot_p99_s": [0.08, 0.09]}}}}]}}]}}"#
-        );
-        let serving: lynx_schema::serving::ServingRecord = serde_json::from_str(&text).unwrap();
+        let mut serving = crate::text::serving_fixture("batch cap 8 <b>", "x<script>\u{1b}[31m");
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        let f = |v: f64| Finite::new(v, "t").unwrap();
+        rates[0].simulated_draws = Some(lynx_schema::serving::SimulatedDraws {
+            draws: 101,
+            ttft_p99_s: [f(0.8), f(0.9)],
+            tpot_p99_s: [f(0.08), f(0.09)],
+        });
         let html = serving_section(&serving).into_string();
         assert!(html.starts_with("<h2>Serving phase</h2><pre>serving phase (measured at"), "{html}");
         assert!(html.contains("P99 TTFT MEASURED/SIM") && html.contains("over 101 draws"), "{html}");

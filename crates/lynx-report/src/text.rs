@@ -769,6 +769,24 @@ fn bounded_section(derived: &Derived) -> String {
     out
 }
 
+/// A serving record of one workload (`workload`, 64/16) served at one rate under the server
+/// bound, measured and simulated alike (p99 TTFT 870 ms, TPOT 84 ms), by `server`.
+#[cfg(test)]
+pub(crate) fn serving_fixture(server: &str, workload: &str) -> lynx_schema::serving::ServingRecord {
+    let figures = serde_json::json!({"ttft_p50_s": 0.2, "ttft_p99_s": 0.87, "tpot_p50_s": 0.07, "tpot_p99_s": 0.084,
+        "output_tok_per_s_per_device": 68.0, "tok_per_s_per_user": 14.0});
+    let lengths = |n: u32| serde_json::json!({"mean": n, "p50": n, "p90": n, "p99": n, "min": n, "max": n});
+    serde_json::from_value(serde_json::json!({"server": server, "served": [{
+        "workload": {"name": workload, "isl": 64, "osl": 16},
+        "bound": {"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1},
+        "isl": lengths(64), "osl": lengths(16), "max_batch": 8,
+        "rates": [{"label": "bounded", "rate_per_s": 4.6357, "requests": 24, "window_s": 5.7, "measured": figures,
+            "simulated": figures, "relative_error": null, "within_bound": true, "overhead_s": [1e-6, 1e-5, 1e-4],
+            "iterations": 107, "joules_per_output_token": {"unavailable": "no power"},
+            "joules_per_token": {"unavailable": "no power"}}]}]}))
+    .expect("the schema's serving record")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -801,19 +819,7 @@ mod tests {
     /// loop's own pace where it was run; a result from before either has no such lines.
     #[test]
     fn the_serving_section_gives_the_spread_of_the_simulated_p99s_over_their_draws() {
-        let figures = r#"{"ttft_p50_s": 0.2, "ttft_p99_s": 0.87, "tpot_p50_s": 0.07, "tpot_p99_s": 0.084,
-            "output_tok_per_s_per_device": 68.0, "tok_per_s_per_user": 14.0}"#;
-        let text = format!(
-            r#"{{"server": "batch cap 8, whole prompts", "served": [{{"workload": {{"name": "short", "isl": 64, "osl": 16}},
-            "bound": {{"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1}},
-            "isl": {{"mean": 64.0, "p50": 64.0, "p90": 64.0, "p99": 64.0, "min": 64, "max": 64}},
-            "osl": {{"mean": 16.0, "p50": 16.0, "p90": 16.0, "p99": 16.0, "min": 16, "max": 16}}, "max_batch": 8,
-            "rates": [{{"label": "bounded", "rate_per_s": 4.6357, "requests": 24, "window_s": 5.7, "measured": {figures},
-            "simulated": {figures}, "relative_error": null, "within_bound": true, "overhead_s": [1e-6, 1e-5, 1e-4],
-            "iterations": 107, "joules_per_output_token": {{"unavailable": "no power"}},
-            "joules_per_token": {{"unavailable": "no power"}}}}]}}]}}"#
-        );
-        let mut serving: lynx_schema::serving::ServingRecord = serde_json::from_str(&text).unwrap();
+        let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
         let before = serving_section(&serving);
         assert!(!before.contains("draws"), "{before}");
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
@@ -834,8 +840,8 @@ mod tests {
         );
         // And the simulation at the loop's own pace, where it was run.
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
-        let paced: lynx_schema::serving::ServeFigures =
-            serde_json::from_str(&figures.replace("0.87", "0.829")).unwrap();
+        let mut paced = rates[0].measured.clone();
+        paced.ttft_p99_s = f(0.829);
         let relative =
             lynx_schema::serving::RelativeError { ttft_p99: f(0.05), tpot_p99: f(0.0), output_tok_per_s: f(0.0) };
         rates[0].at_loop_pace = Some(lynx_schema::serving::AtLoopPace { simulated: paced, relative_error: relative });
