@@ -226,15 +226,9 @@ fn step_ratios(
         .collect()
 }
 
-/// The median over the loop's steps of one kind (as [`step_ratios`] takes them) of measured /
-/// table time at the step's shape.
-fn step_ratio(
-    steps: &[super::serve::Step],
-    prefill: bool,
-    after_idle: bool,
-    table: &lynx_analysis::sim::StepTable,
-) -> Option<Finite> {
-    let ratios: Vec<f64> = step_ratios(steps, prefill, after_idle, table).into_iter().map(|(r, _)| r).collect();
+/// The median of measured / table time over steps as [`step_ratios`] gives them.
+fn median_ratio(steps: &[(f64, Option<f64>)]) -> Option<Finite> {
+    let ratios: Vec<f64> = steps.iter().map(|(ratio, _)| *ratio).collect();
     Finite::new(lynx_analysis::stats::median(&ratios).ok()?, "step ratio").ok()
 }
 
@@ -678,8 +672,9 @@ impl Turn<'_> {
             let predicted = plan.predict(tables.0, tables.1, rate);
             let simulated = predicted.as_ref().map_err(Clone::clone).and_then(|p| serve_figures(&p.median));
             let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
-            let (decode_ratio, prefill_ratio) =
-                (step_ratio(&load.steps, false, false, tables.1), step_ratio(&load.steps, true, false, tables.0));
+            let (decode_steps, prefill_steps) =
+                (step_ratios(&load.steps, false, false, tables.1), step_ratios(&load.steps, true, false, tables.0));
+            let (decode_ratio, prefill_ratio) = (median_ratio(&decode_steps), median_ratio(&prefill_steps));
             let paced = at_loop_pace(
                 plan,
                 tables,
@@ -721,13 +716,13 @@ impl Turn<'_> {
                 unfinished: (load.unfinished > 0).then_some(load.unfinished as u32),
                 decode_step_ratio: decode_ratio,
                 prefill_step_ratio: prefill_ratio,
-                decode_step_ratio_after_idle: step_ratio(&load.steps, false, true, tables.1),
-                prefill_step_ratio_after_idle: step_ratio(&load.steps, true, true, tables.0),
+                decode_step_ratio_after_idle: median_ratio(&step_ratios(&load.steps, false, true, tables.1)),
+                prefill_step_ratio_after_idle: median_ratio(&step_ratios(&load.steps, true, true, tables.0)),
                 other_cpu_cores,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
                 at_loop_pace: paced.ok(),
-                decode_step_spread: step_spread(&step_ratios(&load.steps, false, false, tables.1)),
-                prefill_step_spread: step_spread(&step_ratios(&load.steps, true, false, tables.0)),
+                decode_step_spread: step_spread(&decode_steps),
+                prefill_step_spread: step_spread(&prefill_steps),
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
