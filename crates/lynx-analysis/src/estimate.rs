@@ -250,11 +250,7 @@ pub fn step_s(shape: &ModelShape, precision: Precision, cell: CellShape, rates: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn catalogue(path: &str) -> String {
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models").join(path))
-            .unwrap()
-    }
+    use crate::catalogue;
 
     fn standard() -> (Suite, ModelShape) {
         let suite = Suite::from_toml(&catalogue("suites/standard.toml"), "standard").unwrap();

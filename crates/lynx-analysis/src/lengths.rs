@@ -36,10 +36,7 @@ pub fn draw(workload: &Workload, seed: u64, n: usize) -> Vec<Lengths> {
 fn one(length: &Length, rng: &mut SplitMix64) -> u32 {
     match length {
         Length::Fixed(n) => *n,
-        Length::RangeRatio { range_ratio, length } => {
-            let lo = ((range_ratio * f64::from(*length)).ceil() as u64).clamp(1, u64::from(*length));
-            rng.between(lo, u64::from(*length)) as u32
-        }
+        Length::RangeRatio { length: hi, .. } => rng.between(u64::from(length.min(&[], 0)), u64::from(*hi)) as u32,
         Length::Uniform { uniform: [lo, hi] } => rng.between(u64::from(*lo), u64::from(*hi)) as u32,
         Length::Lognormal { lognormal } => {
             let drawn = (lognormal.median.ln() + lognormal.sigma * rng.normal()).exp().round();

@@ -24,3 +24,9 @@ pub mod sim;
 pub mod stats;
 pub mod sweep;
 pub mod telemetry;
+
+/// A file of the repository's model catalogue (`models/`), for tests of the shipped suites.
+#[cfg(test)]
+pub(crate) fn catalogue(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models").join(path)).unwrap()
+}

@@ -79,6 +79,42 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord], modes: 
     SweepPlan { next, lines: states }
 }
 
+/// Where `suite`'s workloads reach outside the lengths it measures, one sentence each for the
+/// run to print before it starts. The simulation charges a prompt shorter than the shortest
+/// prefill length (or a decode context shorter than the shortest decode context) that length's
+/// step time, longer than its own, so the simulated latencies there come out long; beyond the
+/// longest it extrapolates (`sim::StepTable::lookup`). A request's decode steps are looked up
+/// from its prompt's length up to its prompt and output (a graph step's, at the pool's
+/// capacity: the longest request's).
+pub fn uncovered(suite: &Suite) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for workload in &suite.workloads {
+        let ((min_isl, _), (max_isl, max_osl)) = (workload.min_lengths(), workload.max_lengths());
+        let reaches = [
+            ("prompts", "prompt length", min_isl, max_isl, &suite.prefill.prompt_lens),
+            ("decode contexts", "decode context", min_isl, max_isl + max_osl, &suite.decode.ctxs),
+        ];
+        for (what, measured, from, to, lens) in reaches {
+            let (Some(&shortest), Some(&longest)) = (lens.iter().min(), lens.iter().max()) else { continue };
+            if from < shortest {
+                gaps.push(format!(
+                    "workload {}: its {what} from {from} tokens are shorter than the shortest {measured} measured \
+                     ({shortest}): the simulation charges them that step time, longer than theirs",
+                    workload.name
+                ));
+            }
+            if to > longest {
+                gaps.push(format!(
+                    "workload {}: its {what} up to {to} tokens are longer than the longest {measured} measured \
+                     ({longest}): the simulation extrapolates their step times",
+                    workload.name
+                ));
+            }
+        }
+    }
+    gaps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +242,64 @@ ctxs = [128, 256]
             .iter()
             .filter(|l| l.step == StepKind::Decode && l.mode == StepMode::Eager)
             .all(|l| l.end == LineEnd::LadderEnd));
+    }
+
+    /// A workload's prompts and decode contexts outside the measured lengths are named, each
+    /// side on its own; a workload within them is not.
+    #[test]
+    fn workloads_outside_the_measured_lengths_are_named() {
+        let mut suite = suite();
+        suite.decode.ctxs = vec![64, 256];
+        suite.workloads = vec![lynx_schema::config::Workload::fixed("inside", 64, 128)];
+        assert_eq!(uncovered(&suite), Vec::<String>::new());
+        suite.workloads.push(lynx_schema::config::Workload {
+            name: "mix".into(),
+            isl: lynx_schema::config::Length::Uniform { uniform: [16, 64] },
+            osl: 300.into(),
+        });
+        let gaps = uncovered(&suite);
+        assert_eq!(gaps.len(), 3, "{gaps:?}");
+        assert!(
+            gaps[0].starts_with(
+                "workload mix: its prompts from 16 tokens are shorter than the shortest prompt length measured (64)"
+            ),
+            "{gaps:?}"
+        );
+        assert!(
+            gaps[1].contains("its decode contexts from 16 tokens are shorter") && gaps[1].contains("(64)"),
+            "{gaps:?}"
+        );
+        assert!(
+            gaps[2].contains("its decode contexts up to 364 tokens are longer") && gaps[2].contains("(256)"),
+            "{gaps:?}"
+        );
+    }
+
+    /// The shipped `cpu` and `standard` suites measure every length their workloads reach, and
+    /// every shipped suite measures the prompts its serving phase serves (the serving check
+    /// compares the loop with a simulation over those lengths).
+    #[test]
+    fn the_shipped_suites_measure_the_lengths_their_workloads_reach() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/suites");
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".toml").map(str::to_owned))
+            .collect();
+        names.sort();
+        assert!(names.iter().any(|n| n == "cpu") && names.iter().any(|n| n == "gpu-check-llama-bf16"), "{names:?}");
+        for name in &names {
+            let suite = Suite::from_toml(&crate::catalogue(&format!("suites/{name}.toml")), name).unwrap();
+            let gaps = uncovered(&suite);
+            println!("{name}: {gaps:#?}");
+            if name == "cpu" || name == "standard" {
+                assert_eq!(gaps, Vec::<String>::new(), "{name}");
+            }
+            for workload in
+                suite.workloads.iter().filter(|w| suite.serve.as_ref().is_some_and(|s| s.serves(&w.name, "server")))
+            {
+                let prefix = format!("workload {}: its prompts", workload.name);
+                assert!(!gaps.iter().any(|g| g.starts_with(&prefix)), "{name}: {gaps:?}");
+            }
+        }
     }
 }

@@ -100,6 +100,9 @@ impl Observer for Progress {
             Ok(line) => self.say(line),
             Err(why) => self.say(format!("no wall-time estimate: {why}")),
         }
+        for gap in lynx_analysis::sweep::uncovered(&config.suite) {
+            self.say(format!("warning: {gap}"));
+        }
     }
 
     fn warming(&mut self, progress: &WarmupProgress) {

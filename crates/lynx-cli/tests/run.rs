@@ -382,6 +382,14 @@ fn graph_cells_are_measured_beside_eager_ones_once_graph_parity_passed() {
         .unwrap_or_else(|| panic!("{stderr}"));
     // Two prefill cells, and each decode batch eager and as a graph.
     assert!(estimate.contains(", 6 cells;") && estimate.contains("a host CPU assumed"), "{estimate}");
+    // The test suite decodes its 256/64 workload at 256..319 tokens and measures 512 only.
+    assert!(
+        stderr.contains(
+            "lynx: warning: workload chat: its decode contexts from 256 tokens are shorter than the shortest \
+             decode context measured (512)"
+        ),
+        "{stderr}"
+    );
     assert!(stdout.contains("eager against graph") && stdout.contains("EAGER/GRAPH"), "{stdout}");
     assert!(stdout.contains("check graph_parity passed"), "{stdout}");
 

@@ -64,6 +64,20 @@ impl Length {
         }
     }
 
+    /// The shortest length it can give (for a file, over its pairs: `column` 0 for inputs, 1
+    /// for outputs).
+    pub fn min(&self, file_pairs: &[[u32; 2]], column: usize) -> u32 {
+        match self {
+            Length::Fixed(n) => *n,
+            Length::RangeRatio { range_ratio, length } => {
+                ((range_ratio * f64::from(*length)).ceil() as u32).clamp(1, *length)
+            }
+            Length::Uniform { uniform: [lo, _] } => *lo,
+            Length::Lognormal { lognormal } => lognormal.min,
+            Length::File { .. } => file_pairs.iter().map(|p| p[column]).min().unwrap_or(0),
+        }
+    }
+
     /// A typical length (the centre of the distribution: the mean of a uniform one, the median
     /// of a lognormal one, the mean over a file's pairs in `column`), for picking the measured
     /// context nearest a workload.
@@ -190,14 +204,18 @@ mod tests {
         assert_eq!(w.isl, Length::Fixed(1024));
         assert_eq!(w.osl, Length::RangeRatio { range_ratio: 0.8, length: 1024 });
         assert_eq!(w.max_lengths(), (1024, 1024));
+        // The sampler's lowest: ceil(0.8 · 1024).
+        assert_eq!(w.min_lengths(), (1024, 820));
         assert_eq!(serde_json::to_string(&w.isl).unwrap(), "1024");
         let w =
             workload("{ uniform = [10, 20] }", "{ lognormal = { median = 100.0, sigma = 0.5, min = 8, max = 400 } }")
                 .unwrap();
         assert_eq!(w.max_lengths(), (20, 400));
+        assert_eq!(w.min_lengths(), (10, 8));
         assert_eq!(w.to_string(), "w 10-20/lognormal(100, 0.5)");
         let w = workload("{ file = \"l.csv\", pairs = [[3, 4], [9, 2]] }", "{ file = \"l.csv\" }").unwrap();
         assert_eq!(w.max_lengths(), (9, 4));
+        assert_eq!(w.min_lengths(), (3, 2));
         let back: Workload = serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
         assert_eq!(back, w);
     }

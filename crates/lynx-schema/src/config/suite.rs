@@ -125,6 +125,11 @@ impl Workload {
         (self.isl.max(self.file_pairs(), 0), self.osl.max(self.file_pairs(), 1))
     }
 
+    /// The shortest input and output lengths a request can draw.
+    pub fn min_lengths(&self) -> (u32, u32) {
+        (self.isl.min(self.file_pairs(), 0), self.osl.min(self.file_pairs(), 1))
+    }
+
     /// Typical input and output lengths ([`Length::typical`]).
     pub fn typical_lengths(&self) -> (f64, f64) {
         (self.isl.typical(self.file_pairs(), 0), self.osl.typical(self.file_pairs(), 1))
