@@ -308,7 +308,25 @@ fn step_tables(cells: &[CellRecord]) -> (StepTable, StepTable) {
             .collect();
         StepTable::new(&points)
     };
-    (table(&prefill), table(&fastest_decode(cells)))
+    let decode = fastest_decode(cells);
+    let line_attended = |len: u32| {
+        let at: Vec<f64> = decode.iter().filter(|c| c.shape.length() == len).filter_map(|c| attended(c)).collect();
+        crate::stats::median(&at).ok()
+    };
+    (table(&prefill), table(&decode).placed(line_attended))
+}
+
+/// The mean length a decode cell's timed steps attended, where its record says: a graph step's
+/// whole cache, or the midpoint of an eager cell's context and its context at its last step
+/// (its steps grow the context from one to the other, starting again from the context if they
+/// filled the cache's room).
+fn attended(cell: &CellRecord) -> Option<f64> {
+    let ctx = f64::from(cell.shape.length());
+    match (cell.attended, cell.ctx_end) {
+        (Some(keys), _) => Some(f64::from(keys)),
+        (None, Some(end)) => Some((ctx + f64::from(end)) / 2.0),
+        (None, None) => None,
+    }
 }
 
 /// The simulated server for `lengths` over the step tables, and the batch caps worth trying: the
@@ -591,6 +609,28 @@ mod tests {
         (step.median_s, step.min_s, step.p90_s, step.p99_s, step.max_s) = (zero, zero, zero, zero, zero);
         let (_, decode) = step_tables(&[decode_cell(1, 128, StepMode::Eager, 0.02), instant]);
         assert_eq!(decode.max_batch(128, 128), Some(1));
+    }
+
+    /// A decode line is read at the length its cells' steps attended: the midpoint of an eager
+    /// cell's context and its last step's, a graph cell's whole cache (the median over the
+    /// line's cells), or the cell's context where the record says neither.
+    #[test]
+    fn decode_lines_are_placed_where_their_steps_attended() {
+        let with = |mut cell: CellRecord, ctx_end: Option<u32>, attended: Option<u32>| {
+            (cell.ctx_end, cell.attended) = (ctx_end, attended);
+            cell
+        };
+        let cells = [
+            with(decode_cell(1, 100, StepMode::Eager, 0.010), Some(139), None),
+            with(decode_cell(8, 100, StepMode::Graph, 0.020), Some(139), Some(160)),
+            with(decode_cell(1, 300, StepMode::Eager, 0.030), None, None),
+        ];
+        let (_, decode) = step_tables(&cells);
+        // The 100-token line is at 119.5 (batch 1) and 160 (batch 8): its median, 139.75.
+        let at = |batch, len| decode.lookup(batch, len).unwrap().step_s;
+        assert_eq!(at(1, 139.75), 0.010);
+        assert!((at(1, 219.875) - 0.020).abs() < 1e-12, "halfway from 139.75 to 300: {}", at(1, 219.875));
+        assert_eq!(at(1, 300.0), 0.030);
     }
 
     /// At each decode shape the faster mode's cell feeds the derived figures, whichever it is;

@@ -254,25 +254,49 @@ pub struct Lookup {
 /// persisted where that was measured.
 #[derive(Debug, Clone, Default)]
 pub struct StepTable {
-    /// Lines of equal length, ascending by length; each line's points ascending by batch.
-    lines: Vec<(u32, Vec<TablePoint>)>,
+    /// Lines of points of equal length, ascending by where they are placed.
+    lines: Vec<Line>,
     persistence: Option<Persistence>,
+}
+
+/// The points measured at one length, ascending by batch, and the length the table places them
+/// at: their own, or the length their steps attended ([`StepTable::placed`]).
+#[derive(Debug, Clone)]
+struct Line {
+    len: u32,
+    at: f64,
+    points: Vec<TablePoint>,
 }
 
 impl StepTable {
     pub fn new(points: &[TablePoint]) -> StepTable {
-        let mut lines: Vec<(u32, Vec<TablePoint>)> = Vec::new();
+        let mut lines: Vec<Line> = Vec::new();
         for point in points {
-            match lines.iter_mut().find(|(len, _)| *len == point.len) {
-                Some((_, line)) => line.push(*point),
-                None => lines.push((point.len, vec![*point])),
+            match lines.iter_mut().find(|line| line.len == point.len) {
+                Some(line) => line.points.push(*point),
+                None => lines.push(Line { len: point.len, at: f64::from(point.len), points: vec![*point] }),
             }
         }
-        lines.sort_by_key(|(len, _)| *len);
-        for (_, line) in &mut lines {
-            line.sort_by_key(|p| p.batch);
+        lines.sort_by_key(|line| line.len);
+        for line in &mut lines {
+            line.points.sort_by_key(|p| p.batch);
         }
         StepTable { lines, persistence: None }
+    }
+
+    /// The same table with each line of length `len` placed at `attended(len)` where that is a
+    /// length at least `len` (else at `len`): the length its steps attended on average. A decode
+    /// cell's steps grow their context from the cell's as they go, and a graph step attends its
+    /// whole cache, so a cell labelled 1024 may have timed steps over 1024–1200 keys; lookups
+    /// between and beyond lines then go by what was timed.
+    pub fn placed(mut self, attended: impl Fn(u32) -> Option<f64>) -> StepTable {
+        for line in &mut self.lines {
+            if let Some(at) = attended(line.len).filter(|at| at.is_finite() && *at >= f64::from(line.len)) {
+                line.at = at;
+            }
+        }
+        self.lines.sort_by(|a, b| a.at.total_cmp(&b.at));
+        self
     }
 
     /// The same table, its steps drawn with `persistence` (the simulation reads the decode
@@ -285,7 +309,7 @@ impl StepTable {
     /// they were): the device at another pace than the one its cells measured.
     pub fn scaled(&self, factor: f64) -> StepTable {
         let mut table = self.clone();
-        for point in table.lines.iter_mut().flat_map(|(_, line)| line.iter_mut()) {
+        for point in table.lines.iter_mut().flat_map(|line| line.points.iter_mut()) {
             point.step_s *= factor;
         }
         table
@@ -295,21 +319,23 @@ impl StepTable {
         self.lines.is_empty()
     }
 
-    /// The largest batch measured on every line whose length lies in `[from, to]`, and on the
-    /// nearest line beyond each end (the lines an interpolation over that range reads).
+    /// The largest batch measured on every line placed in `[from, to]`, and on the nearest line
+    /// beyond each end (the lines an interpolation over that range reads).
     pub fn max_batch(&self, from: u32, to: u32) -> Option<u32> {
-        let below = self.lines.iter().rposition(|(len, _)| *len <= from).unwrap_or(0);
-        let above = self.lines.iter().position(|(len, _)| *len >= to).unwrap_or(self.lines.len().saturating_sub(1));
-        self.lines.get(below..=above)?.iter().map(|(_, line)| line.last().map_or(0, |p| p.batch)).min()
+        let (from, to) = (f64::from(from), f64::from(to));
+        let below = self.lines.iter().rposition(|line| line.at <= from).unwrap_or(0);
+        let above = self.lines.iter().position(|line| line.at >= to).unwrap_or(self.lines.len().saturating_sub(1));
+        self.lines.get(below..=above)?.iter().map(|line| line.points.last().map_or(0, |p| p.batch)).min()
     }
 
     /// The step time of `batch` at `len`. Within a line, linear between the measured batches
     /// (a batch below the smallest takes the smallest's time; above the largest, `None`). Across
-    /// lines, linear between the two lines around `len`; below the shortest line its time, above
-    /// the longest a straight line through the two longest (flagged as extrapolated).
+    /// lines, linear between the two lines placed around `len`; below the shortest line its
+    /// time, above the longest a straight line through the two longest (flagged as
+    /// extrapolated).
     pub fn lookup(&self, batch: u32, len: f64) -> Option<Lookup> {
         let lines: Vec<(f64, Lookup)> =
-            self.lines.iter().filter_map(|(l, line)| Some((f64::from(*l), along_batch(line, batch)?))).collect();
+            self.lines.iter().filter_map(|line| Some((line.at, along_batch(&line.points, batch)?))).collect();
         let (first, last) = (lines.first()?, lines.last()?);
         if len <= first.0 {
             return Some(first.1);
@@ -319,7 +345,8 @@ impl StepTable {
             None if lines.len() >= 2 => (lines[lines.len() - 2], *last, true),
             None => return Some(Lookup { extrapolated: true, ..last.1 }),
         };
-        let f = (len - a.0) / (b.0 - a.0);
+        // Two lines placed at one length (each at what its steps attended) give the longer's time.
+        let f = if b.0 > a.0 { (len - a.0) / (b.0 - a.0) } else { 1.0 };
         Some(Lookup {
             step_s: (a.1.step_s + f * (b.1.step_s - a.1.step_s)).max(a.1.step_s.min(b.1.step_s)),
             power_w: match (a.1.power_w, b.1.power_w) {
@@ -1152,6 +1179,21 @@ mod tests {
         assert!((beyond.step_s - 3.0).abs() < 1e-12 && beyond.extrapolated);
         assert_eq!(table.lookup(5, 100.0), None, "no batch beyond the measured");
         assert_eq!(table.max_batch(100, 200), Some(4));
+
+        // Placed at the lengths their steps attended (120 and 250), the lines are read there; a
+        // placement below a line's own length, or not known, leaves it where it was.
+        let placed = table.clone().placed(|len| Some(if len == 100 { 120.0 } else { 250.0 }));
+        let at = |b, l| placed.lookup(b, l).unwrap();
+        assert_eq!(at(1, 120.0).step_s, 1.0);
+        assert_eq!(at(1, 100.0).step_s, 1.0, "below the shortest line: its time");
+        assert!((at(1, 185.0).step_s - 1.5).abs() < 1e-12, "halfway from 120 to 250");
+        assert!(!at(1, 250.0).extrapolated && at(1, 251.0).extrapolated);
+        assert_eq!(placed.max_batch(120, 250), Some(4));
+        let kept = table.clone().placed(|len| (len == 200).then_some(150.0));
+        assert_eq!(kept.lookup(1, 150.0).unwrap().step_s, 1.5, "both lines where they were");
+        // Two lines placed at one length: the longer's time, never a division by nothing.
+        let same = table.placed(|_| Some(200.0));
+        assert_eq!(same.lookup(1, 300.0).unwrap().step_s, 2.0);
     }
 
     #[test]
