@@ -79,36 +79,72 @@ pub fn plan(suite: &Suite, bounds: &[LatencyBound], done: &[CellRecord], modes: 
     SweepPlan { next, lines: states }
 }
 
-/// Where `suite`'s workloads reach outside the lengths it measures, one sentence each for the
-/// run to print before it starts. The simulation charges a prompt shorter than the shortest
-/// prefill length (or a decode context shorter than the shortest decode context) that length's
-/// step time, longer than its own, so the simulated latencies there come out long; beyond the
-/// longest it extrapolates (`sim::StepTable::lookup`). A request's decode steps are looked up
-/// from its prompt's length up to its prompt and output (a graph step's, at the pool's
-/// capacity: the longest request's).
-pub fn uncovered(suite: &Suite) -> Vec<String> {
+/// A workload whose requests reach outside the lengths its suite measures, for the run to warn
+/// of before it starts. The simulation charges a prompt shorter than the shortest prefill length
+/// (or a decode context shorter than the shortest decode context) that length's step time,
+/// longer than its own, so the simulated latencies there come out long; beyond the longest it
+/// extrapolates (`sim::StepTable::lookup`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LengthGap {
+    pub workload: String,
+    /// Prompts (prefill) or decode contexts (decode).
+    pub step: StepKind,
+    /// Whether the requests reach below the shortest length measured, or beyond the longest.
+    pub below: bool,
+    /// The requests' shortest (below) or longest (beyond) length, in tokens.
+    pub reach_tokens: u32,
+    /// The shortest (below) or longest (beyond) length the suite measures, in tokens.
+    pub measured_tokens: u32,
+}
+
+impl std::fmt::Display for LengthGap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, length, key) = match self.step {
+            StepKind::Prefill => ("prompts", "prompt length", "[prefill] prompt_lens"),
+            StepKind::Decode => ("decode contexts", "decode context", "[decode] ctxs"),
+        };
+        let (workload, reach, measured) = (&self.workload, self.reach_tokens, self.measured_tokens);
+        if self.below {
+            write!(
+                f,
+                "workload {workload}: its {what} from {reach} tokens are shorter than the shortest {length} measured \
+                 ({measured}): the simulation charges them that step time, longer than theirs; add {reach} to {key}"
+            )
+        } else {
+            write!(
+                f,
+                "workload {workload}: its {what} up to {reach} tokens are longer than the longest {length} measured \
+                 ({measured}): the simulation extrapolates their step times; add {reach} to {key}"
+            )
+        }
+    }
+}
+
+/// Where `suite`'s workloads reach outside the lengths it measures ([`LengthGap`]). A request's
+/// decode steps are looked up from its prompt's length up to its prompt and output (a graph
+/// step's, at the pool's capacity: the longest request's).
+pub fn uncovered(suite: &Suite) -> Vec<LengthGap> {
     let mut gaps = Vec::new();
     for workload in &suite.workloads {
         let ((min_isl, _), (max_isl, max_osl)) = (workload.min_lengths(), workload.max_lengths());
         let reaches = [
-            ("prompts", "prompt length", min_isl, max_isl, &suite.prefill.prompt_lens),
-            ("decode contexts", "decode context", min_isl, max_isl + max_osl, &suite.decode.ctxs),
+            (StepKind::Prefill, min_isl, max_isl, &suite.prefill.prompt_lens),
+            (StepKind::Decode, min_isl, max_isl + max_osl, &suite.decode.ctxs),
         ];
-        for (what, measured, from, to, lens) in reaches {
+        for (step, from, to, lens) in reaches {
             let (Some(&shortest), Some(&longest)) = (lens.iter().min(), lens.iter().max()) else { continue };
+            let gap = |below, reach_tokens, measured_tokens| LengthGap {
+                workload: workload.name.clone(),
+                step,
+                below,
+                reach_tokens,
+                measured_tokens,
+            };
             if from < shortest {
-                gaps.push(format!(
-                    "workload {}: its {what} from {from} tokens are shorter than the shortest {measured} measured \
-                     ({shortest}): the simulation charges them that step time, longer than theirs",
-                    workload.name
-                ));
+                gaps.push(gap(true, from, shortest));
             }
             if to > longest {
-                gaps.push(format!(
-                    "workload {}: its {what} up to {to} tokens are longer than the longest {measured} measured \
-                     ({longest}): the simulation extrapolates their step times",
-                    workload.name
-                ));
+                gaps.push(gap(false, to, longest));
             }
         }
     }
@@ -245,33 +281,43 @@ ctxs = [128, 256]
     }
 
     /// A workload's prompts and decode contexts outside the measured lengths are named, each
-    /// side on its own; a workload within them is not.
+    /// side on its own, with the length that would cover them; a workload within them is not.
     #[test]
     fn workloads_outside_the_measured_lengths_are_named() {
         let mut suite = suite();
         suite.decode.ctxs = vec![64, 256];
         suite.workloads = vec![lynx_schema::config::Workload::fixed("inside", 64, 128)];
-        assert_eq!(uncovered(&suite), Vec::<String>::new());
+        assert_eq!(uncovered(&suite), []);
         suite.workloads.push(lynx_schema::config::Workload {
             name: "mix".into(),
             isl: lynx_schema::config::Length::Uniform { uniform: [16, 64] },
             osl: 300.into(),
         });
+        let gap = |step, below, reach_tokens, measured_tokens| LengthGap {
+            workload: "mix".into(),
+            step,
+            below,
+            reach_tokens,
+            measured_tokens,
+        };
         let gaps = uncovered(&suite);
-        assert_eq!(gaps.len(), 3, "{gaps:?}");
-        assert!(
-            gaps[0].starts_with(
-                "workload mix: its prompts from 16 tokens are shorter than the shortest prompt length measured (64)"
-            ),
-            "{gaps:?}"
+        assert_eq!(
+            gaps,
+            [
+                gap(StepKind::Prefill, true, 16, 64),
+                gap(StepKind::Decode, true, 16, 64),
+                gap(StepKind::Decode, false, 364, 256)
+            ]
         );
-        assert!(
-            gaps[1].contains("its decode contexts from 16 tokens are shorter") && gaps[1].contains("(64)"),
-            "{gaps:?}"
+        assert_eq!(
+            gaps[0].to_string(),
+            "workload mix: its prompts from 16 tokens are shorter than the shortest prompt length measured (64): \
+             the simulation charges them that step time, longer than theirs; add 16 to [prefill] prompt_lens"
         );
-        assert!(
-            gaps[2].contains("its decode contexts up to 364 tokens are longer") && gaps[2].contains("(256)"),
-            "{gaps:?}"
+        assert_eq!(
+            gaps[2].to_string(),
+            "workload mix: its decode contexts up to 364 tokens are longer than the longest decode context measured \
+             (256): the simulation extrapolates their step times; add 364 to [decode] ctxs"
         );
     }
 
@@ -290,16 +336,14 @@ ctxs = [128, 256]
         for name in &names {
             let suite = Suite::from_toml(&crate::catalogue(&format!("suites/{name}.toml")), name).unwrap();
             let gaps = uncovered(&suite);
-            println!("{name}: {gaps:#?}");
+            for gap in &gaps {
+                println!("{name}: {gap}");
+            }
             if name == "cpu" || name == "standard" {
-                assert_eq!(gaps, Vec::<String>::new(), "{name}");
+                assert_eq!(gaps, [], "{name}");
             }
-            for workload in
-                suite.workloads.iter().filter(|w| suite.serve.as_ref().is_some_and(|s| s.serves(&w.name, "server")))
-            {
-                let prefix = format!("workload {}: its prompts", workload.name);
-                assert!(!gaps.iter().any(|g| g.starts_with(&prefix)), "{name}: {gaps:?}");
-            }
+            let served = |workload: &str| suite.serve.as_ref().is_some_and(|s| s.serves(workload, "server"));
+            assert!(!gaps.iter().any(|g| g.step == StepKind::Prefill && served(&g.workload)), "{name}: {gaps:?}");
         }
     }
 }
