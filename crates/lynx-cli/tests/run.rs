@@ -577,6 +577,49 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
     assert!(check("simulation")["limit"].as_f64() == Some(0.15), "{checks:?}");
     assert!(check("serving_overhead")["limit"].as_f64() == Some(1e-3), "{checks:?}");
     assert_eq!(output.status.success(), checks.iter().all(|c| c["passed"] == true), "{stderr}");
+
+    // Beside the result, each rate served request by request and step by step: the requests
+    // the figures were computed from, in arrival order, and every step with the table's time
+    // for it (a diagnostic, for working out offline why the loop and the simulation differ).
+    let path = result_file(out.path()).with_extension("served.jsonl");
+    let traces: Vec<Value> = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(traces.len(), rates.len(), "a line a rate served");
+    for (trace, rate) in traces.iter().zip(rates) {
+        assert_eq!(
+            (&trace["workload"], &trace["bound"], &trace["label"]),
+            (&Value::from("mix"), &Value::from("loose"), &rate["label"])
+        );
+        assert_eq!(trace["rate_per_s"], rate["rate_per_s"]);
+        let requests = trace["requests"].as_array().unwrap();
+        assert_eq!(requests.len(), 128);
+        let mut arrival = 0.0;
+        for request in requests {
+            let (at, first, last) = (
+                request["arrival_s"].as_f64().unwrap(),
+                seconds(&request["first_token_s"]),
+                seconds(&request["finish_s"]),
+            );
+            assert!(arrival <= at && at < first && first <= last, "{request}");
+            arrival = at;
+            let (isl, osl) = (request["isl"].as_u64().unwrap(), request["osl"].as_u64().unwrap());
+            assert!((8..=48).contains(&isl) && (6..=12).contains(&osl), "{request}");
+        }
+        let steps = trace["steps"].as_array().unwrap();
+        let prefill = steps.iter().filter(|s| s["prefill"] == true).count();
+        assert!(prefill > 0 && prefill < steps.len(), "prefill and decode steps");
+        for step in steps {
+            assert!(seconds(&step["step_s"]) > 0.0 && seconds(&step["table_s"]) > 0.0, "{step}");
+            assert!(step["batch"].as_u64().unwrap() >= 1 && step["len"].as_u64().unwrap() >= 1, "{step}");
+        }
+        // Every output token but each request's first comes from a decode step.
+        let tokens: u64 = steps.iter().filter(|s| s["prefill"] == false).map(|s| s["batch"].as_u64().unwrap()).sum();
+        let decoded: u64 = requests.iter().map(|r| r["osl"].as_u64().unwrap() - 1).sum();
+        assert!(tokens >= decoded, "{tokens} sequence steps decoded {decoded} tokens");
+    }
 }
 
 /// Issue 16: where the measured p99s break the bound at the simulation's latency-bounded rate,

@@ -6,6 +6,8 @@
 //!   next cell starts; lines are never rewritten, so a cell once journaled stays byte-identical;
 //! - `current.json`: the cell being measured, while it is (how a worker's death is pinned on it);
 //! - `json`: the result as it stands; `samples.jsonl`: the raw telemetry samples;
+//! - `served.jsonl`: the serving loop's requests and steps, a line a rate served (a diagnostic,
+//!   not signed);
 //! - `intoto.json`: the signed envelope, once the run is assembled.
 //!
 //! One process at a time works on a run: the journal is held under an exclusive lock.
@@ -74,6 +76,10 @@ impl RunDir {
     }
     pub fn samples_path(&self) -> PathBuf {
         self.file("samples.jsonl")
+    }
+    /// The serving loop's requests and steps, a line a rate served (`ServedTrace`).
+    pub fn served_trace_path(&self) -> PathBuf {
+        self.file("served.jsonl")
     }
 
     pub fn read_plan(&self) -> Result<RunPlan, RunError> {

@@ -47,6 +47,21 @@ pub fn open_appending(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
+/// Append `value` to `path` as one JSON line, durable before returning ([`open_appending`]). A
+/// write that fails (a full disk) is cut off, so the file holds whole lines only.
+pub fn append_json_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+    let io = |source| RunError::Io { path: path.to_path_buf(), source };
+    let mut line = serde_json::to_vec(value).map_err(|e| io(std::io::Error::other(e)))?;
+    line.push(b'\n');
+    let mut file = open_appending(path).map_err(io)?;
+    let before = file.metadata().map_err(io)?.len();
+    if let Err(error) = file.write_all(&line).and_then(|()| file.sync_data()) {
+        let _ = file.set_len(before);
+        return Err(io(error));
+    }
+    Ok(())
+}
+
 /// `path` with `suffix` appended to its file name: where it is written before it is committed.
 pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -67,6 +82,17 @@ pub fn commit(temporary: &Path, path: &Path) -> Result<(), RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn appended_lines_are_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.served.jsonl");
+        append_json_line(&path, &vec![1, 2]).unwrap();
+        append_json_line(&path, &"two").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "[1,2]\n\"two\"\n");
+        std::os::unix::fs::symlink(&path, dir.path().join("link")).unwrap();
+        assert!(append_json_line(&dir.path().join("link"), &1).is_err(), "never through a link");
+    }
 
     #[test]
     fn replaces_the_file_whole_and_leaves_no_temporary() {

@@ -59,6 +59,50 @@ pub struct LengthSample {
     pub max: u32,
 }
 
+/// One rate served, request by request and step by step: a line of the run folder's
+/// `<run id>.served.jsonl`, appended as the rate ends. A diagnostic beside the result, not part
+/// of it (nor signed): what the loop did, for working out afterwards, without the device, why it
+/// and the simulation disagree where they do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServedTrace {
+    pub workload: String,
+    pub bound: String,
+    /// [`ServedRate::BOUNDED`], [`ServedRate::OVER`] or [`ServedRate::UNDER`].
+    pub label: String,
+    pub rate_per_s: f64,
+    /// Each request that finished, in arrival order.
+    pub requests: Vec<TracedRequest>,
+    /// Every model step the loop ran, in order.
+    pub steps: Vec<TracedStep>,
+}
+
+/// A request's timeline, in seconds from the load's first arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TracedRequest {
+    pub arrival_s: f64,
+    pub first_token_s: f64,
+    pub finish_s: f64,
+    pub isl: u32,
+    pub osl: u32,
+}
+
+/// One model step of the serving loop.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TracedStep {
+    /// A prefill step (else decode).
+    pub prefill: bool,
+    pub batch: u32,
+    /// A decode step's keys a row; a prefill step's padded prompt.
+    pub len: u32,
+    pub step_s: f64,
+    /// The step table's median time at the step's batch and length (absent where it has none):
+    /// what the simulation draws this step around.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_s: Option<f64>,
+    /// The first step of its kind since the loop waited, idle, for an arrival.
+    pub after_idle: bool,
+}
+
 /// One request rate served: what the loop measured and what the simulation predicts there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServedRate {

@@ -27,7 +27,7 @@ use lynx_schema::result::{
     RunStatus, StepMode, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
-use lynx_schema::serving::{Served, ServedRate, ServingRecord};
+use lynx_schema::serving::{Served, ServedRate, ServedTrace, ServingRecord, TracedRequest, TracedStep};
 use lynx_schema::time::rfc3339_utc;
 use lynx_schema::value::Finite;
 use lynx_schema::value::Reported;
@@ -205,6 +205,48 @@ pub(super) fn serving_done(
         .workloads
         .iter()
         .all(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).all(|b| served(&w.name, &b.name)))
+}
+
+/// What the loop did at one rate, request by request and step by step, beside the tables'
+/// time for each step.
+fn trace(
+    plan: &lynx_analysis::serving::Plan,
+    label: &str,
+    rate: f64,
+    load: &super::serve::Load,
+    (prefill, decode): (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+) -> ServedTrace {
+    let requests = load
+        .served
+        .iter()
+        .map(|s| TracedRequest {
+            arrival_s: s.arrival_s,
+            first_token_s: s.first_token_s,
+            finish_s: s.finish_s,
+            isl: s.isl,
+            osl: s.osl,
+        })
+        .collect();
+    let steps = load
+        .steps
+        .iter()
+        .map(|s| TracedStep {
+            prefill: s.prefill,
+            batch: s.batch,
+            len: s.len,
+            step_s: s.seconds,
+            table_s: if s.prefill { prefill } else { decode }.lookup(s.batch, f64::from(s.len)).map(|at| at.step_s),
+            after_idle: s.after_idle,
+        })
+        .collect();
+    ServedTrace {
+        workload: plan.workload.name.clone(),
+        bound: plan.bound.name.clone(),
+        label: label.to_owned(),
+        rate_per_s: rate,
+        requests,
+        steps,
+    }
 }
 
 /// The loop's steps of one kind (with `after_idle`, only those that came first after an idle
@@ -659,6 +701,7 @@ impl Turn<'_> {
         };
         let other_cpu_cores =
             host.and_then(|h| h.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
+        crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, tables))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
             if load.served.len() < 10 {
