@@ -25,8 +25,8 @@ fn main() {
     let model = Model::new(&shape, Precision::Fp32, Device::Cpu, 1).expect("the model builds");
     let _inference = tch::no_grad_guard();
     println!("{:>5} {:>5} {:>14} {:>18} {:>6}", "BATCH", "CTX", "DECODE (ms)", "DECODE_ROWS (ms)", "RATIO");
-    for batch in [1i64, 4, 16] {
-        for ctx in [128i64, 512, 1024] {
+    for batch in [1i64, 2, 4, 8, 16] {
+        for ctx in [32i64, 128, 1024] {
             let tokens = model.random_tokens(batch, 1).unwrap();
             // The cell's step: the cache at `ctx`, growing one token a step.
             let mut cache = KvCache::new(&model, batch, ctx + STEPS as i64 + 8).unwrap();
