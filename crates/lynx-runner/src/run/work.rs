@@ -207,6 +207,15 @@ pub(super) fn serving_done(
         .all(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).all(|b| served(&w.name, &b.name)))
 }
 
+/// Each of the loop's steps with what its kind's table gives at its shape (`None` where the
+/// table has no time there): looked up once, for the trace and the step ratios alike.
+fn looked_up<'a>(
+    steps: &'a [super::serve::Step],
+    (prefill, decode): (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+) -> Vec<(&'a super::serve::Step, Option<lynx_analysis::sim::Lookup>)> {
+    steps.iter().map(|s| (s, if s.prefill { prefill } else { decode }.lookup(s.batch, f64::from(s.len)))).collect()
+}
+
 /// What the loop did at one rate, request by request and step by step, beside the tables'
 /// time for each step.
 fn trace(
@@ -214,7 +223,7 @@ fn trace(
     label: &str,
     rate: f64,
     load: &super::serve::Load,
-    (prefill, decode): (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+    steps: &[(&super::serve::Step, Option<lynx_analysis::sim::Lookup>)],
 ) -> ServedTrace {
     let requests = load
         .served
@@ -227,15 +236,14 @@ fn trace(
             osl: s.osl,
         })
         .collect();
-    let steps = load
-        .steps
+    let steps = steps
         .iter()
-        .map(|s| TracedStep {
+        .map(|(s, at)| TracedStep {
             prefill: s.prefill,
             batch: s.batch,
             len: s.len,
             step_s: s.seconds,
-            table_s: if s.prefill { prefill } else { decode }.lookup(s.batch, f64::from(s.len)).map(|at| at.step_s),
+            table_s: at.map(|at| at.step_s),
             after_idle: s.after_idle,
         })
         .collect();
@@ -253,16 +261,15 @@ fn trace(
 /// gap), each as its measured / table time at its shape and the cells' 90th percentile step over
 /// their median there (where the table has a spread).
 fn step_ratios(
-    steps: &[super::serve::Step],
+    steps: &[(&super::serve::Step, Option<lynx_analysis::sim::Lookup>)],
     prefill: bool,
     after_idle: bool,
-    table: &lynx_analysis::sim::StepTable,
 ) -> Vec<(f64, Option<f64>)> {
     steps
         .iter()
-        .filter(|s| s.prefill == prefill && (s.after_idle || !after_idle))
-        .filter_map(|s| {
-            let at = table.lookup(s.batch, f64::from(s.len))?;
+        .filter(|(s, _)| s.prefill == prefill && (s.after_idle || !after_idle))
+        .filter_map(|(s, at)| {
+            let at = at.as_ref()?;
             Some((s.seconds / at.step_s, at.spread.map(|spread| spread.p90())))
         })
         .collect()
@@ -701,7 +708,8 @@ impl Turn<'_> {
         };
         let other_cpu_cores =
             host.and_then(|h| h.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
-        crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, tables))?;
+        let steps = looked_up(&load.steps, tables);
+        crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
             if load.served.len() < 10 {
@@ -715,8 +723,7 @@ impl Turn<'_> {
             let predicted = plan.predict(tables.0, tables.1, rate);
             let simulated = predicted.as_ref().map_err(Clone::clone).and_then(|p| serve_figures(&p.median));
             let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
-            let (decode_steps, prefill_steps) =
-                (step_ratios(&load.steps, false, false, tables.1), step_ratios(&load.steps, true, false, tables.0));
+            let (decode_steps, prefill_steps) = (step_ratios(&steps, false, false), step_ratios(&steps, true, false));
             let (decode_ratio, prefill_ratio) = (median_ratio(&decode_steps), median_ratio(&prefill_steps));
             let paced = at_loop_pace(
                 plan,
@@ -759,8 +766,8 @@ impl Turn<'_> {
                 unfinished: (load.unfinished > 0).then_some(load.unfinished as u32),
                 decode_step_ratio: decode_ratio,
                 prefill_step_ratio: prefill_ratio,
-                decode_step_ratio_after_idle: median_ratio(&step_ratios(&load.steps, false, true, tables.1)),
-                prefill_step_ratio_after_idle: median_ratio(&step_ratios(&load.steps, true, true, tables.0)),
+                decode_step_ratio_after_idle: median_ratio(&step_ratios(&steps, false, true)),
+                prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
                 other_cpu_cores,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
                 at_loop_pace: paced.ok(),
