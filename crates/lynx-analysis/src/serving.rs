@@ -354,12 +354,9 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     });
                     // And whether the steps varied more than their cells had: a slow stretch
                     // that the median ratio hides.
-                    let spreads = rate.step_spread_words();
-                    let spread = if spreads.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; its steps' 90th percentile over the tables' median: {}", spreads.join(", "))
-                    };
+                    let spread = rate.step_spread_words().map_or(String::new(), |words| {
+                        format!("; its steps' 90th percentile over the tables' median: {words}")
+                    });
                     faults.push(format!(
                         "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{draws}{paced}\
                          {spread}",

@@ -191,11 +191,9 @@ impl Observer for Progress {
                         1e3 * r.overhead_s[2].get(),
                         r.iterations,
                         ratio(r.other_cpu_cores),
-                        match r.step_spread_words() {
-                            words if words.is_empty() => String::new(),
-                            words =>
-                                format!("; the steps' 90th percentile over the tables' median: {}", words.join(", ")),
-                        },
+                        r.step_spread_words().map_or(String::new(), |words| format!(
+                            "; the steps' 90th percentile over the tables' median: {words}"
+                        )),
                         r.at_loop_pace.as_ref().map_or(String::new(), |p| format!(
                             "; at the loop's own step pace the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT \
                              {:.1} ms ({:+.0}%)",

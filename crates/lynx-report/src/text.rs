@@ -631,9 +631,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                             pair(m.tpot_p99_s.get(), Some(p.simulated.tpot_p99_s.get()), &ms)
                         )
                     });
-                    let spreads_of = r.step_spread_words();
-                    let spread = (!spreads_of.is_empty())
-                        .then(|| format!("steps' 90th percentile over the tables' median {}", spreads_of.join(", ")));
+                    let spread = r
+                        .step_spread_words()
+                        .map(|words| format!("steps' 90th percentile over the tables' median {words}"));
                     let both: Vec<String> = draws.into_iter().chain(paced).chain(spread).collect();
                     if !both.is_empty() {
                         spreads.push(format!(

@@ -213,15 +213,16 @@ impl ServedRate {
     pub const UNDER: &'static str = "under";
 
     /// The decode and the prefill steps' spread against their cells' in words, each kind that
-    /// has one: `decode 1.45× (the cells' 1.08×)`.
-    pub fn step_spread_words(&self) -> Vec<String> {
-        [("decode", &self.decode_step_spread), ("prefill", &self.prefill_step_spread)]
+    /// has one: `decode 1.45× (the cells' 1.08×), prefill …`; `None` where neither has.
+    pub fn step_spread_words(&self) -> Option<String> {
+        let words: Vec<String> = [("decode", &self.decode_step_spread), ("prefill", &self.prefill_step_spread)]
             .into_iter()
             .filter_map(|(kind, spread)| {
                 let s = spread.as_ref()?;
                 Some(format!("{kind} {:.2}× (the cells' {:.2}×)", s.loop_p90.get(), s.cells_p90.get()))
             })
-            .collect()
+            .collect();
+        (!words.is_empty()).then(|| words.join(", "))
     }
 }
 
