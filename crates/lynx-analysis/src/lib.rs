@@ -25,8 +25,14 @@ pub mod stats;
 pub mod sweep;
 pub mod telemetry;
 
-/// A file of the repository's model catalogue (`models/`), for tests of the shipped suites.
+/// Where the repository's model catalogue (`models/`) is, for tests of the shipped suites.
+#[cfg(test)]
+pub(crate) fn catalogue_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// A file of the repository's model catalogue.
 #[cfg(test)]
 pub(crate) fn catalogue(path: &str) -> String {
-    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models").join(path)).unwrap()
+    std::fs::read_to_string(catalogue_dir().join(path)).unwrap()
 }

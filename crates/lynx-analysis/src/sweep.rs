@@ -326,8 +326,7 @@ ctxs = [128, 256]
     /// compares the loop with a simulation over those lengths).
     #[test]
     fn the_shipped_suites_measure_the_lengths_their_workloads_reach() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/suites");
-        let mut names: Vec<String> = std::fs::read_dir(dir)
+        let mut names: Vec<String> = std::fs::read_dir(crate::catalogue_dir().join("suites"))
             .unwrap()
             .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".toml").map(str::to_owned))
             .collect();
