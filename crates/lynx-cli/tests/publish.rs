@@ -243,6 +243,10 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
 
     // Collect the folder into one results folder: the four verified results, nothing else;
     // collecting again skips identical copies; a different copy of a collected run is refused.
+    // A serving trace beside a result goes with it; one that is a link stays behind.
+    let trace = b"{\"label\":\"bounded\"}\n";
+    std::fs::write(dir.join("alpha.served.jsonl"), trace).unwrap();
+    std::os::unix::fs::symlink(dir.join("alpha.served.jsonl"), dir.join("beta.served.jsonl")).unwrap();
     let collected = tempfile::tempdir().unwrap();
     let into = collected.path().to_str().unwrap();
     let output = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
@@ -252,6 +256,16 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert_eq!(said.lines().filter(|l| l.starts_with("REFUSED ")).count(), 4, "{said}");
     let index: Value = serde_json::from_slice(&std::fs::read(collected.path().join("index.json")).unwrap()).unwrap();
     assert_eq!(index["results"].as_array().unwrap().len(), 4, "{index}");
+    let traces: Vec<PathBuf> = index["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| collected.path().join(r["envelope"].as_str().unwrap().replace(".intoto.json", ".served.jsonl")))
+        .filter(|path| path.exists())
+        .collect();
+    assert_eq!(traces.len(), 1, "one trace collected: {traces:?}");
+    assert_eq!(std::fs::read(&traces[0]).unwrap(), trace, "{}", traces[0].display());
+    assert!(traces[0].to_string_lossy().contains("alpha"), "{}", traces[0].display());
     let again = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
     let said = String::from_utf8_lossy(&again.stdout).into_owned();
     assert_eq!(said.lines().filter(|l| l.starts_with("already collected ")).count(), 4, "{said}");

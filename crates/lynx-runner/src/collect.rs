@@ -1,7 +1,8 @@
 //! `lynx collect`: gather results from many nodes into one results folder. Each envelope is
 //! verified against the trusted keys before anything is copied; a tampered, unsigned or
 //! untrusted one is refused, and so is a second copy of a run already there (the same run id):
-//! byte-identical copies are skipped, differing ones refused. The folder's `index.json` lists
+//! byte-identical copies are skipped, differing ones refused. A result is copied with its
+//! samples file and, where the run served, its serving trace. The folder's `index.json` lists
 //! every verified result in it.
 
 use crate::store::{write_atomic, write_json_atomic};
@@ -67,7 +68,15 @@ fn folder_name(text: &str) -> String {
     }
 }
 
-/// Copy a verified envelope (with its samples and result) into `into`, unless its run is there.
+/// The run's file named `<stem>.<extension>` beside its envelope `<stem>.intoto.json`.
+fn beside(envelope: &Path, extension: &str) -> PathBuf {
+    let name = envelope.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.strip_suffix(".intoto.json").unwrap_or(&name);
+    envelope.with_file_name(format!("{stem}.{extension}"))
+}
+
+/// Copy a verified envelope (with its samples, result and serving trace) into `into`, unless its
+/// run is there.
 fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, RunError> {
     let result = &verified.result;
     let device = result.device.name_or_kind();
@@ -90,9 +99,15 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let samples = envelope.with_file_name(&verified.samples_file);
     copy(&samples, &dir.join(&verified.samples_file))?;
-    let result_json = PathBuf::from(envelope.to_string_lossy().replace(".intoto.json", ".json"));
+    let result_json = beside(envelope, "json");
     if result_json.symlink_metadata().is_ok() {
         copy(&result_json, &dir.join(format!("{run_id}.json")))?;
+    }
+    // The serving loop's trace, where the run served: a diagnostic, not signed, copied where it
+    // is a plain file (a link there is left behind, as it is not what the run wrote).
+    let trace = beside(envelope, "served.jsonl");
+    if trace.symlink_metadata().is_ok_and(|meta| meta.file_type().is_file()) {
+        copy(&trace, &dir.join(format!("{run_id}.served.jsonl")))?;
     }
     // The envelope last: a folder with it is a whole result.
     copy(envelope, &target)?;
