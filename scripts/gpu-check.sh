@@ -449,8 +449,11 @@ for name, result in sorted(results.items()):
                         f"{draws['ttft_p99_s'][0] * 1e3:.0f}-{draws['ttft_p99_s'][1] * 1e3:.0f} ms, "
                         f"{draws['tpot_p99_s'][0] * 1e3:.1f}-{draws['tpot_p99_s'][1] * 1e3:.1f} ms)")
             ratio = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "-"
-            paced = r.get("at_loop_pace")
-            paced = (f"; at the loop's own pace simulated {paced['simulated']['ttft_p99_s'] * 1e3:.0f} ms "
+            # Fed the loop's own steps; a result from before that, at the loop's median pace.
+            how, paced = next(((how, r[key]) for key, how in (("at_loop_steps", "fed the loop's own steps"),
+                                                               ("at_loop_pace", "at the loop's own pace"))
+                               if r.get(key)), (None, None))
+            paced = (f"; {how}, simulated {paced['simulated']['ttft_p99_s'] * 1e3:.0f} ms "
                      f"({paced['relative_error']['ttft_p99'] * 100:+.0f}%) / "
                      f"{paced['simulated']['tpot_p99_s'] * 1e3:.1f} ms "
                      f"({paced['relative_error']['tpot_p99'] * 100:+.0f}%)") if paced else ""

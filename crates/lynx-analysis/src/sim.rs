@@ -305,14 +305,27 @@ impl StepTable {
         StepTable { persistence, ..self }
     }
 
-    /// The same table with every step's time `factor` times as long (its power and spread as
-    /// they were): the device at another pace than the one its cells measured.
-    pub fn scaled(&self, factor: f64) -> StepTable {
+    /// The same table with the points of each batch re-timed by `at(batch)`: their step time
+    /// multiplied by its factor and, where it gives one, their spread replaced (their power as it
+    /// was): the device at another pace, or varying otherwise, than its cells measured.
+    pub fn retimed(&self, at: impl Fn(u32) -> (f64, Option<Spread>)) -> StepTable {
         let mut table = self.clone();
         for point in table.lines.iter_mut().flat_map(|line| line.points.iter_mut()) {
+            let (factor, spread) = at(point.batch);
             point.step_s *= factor;
+            if spread.is_some() {
+                point.spread = spread;
+            }
         }
         table
+    }
+
+    /// The batches measured on any line, ascending.
+    pub fn batches(&self) -> Vec<u32> {
+        let mut batches: Vec<u32> = self.lines.iter().flat_map(|line| line.points.iter().map(|p| p.batch)).collect();
+        batches.sort_unstable();
+        batches.dedup();
+        batches
     }
 
     pub fn is_empty(&self) -> bool {

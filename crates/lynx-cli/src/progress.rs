@@ -194,9 +194,8 @@ impl Observer for Progress {
                         r.step_spread_words().map_or(String::new(), |words| format!(
                             "; the steps' 90th percentile over the tables' median: {words}"
                         )),
-                        r.at_loop_pace.as_ref().map_or(String::new(), |p| format!(
-                            "; at the loop's own step pace the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT \
-                             {:.1} ms ({:+.0}%)",
+                        r.loop_paced().map_or(String::new(), |(how, p)| format!(
+                            "; {how}, the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT {:.1} ms ({:+.0}%)",
                             1e3 * p.simulated.ttft_p99_s.get(),
                             100.0 * p.relative_error.ttft_p99.get(),
                             1e3 * p.simulated.tpot_p99_s.get(),

@@ -146,11 +146,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                "joules_per_token": 0.01, "decode_step_ratio": 1.02})
     };
     // The latency-bounded rate's simulation as it is recorded now: medians over draws, their
-    // spread, and the simulation again at the loop's own pace.
+    // spread, and the simulation again fed the loop's own steps.
     let mut bounded = rate("bounded", figures(0.45));
     bounded["simulated_draws"] = json!({"draws": 101, "ttft_p99_s": [0.41, 0.49], "tpot_p99_s": [0.0095, 0.0105]});
-    bounded["at_loop_pace"] = json!({"simulated": figures(0.5),
-                                     "relative_error": {"ttft_p99": 0.0, "tpot_p99": 0.0, "output_tok_per_s": 0.0}});
+    bounded["at_loop_steps"] = json!({"simulated": figures(0.5),
+                                      "relative_error": {"ttft_p99": 0.0, "tpot_p99": 0.0, "output_tok_per_s": 0.0}});
     bounded["decode_step_spread"] = json!({"loop_p90": 1.031, "cells_p90": 1.02});
     let lengths = json!({"mean": 900.0, "p50": 910.0, "p90": 1000.0, "p99": 1020.0, "min": 819, "max": 1024});
     let bound = json!({"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1});
@@ -257,8 +257,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(
         table.contains(
             "simulated 450 ms / 10.0 ms / 5000 tok/s (median of 101 draws; p99s' 10th-90th percentiles 410-490 ms, \
-             9.5-10.5 ms); steps/table decode 1.02, prefill -; at the loop's own pace simulated 500 ms (+0%) / 10.0 \
-             ms (+0%); decode steps' p90 over the tables' median 1.03 (the cells' 1.02)"
+             9.5-10.5 ms); steps/table decode 1.02, prefill -; fed the loop's own steps, simulated 500 ms (+0%) / \
+             10.0 ms (+0%); decode steps' p90 over the tables' median 1.03 (the cells' 1.02)"
         ),
         "{table}"
     );

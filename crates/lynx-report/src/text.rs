@@ -624,9 +624,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                             d.draws
                         )
                     });
-                    let paced = r.at_loop_pace.as_ref().map(|p| {
+                    let paced = r.loop_paced().map(|(how, p)| {
                         format!(
-                            "at the loop's own pace {}, {}",
+                            "{how}: {}, {}",
                             pair(m.ttft_p99_s.get(), Some(p.simulated.ttft_p99_s.get()), &ms),
                             pair(m.tpot_p99_s.get(), Some(p.simulated.tpot_p99_s.get()), &ms)
                         )
@@ -815,8 +815,9 @@ mod tests {
     }
 
     /// Where the simulated figures of a served rate are medians over draws of the steps, the
-    /// section says so and gives the simulated p99s' spread over them, and the simulation at the
-    /// loop's own pace where it was run; a result from before either has no such lines.
+    /// section says so and gives the simulated p99s' spread over them, and the simulation fed the
+    /// loop's own steps (or at its pace) where it was run; a result from before either has no
+    /// such lines.
     #[test]
     fn the_serving_section_gives_the_spread_of_the_simulated_p99s_over_their_draws() {
         let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
@@ -844,10 +845,21 @@ mod tests {
         paced.ttft_p99_s = f(0.829);
         let relative =
             lynx_schema::serving::RelativeError { ttft_p99: f(0.05), tpot_p99: f(0.0), output_tok_per_s: f(0.0) };
-        rates[0].at_loop_pace = Some(lynx_schema::serving::AtLoopPace { simulated: paced, relative_error: relative });
+        let paced = lynx_schema::serving::AtLoopPace { simulated: paced, relative_error: relative };
+        rates[0].at_loop_pace = Some(paced.clone());
+        let older = serving_section(&serving);
+        assert!(
+            older.contains(
+                "over 31 draws; at the loop's own step pace: 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%)\n"
+            ),
+            "{older}"
+        );
+        // A result that has it fed the loop's own steps says so instead.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].at_loop_steps = Some(paced);
         let paced = serving_section(&serving);
         assert!(
-            paced.contains("over 31 draws; at the loop's own pace 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%)\n"),
+            paced.contains("over 31 draws; fed the loop's own steps: 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%)\n"),
             "{paced}"
         );
         // And the loop's steps' spread against the cells'.

@@ -163,9 +163,18 @@ pub struct ServedRate {
     /// far the simulated server is from the loop's once the device's pace at this rate is taken
     /// out. A diagnostic, not a prediction (the `simulation` check judges `simulated`): where the
     /// prediction is off but this agrees, the device ran at another pace than its cells, and the
-    /// simulation's model of the server held. Absent in older results.
+    /// simulation's model of the server held. Results written before `at_loop_steps` existed hold
+    /// it; later ones hold that in its place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_loop_pace: Option<AtLoopPace>,
+    /// The simulation run again once the rate was served, fed the loop's own steps: at each
+    /// measured batch, the median and the spread of the measured / table times of the loop's
+    /// steps nearest it (where there were at least five; elsewhere every step time scaled by the
+    /// kind's median ratio). A diagnostic like `at_loop_pace`, which it replaces: where the
+    /// prediction is off but this agrees, the steps the loop met were not those its cells had
+    /// measured, and the simulation's model of the server held. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_loop_steps: Option<AtLoopPace>,
     /// How the loop's decode steps, and its prefill steps, spread against their cells' (absent
     /// where no step of that kind ran, the tables have no spread there, and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,7 +195,7 @@ pub struct StepSpread {
     pub cells_p90: Finite,
 }
 
-/// The simulation at the serving loop's own step pace, and the measurement against it.
+/// The simulation at the serving loop's own steps (or pace), and the measurement against it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AtLoopPace {
     /// Each figure's median over the same draws as `simulated`'s.
@@ -211,6 +220,14 @@ impl ServedRate {
     pub const OVER: &'static str = "over";
     /// The label of the rate 0.9× it, served only where the measured p99s broke the bound there.
     pub const UNDER: &'static str = "under";
+
+    /// The simulation at the loop's own steps, or in a result from before it at the loop's
+    /// median pace, and the words that say which (`fed the loop's own steps`, `at the loop's own
+    /// step pace`).
+    pub fn loop_paced(&self) -> Option<(&'static str, &AtLoopPace)> {
+        let steps = self.at_loop_steps.as_ref().map(|p| ("fed the loop's own steps", p));
+        steps.or_else(|| self.at_loop_pace.as_ref().map(|p| ("at the loop's own step pace", p)))
+    }
 
     /// The decode and the prefill steps' spread against their cells' in words, each kind that
     /// has one: `decode 1.45× (the cells' 1.08×), prefill …`; `None` where neither has.

@@ -18,6 +18,7 @@ use crate::RunError;
 use lynx_analysis::latency::bounds_for;
 use lynx_analysis::lengths::Lengths;
 use lynx_analysis::memory::fit_memory;
+use lynx_analysis::serving::LoopStep;
 use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
@@ -258,26 +259,30 @@ fn trace(
 }
 
 /// The loop's steps of one kind (with `after_idle`, only those that came first after an idle
-/// gap), each as its measured / table time at its shape and the cells' 90th percentile step over
-/// their median there (where the table has a spread).
+/// gap), each with its batch, its measured / table time at its shape and the cells' 90th
+/// percentile step over their median there (where the table has a spread).
 fn step_ratios(
     steps: &[(&super::serve::Step, Option<lynx_analysis::sim::Lookup>)],
     prefill: bool,
     after_idle: bool,
-) -> Vec<(f64, Option<f64>)> {
+) -> Vec<LoopStep> {
     steps
         .iter()
         .filter(|(s, _)| s.prefill == prefill && (s.after_idle || !after_idle))
         .filter_map(|(s, at)| {
             let at = at.as_ref()?;
-            Some((s.seconds / at.step_s, at.spread.map(|spread| spread.p90())))
+            Some(LoopStep {
+                batch: s.batch,
+                ratio: s.seconds / at.step_s,
+                cells_p90: at.spread.map(|spread| spread.p90()),
+            })
         })
         .collect()
 }
 
 /// The median of measured / table time over steps as [`step_ratios`] gives them.
-fn median_ratio(steps: &[(f64, Option<f64>)]) -> Option<Finite> {
-    let ratios: Vec<f64> = steps.iter().map(|(ratio, _)| *ratio).collect();
+fn median_ratio(steps: &[LoopStep]) -> Option<Finite> {
+    let ratios: Vec<f64> = steps.iter().map(|s| s.ratio).collect();
     Finite::new(lynx_analysis::stats::median(&ratios).ok()?, "step ratio").ok()
 }
 
@@ -683,7 +688,7 @@ impl Turn<'_> {
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
         use lynx_analysis::serving::{
-            at_loop_pace, measured_figures, relative_error, serve_figures, simulated_draws, step_spread,
+            at_loop_steps, measured_figures, relative_error, serve_figures, simulated_draws, step_spread,
         };
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
@@ -725,13 +730,7 @@ impl Turn<'_> {
             let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
             let (decode_steps, prefill_steps) = (step_ratios(&steps, false, false), step_ratios(&steps, true, false));
             let (decode_ratio, prefill_ratio) = (median_ratio(&decode_steps), median_ratio(&prefill_steps));
-            let paced = at_loop_pace(
-                plan,
-                tables,
-                rate,
-                (decode_ratio.map(Finite::get), prefill_ratio.map(Finite::get)),
-                &measured,
-            );
+            let paced = at_loop_steps(plan, tables, rate, (&prefill_steps, &decode_steps), &measured);
             let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
             let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
             let output: f64 = load.served.iter().map(|s| f64::from(s.osl)).sum();
@@ -770,7 +769,8 @@ impl Turn<'_> {
                 prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
                 other_cpu_cores,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
-                at_loop_pace: paced.ok(),
+                at_loop_pace: None,
+                at_loop_steps: paced.ok(),
                 decode_step_spread: step_spread(&decode_steps),
                 prefill_step_spread: step_spread(&prefill_steps),
             })
