@@ -399,10 +399,19 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     // And whether the simulated server is the loop's once the steps the loop
                     // met are put in for the cells'.
                     let paced = rate.loop_paced().map_or(String::new(), |(how, p)| {
+                        let (ttft, tpot) = (p.relative_error.ttft_p99.get(), p.relative_error.tpot_p99.get());
+                        let verdict = if ttft.abs() <= AGREEMENT && tpot.abs() <= AGREEMENT {
+                            format!(
+                                "within {:.0}%: the simulated server held, the steps were not the cells'",
+                                100.0 * AGREEMENT
+                            )
+                        } else {
+                            format!("beyond {:.0}% too: the simulated server is not the loop's", 100.0 * AGREEMENT)
+                        };
                         format!(
-                            "; {how}, the simulation gives p99 TTFT {:+.0}%, p99 TPOT {:+.0}%",
-                            100.0 * p.relative_error.ttft_p99.get(),
-                            100.0 * p.relative_error.tpot_p99.get()
+                            "; {how}, the simulation gives p99 TTFT {:+.0}%, p99 TPOT {:+.0}%, {verdict}",
+                            100.0 * ttft,
+                            100.0 * tpot
                         )
                     });
                     // And whether the steps varied more than their cells had: a slow stretch
@@ -674,17 +683,28 @@ mod tests {
             Some(AtLoopPace { relative_error: relative_error(&far.measured, &paced).unwrap(), simulated: paced });
         let step = |ratio, cells_p90| LoopStep { batch: 1, ratio, cells_p90 };
         far.decode_step_spread = step_spread(&[step(1.0, Some(1.04)), step(1.6, Some(1.1)), step(0.9, None)]);
-        let checks = super::checks(&record(vec![far]));
+        let checks = super::checks(&record(vec![far.clone()]));
         assert!(
             checks[0].detail.ends_with(
                 "over 31 draws of the steps the simulated p99 TTFT spread over 900.0–1100.0 ms and p99 TPOT over \
                  38.0–42.0 ms (10th–90th percentile); fed the loop's own steps, the simulation gives p99 TTFT -2%, p99 \
-                 TPOT +2%; its steps' 90th percentile over the tables' median: decode 1.54× (the cells' 1.07×)"
+                 TPOT +2%, within 15%: the simulated server held, the steps were not the cells'; its steps' 90th \
+                 percentile over the tables' median: decode 1.54× (the cells' 1.07×)"
             ),
             "{}",
             checks[0].detail
         );
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
+        // Where the simulation fed the loop's own steps misses too, the server is what differs.
+        let mut unexplained = far.clone();
+        let off = figures(1.3, 0.05);
+        unexplained.at_loop_steps =
+            Some(AtLoopPace { relative_error: relative_error(&far.measured, &off).unwrap(), simulated: off });
+        let detail = &super::checks(&record(vec![unexplained]))[0].detail;
+        assert!(
+            detail.contains("p99 TTFT -23%, p99 TPOT +0%, beyond 15% too: the simulated server is not the loop's"),
+            "{detail}"
+        );
         assert!(
             checks[0].detail.contains(
                 "0.80× the cells' times; the first after an idle gap 1.30×), while other processes kept 0.75 host CPU \
