@@ -15,7 +15,7 @@
 use crate::RunError;
 use lynx_schema::result::{CellRecord, CellShape, RunPlan};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -167,11 +167,7 @@ impl Journal {
 
     /// Append `cell` as one line and make it durable before returning.
     pub fn append(&mut self, cell: &CellRecord) -> Result<(), RunError> {
-        let io = |source| RunError::Io { path: self.path.clone(), source };
-        let mut line = serde_json::to_vec(cell).map_err(|e| io(std::io::Error::other(e)))?;
-        line.push(b'\n');
-        self.file.write_all(&line).map_err(io)?;
-        self.file.sync_data().map_err(io)
+        crate::store::write_json_line(&mut self.file, &self.path, cell)
     }
 }
 

@@ -47,19 +47,25 @@ pub fn open_appending(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// Append `value` to `path` as one JSON line, durable before returning ([`open_appending`]). A
-/// write that fails (a full disk) is cut off, so the file holds whole lines only.
-pub fn append_json_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+/// Write `value` as one JSON line to `file` (opened for appending, [`open_appending`]) and make
+/// it durable before returning; errors name `path`, the file's.
+pub fn write_json_line<T: serde::Serialize>(file: &mut File, path: &Path, value: &T) -> Result<(), RunError> {
     let io = |source| RunError::Io { path: path.to_path_buf(), source };
     let mut line = serde_json::to_vec(value).map_err(|e| io(std::io::Error::other(e)))?;
     line.push(b'\n');
+    file.write_all(&line).and_then(|()| file.sync_data()).map_err(io)
+}
+
+/// Append `value` to `path` as one JSON line, durable before returning ([`open_appending`],
+/// [`write_json_line`]). A write that fails (a full disk) is cut off, so the file holds whole
+/// lines only.
+pub fn append_json_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+    let io = |source| RunError::Io { path: path.to_path_buf(), source };
     let mut file = open_appending(path).map_err(io)?;
     let before = file.metadata().map_err(io)?.len();
-    if let Err(error) = file.write_all(&line).and_then(|()| file.sync_data()) {
+    write_json_line(&mut file, path, value).inspect_err(|_| {
         let _ = file.set_len(before);
-        return Err(io(error));
-    }
-    Ok(())
+    })
 }
 
 /// `path` with `suffix` appended to its file name: where it is written before it is committed.
