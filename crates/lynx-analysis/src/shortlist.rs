@@ -3,7 +3,7 @@
 //! Nothing unverified is ranked.
 
 use crate::derived::latency_bounded_from_cells;
-use lynx_schema::config::{LatencyBound, Workload};
+use lynx_schema::config::LatencyBound;
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::device::slug;
 use lynx_schema::result::RunResult;
@@ -18,7 +18,7 @@ pub type Listed = (String, Result<(RunResult, String), (String, String)>);
 /// the requested model, with latency-bounded throughput re-derived at the buyer's bound and
 /// shape, ranked by cost; the rest listed with the reason.
 pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
-    let workload = Workload::fixed("request", request.isl, request.osl);
+    let asked = request.workload();
     let bound = LatencyBound {
         name: "buyer".to_owned(),
         ttft_p99_s: request.ttft_p99_s,
@@ -52,22 +52,28 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
                 .unwrap_or_else(|_| Finite::new(1.0, "utilisation").expect("1 is finite")),
         };
         let suite = &result.config.suite;
-        // The serving phase's measurement where it served exactly this shape and bound.
-        let measured = result.serving.as_ref().and_then(|serving| {
-            let same_bound = serving.served.iter().find(|s| {
-                s.workload.fixed_lengths() == Some((request.isl, request.osl))
+        // The serving phase's measurement where it served this request shape (lengths drawn
+        // alike: `Workload::same_lengths`) under exactly this bound.
+        let served_here = result.serving.as_ref().and_then(|serving| {
+            serving.served.iter().find(|s| {
+                s.workload.same_lengths(&asked)
                     && s.bound.ttft_p99_s == bound.ttft_p99_s
                     && s.bound.tpot_p99_s == bound.tpot_p99_s
-            })?;
-            crate::derived::measured_at_published_rate(same_bound, &inputs)
+            })
         });
-        // Beside a measurement, the simulation models the server that measured it.
+        let measured = served_here.and_then(|s| crate::derived::measured_at_published_rate(s, &inputs));
+        // Beside a measurement, the simulation models the server that measured it, serving the
+        // lengths it served (the same draws as the run's own simulated figure).
         let served = measured.as_ref().map(|m| m.mode);
+        let workload = match (served_here, &measured) {
+            (Some(s), Some(_)) => &s.workload,
+            _ => &asked,
+        };
         let point = latency_bounded_from_cells(
             (&result.cells, result.warmup.as_ref()),
             &suite.simulation,
             suite.seed,
-            (&workload, &bound, served),
+            (workload, &bound, served),
             &inputs,
         );
         let failed_checks: Vec<String> =

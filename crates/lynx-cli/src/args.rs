@@ -3,6 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lynx_report::listing::Format;
+use lynx_schema::config::{Length, Lognormal, Workload};
 use lynx_schema::device::DeviceName;
 use std::path::PathBuf;
 
@@ -256,7 +257,9 @@ pub struct ShortlistArgs {
     /// Folders (searched for *.intoto.json) or envelope files.
     #[arg(required = true)]
     pub dirs: Vec<PathBuf>,
-    /// MODEL:ISL/OSL, e.g. llama-3.1-8b:1024/1024.
+    /// MODEL:ISL/OSL, e.g. llama-3.1-8b:1024/1024. Each of ISL and OSL is N (fixed), LO-HI
+    /// (uniform), RxN (uniform in [R·N, N], InferenceX's range ratio) or
+    /// lognormal(MEDIAN,SIGMA,MIN,MAX); or MODEL:@FILE for the `isl,osl` pairs of a lengths file.
     #[arg(long, value_parser = workload)]
     pub workload: WorkloadArg,
     /// p99 time to first token bound, e.g. 2s or 450ms.
@@ -337,22 +340,67 @@ impl From<ExportFormat> for Format {
     }
 }
 
-/// A buyer's request shape: MODEL:ISL/OSL.
+/// A buyer's request shape: MODEL:ISL/OSL, each length fixed or a mix, or MODEL:@FILE.
 #[derive(Clone)]
 pub struct WorkloadArg {
     pub model: String,
-    pub isl: u32,
-    pub osl: u32,
+    pub isl: Length,
+    pub osl: Length,
 }
 
 fn workload(text: &str) -> Result<WorkloadArg, String> {
-    let (model, shape) = text.split_once(':').ok_or("expected MODEL:ISL/OSL")?;
-    let (isl, osl) = shape
-        .split_once('/')
-        .and_then(|(i, o)| Some((i.parse::<u32>().ok()?, o.parse::<u32>().ok()?)))
-        .filter(|&(i, o)| i > 0 && o > 0)
-        .ok_or("ISL/OSL must be two positive token counts")?;
-    Ok(WorkloadArg { model: model.to_owned(), isl, osl })
+    const EXPECTED: &str = "expected MODEL:ISL/OSL or MODEL:@FILE";
+    let (model, shape) = text.split_once(':').ok_or(EXPECTED)?;
+    if model.is_empty() {
+        return Err(EXPECTED.to_owned());
+    }
+    let (isl, osl) = match shape.strip_prefix('@') {
+        Some(file) => {
+            let pairs = lynx_runner::suite::read_length_pairs(std::path::Path::new(file))?;
+            let named = |pairs| Length::File { file: file.to_owned(), pairs };
+            (named(pairs), named(Vec::new()))
+        }
+        None => {
+            let (isl, osl) = shape.split_once('/').ok_or(EXPECTED)?;
+            let length = |text: &str, which: &str| {
+                length(text.trim()).ok_or_else(|| {
+                    format!(
+                        "{which} '{text}' is none of N, LO-HI, RxN or lognormal(MEDIAN,SIGMA,MIN,MAX) (token counts \
+                         greater than 0)"
+                    )
+                })
+            };
+            (length(isl, "ISL")?, length(osl, "OSL")?)
+        }
+    };
+    let asked = Workload { name: "request".to_owned(), isl, osl };
+    asked.check("ISL/OSL").map_err(|e| e.to_string())?;
+    Ok(WorkloadArg { model: model.to_owned(), isl: asked.isl, osl: asked.osl })
+}
+
+/// One length as `--workload` writes it: `N`, `LO-HI`, `RxN` (or the summary's `R-1×N`), or
+/// `lognormal(MEDIAN,SIGMA,MIN,MAX)`; `None` for anything else. Ranges are checked by the
+/// schema, as a suite's are.
+fn length(text: &str) -> Option<Length> {
+    if let Some(inner) = text.strip_prefix("lognormal(").and_then(|t| t.strip_suffix(')')) {
+        let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+        let [median, sigma, min, max] = parts[..] else { return None };
+        let lognormal = Lognormal {
+            median: median.parse().ok()?,
+            sigma: sigma.parse().ok()?,
+            min: min.parse().ok()?,
+            max: max.parse().ok()?,
+        };
+        return Some(Length::Lognormal { lognormal });
+    }
+    if let Some((ratio, length)) = text.split_once(['x', '×']) {
+        let ratio = ratio.strip_suffix("-1").unwrap_or(ratio);
+        return Some(Length::RangeRatio { range_ratio: ratio.parse().ok()?, length: length.parse().ok()? });
+    }
+    if let Some((lo, hi)) = text.split_once('-') {
+        return Some(Length::Uniform { uniform: [lo.parse().ok()?, hi.parse().ok()?] });
+    }
+    text.parse().ok().map(Length::Fixed)
 }
 
 /// Seconds from `2s`, `450ms`, `0.2` (seconds) or `200us`.
@@ -415,10 +463,53 @@ mod tests {
         assert!(duration_s("fast").unwrap_err().contains("positive duration"));
         assert!(duration_s("-1s").is_err());
         let w = workload("llama-3.1-8b:1024/128").unwrap();
-        assert_eq!((w.model.as_str(), w.isl, w.osl), ("llama-3.1-8b", 1024, 128));
-        assert!(workload("m:0/1").is_err() && workload("m").is_err());
+        assert_eq!((w.model.as_str(), w.isl, w.osl), ("llama-3.1-8b", Length::Fixed(1024), Length::Fixed(128)));
+        assert!(workload("m:0/1").is_err() && workload("m").is_err() && workload(":1/1").is_err());
         assert_eq!(price("NVIDIA H200 = 3.5"), Ok(("NVIDIA H200".to_owned(), 3.5)));
         assert!(price("h200=0").is_err() && price("h200").is_err());
         assert!(share("1").is_ok() && share("0").is_err() && share("1.5").is_err());
+    }
+
+    /// Each length form `--workload` takes, as the suite's table form of the same length; and
+    /// one line naming what is wrong with each that cannot be drawn from.
+    #[test]
+    fn a_request_shape_may_be_a_length_mix() {
+        let w = workload("m:16-64/16").unwrap();
+        assert_eq!((w.isl, w.osl), (Length::Uniform { uniform: [16, 64] }, Length::Fixed(16)));
+        for ratio in ["0.8x1024", "0.8×1024", "0.8-1×1024"] {
+            let w = workload(&format!("m:{ratio}/128")).unwrap();
+            assert_eq!(w.isl, Length::RangeRatio { range_ratio: 0.8, length: 1024 }, "{ratio}");
+        }
+        let w = workload("m:1024/lognormal(200, 0.5, 16, 2048)").unwrap();
+        assert_eq!(w.osl, Length::Lognormal { lognormal: Lognormal { median: 200.0, sigma: 0.5, min: 16, max: 2048 } });
+        for (bad, needle) in [
+            ("m:64-16/16", "workload.isl.uniform [64, 16] must have lo <= hi"),
+            ("m:1.5x1024/16", "workload.isl.range_ratio must be in (0, 1]"),
+            ("m:16/lognormal(200, -1, 16, 2048)", "workload.osl.lognormal.sigma"),
+            ("m:16/lognormal(200, 1)", "OSL 'lognormal(200, 1)' is none of"),
+            ("m:abc/16", "ISL 'abc' is none of"),
+            ("m:0-16/16", "workload.isl.uniform must be greater than 0"),
+            ("m:16", "expected MODEL:ISL/OSL or MODEL:@FILE"),
+        ] {
+            let error = workload(bad).err().unwrap_or_else(|| panic!("{bad} parsed"));
+            assert!(error.contains(needle) && !error.contains('\n'), "{bad}: {error}");
+        }
+    }
+
+    /// A lengths file's pairs as the request's, read by the suite's own reader: a bad line is
+    /// named.
+    #[test]
+    fn a_request_shape_may_be_a_lengths_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("logs.csv");
+        std::fs::write(&file, "isl,osl\n# from last week\n100,20\n\n300,40\n").unwrap();
+        let w = workload(&format!("m:@{}", file.display())).unwrap();
+        assert_eq!(w.isl, Length::File { file: file.display().to_string(), pairs: vec![[100, 20], [300, 40]] });
+        assert_eq!(w.osl, Length::File { file: file.display().to_string(), pairs: Vec::new() });
+        std::fs::write(&file, "100,20\n300\n").unwrap();
+        let error = workload(&format!("m:@{}", file.display())).err().unwrap();
+        assert!(error.contains("logs.csv line 2: expected two token counts"), "{error}");
+        let error = workload("m:@/no/such.csv").err().unwrap();
+        assert!(error.contains("/no/such.csv: does not exist"), "{error}");
     }
 }

@@ -298,7 +298,8 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
         ])
     };
     assert!(bad("test-small", "2s", &key).contains("MODEL:ISL/OSL"));
-    assert!(bad("test-small:0/64", "2s", &key).contains("positive token counts"));
+    assert!(bad("test-small:0/64", "2s", &key).contains("workload.isl must be greater than 0"));
+    assert!(bad("test-small:64-16/64", "2s", &key).contains("must have lo <= hi"));
     assert!(bad("test-small:256/64", "fast", &key).contains("--ttft-p99"));
     assert!(bad("test-small:256/64", "2s", "/no/such.pub").contains("/no/such.pub"));
     let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
@@ -509,4 +510,53 @@ fn the_published_record_verifies_and_builds_the_site() {
     let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
     assert_eq!(index.matches("class=\"result\"").count(), envelopes.len());
     assert!(!index.contains("class=\"bad\">rejected") && !index.contains("untrusted"), "{index}");
+}
+
+/// A buyer shortlisting at the length mix a published result served, under the bound it served
+/// it under, gets the measured figure, with the result's own simulated figure beside it; written
+/// as the uniform range it draws or as InferenceX's range ratio of the same range. Another mix
+/// gets the simulation alone.
+#[test]
+fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
+    let results = repo_path("results");
+    let keys = repo_path("results/keys");
+    let run = "20261202T182418Z-bb6a46e8";
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(&results).join(format!("amd-epyc/{run}/{run}.json"))).unwrap())
+            .unwrap();
+    let published = result["derived"]["latency_bounded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["workload"]["name"] == "short" && b["bound"]["name"] == "server")
+        .unwrap()
+        .clone();
+    assert_eq!(published["workload"]["isl"], serde_json::json!({"uniform": [16, 64]}), "{published}");
+    let entry = |shape: &str| {
+        let workload = format!("lynx-ref-small:{shape}");
+        let output = lynx(&[
+            "shortlist",
+            &results,
+            "--keys",
+            &keys,
+            "--workload",
+            &workload,
+            "--ttft-p99",
+            "2s",
+            "--tpot-p99",
+            "100ms",
+            "--format",
+            "json",
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let list: Value = serde_json::from_slice(&output.stdout).unwrap();
+        list["ranked"].as_array().unwrap().iter().find(|e| e["run_id"] == run).unwrap().clone()
+    };
+    for shape in ["16-64/16", "0.25x64/16"] {
+        let entry = entry(shape);
+        assert_eq!(entry["measured"], published["measured"], "{shape}: {entry}");
+        assert_eq!(entry["point"], published["point"], "{shape}: {entry}");
+    }
+    let other = entry("20-64/16");
+    assert!(other.get("measured").is_none() && other["point"]["output_tok_per_s_per_device"].is_number(), "{other}");
 }

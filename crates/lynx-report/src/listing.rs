@@ -5,6 +5,7 @@
 use crate::escape::{markdown_text, terminal_text};
 use crate::table::Table;
 use crate::text::{derived_report, ms, roofline_table};
+use lynx_schema::config::Length;
 use lynx_schema::result::{CellRecord, CellShape, RunResult};
 use lynx_schema::shortlist::Shortlist;
 use lynx_schema::value::{Finite, Reported};
@@ -26,11 +27,13 @@ pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json:
     }
     let table = ranking(list);
     let request = &list.request;
+    let shape = match &request.isl {
+        Length::File { file, pairs } => format!("with the {} isl,osl pairs of {file}", pairs.len()),
+        isl => format!("{isl}/{}", request.osl),
+    };
     let title = format!(
-        "{} {}/{} under p99 TTFT {} and TPOT {}, {:.0}% utilisation",
+        "{} {shape} under p99 TTFT {} and TPOT {}, {:.0}% utilisation",
         request.model,
-        request.isl,
-        request.osl,
         ms(request.ttft_p99_s),
         ms(request.tpot_p99_s),
         request.utilisation * 100.0

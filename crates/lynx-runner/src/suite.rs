@@ -106,9 +106,8 @@ impl Catalogue {
 /// The most bytes a lengths file may hold.
 const MOST_LENGTHS_BYTES: u64 = 4 << 20;
 
-/// Read the lengths file each workload of `suite` names (relative to `folder`) into its pairs:
-/// one `isl,osl` pair a line; blank lines, `#` comments and a first line that is not two numbers
-/// (a header) are skipped. A suite whose pairs are already there (one from a result) reads none.
+/// Read the lengths file each workload of `suite` names (relative to `folder`) into its pairs
+/// ([`read_length_pairs`]). A suite whose pairs are already there (one from a result) reads none.
 pub fn read_length_files(suite: &mut Suite, folder: Option<&Path>, shown: &str) -> Result<(), RunError> {
     for (i, workload) in suite.workloads.iter_mut().enumerate() {
         let lynx_schema::config::Length::File { file, pairs } = &mut workload.isl else { continue };
@@ -121,41 +120,48 @@ pub fn read_length_files(suite: &mut Suite, folder: Option<&Path>, shown: &str) 
                 "{key} names the lengths file {file}, and a built-in suite has no folder to find it in"
             )));
         };
-        let path = folder.join(&*file);
-        let text = read_bounded(&path, MOST_LENGTHS_BYTES)
-            .map_err(|reason| RunError::Config(format!("{key}: lengths file {}: {reason}", path.display())))?;
-        let mut read = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let numbers: Option<Vec<u32>> = line.split(',').map(|v| v.trim().parse::<u32>().ok()).collect();
-            match numbers.as_deref() {
-                Some(&[isl, osl]) if isl > 0 && osl > 0 => read.push([isl, osl]),
-                None if n == 0 => {} // a header
-                _ => {
-                    return Err(RunError::Config(format!(
-                        "{key}: lengths file {} line {}: expected two token counts greater than 0, `isl,osl`",
-                        path.display(),
-                        n + 1
-                    )));
-                }
-            }
-            if read.len() > lynx_schema::config::MOST_FILE_PAIRS {
-                return Err(RunError::Config(format!(
-                    "{key}: lengths file {} holds more than {} pairs",
-                    path.display(),
-                    lynx_schema::config::MOST_FILE_PAIRS
-                )));
-            }
-        }
-        if read.is_empty() {
-            return Err(RunError::Config(format!("{key}: lengths file {} holds no isl,osl pair", path.display())));
-        }
-        *pairs = read;
+        *pairs =
+            read_length_pairs(&folder.join(&*file)).map_err(|reason| RunError::Config(format!("{key}: {reason}")))?;
     }
     suite.validate(shown).map_err(|e| RunError::Config(format!("suite file {e}")))
+}
+
+/// The `isl,osl` pairs of the lengths file at `path`, one a line; blank lines, `#` comments and
+/// a first line that is not two numbers (a header) are skipped. Or why not, in one line naming
+/// the file (and the line at fault).
+pub fn read_length_pairs(path: &Path) -> Result<Vec<[u32; 2]>, String> {
+    let text = read_bounded(path, MOST_LENGTHS_BYTES)
+        .map_err(|reason| format!("lengths file {}: {reason}", path.display()))?;
+    let mut read = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let numbers: Option<Vec<u32>> = line.split(',').map(|v| v.trim().parse::<u32>().ok()).collect();
+        match numbers.as_deref() {
+            Some(&[isl, osl]) if isl > 0 && osl > 0 => read.push([isl, osl]),
+            None if n == 0 => {} // a header
+            _ => {
+                return Err(format!(
+                    "lengths file {} line {}: expected two token counts greater than 0, `isl,osl`",
+                    path.display(),
+                    n + 1
+                ));
+            }
+        }
+        if read.len() > lynx_schema::config::MOST_FILE_PAIRS {
+            return Err(format!(
+                "lengths file {} holds more than {} pairs",
+                path.display(),
+                lynx_schema::config::MOST_FILE_PAIRS
+            ));
+        }
+    }
+    if read.is_empty() {
+        return Err(format!("lengths file {} holds no isl,osl pair", path.display()));
+    }
+    Ok(read)
 }
 
 /// A regular file's text, refused past `limit` bytes (a FIFO or a device is refused without

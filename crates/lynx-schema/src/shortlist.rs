@@ -1,6 +1,7 @@
 //! A buyer's shortlist: verified results ranked by the cost of a million output tokens at the
 //! buyer's own latency bound, request shape and price (`lynx shortlist`).
 
+use crate::config::{Length, Workload};
 use crate::derived::BoundedPoint;
 use crate::value::Reported;
 use serde::{Deserialize, Serialize};
@@ -10,13 +11,23 @@ use serde::{Deserialize, Serialize};
 pub struct Request {
     /// The catalogue model the workload runs (a result of another model is not ranked).
     pub model: String,
-    pub isl: u32,
-    pub osl: u32,
+    /// Input and output lengths, each fixed or a mix; a fixed length is the number it was
+    /// before mixes could be asked for (JSON readers of a fixed request see no change). A
+    /// lengths file's pairs are in `isl`, as in a suite's workload.
+    pub isl: Length,
+    pub osl: Length,
     pub ttft_p99_s: f64,
     pub tpot_p99_s: f64,
     /// Device (by slug of its name) → USD per device-hour.
     pub prices: Vec<(String, f64)>,
     pub utilisation: f64,
+}
+
+impl Request {
+    /// The buyer's request shape as a workload (named `request`).
+    pub fn workload(&self) -> Workload {
+        Workload { name: "request".to_owned(), isl: self.isl.clone(), osl: self.osl.clone() }
+    }
 }
 
 /// One verified result of the requested model, with its figures at the buyer's bound.

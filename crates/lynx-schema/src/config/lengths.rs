@@ -103,6 +103,15 @@ impl Length {
         }
     }
 
+    /// The length as the sampler draws it: a range ratio is the uniform range it spans
+    /// ([`Length::min`] to its length), everything else itself.
+    pub fn spans(&self) -> Length {
+        match self {
+            Length::RangeRatio { length, .. } => Length::Uniform { uniform: [self.min(&[], 0), *length] },
+            other => other.clone(),
+        }
+    }
+
     /// The file it names, if it is one.
     pub fn file(&self) -> Option<&str> {
         match self {
@@ -218,6 +227,25 @@ mod tests {
         assert_eq!(w.min_lengths(), (3, 2));
         let back: Workload = serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
         assert_eq!(back, w);
+    }
+
+    /// Two workloads draw alike when their lengths span the same ranges, or their files hold
+    /// the same pairs; names, and a file's name, do not count.
+    #[test]
+    fn workloads_draw_alike_where_their_lengths_span_the_same() {
+        let alike =
+            |a: (&str, &str), b: (&str, &str)| workload(a.0, a.1).unwrap().same_lengths(&workload(b.0, b.1).unwrap());
+        assert!(alike(("{ uniform = [820, 1024] }", "128"), ("{ range_ratio = 0.8, length = 1024 }", "128")));
+        assert!(alike(("64", "16"), ("64", "16")));
+        assert!(!alike(("64", "16"), ("64", "17")));
+        assert!(!alike(("{ uniform = [819, 1024] }", "128"), ("{ range_ratio = 0.8, length = 1024 }", "128")));
+        let file = |name: &str, pairs: &str| {
+            (format!("{{ file = \"{name}\", pairs = {pairs} }}"), format!("{{ file = \"{name}\" }}"))
+        };
+        let (a, b, c) = (file("a.csv", "[[3, 4]]"), file("b.csv", "[[3, 4]]"), file("a.csv", "[[3, 5]]"));
+        assert!(alike((&a.0, &a.1), (&b.0, &b.1)));
+        assert!(!alike((&a.0, &a.1), (&c.0, &c.1)));
+        assert!(!alike((&a.0, &a.1), ("3", "4")));
     }
 
     #[test]

@@ -140,6 +140,28 @@ impl Workload {
         Some((self.isl.fixed()?, self.osl.fixed()?))
     }
 
+    /// Whether requests drawn from `self` and from `other` draw their lengths alike: the same
+    /// lengths (a range ratio the same as the uniform range it spans, which draws the same
+    /// integers), or the same pairs of a lengths file whatever the file was called. Names are
+    /// not compared.
+    pub fn same_lengths(&self, other: &Workload) -> bool {
+        match (self.file_pairs(), other.file_pairs()) {
+            ([], []) => {
+                self.isl.file().is_none()
+                    && other.isl.file().is_none()
+                    && self.isl.spans() == other.isl.spans()
+                    && self.osl.spans() == other.osl.spans()
+            }
+            (mine, theirs) => mine == theirs,
+        }
+    }
+
+    /// `self` checked as a suite's workload would be, with `origin` naming where it was given:
+    /// one line naming the length at fault when requests could not be drawn from it.
+    pub fn check(&self, origin: &str) -> Result<(), ConfigError> {
+        self.validate(&Checker { origin }, "workload")
+    }
+
     pub(crate) fn validate(&self, check: &Checker, key: &str) -> Result<(), ConfigError> {
         check.name(&format!("{key}.name"), &self.name)?;
         self.isl.validate(check, &format!("{key}.isl"))?;
