@@ -48,14 +48,7 @@ fn load() -> Result<Shim, String> {
     if !load_gpu_backends().gpu_backends.iter().any(|b| b.loaded.known().is_some_and(|loaded| *loaded)) {
         return Err("no GPU backend of libtorch loaded".to_owned());
     }
-    let path = in_memory_file(library)?;
-    let c_path = CString::new(path).map_err(|e| e.to_string())?;
-    // SAFETY: `c_path` is a valid NUL-terminated path to the shim's bytes; the handle is never
-    // closed, so the function pointers taken from it stay valid for the process.
-    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return Err(format!("loading the CUDA shim: {}", dl_error()));
-    }
+    let handle = open_library(library, dlopen)?;
     let symbol = |name: &str| -> Result<*mut c_void, String> {
         let c_name = CString::new(name).map_err(|e| e.to_string())?;
         // SAFETY: `handle` is a live dlopen handle and `c_name` a NUL-terminated symbol name.
@@ -79,6 +72,48 @@ fn load() -> Result<Shim, String> {
             free_memory: std::mem::transmute::<*mut c_void, FreeMemory>(symbol("lynx_cuda_free_memory")?),
         })
     }
+}
+
+/// `dlopen` of `path`: the handle, never closed (so the function pointers taken from it stay
+/// valid for the process), or the loader's reason.
+fn dlopen(path: &std::path::Path) -> Result<*mut c_void, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: `c_path` is a valid NUL-terminated path to a shared library's bytes.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        Err(dl_error())
+    } else {
+        Ok(handle)
+    }
+}
+
+/// The shared library `bytes`, opened with `open`: from an anonymous in-memory file, and where
+/// that fails (a sandbox that will not map one executable, say), from a file in a private
+/// temporary folder (mode 0700) that is removed once it is loaded. Both reasons where neither
+/// loads.
+fn open_library<H>(bytes: &[u8], open: impl Fn(&std::path::Path) -> Result<H, String>) -> Result<H, String> {
+    let in_memory = match in_memory_file(bytes) {
+        Ok(path) => match open(std::path::Path::new(&path)) {
+            Ok(handle) => return Ok(handle),
+            Err(reason) => reason,
+        },
+        Err(reason) => reason,
+    };
+    let on_disk = (|| {
+        use std::os::unix::fs::PermissionsExt;
+        let folder = tempfile::Builder::new()
+            .prefix("lynx-shim-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let path = folder.path().join("liblynx_cuda.so");
+        std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        open(&path)
+        // The folder and the file go here; the loader keeps its own mapping.
+    })();
+    on_disk
+        .map_err(|on_disk| format!("loading the CUDA shim: from memory: {in_memory}; from a temporary file: {on_disk}"))
 }
 
 /// `bytes` in an anonymous in-memory file (`memfd_create`), as a path `dlopen` can open.
@@ -215,6 +250,34 @@ mod tests {
                 assert!(error.contains("CUDA") && !error.contains('\n'), "{error}");
             }
         }
+    }
+
+    /// Where the in-memory file cannot be opened (a sandbox may refuse to map one executable),
+    /// the shim is opened from a private temporary file instead, which is gone once it is
+    /// loaded; where neither opens, both reasons are given.
+    #[test]
+    fn the_shim_is_opened_from_a_temporary_file_where_memory_will_not_do() {
+        use std::os::unix::fs::PermissionsExt;
+        let bytes = b"\x7fELF not really";
+        let seen = std::cell::RefCell::new(Vec::new());
+        let opened = open_library(bytes, |path| {
+            seen.borrow_mut().push(path.to_owned());
+            if path.starts_with("/proc/self/fd") {
+                return Err("refused".to_owned());
+            }
+            assert_eq!(std::fs::read(path).unwrap(), bytes);
+            let folder = path.parent().unwrap();
+            assert_eq!(std::fs::metadata(folder).unwrap().permissions().mode() & 0o777, 0o700);
+            Ok(path.to_owned())
+        })
+        .unwrap();
+        assert_eq!(seen.borrow().len(), 2, "{seen:?}");
+        assert!(!opened.exists() && !opened.parent().unwrap().exists(), "{} is left behind", opened.display());
+        let error = open_library(bytes, |_| Err::<(), _>("no".to_owned())).unwrap_err();
+        assert_eq!(error, "loading the CUDA shim: from memory: no; from a temporary file: no");
+        // Where memory does, nothing is written.
+        let path = open_library(bytes, |path| Ok(path.to_owned())).unwrap();
+        assert!(path.starts_with("/proc/self/fd"), "{}", path.display());
     }
 
     /// A build against a libtorch with a CUDA part (the pinned wheel, as in CI) embeds the shim,
