@@ -95,14 +95,6 @@ impl Length {
         }
     }
 
-    /// The fixed length, if it is one.
-    pub fn fixed(&self) -> Option<u32> {
-        match self {
-            Length::Fixed(n) => Some(*n),
-            _ => None,
-        }
-    }
-
     /// The length as the sampler draws it: a range ratio is the uniform range it spans
     /// ([`Length::min`] to its length), everything else itself.
     pub fn spans(&self) -> Length {

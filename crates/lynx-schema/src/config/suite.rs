@@ -135,11 +135,6 @@ impl Workload {
         (self.isl.typical(self.file_pairs(), 0), self.osl.typical(self.file_pairs(), 1))
     }
 
-    /// Both lengths, when both are fixed.
-    pub fn fixed_lengths(&self) -> Option<(u32, u32)> {
-        Some((self.isl.fixed()?, self.osl.fixed()?))
-    }
-
     /// Whether requests drawn from `self` and from `other` draw their lengths alike: the same
     /// lengths (a range ratio the same as the uniform range it spans, which draws the same
     /// integers), or the same pairs of a lengths file whatever the file was called. Names are
