@@ -559,4 +559,24 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
     }
     let other = entry("20-64/16");
     assert!(other.get("measured").is_none() && other["point"]["output_tok_per_s_per_device"].is_number(), "{other}");
+    // The table ranks the measured figure and shows the simulated one beside it, unranked.
+    let output = lynx(&[
+        "shortlist",
+        &results,
+        "--keys",
+        &keys,
+        "--workload",
+        "lynx-ref-small:16-64/16",
+        "--ttft-p99",
+        "2s",
+        "--tpot-p99",
+        "100ms",
+    ]);
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    let rows: Vec<&str> = table.lines().filter(|l| l.contains(run)).collect();
+    let shown = |figure: &Value| format!(" {:.1} ", seconds(&figure["output_tok_per_s_per_device"]));
+    assert!(rows.len() == 2 && rows[0].ends_with(" measured"), "{table}");
+    assert!(rows[0].contains(&shown(&published["measured"])), "{table}");
+    assert!(rows[1].starts_with(' ') && rows[1].ends_with("simulated, beside the measured"), "{table}");
+    assert!(rows[1].contains(&shown(&published["point"])), "{table}");
 }

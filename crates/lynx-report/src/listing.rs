@@ -6,6 +6,7 @@ use crate::escape::{markdown_text, terminal_text};
 use crate::table::Table;
 use crate::text::{derived_report, ms, roofline_table};
 use lynx_schema::config::Length;
+use lynx_schema::derived::BoundedPoint;
 use lynx_schema::result::{CellRecord, CellShape, RunResult};
 use lynx_schema::shortlist::Shortlist;
 use lynx_schema::value::{Finite, Reported};
@@ -94,8 +95,8 @@ fn ranking(list: &Shortlist) -> Table {
         "FIGURE",
     ]);
     for (i, entry) in list.ranked.iter().enumerate() {
-        let figures: [String; 6] = match (&entry.measured, &entry.point) {
-            (Some(m), _) => [
+        let figures = match &entry.measured {
+            Some(m) => [
                 crate::text::figure(&m.usd_per_million_output_tokens, 4, "no price"),
                 format!("{:.1}", m.output_tok_per_s_per_device.get()),
                 format!("{:.1}", m.tok_per_s_per_user.get()),
@@ -103,30 +104,7 @@ fn ranking(list: &Shortlist) -> Table {
                 m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
                 crate::text::figure(&m.joules_per_output_token, 3, "-"),
             ],
-            (None, point) => match point {
-                Reported::Known(p) => [
-                    match &p.usd_per_million_output_tokens {
-                        Reported::Known(c) => format!("{:.4}", c.get()),
-                        Reported::Unavailable { .. } => "no price".to_owned(),
-                    },
-                    format!("{:.1}", p.output_tok_per_s_per_device.get()),
-                    format!("{:.1}", p.tok_per_s_per_user.get()),
-                    format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
-                    p.max_batch.to_string(),
-                    match &p.joules_per_output_token {
-                        Reported::Known(j) => format!("{:.3}", j.get()),
-                        Reported::Unavailable { .. } => "-".to_owned(),
-                    },
-                ],
-                Reported::Unavailable { unavailable } => [
-                    format!("none: {unavailable}"),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ],
-            },
+            None => simulated_figures(&entry.point),
         };
         let checks = if entry.checks_passed {
             "passed".to_owned()
@@ -146,8 +124,44 @@ fn ranking(list: &Shortlist) -> Table {
             },
         ]);
         table.row(row);
+        // Beside a measured figure, the simulated one, unranked, as the summary and the site
+        // show them.
+        if entry.measured.is_some() {
+            let mut row = vec![String::new(), entry.device.clone()];
+            row.extend(simulated_figures(&entry.point));
+            let how = match &entry.point {
+                Reported::Known(p) => p.how(),
+                Reported::Unavailable { .. } => "simulated",
+            };
+            row.extend([String::new(), String::new(), entry.file.clone(), format!("{how}, beside the measured")]);
+            table.row(row);
+        }
     }
     table
+}
+
+/// A simulated point's figures as the ranking shows them: cost, tok/s/device, tok/s/user, p99
+/// TTFT / TPOT, batch cap, J/token; or why there is none.
+fn simulated_figures(point: &Reported<BoundedPoint>) -> [String; 6] {
+    match point {
+        Reported::Known(p) => [
+            match &p.usd_per_million_output_tokens {
+                Reported::Known(c) => format!("{:.4}", c.get()),
+                Reported::Unavailable { .. } => "no price".to_owned(),
+            },
+            format!("{:.1}", p.output_tok_per_s_per_device.get()),
+            format!("{:.1}", p.tok_per_s_per_user.get()),
+            format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
+            p.max_batch.to_string(),
+            match &p.joules_per_output_token {
+                Reported::Known(j) => format!("{:.3}", j.get()),
+                Reported::Unavailable { .. } => "-".to_owned(),
+            },
+        ],
+        Reported::Unavailable { unavailable } => {
+            [format!("none: {unavailable}"), String::new(), String::new(), String::new(), String::new(), String::new()]
+        }
+    }
 }
 
 /// A result's cells as a table: one column per figure, each with how it is read from a cell
