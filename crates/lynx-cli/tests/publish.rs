@@ -532,7 +532,8 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
         .unwrap()
         .clone();
     assert_eq!(published["workload"]["isl"], serde_json::json!({"uniform": [16, 64]}), "{published}");
-    let entry = |shape: &str| {
+    // The shortlist at `shape` under the bound run 42 served it under, in `format`.
+    let shortlist = |shape: &str, format: &str| {
         let workload = format!("lynx-ref-small:{shape}");
         let output = lynx(&[
             "shortlist",
@@ -546,10 +547,13 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
             "--tpot-p99",
             "100ms",
             "--format",
-            "json",
+            format,
         ]);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        let list: Value = serde_json::from_slice(&output.stdout).unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let entry = |shape: &str| {
+        let list: Value = serde_json::from_str(&shortlist(shape, "json")).unwrap();
         list["ranked"].as_array().unwrap().iter().find(|e| e["run_id"] == run).unwrap().clone()
     };
     for shape in ["16-64/16", "0.25x64/16"] {
@@ -560,19 +564,7 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
     let other = entry("20-64/16");
     assert!(other.get("measured").is_none() && other["point"]["output_tok_per_s_per_device"].is_number(), "{other}");
     // The table ranks the measured figure and shows the simulated one beside it, unranked.
-    let output = lynx(&[
-        "shortlist",
-        &results,
-        "--keys",
-        &keys,
-        "--workload",
-        "lynx-ref-small:16-64/16",
-        "--ttft-p99",
-        "2s",
-        "--tpot-p99",
-        "100ms",
-    ]);
-    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    let table = shortlist("16-64/16", "table");
     let rows: Vec<&str> = table.lines().filter(|l| l.contains(run)).collect();
     let shown = |figure: &Value| format!(" {:.1} ", seconds(&figure["output_tok_per_s_per_device"]));
     assert!(rows.len() == 2 && rows[0].ends_with(" measured"), "{table}");
