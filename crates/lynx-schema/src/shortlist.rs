@@ -45,9 +45,10 @@ pub struct Entry {
     pub usd_per_device_hour: Option<f64>,
     /// The simulated point at the buyer's bound (its cost where a price was given).
     pub point: Reported<BoundedPoint>,
-    /// Measured: the result's serving phase at the simulation's latency-bounded rate, where it
-    /// served the buyer's exact request shape under the buyer's exact bound. Ranked by where
-    /// present.
+    /// Measured: the result's serving phase at the rate it published, where it served the
+    /// buyer's request shape (lengths drawn alike, [`Workload::same_lengths`]) under the buyer's
+    /// exact bound; `point` is then the simulation of that server and those lengths. Ranked by
+    /// where present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<crate::derived::MeasuredBounded>,
     /// Every check the result made passed.
