@@ -466,6 +466,21 @@ for name, result in sorted(results.items()):
                   f"measured p99 TTFT {m['ttft_p99_s'] * 1e3:.0f} ms / TPOT {m['tpot_p99_s'] * 1e3:.1f} ms / "
                   f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table decode "
                   f"{ratio(r.get('decode_step_ratio'))}, prefill {ratio(r.get('prefill_step_ratio'))}{paced}")
+        # The latency-bounded search's own simulation at the first rate served (its requests, many
+        # more than a window serves), beside the window: how far a window of this many requests is
+        # from the steady state the bound is defined in (docs/SWEEPS.md, "The window and the
+        # steady state").
+        point = next((lb.get("point") for lb in (result.get("derived") or {}).get("latency_bounded", [])
+                      if lb["workload"]["name"] == served["workload"]["name"]
+                      and lb["bound"]["name"] == served["bound"]["name"]), None)
+        if rates and isinstance(point, dict) and "ttft_p99_s" in point:
+            first = rates[0]
+            claim(f"{label}: window against steady state", "INFO",
+                  f"at {first['rate_per_s']:.2f}/s the search's {point.get('requests', '?')} simulated requests give "
+                  f"p99 TTFT {point['ttft_p99_s'] * 1e3:.0f} ms / TPOT {point['tpot_p99_s'] * 1e3:.1f} ms / "
+                  f"{point['output_tok_per_s_per_device']:.0f} tok/s; the window's {first['requests']} measured "
+                  f"{first['measured']['ttft_p99_s'] * 1e3:.0f} ms / {first['measured']['tpot_p99_s'] * 1e3:.1f} ms / "
+                  f"{first['measured']['output_tok_per_s_per_device']:.0f} tok/s")
 # The serving loop runs the server the graph cells describe: its decode steps replayed as graphs
 # (a capture that fails leaves it serving eagerly, and says why).
 what = "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs"

@@ -213,6 +213,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
             }
             if suite == "gpu-check-llama-bf16" {
                 result["serving"] = serving.clone();
+                // The latency-bounded search's own point for the served workload: its many
+                // requests reach the steady state a window of 100 does not.
+                result["derived"]["latency_bounded"] = json!([{"workload": workload, "bound": bound, "point": {
+                    "request_rate_per_s": 12.5, "requests": 2000, "ttft_p99_s": 1.9, "tpot_p99_s": 0.05,
+                    "output_tok_per_s_per_device": 9000.0}}]);
                 result["checks"].as_array_mut().unwrap().extend([
                     json!({"name": "simulation", "passed": false, "detail": "short server over: p99 TTFT +20%"}),
                     json!({"name": "serving_overhead", "passed": true, "detail": "0.1/0.2/0.3 ms"}),
@@ -265,6 +270,17 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(table.contains("served short under server (graph steps) at 12.50/s"), "{table}");
     assert!(table.contains("served short under server (eager steps)"), "{table}");
     assert!(table.contains("not served: no rate keeps this bound"), "{table}");
+    assert!(
+        table.contains(
+            "INFO    at 12.50/s the search's 2000 simulated requests give p99 TTFT 1900 ms / TPOT 50.0 ms / 9000 tok/s; the window's 100 measured \
+             500 ms / 10.0 ms / 5000 tok/s"
+        ),
+        "{table}"
+    );
+    assert_eq!(
+        verdict(&table, "gpu-check-llama-bf16: served short under server (graph steps): window against steady state"),
+        "INFO"
+    );
     assert_eq!(code, Some(0), "{table}");
     let bad = scratch.path().join("bad");
     // A serving loop whose graph steps could not be captured served eagerly.
