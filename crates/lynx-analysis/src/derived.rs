@@ -145,6 +145,7 @@ pub(crate) fn measured_at_published_rate(served: &Served, price: &PriceInputs) -
         max_batch: Some(served.max_batch),
         mode: served.mode,
         of_simulated_rate,
+        requests: Some(rate.requests),
     })
 }
 

@@ -556,19 +556,28 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
         let list: Value = serde_json::from_str(&shortlist(shape, "json")).unwrap();
         list["ranked"].as_array().unwrap().iter().find(|e| e["run_id"] == run).unwrap().clone()
     };
+    // Run 42's derived figures predate the window's request count, which the shortlist gives.
+    let requests = result["serving"]["served"][0]["rates"][0]["requests"].clone();
+    assert_eq!(requests, 24, "{}", result["serving"]);
     for shape in ["16-64/16", "0.25x64/16"] {
-        let entry = entry(shape);
+        let mut entry = entry(shape);
+        let measured = entry["measured"].as_object_mut().unwrap();
+        assert_eq!(measured.remove("requests"), Some(requests.clone()), "{shape}");
         assert_eq!(entry["measured"], published["measured"], "{shape}: {entry}");
         assert_eq!(entry["point"], published["point"], "{shape}: {entry}");
     }
     let other = entry("20-64/16");
     assert!(other.get("measured").is_none() && other["point"]["output_tok_per_s_per_device"].is_number(), "{other}");
-    // The table ranks the measured figure and shows the simulated one beside it, unranked.
+    // The table ranks the measured figure and shows the simulated one beside it, unranked, each
+    // saying over how many requests (a short window's, and the steady state's).
     let table = shortlist("16-64/16", "table");
     let rows: Vec<&str> = table.lines().filter(|l| l.contains(run)).collect();
     let shown = |figure: &Value| format!(" {:.1} ", seconds(&figure["output_tok_per_s_per_device"]));
-    assert!(rows.len() == 2 && rows[0].ends_with(" measured"), "{table}");
+    assert!(rows.len() == 2 && rows[0].ends_with(" measured over 24 requests"), "{table}");
     assert!(rows[0].contains(&shown(&published["measured"])), "{table}");
-    assert!(rows[1].starts_with(' ') && rows[1].ends_with("simulated, beside the measured"), "{table}");
+    assert!(
+        rows[1].starts_with(' ') && rows[1].ends_with("simulated over 2000 requests, beside the measured"),
+        "{table}"
+    );
     assert!(rows[1].contains(&shown(&published["point"])), "{table}");
 }

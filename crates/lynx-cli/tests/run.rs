@@ -567,10 +567,13 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
     let published = published_rate(rates);
     assert_eq!(measured["output_tok_per_s_per_device"], published["measured"]["output_tok_per_s_per_device"]);
     assert_eq!(measured["within_bound"], published["within_bound"], "{bounded}");
+    // Over how many requests each was made: the window's, and the search's steady state.
+    assert_eq!(measured["requests"], published["requests"], "{bounded}");
     assert!(stdout.contains("serving phase (measured at") && stdout.contains("P99 TTFT MEASURED/SIM"), "{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| l.contains("mix 8-48/0.5-1×12") && l.contains(" loose ")).collect();
     assert!(
-        rows.iter().any(|l| l.contains(" measured ")) && rows.iter().any(|l| l.contains(" simulated ")),
+        rows.iter().any(|l| l.contains(" measured over 128 requests"))
+            && rows.iter().any(|l| l.contains(&format!(" simulated over {} requests ", bounded["point"]["requests"]))),
         "{stdout}"
     );
     let checks = result["checks"].as_array().unwrap();

@@ -118,7 +118,7 @@ fn ranking(list: &Shortlist) -> Table {
             entry.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
             entry.file.clone(),
             match (&entry.measured, &entry.point) {
-                (Some(m), _) => format!("{}{}", m.how(), m.under_simulated_rate()),
+                (Some(m), _) => format!("{}{}{}", m.how(), m.window(), m.under_simulated_rate()),
                 (None, Reported::Known(p)) => p.how().to_owned(),
                 (None, Reported::Unavailable { .. }) => "simulated".to_owned(),
             },
@@ -130,8 +130,8 @@ fn ranking(list: &Shortlist) -> Table {
             let mut row = vec![String::new(), entry.device.clone()];
             row.extend(simulated_figures(&entry.point));
             let how = match &entry.point {
-                Reported::Known(p) => p.how(),
-                Reported::Unavailable { .. } => "simulated",
+                Reported::Known(p) => p.how_beside_measured(),
+                Reported::Unavailable { .. } => "simulated".to_owned(),
             };
             row.extend([String::new(), String::new(), entry.file.clone(), format!("{how}, beside the measured")]);
             table.row(row);

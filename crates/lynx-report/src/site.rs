@@ -244,7 +244,7 @@ fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
                     (Html(&lb.bound.name))
                     (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
                 }
-                td { (m.how()) (m.under_simulated_rate()) @if !m.within_bound { " (bound broken)" } }
+                td { (m.how()) (m.window()) (m.under_simulated_rate()) @if !m.within_bound { " (bound broken)" } }
                 td { (format!("{:.1}", m.output_tok_per_s_per_device.get())) }
                 td { (format!("{:.1}", m.tok_per_s_per_user.get())) }
                 td { (figure(&m.joules_per_output_token, "-")) }
@@ -257,7 +257,12 @@ fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
                 (Html(&lb.bound.name))
                 (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
             }
-            td { (lb.point.known().map_or("simulated", BoundedPoint::how)) }
+            td {
+                @match (lb.point.known(), &lb.measured) {
+                    (Some(p), Some(_)) => (p.how_beside_measured()),
+                    (point, _) => (point.map_or("simulated", BoundedPoint::how)),
+                }
+            }
             @match &lb.point {
                 Reported::Known(p) => {
                     td { (format!("{:.1}", p.output_tok_per_s_per_device.get())) }

@@ -718,14 +718,17 @@ fn bounded_section(derived: &Derived) -> String {
             let mut row: [String; 10] = Default::default();
             row[0] = lb.workload.to_string();
             row[1] = bound;
-            row[2] = lb.point.known().map_or("simulated", BoundedPoint::how).to_owned();
+            row[2] = match (lb.point.known(), &lb.measured) {
+                (Some(p), Some(_)) => p.how_beside_measured(),
+                (point, _) => point.map_or("simulated", BoundedPoint::how).to_owned(),
+            };
             if let Some(m) = &lb.measured {
                 // The published figure first: what the serving loop measured at the rate.
                 let within = if m.within_bound { "" } else { " (bound broken)" };
                 rows.row([
                     lb.workload.to_string(),
                     row[1].clone(),
-                    format!("{}{}", m.how(), m.under_simulated_rate()),
+                    format!("{}{}{}", m.how(), m.window(), m.under_simulated_rate()),
                     format!("{} / {}{within}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
                     m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
                     format!("{:.4}", m.request_rate_per_s.get()),

@@ -119,6 +119,11 @@ pub struct MeasuredBounded {
     /// the simulation's, and in results made before lynx served rates under it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub of_simulated_rate: Option<Finite>,
+    /// The requests the serving window served at that rate, from an idle server: its figures are
+    /// that window's, not the steady state's of the simulated point beside it (docs/SWEEPS.md,
+    /// "The window and the steady state"; absent in results made before lynx recorded it here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u32>,
 }
 
 impl MeasuredBounded {
@@ -129,6 +134,12 @@ impl MeasuredBounded {
             StepMode::Eager => "measured",
             StepMode::Graph => "measured (graph steps)",
         }
+    }
+
+    /// The window it was measured over, in words (" over 24 requests"); empty where the result
+    /// does not say.
+    pub fn window(&self) -> String {
+        self.requests.map_or(String::new(), |n| format!(" over {n} requests"))
     }
 
     /// Where the rate is under the simulation's latency-bounded rate, by how much, in words
@@ -174,5 +185,11 @@ impl BoundedPoint {
             Some(StepMode::Graph) => "simulated (graph steps)",
             Some(StepMode::Eager) | None => "simulated",
         }
+    }
+
+    /// How it was made beside a measured figure, in words: [`BoundedPoint::how`] and over how
+    /// many requests (the steady state the measured window's figures are not).
+    pub fn how_beside_measured(&self) -> String {
+        format!("{} over {} requests", self.how(), self.requests)
     }
 }
