@@ -652,7 +652,7 @@ fn a_bound_broken_at_the_simulated_rate_is_served_again_under_it() {
         // Held under the simulated rate: published there, with how far under, and said so.
         let fraction = seconds(&published["rate_per_s"]) / seconds(&rates[0]["rate_per_s"]);
         assert!((seconds(&measured["of_simulated_rate"]) - fraction).abs() < 1e-9, "{bounded}");
-        let words = format!("measured at {fraction:.2}× the simulated rate");
+        let words = format!("measured over {} requests at {fraction:.2}× the simulated rate", published["requests"]);
         assert!(stdout.lines().any(|l| l.contains("short 16/8") && l.contains(&words)), "{words}: {stdout}");
         assert!(!detail.contains("break the bound at the simulation's latency-bounded rate"), "{detail}");
     } else {
