@@ -277,17 +277,23 @@ pub fn fed(table: &StepTable, steps: &[LoopStep]) -> StepTable {
         }
     };
     let nearest_steps: Vec<(u32, f64)> = steps.iter().map(|s| (nearest(s.batch), s.ratio)).collect();
-    table.retimed(|batch| {
-        let own: Vec<f64> = nearest_steps.iter().filter(|(b, _)| *b == batch).map(|(_, ratio)| *ratio).collect();
-        match Sorted::new(own) {
-            Ok(own) if own.len() >= BATCH_STEPS => {
-                let median = own.median();
-                let at = |q: f64| own.quantile(q) / median;
-                (median, Spread::new(at(0.0), at(0.9), at(0.99), at(1.0)))
-            }
-            _ => (all.median(), None),
-        }
-    })
+    // Each measured batch's factor and spread, once: every line's point of that batch takes it.
+    let paces: Vec<(u32, (f64, Option<Spread>))> = batches
+        .iter()
+        .map(|&batch| {
+            let own: Vec<f64> = nearest_steps.iter().filter(|(b, _)| *b == batch).map(|(_, ratio)| *ratio).collect();
+            let pace = match Sorted::new(own) {
+                Ok(own) if own.len() >= BATCH_STEPS => {
+                    let median = own.median();
+                    let at = |q: f64| own.quantile(q) / median;
+                    (median, Spread::new(at(0.0), at(0.9), at(0.99), at(1.0)))
+                }
+                _ => (all.median(), None),
+            };
+            (batch, pace)
+        })
+        .collect();
+    table.retimed(|batch| paces.iter().find(|(b, _)| *b == batch).map_or((all.median(), None), |(_, pace)| *pace))
 }
 
 /// How the loop's steps of one kind spread against the cells': the 90th percentile of their

@@ -145,18 +145,12 @@ fn ranking(list: &Shortlist) -> Table {
 fn simulated_figures(point: &Reported<BoundedPoint>) -> [String; 6] {
     match point {
         Reported::Known(p) => [
-            match &p.usd_per_million_output_tokens {
-                Reported::Known(c) => format!("{:.4}", c.get()),
-                Reported::Unavailable { .. } => "no price".to_owned(),
-            },
+            crate::text::figure(&p.usd_per_million_output_tokens, 4, "no price"),
             format!("{:.1}", p.output_tok_per_s_per_device.get()),
             format!("{:.1}", p.tok_per_s_per_user.get()),
             format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
             p.max_batch.to_string(),
-            match &p.joules_per_output_token {
-                Reported::Known(j) => format!("{:.3}", j.get()),
-                Reported::Unavailable { .. } => "-".to_owned(),
-            },
+            crate::text::figure(&p.joules_per_output_token, 3, "-"),
         ],
         Reported::Unavailable { unavailable } => {
             [format!("none: {unavailable}"), String::new(), String::new(), String::new(), String::new(), String::new()]

@@ -14,7 +14,7 @@ use crate::chart::{bar_chart, line_chart};
 use crate::escape::Html;
 use lynx_schema::compare::{Comparison, Outcome};
 use lynx_schema::config::Workload;
-use lynx_schema::derived::{BoundedPoint, LatencyBounded};
+use lynx_schema::derived::LatencyBounded;
 use lynx_schema::device::slug;
 use lynx_schema::result::{CellStatus, RunResult};
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
@@ -257,12 +257,7 @@ fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
                 (Html(&lb.bound.name))
                 (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
             }
-            td {
-                @match (lb.point.known(), &lb.measured) {
-                    (Some(p), Some(_)) => (p.how_beside_measured()),
-                    (point, _) => (point.map_or("simulated", BoundedPoint::how)),
-                }
-            }
+            td { (lb.point_how()) }
             @match &lb.point {
                 Reported::Known(p) => {
                     td { (format!("{:.1}", p.output_tok_per_s_per_device.get())) }

@@ -5,7 +5,7 @@ use crate::escape::terminal_text;
 use crate::table::Table;
 use lynx_schema::catalogue::ModelSummary;
 use lynx_schema::config::Precision;
-use lynx_schema::derived::{BoundedPoint, Derived};
+use lynx_schema::derived::Derived;
 use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord};
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
@@ -718,10 +718,7 @@ fn bounded_section(derived: &Derived) -> String {
             let mut row: [String; 10] = Default::default();
             row[0] = lb.workload.to_string();
             row[1] = bound;
-            row[2] = match (lb.point.known(), &lb.measured) {
-                (Some(p), Some(_)) => p.how_beside_measured(),
-                (point, _) => point.map_or("simulated", BoundedPoint::how).to_owned(),
-            };
+            row[2] = lb.point_how();
             if let Some(m) = &lb.measured {
                 // The published figure first: what the serving loop measured at the rate.
                 let within = if m.within_bound { "" } else { " (bound broken)" };

@@ -95,6 +95,18 @@ pub struct LatencyBounded {
     pub measured: Option<MeasuredBounded>,
 }
 
+impl LatencyBounded {
+    /// How the simulated point was made, in words: [`BoundedPoint::how`], and beside a measured
+    /// figure over how many requests ([`BoundedPoint::how_beside_measured`]).
+    pub fn point_how(&self) -> String {
+        match (&self.point, &self.measured) {
+            (Reported::Known(p), Some(_)) => p.how_beside_measured(),
+            (Reported::Known(p), None) => p.how().to_owned(),
+            (Reported::Unavailable { .. }, _) => "simulated".to_owned(),
+        }
+    }
+}
+
 /// The serving loop's figures at the simulation's latency-bounded rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredBounded {
