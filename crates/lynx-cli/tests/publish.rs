@@ -499,6 +499,7 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
 
 #[test]
 fn the_published_record_verifies_and_builds_the_site() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let results = repo_path("results");
     let keys = repo_path("results/keys");
     let unverified = common::unverified(Path::new(&results), Path::new(&keys));
@@ -518,6 +519,7 @@ fn the_published_record_verifies_and_builds_the_site() {
 /// gets the simulation alone.
 #[test]
 fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let results = repo_path("results");
     let keys = repo_path("results/keys");
     let run = "20261202T182418Z-bb6a46e8";

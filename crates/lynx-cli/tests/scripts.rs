@@ -309,6 +309,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
 /// the check fails, in about the time the phases that fit take.
 #[test]
 fn gpu_check_starts_no_phase_it_cannot_finish_before_its_deadline() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let out = tempfile::tempdir().unwrap();
     let root = repo_path("");
     let started = std::time::Instant::now();

@@ -17,6 +17,16 @@ pub fn terminal_text(text: &str, max: usize) -> String {
     out
 }
 
+/// As [`terminal_text`], but a text longer than `max` characters keeps its last `max`: for a
+/// file path, whose end (the run id) tells results apart and whose start is the same for all.
+pub fn terminal_tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return inert(text);
+    }
+    format!("…{}", inert(&text.chars().skip(count - max).collect::<String>()))
+}
+
 /// Text from a result in a Markdown table cell: markup characters escaped as HTML entities, so
 /// a renderer shows them as text and never as tags; the cell separator escaped.
 pub fn markdown_text(text: &str) -> String {
@@ -80,6 +90,8 @@ mod tests {
     fn hostile_text_is_shown_as_text() {
         assert_eq!(terminal_text("GPU\u{1b}[2J", 80), "GPU\\u{1b}[2J");
         assert_eq!(terminal_text(&"x".repeat(100), 5), "xxxxx…");
+        assert_eq!(terminal_tail("/a/long/path/run.json", 8), "…run.json");
+        assert_eq!(terminal_tail("/r/\u{1b}x", 80), "/r/\\u{1b}x");
         assert_eq!(
             markdown_text("<script>alert(1)</script> | <img onerror=x>"),
             "&lt;script&gt;alert(1)&lt;/script&gt; \\| &lt;img onerror=x&gt;"

@@ -137,6 +137,7 @@ fn ranking(list: &Shortlist) -> Table {
             table.row(row);
         }
     }
+    table.keep_tail("RESULT");
     table
 }
 

@@ -1,7 +1,7 @@
 //! One table model for every tabular view: a header and rows of raw text, rendered as aligned
 //! text for a terminal, as Markdown or as CSV, each escaping the text for its medium.
 
-use crate::escape::{csv_field, markdown_text, terminal_text};
+use crate::escape::{csv_field, markdown_text, terminal_tail, terminal_text};
 use std::fmt::Write;
 
 /// A header and rows of cells, as raw text.
@@ -9,12 +9,20 @@ use std::fmt::Write;
 pub struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
+    /// The columns whose cells [`Table::text`] cuts from the front (file paths).
+    tails: Vec<usize>,
 }
 
 impl Table {
     /// An empty table with these column names.
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Table {
-        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new(), tails: Vec::new() }
+    }
+
+    /// Have [`Table::text`] keep the end of the cells in the column `name` where it cuts them:
+    /// a file path's end names the result, its start is the folder all of them share.
+    pub fn keep_tail(&mut self, name: &str) {
+        self.tails.extend(self.header.iter().position(|h| h == name));
     }
 
     /// Add a row (one cell per column).
@@ -28,12 +36,17 @@ impl Table {
     }
 
     /// Left-aligned columns separated by two spaces, the header first; every cell escaped for the
-    /// terminal and cut to `max` characters.
+    /// terminal and cut to `max` characters (from the front in a [`Table::keep_tail`] column).
     pub fn text(&self, max: usize) -> String {
-        let lines: Vec<Vec<String>> = std::iter::once(&self.header)
-            .chain(&self.rows)
-            .map(|r| r.iter().map(|c| terminal_text(c, max)).collect())
-            .collect();
+        let cut = |(i, c): (usize, &String)| {
+            if self.tails.contains(&i) {
+                terminal_tail(c, max)
+            } else {
+                terminal_text(c, max)
+            }
+        };
+        let lines: Vec<Vec<String>> =
+            std::iter::once(&self.header).chain(&self.rows).map(|r| r.iter().enumerate().map(cut).collect()).collect();
         let columns = lines.iter().map(Vec::len).max().unwrap_or(0);
         let mut widths = vec![0usize; columns];
         for line in &lines {
@@ -87,5 +100,9 @@ mod tests {
         let mut hostile = Table::new(["A"]);
         hostile.row(["x\u{1b}[2J"]);
         assert_eq!(hostile.text(80), "A\nx\\u{1b}[2J\n");
+        let mut paths = Table::new(["RESULT", "NOTE"]);
+        paths.row(["/long/folder/run-1.json", "/long/folder/run-1.json"]);
+        paths.keep_tail("RESULT");
+        assert_eq!(paths.text(10), "RESULT       NOTE\n…run-1.json  /long/fold…\n");
     }
 }

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
-/// Held by every test that runs a model: two runs sharing this machine's cores would distort
-/// each other's timings (libtorch's threads spin while they wait).
+/// Held by every test that runs a model, and by every test whose lynx keeps a core busy beside
+/// one (a shortlist's simulations, a site's verifications): two of them sharing this machine's
+/// cores would distort each other's timings (libtorch's threads spin while they wait), and a
+/// roofline probe measured beside a busy core is a ceiling the cells then exceed.
 pub static DEVICE: Mutex<()> = Mutex::new(());
 
 /// `relative` in the repository.
