@@ -12,7 +12,7 @@ use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Wo
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{Check, CheckName, StepMode};
 use lynx_schema::serving::{
-    AtLoopPace, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, StepSpread,
+    AtLoopPace, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, SteadyState, StepSpread,
 };
 use lynx_schema::value::Finite;
 use std::sync::atomic::AtomicBool;
@@ -91,6 +91,11 @@ pub struct Plan {
     /// (label, requests per second) planned, or why nothing can be served; rates under the
     /// latency-bounded one follow where the bound breaks there ([`next_under`]).
     pub rates: Result<Vec<(String, f64)>, String>,
+    /// The requests the latency-bounded search simulates: the steady state each served rate is
+    /// set beside ([`Plan::steady`]).
+    pub steady_lengths: Vec<Lengths>,
+    /// How the window was sized, where `serve.most_requests` let it grow ([`Plan::size_window`]).
+    pub window: Option<String>,
 }
 
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
@@ -113,6 +118,8 @@ pub fn plan(
     for workload in &suite.workloads {
         for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
+            let steady_lengths =
+                draw(workload, suite.seed, suite.simulation.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
             let found =
                 bounded((prefill, decode, graph_steps), &suite.simulation, suite.seed, workload, &bound, &price, stop);
             let (max_batch, max_prefill_batch, rates) = match found {
@@ -124,7 +131,7 @@ pub fn plan(
                 }
                 Err(reason) => (1, 1, Err(format!("the simulation found no latency-bounded rate: {reason}"))),
             };
-            plans.push(Plan {
+            let mut plan = Plan {
                 workload: workload.clone(),
                 bound,
                 lengths,
@@ -134,7 +141,11 @@ pub fn plan(
                 chunk: suite.simulation.chunked_prefill,
                 mode,
                 rates,
-            });
+                steady_lengths,
+                window: None,
+            };
+            plan.size_window((prefill, decode), serve);
+            plans.push(plan);
         }
     }
     plans
@@ -181,6 +192,93 @@ impl Plan {
             })
             .collect();
         Some(windows?.iter().sum())
+    }
+
+    /// The simulated steady state at `rate_per_s`: the latency-bounded search's requests on this
+    /// plan's server, one draw of the steps as the search simulates them (at the latency-bounded
+    /// rate, the search's own figures).
+    pub fn steady(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Result<SteadyState, String> {
+        let setup = SimSetup { lengths: &self.steady_lengths, ..self.setup(prefill, decode) };
+        let outcome = simulate(&setup, rate_per_s).map_err(|e| e.to_string())?;
+        let simulated = serve_figures(&outcome.into())?;
+        Ok(SteadyState {
+            requests: self.steady_lengths.len() as u32,
+            within_bound: self.bound.holds(simulated.ttft_p99_s.get(), simulated.tpot_p99_s.get()),
+            simulated,
+        })
+    }
+
+    /// Grow the window, doubling from `serve.requests` up to `serve.most_requests`, to the
+    /// smallest whose simulation (one draw) shows at every planned rate what the steady state's
+    /// does: the bound held where the steady state holds it, and broken by more than
+    /// [`AGREEMENT`] where the steady state breaks it, so that a measurement that agrees with the
+    /// simulation breaks it too. A window whose simulated span (first arrival to last token) at
+    /// some rate passes `serve.max_s` is not taken; where none shows the steady state, the
+    /// largest taken is served, and [`Plan::window`] says that it cannot show it. A window a
+    /// short run can afford is a few dozen requests, whose p99 is its slowest request or two and
+    /// whose server starts idle: at 20% above the latency-bounded rate it often holds the bound
+    /// that the steady state breaks (docs/SWEEPS.md, "The window and the steady state").
+    pub fn size_window(&mut self, (prefill, decode): (&StepTable, &StepTable), serve: &ServeConfig) {
+        let Some(most) = serve.most_requests.map(|m| m.min(SimulationConfig::MOST_REQUESTS)) else { return };
+        let Ok(rates) = self.rates.clone() else { return };
+        let steady: Result<Vec<bool>, String> =
+            rates.iter().map(|(_, rate)| Ok(self.steady(prefill, decode, *rate)?.within_bound)).collect();
+        let steady = match steady {
+            Ok(steady) => steady,
+            Err(reason) => {
+                self.window = Some(format!("not grown: the steady state could not be simulated ({reason})"));
+                return;
+            }
+        };
+        let bound = self.bound.clone();
+        let margin = 1.0 + AGREEMENT;
+        let breaks =
+            |f: &SimOutcome| f.ttft_p99_s > bound.ttft_p99_s * margin || f.tpot_p99_s > bound.tpot_p99_s * margin;
+        let mut tried: Vec<u32> = Vec::new();
+        let mut n = serve.requests;
+        let shown = loop {
+            let lengths = draw(&self.workload, self.seed, n as usize);
+            let window = Plan { lengths, ..self.clone() };
+            let outcomes: Result<Vec<SimOutcome>, String> =
+                rates.iter().map(|(_, rate)| window.simulate(prefill, decode, *rate)).collect();
+            let Ok(outcomes) = outcomes else { break false };
+            let tokens: f64 = window.lengths.iter().map(|l| f64::from(l.osl)).sum();
+            if !tried.is_empty() && outcomes.iter().any(|o| tokens / o.output_tok_per_s > serve.max_s) {
+                break false;
+            }
+            self.lengths = window.lengths;
+            tried.push(n);
+            let shows = outcomes.iter().zip(&steady).all(|(o, &holds)| {
+                if holds {
+                    bound.holds(o.ttft_p99_s, o.tpot_p99_s)
+                } else {
+                    breaks(o)
+                }
+            });
+            if shows || n >= most {
+                break shows;
+            }
+            n = n.saturating_mul(2).min(most);
+        };
+        let list = tried.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        let steady_words = match steady.as_slice() {
+            [true, false] => {
+                format!("the bound held at the latency-bounded rate and broken {:.0}% above it", 100.0 * (OVER - 1.0))
+            }
+            _ => "the steady state's verdict at each rate".to_owned(),
+        };
+        self.window = Some(if shown {
+            format!(
+                "{} requests, the smallest window of {list} whose simulation shows what the steady state's does: {steady_words}",
+                self.lengths.len()
+            )
+        } else {
+            format!(
+                "{} requests (of {list}, the most serve.most_requests and serve.max_s allow): its simulation does not show \
+                 what the steady state's does ({steady_words}), so neither can its measurement",
+                self.lengths.len()
+            )
+        });
     }
 
     /// The simulation of this plan's server and requests over the step tables.
@@ -560,6 +658,7 @@ mod tests {
             at_loop_steps: None,
             decode_step_spread: None,
             prefill_step_spread: None,
+            steady: None,
         }
     }
 
@@ -574,6 +673,7 @@ mod tests {
                 max_batch: 4,
                 mode: StepMode::Eager,
                 rates: Reported::Known(rates),
+                window: None,
             }],
             ..ServingRecord::new("test")
         }
@@ -744,6 +844,8 @@ mod tests {
             chunk: None,
             mode: StepMode::Eager,
             rates: Ok(Vec::new()),
+            steady_lengths: Vec::new(),
+            window: None,
         };
         let whole = plan.pool();
         assert_eq!(
@@ -834,6 +936,8 @@ mod tests {
             chunk: None,
             mode: StepMode::Eager,
             rates: Ok(Vec::new()),
+            steady_lengths: Vec::new(),
+            window: None,
         };
         // One request every 1000 s: none waits for another, every step is at batch 1.
         let rate = 1e-3;
@@ -849,5 +953,69 @@ mod tests {
         let decode_only = at_loop_steps(&plan, (&prefill, &decode), rate, (&[], &decode_steps), &slower).unwrap();
         assert!((decode_only.simulated.ttft_p99_s.get() - 0.05).abs() < 1e-9, "{decode_only:?}");
         assert!((decode_only.relative_error.ttft_p99.get() - 1.0).abs() < 1e-9, "{decode_only:?}");
+    }
+
+    /// Issue 16: the steady state a served rate is set beside is the latency-bounded search's own
+    /// simulation (at the latency-bounded rate, its figures). A window of 24 requests from an
+    /// idle server holds the bound 20% above that rate, where the steady state breaks it;
+    /// `serve.most_requests` grows the window, doubling, to the smallest whose simulation breaks
+    /// it there by more than the check's agreement and still holds it at the latency-bounded
+    /// rate, and says so; one it may not grow far enough, or that serve.max_s cuts short, says
+    /// that it cannot show the steady state. Over the step tables of the published `cpu` run
+    /// 20261202T182418Z (its `short` mix under the server bound).
+    #[test]
+    fn a_window_grows_until_its_simulation_shows_what_the_steady_state_does() {
+        use crate::derived::{mode_tables, persistence};
+        use lynx_schema::config::Suite;
+        use lynx_schema::result::RunResult;
+        let run = "20261202T182418Z-bb6a46e8";
+        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
+        let result: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let (prefill, decode) = mode_tables(&result.cells, StepMode::Eager, persistence(result.warmup.as_ref()));
+        let suite = |most_requests: Option<u32>, max_s: f64| {
+            let serve = ServeConfig {
+                requests: 24,
+                workloads: vec!["short".into()],
+                most_requests,
+                max_s,
+                ..Default::default()
+            };
+            Suite { serve: Some(serve), ..result.config.suite.clone() }
+        };
+        let bound = LatencyBound { name: "server".into(), ttft_p99_s: 2.0, tpot_p99_s: 0.1, source: None };
+        let planned = |most_requests: Option<u32>, max_s: f64| {
+            let suite = suite(most_requests, max_s);
+            let serve = suite.serve.clone().unwrap();
+            plan(&suite, std::slice::from_ref(&bound), (&prefill, &decode), &serve, StepMode::Eager, None).remove(0)
+        };
+        let short = planned(None, 90.0);
+        let rates = short.rates.clone().unwrap();
+        let (bounded, over) = (rates[0].1, rates[1].1);
+        assert_eq!((short.lengths.len(), short.steady_lengths.len(), &short.window), (24, 2000, &None));
+        // The steady state: held at the latency-bounded rate (the search's point, at the bound),
+        // broken 20% above it; the 24-request window holds it at both.
+        let steady = |plan: &Plan, rate| plan.steady(&prefill, &decode, rate).unwrap();
+        assert!(steady(&short, bounded).within_bound && !steady(&short, over).within_bound);
+        assert_eq!(steady(&short, bounded).requests, 2000);
+        let window = |plan: &Plan, rate| plan.simulate(&prefill, &decode, rate).unwrap();
+        let held = |o: SimOutcome| bound.holds(o.ttft_p99_s, o.tpot_p99_s);
+        assert!(held(window(&short, bounded)) && held(window(&short, over)), "{:?}", window(&short, over));
+        // Grown: the smallest doubling that shows the crossing with the margin.
+        let grown = planned(Some(1000), 90.0);
+        let n = grown.lengths.len();
+        assert!(n > 24 && n <= 1000 && [48, 96, 192, 384, 768, 1000].contains(&n), "{n}");
+        let broken = |o: SimOutcome| o.ttft_p99_s > 2.0 * (1.0 + AGREEMENT) || o.tpot_p99_s > 0.1 * (1.0 + AGREEMENT);
+        assert!(held(window(&grown, bounded)) && broken(window(&grown, over)), "{:?}", window(&grown, over));
+        let half = Plan { lengths: draw(&grown.workload, grown.seed, n / 2), ..grown.clone() };
+        assert!(!broken(window(&half, over)) || !held(window(&half, bounded)), "{n} is not the smallest");
+        let words = grown.window.clone().unwrap();
+        assert!(words.starts_with(&format!("{n} requests, the smallest window of 24, 48")), "{words}");
+        // Not allowed to grow far enough, or cut by serve.max_s: the window says it cannot show it.
+        let capped = planned(Some(n as u32 / 2), 90.0);
+        assert_eq!(capped.lengths.len(), n / 2);
+        assert!(capped.window.unwrap().contains("does not show what the steady state's does"));
+        let cut = planned(Some(1000), 1.0);
+        assert_eq!(cut.lengths.len(), 24, "the first window is served as before");
+        assert!(cut.window.unwrap().starts_with("24 requests (of 24, the most"));
     }
 }

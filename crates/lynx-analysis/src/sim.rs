@@ -750,6 +750,18 @@ pub struct Figures {
     pub output_tok_per_s: f64,
 }
 
+impl From<SimOutcome> for Figures {
+    fn from(o: SimOutcome) -> Figures {
+        Figures {
+            ttft_p50_s: o.ttft_p50_s,
+            ttft_p99_s: o.ttft_p99_s,
+            tpot_p50_s: o.tpot_p50_s,
+            tpot_p99_s: o.tpot_p99_s,
+            output_tok_per_s: o.output_tok_per_s,
+        }
+    }
+}
+
 /// The figures of `served` requests (in arrival order): percentiles over those after the first
 /// tenth, throughput over all.
 pub fn figures(served: impl Iterator<Item = Served>) -> Result<Figures, SimError> {

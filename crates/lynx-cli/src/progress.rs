@@ -145,6 +145,9 @@ impl Observer for Progress {
 
     fn served(&mut self, served: &lynx_schema::serving::Served) {
         let name = format!("served {} under {}", served.workload, served.bound.name);
+        if let Some(window) = &served.window {
+            self.say(format!("{name}: the window: {window}"));
+        }
         match &served.rates {
             lynx_schema::value::Reported::Known(rates) => {
                 for r in rates {
@@ -202,6 +205,9 @@ impl Observer for Progress {
                             100.0 * p.relative_error.tpot_p99.get()
                         ))
                     ));
+                    if let Some(words) = lynx_report::text::steady_words(r) {
+                        self.say(format!("{name} at {:.3} req/s: {words}", r.rate_per_s.get()));
+                    }
                 }
             }
             other => self.say(format!("{name}: not served: {}", other.reason().unwrap_or_default())),

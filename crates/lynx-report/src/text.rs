@@ -9,6 +9,7 @@ use lynx_schema::derived::Derived;
 use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord};
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
+use lynx_schema::serving::ServedRate;
 use lynx_schema::sweep::LineEnd;
 use lynx_schema::value::{Finite, Reported};
 use std::fmt::Write;
@@ -555,6 +556,32 @@ fn measured_and_simulated(measured: f64, simulated: Option<f64>, show: &dyn Fn(f
     }
 }
 
+/// A served rate's steady state in words, beside its window: the simulation at the rate of as
+/// many requests as the latency-bounded search simulates, and whether the window's measurement
+/// came to the same verdict on the bound; `None` where the result does not hold it.
+pub fn steady_words(rate: &ServedRate) -> Option<String> {
+    let steady = rate.steady.as_ref()?;
+    let s = &steady.simulated;
+    let verdict = |held: bool| if held { "held" } else { "broken" };
+    let window = if rate.within_bound == steady.within_bound {
+        format!("as measured over this window of {} requests", rate.requests)
+    } else {
+        format!(
+            "where this window of {} requests measured it {}: the window is too short to show the steady state",
+            rate.requests,
+            verdict(rate.within_bound)
+        )
+    };
+    Some(format!(
+        "the steady state, simulated over {} requests: p99 TTFT {}, p99 TPOT {}, {:.1} tok/s, the bound {} {window}",
+        steady.requests,
+        ms(s.ttft_p99_s.get()),
+        ms(s.tpot_p99_s.get()),
+        s.output_tok_per_s_per_device.get(),
+        verdict(steady.within_bound)
+    ))
+}
+
 /// The serving phase: each rate served, measured beside the simulation at that rate.
 pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String {
     let mut out = String::new();
@@ -585,12 +612,28 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
     ]);
     let mut reasons = Vec::new();
     let mut spreads = Vec::new();
+    let mut steadies = Vec::new();
     let pair = measured_and_simulated;
     for served in &serving.served {
         let name = terminal_text(&served.workload.to_string(), 60);
+        if let Some(window) = &served.window {
+            steadies.push(format!(
+                "  {name} {}: the window: {}",
+                terminal_text(&served.bound.name, 60),
+                terminal_text(window, 400)
+            ));
+        }
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {
+                    if let Some(words) = steady_words(r) {
+                        steadies.push(format!(
+                            "  {name} {} at {:.4} ({}): {words}",
+                            terminal_text(&served.bound.name, 60),
+                            r.rate_per_s.get(),
+                            terminal_text(&r.label, 20)
+                        ));
+                    }
                     let (m, sim) = (&r.measured, r.simulated.known());
                     let tok = |v: f64| format!("{v:.1}");
                     let ratio = |v: Option<Finite>| v.map_or("-".to_owned(), |v| format!("{:.2}", v.get()));
@@ -675,6 +718,16 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
+        }
+    }
+    if !steadies.is_empty() {
+        let _ = writeln!(
+            out,
+            "  STEADY STATE: a window starts from an idle server and its p99 is over its own requests; the bound is \
+             defined in the steady state, which the simulation gives at each rate served:"
+        );
+        for steady in steadies {
+            let _ = writeln!(out, "  {steady}");
         }
     }
     let _ = writeln!(

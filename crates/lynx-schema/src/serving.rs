@@ -46,6 +46,11 @@ pub struct Served {
     /// The rates served (the simulation's latency-bounded rate, then 20% above it), or why none
     /// could be.
     pub rates: Reported<Vec<ServedRate>>,
+    /// How many requests each rate's window holds and why, where `serve.most_requests` let the
+    /// window grow until its simulation showed what the steady state's does (or says that none
+    /// allowed did). Absent where the window is `serve.requests` long, and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 /// Lengths drawn for a workload: their mean, percentiles and extremes.
@@ -181,6 +186,24 @@ pub struct ServedRate {
     pub decode_step_spread: Option<StepSpread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_step_spread: Option<StepSpread>,
+    /// The steady state this window is set beside: the simulation at the same rate, on the same
+    /// server, of as many requests as the latency-bounded search simulates. A window that starts
+    /// from an idle server and holds a few dozen requests is not the steady state the bound is
+    /// defined in (docs/SWEEPS.md, "The window and the steady state"); where the two verdicts
+    /// differ, the window could not show what the steady state does. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyState>,
+}
+
+/// The simulated steady state at a served rate ([`ServedRate::steady`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteadyState {
+    /// Requests simulated (the first tenth, the server filling up, left out of the percentiles).
+    pub requests: u32,
+    /// One draw of the steps' variation, as the latency-bounded search simulates.
+    pub simulated: ServeFigures,
+    /// Whether its p99 TTFT and p99 TPOT are inside the bound.
+    pub within_bound: bool,
 }
 
 /// How the serving loop's steps of one kind spread against the cells': where they ran slow for a

@@ -171,6 +171,7 @@ fn served_entry(plan: &lynx_analysis::serving::Plan, rates: Reported<Vec<ServedR
         max_batch: plan.max_batch,
         mode: plan.mode,
         rates,
+        window: plan.window.clone(),
     })
 }
 
@@ -749,8 +750,7 @@ impl Turn<'_> {
                 rate_per_s: finite(rate, "rate")?,
                 requests: load.served.len() as u32,
                 window_s: finite(load.window_s.1 - load.window_s.0, "window")?,
-                within_bound: measured.ttft_p99_s.get() <= plan.bound.ttft_p99_s
-                    && measured.tpot_p99_s.get() <= plan.bound.tpot_p99_s,
+                within_bound: plan.bound.holds(measured.ttft_p99_s.get(), measured.tpot_p99_s.get()),
                 measured,
                 simulated: simulated.map_or_else(Reported::unavailable, Reported::Known),
                 relative_error: relative,
@@ -773,6 +773,7 @@ impl Turn<'_> {
                 at_loop_steps: paced.ok(),
                 decode_step_spread: step_spread(&decode_steps),
                 prefill_step_spread: step_spread(&prefill_steps),
+                steady: plan.steady(tables.0, tables.1, rate).ok(),
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))

@@ -352,6 +352,8 @@ mod tests {
             ("requests = 5", "serve.requests"),
             ("requests = 200000", "serve.requests"),
             ("max_s = 0.0", "serve.max_s"),
+            ("requests = 40\nmost_requests = 39", "serve.most_requests"),
+            ("most_requests = 200000", "serve.most_requests"),
             ("max_s = 1e300", "serve.max_s"),
             ("workloads = [\"reason\"]", "serve.workloads"),
         ] {

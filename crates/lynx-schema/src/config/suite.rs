@@ -61,6 +61,13 @@ pub struct ServeConfig {
     /// Stop serving a rate after this long, and say so (the requests unfinished then are left
     /// out, and the rate's figures are marked incomplete).
     pub max_s: f64,
+    /// Grow each workload's window, doubling from `requests` up to this many, until the
+    /// simulation of the window shows what the steady state's does (the bound held at the
+    /// latency-bounded rate, and broken 20% above it where the steady state breaks it), within
+    /// `max_s` at each rate (docs/SWEEPS.md, "The window and the steady state"). Absent: every
+    /// window is `requests` long, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub most_requests: Option<u32>,
 }
 
 impl ServeConfig {
@@ -73,7 +80,7 @@ impl ServeConfig {
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { requests: 200, workloads: Vec::new(), bounds: Vec::new(), max_s: 600.0 }
+        ServeConfig { requests: 200, workloads: Vec::new(), bounds: Vec::new(), max_s: 600.0, most_requests: None }
     }
 }
 
@@ -195,6 +202,13 @@ pub struct LatencyBound {
     /// Where the bound comes from, when it is not the suite's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+}
+
+impl LatencyBound {
+    /// Whether a p99 TTFT and a p99 TPOT (seconds) are inside the bound.
+    pub fn holds(&self, ttft_p99_s: f64, tpot_p99_s: f64) -> bool {
+        ttft_p99_s <= self.ttft_p99_s && tpot_p99_s <= self.tpot_p99_s
+    }
 }
 
 /// The continuous-batching simulation behind latency-bounded throughput (docs/SWEEPS.md).
@@ -532,6 +546,15 @@ impl Suite {
                 most,
                 "the p90 of fewer is within one request of the slowest",
             )?;
+            if let Some(most_requests) = serve.most_requests {
+                check.within(
+                    "serve.most_requests",
+                    most_requests,
+                    serve.requests,
+                    most,
+                    "a window grows from serve.requests",
+                )?;
+            }
             check.positive_real("serve.max_s", serve.max_s)?;
             check.seconds("serve.max_s", serve.max_s, Self::MOST_SECONDS)?;
             for name in &serve.workloads {
