@@ -553,6 +553,27 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
             ));
         }
     }
+    // Whether the rate above the bound crossed it where the steady state's simulation does: what
+    // that rate is served to show; said, not judged (a window too short cannot show it).
+    let above: Vec<String> = entries
+        .iter()
+        .filter_map(|(entry, rates)| {
+            let over = rates.iter().find(|r| r.label == ServedRate::OVER)?;
+            let steady = over.steady.as_ref()?;
+            let measured = if over.within_bound { "held" } else { "broke" };
+            Some(match (over.within_bound, steady.within_bound) {
+                (false, false) => format!("{entry} broke it 20% above the rate, as its steady state does"),
+                (true, true) => format!("{entry} held it 20% above the rate, as its steady state does"),
+                (_, steady_held) => format!(
+                    "{entry} {measured} it 20% above the rate, where its steady state {}: the window of {} requests \
+                     did not show the steady state",
+                    if steady_held { "holds it" } else { "breaks it" },
+                    over.requests
+                ),
+            })
+        })
+        .collect();
+    let above = if above.is_empty() { String::new() } else { format!("; the bound: {}", above.join("; ")) };
     let simulation = Check {
         name: CheckName::Simulation,
         passed: faults.is_empty(),
@@ -560,13 +581,13 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
             let stepped = if stepped.is_empty() { String::new() } else { format!(" ({})", stepped.join("; ")) };
             format!(
                 "at {} rates served, measured p99 TTFT and TPOT within {:.0}% of the simulation's (worst {:.1}%), \
-                 and every bound held at its published rate{stepped}",
+                 and every bound held at its published rate{stepped}{above}",
                 rates.len(),
                 100.0 * AGREEMENT,
                 100.0 * worst
             )
         } else {
-            faults.join("; ")
+            format!("{}{above}", faults.join("; "))
         },
         measured: Finite::new(worst, "worst relative error").ok(),
         limit: Finite::new(AGREEMENT, "agreement").ok(),
@@ -769,6 +790,33 @@ mod tests {
         let checks = checks(&good);
         assert!(checks.iter().all(|c| c.passed), "{checks:?}");
         assert!((checks[0].measured.unwrap().get() - 0.3 / 2.1).abs() < 1e-9, "{checks:?}");
+        // The rate above the bound, against its steady state: said, not judged.
+        let steady = |held| SteadyState {
+            requests: 2000,
+            simulated: figures(if held { 1.9 } else { 3.0 }, 0.09),
+            within_bound: held,
+        };
+        let mut over = rate("over", (2.4, 0.09), (2.1, 0.08), 5e-4);
+        over.steady = Some(steady(false));
+        let bounded = rate("bounded", (1.0, 0.05), (1.1, 0.055), 5e-4);
+        let detail = &super::checks(&record(vec![bounded.clone(), over.clone()]))[0].detail;
+        assert!(
+            detail.ends_with("; the bound: w server broke it 20% above the rate, as its steady state does"),
+            "{detail}"
+        );
+        let mut short = rate("over", (1.5, 0.09), (1.6, 0.09), 5e-4);
+        short.requests = 24;
+        short.steady = Some(steady(false));
+        let checks = super::checks(&record(vec![bounded, short]));
+        assert!(checks[0].passed, "{checks:?}");
+        assert!(
+            checks[0].detail.ends_with(
+                "w server held it 20% above the rate, where its steady state breaks it: the window of 24 requests did \
+                 not show the steady state"
+            ),
+            "{}",
+            checks[0].detail
+        );
         let mut far = rate("bounded", (1.0, 0.05), (1.0, 0.04), 2e-3);
         far.other_cpu_cores = Some(f(0.75));
         let predicted = Replicated {

@@ -677,6 +677,9 @@ fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
         );
     }
     assert_eq!(over["within_bound"], false, "the rate above the bound held it: {over}");
+    let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "simulation").unwrap().clone();
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.contains("short tight broke it 20% above the rate, as its steady state does"), "{detail}");
     let line = format!("the steady state, simulated over {} requests", point["requests"]);
     assert!(
         stdout.lines().any(|l| l.contains("(over): ") && l.contains(&line) && l.contains("the bound broken")),
