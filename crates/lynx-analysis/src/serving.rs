@@ -561,12 +561,12 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
             let over = rates.iter().find(|r| r.label == ServedRate::OVER)?;
             let steady = over.steady.as_ref()?;
             let measured = if over.within_bound { "held" } else { "broke" };
+            let above = format!("{:.0}% above the rate", 100.0 * (OVER - 1.0));
             Some(match (over.within_bound, steady.within_bound) {
-                (false, false) => format!("{entry} broke it 20% above the rate, as its steady state does"),
-                (true, true) => format!("{entry} held it 20% above the rate, as its steady state does"),
+                (false, false) | (true, true) => format!("{entry} {measured} it {above}, as its steady state does"),
                 (_, steady_held) => format!(
-                    "{entry} {measured} it 20% above the rate, where its steady state {}: the window of {} requests \
-                     did not show the steady state",
+                    "{entry} {measured} it {above}, where its steady state {}: the window of {} requests did not \
+                     show the steady state",
                     if steady_held { "holds it" } else { "breaks it" },
                     over.requests
                 ),
