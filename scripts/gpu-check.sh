@@ -462,6 +462,15 @@ for name, result in sorted(results.items()):
                 if spread:
                     paced += (f"; {kind} steps' p90 over the tables' median {spread['loop_p90']:.2f} "
                               f"(the cells' {spread['cells_p90']:.2f})")
+            # The steady state at this rate (the search's requests, simulated), and whether the
+            # window's measurement came to its verdict on the bound.
+            steady = r.get("steady")
+            if steady:
+                verdict = lambda held: "held" if held else "broken"
+                paced += (f"; steady state ({steady['requests']} simulated): "
+                          f"{steady['simulated']['ttft_p99_s'] * 1e3:.0f} ms / "
+                          f"{steady['simulated']['tpot_p99_s'] * 1e3:.1f} ms, bound {verdict(steady['within_bound'])}, "
+                          f"in the window {verdict(r['within_bound'])}")
             claim(f"{label} at {r['rate_per_s']:.2f}/s ({r['label']})", "INFO",
                   f"measured p99 TTFT {m['ttft_p99_s'] * 1e3:.0f} ms / TPOT {m['tpot_p99_s'] * 1e3:.1f} ms / "
                   f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table decode "
