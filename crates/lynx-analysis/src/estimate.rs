@@ -117,6 +117,9 @@ pub struct WallTime {
     pub total_s: f64,
     /// How much longer a warm-up that never reaches equilibrium makes it (`max_s` − `min_s`).
     pub warmup_extra_s: f64,
+    /// How much longer the serving phase takes where the bound breaks at every latency-bounded
+    /// rate and the loop serves each workload again under it ([`crate::serving::UNDER`]).
+    pub under_extra_s: f64,
     /// Cells the planned sweep measures (skipped ones not counted).
     pub cells: usize,
     pub basis: String,
@@ -125,10 +128,18 @@ pub struct WallTime {
 impl std::fmt::Display for WallTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let minutes = |s: f64| (s / 60.0).ceil();
+        let under = if self.under_extra_s > 0.0 {
+            format!(
+                ", {} if the serving loop also serves under a latency-bounded rate where the bound broke",
+                minutes(self.total_s + self.warmup_extra_s + self.under_extra_s)
+            )
+        } else {
+            String::new()
+        };
         write!(
             f,
-            "estimated wall time about {} min ({} if warm-up runs to its max_s), {} cells; from {}; an estimate, \
-             not a measurement",
+            "estimated wall time about {} min ({} if warm-up runs to its max_s{under}), {} cells; from {}; an \
+             estimate, not a measurement",
             minutes(self.total_s),
             minutes(self.total_s + self.warmup_extra_s),
             self.cells,
@@ -188,6 +199,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         measured += 1;
     }
     // The serving phase: each rate's simulated window over the planned step times.
+    let mut under_extra_s = 0.0;
     if let Some(serve) = &suite.serve {
         // The loop replays graph steps where the run measures them (and their check passes).
         let mode = if run.modes.contains(&StepMode::Graph) { StepMode::Graph } else { StepMode::Eager };
@@ -196,10 +208,12 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         for plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), serve, mode, None) {
             let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
             total_s += plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
+            under_extra_s += plan.expected_under_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s));
         }
     }
     WallTime {
         total_s,
+        under_extra_s,
         warmup_extra_s: (suite.warmup.max_s - suite.warmup.min_s).max(0.0),
         cells: measured,
         basis: rates.basis.clone(),
@@ -282,6 +296,9 @@ mod tests {
         // Without graph lines it is shorter, and a resumed run with cells done is shorter still.
         let eager = wall_time(&Planned { modes: &[StepMode::Eager], ..planned }, &rates);
         assert!(eager.total_s < estimate.total_s && eager.cells < estimate.cells);
+        // Serving under a rate where the bound broke is counted apart, as a longest case.
+        assert!(estimate.under_extra_s > 0.0, "{estimate}");
+        assert!(estimate.to_string().contains("if the serving loop also serves under a latency-bounded rate"));
     }
 
     /// The time limit `scripts/gpu-check.sh` gives a suite (its `want=` line for the suite, or
@@ -299,7 +316,7 @@ mod tests {
     }
 
     /// Each suite of the prepared GPU check, estimated on an H200 from its datasheet (with graph
-    /// lines, and warm-up at its longest), takes at most half the time limit gpu-check.sh gives
+    /// lines, warm-up at its longest, and a rate served under each latency-bounded one), takes at most half the time limit gpu-check.sh gives
     /// it: the other half is start-up, drawing the weights, the parity and graph checks and the
     /// datasheet's optimism. A suite that outgrew its limit would be cut on the one GPU window.
     #[test]
@@ -319,7 +336,7 @@ mod tests {
                 done: &[],
             };
             let estimate = wall_time(&planned, &Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision));
-            let longest = estimate.total_s + estimate.warmup_extra_s;
+            let longest = estimate.total_s + estimate.warmup_extra_s + estimate.under_extra_s;
             let limit = gpu_check_limit_s(name);
             println!("{name}: {estimate} ({longest:.0} s at most, of a {limit:.0} s limit)");
             assert!(estimate.cells >= 2, "{name}: {estimate}");

@@ -281,6 +281,17 @@ impl Plan {
         });
     }
 
+    /// The serving loop's expected wall time for the rate it serves under the latency-bounded
+    /// one where the bound breaks there ([`UNDER`]'s first fraction): its simulated window;
+    /// `None` when nothing is served.
+    pub fn expected_under_s(&self, prefill: &StepTable, decode: &StepTable) -> Option<f64> {
+        let rates = self.rates.as_ref().ok()?;
+        let (_, bounded) = rates.iter().find(|(label, _)| label == ServedRate::BOUNDED)?;
+        let tokens: f64 = self.lengths.iter().map(|l| f64::from(l.osl)).sum();
+        let outcome = self.simulate(prefill, decode, UNDER[0] * bounded).ok()?;
+        Some(tokens / outcome.output_tok_per_s)
+    }
+
     /// The simulation of this plan's server and requests over the step tables.
     fn setup<'a>(&'a self, prefill: &'a StepTable, decode: &'a StepTable) -> SimSetup<'a> {
         SimSetup {
