@@ -335,7 +335,13 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str, related: &Relate
 fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> Markup {
     html! {
         h2 { "Serving phase" }
-        pre { (Html(crate::text::serving_section(serving).trim_start_matches('\n'))) }
+        // Line by line: each line's characters made inert, the line breaks kept (made inert
+        // whole, the section read as one line with `\u{a}` between its lines).
+        pre {
+            @for line in crate::text::serving_section(serving).trim_start_matches('\n').lines() {
+                (Html(line)) "\n"
+            }
+        }
     }
 }
 
@@ -596,5 +602,7 @@ mod tests {
         assert!(html.contains("P99 TTFT MEASURED/SIM") && html.contains("over 101 draws"), "{html}");
         assert!(!html.contains("<script>") && !html.contains("<b>") && !html.contains('\u{1b}'), "{html}");
         assert!(html.contains("&lt;script&gt;") && html.contains("&lt;b&gt;"), "{html}");
+        // A line a line: the section's line breaks are kept, not shown as escapes.
+        assert!(!html.contains("\\u{a}") && html.matches('\n').count() >= 4, "{html}");
     }
 }
