@@ -183,15 +183,21 @@ impl Plan {
     /// is served.
     pub fn expected_s(&self, prefill: &StepTable, decode: &StepTable) -> Option<f64> {
         let rates = self.rates.as_ref().ok()?;
-        let tokens: f64 = self.lengths.iter().map(|l| f64::from(l.osl)).sum();
-        let windows: Option<Vec<f64>> = rates
-            .iter()
-            .map(|(_, rate)| {
-                let outcome = self.simulate(prefill, decode, *rate).ok()?;
-                Some(tokens / outcome.output_tok_per_s)
-            })
-            .collect();
+        let windows: Option<Vec<f64>> = rates.iter().map(|(_, rate)| self.window_s(prefill, decode, *rate)).collect();
         Some(windows?.iter().sum())
+    }
+
+    /// The simulated window of this plan's requests at `rate_per_s`, first arrival to last
+    /// token; `None` where it cannot be simulated.
+    fn window_s(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Option<f64> {
+        Some(self.span_s(&self.simulate(prefill, decode, rate_per_s).ok()?))
+    }
+
+    /// A simulation's window of this plan's requests, first arrival to last token: their output
+    /// tokens over its throughput (which is computed over that span).
+    fn span_s(&self, outcome: &SimOutcome) -> f64 {
+        let tokens: f64 = self.lengths.iter().map(|l| f64::from(l.osl)).sum();
+        tokens / outcome.output_tok_per_s
     }
 
     /// The simulated steady state at `rate_per_s`: the latency-bounded search's requests on this
@@ -242,8 +248,7 @@ impl Plan {
             let outcomes: Result<Vec<SimOutcome>, String> =
                 rates.iter().map(|(_, rate)| window.simulate(prefill, decode, *rate)).collect();
             let Ok(outcomes) = outcomes else { break false };
-            let tokens: f64 = window.lengths.iter().map(|l| f64::from(l.osl)).sum();
-            if !tried.is_empty() && outcomes.iter().any(|o| tokens / o.output_tok_per_s > serve.max_s) {
+            if !tried.is_empty() && outcomes.iter().any(|o| window.span_s(o) > serve.max_s) {
                 break false;
             }
             self.lengths = window.lengths;
@@ -287,9 +292,7 @@ impl Plan {
     pub fn expected_under_s(&self, prefill: &StepTable, decode: &StepTable) -> Option<f64> {
         let rates = self.rates.as_ref().ok()?;
         let (_, bounded) = rates.iter().find(|(label, _)| label == ServedRate::BOUNDED)?;
-        let tokens: f64 = self.lengths.iter().map(|l| f64::from(l.osl)).sum();
-        let outcome = self.simulate(prefill, decode, UNDER[0] * bounded).ok()?;
-        Some(tokens / outcome.output_tok_per_s)
+        self.window_s(prefill, decode, UNDER[0] * bounded)
     }
 
     /// The simulation of this plan's server and requests over the step tables.
