@@ -82,8 +82,8 @@ fn every_number(value: &mut Value, f: &dyn Fn(&Value) -> Value) {
     }
 }
 
-/// `json` as a result signed with the test key, written as `<stem>.json` with the published
-/// samples file beside it; `None` where it is not a result the schema reads (refused before
+/// `json` as a result signed with the test key, written as `<stem>.json` beside its samples
+/// file (already there); `None` where it is not a result the schema reads (refused before
 /// any figure is read: the envelope tests cover that).
 fn sign(json: &Value, dir: &Path, stem: &str) -> Option<PathBuf> {
     let result: lynx_schema::result::RunResult = match serde_json::from_value(json.clone()) {
@@ -140,10 +140,26 @@ fn hostile_numbers_in_a_signed_result_get_figures_or_one_line_never_a_panic() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let published_path = PathBuf::from(repo_path(PUBLISHED));
     let published: Value = serde_json::from_slice(&std::fs::read(&published_path).unwrap()).unwrap();
-    let samples = published_path.with_file_name(published["telemetry"]["samples_file"].as_str().unwrap());
+    let samples_path = published_path.with_file_name(published["telemetry"]["samples_file"].as_str().unwrap());
+    // The signed samples file is mutated with the result: each telemetry sample given a power
+    // and an energy counter (as a GPU's are) for the mutations to reach.
+    let samples: Vec<Value> = std::fs::read_to_string(&samples_path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut sample: Value = serde_json::from_str(line).unwrap();
+            if sample["kind"] == "telemetry" {
+                let t = sample["t_s"].as_f64().unwrap();
+                sample["power_w"] = Value::from(400.0 + t.sin());
+                sample["energy_j"] = Value::from(400.0 * t);
+            }
+            sample
+        })
+        .collect();
 
-    // Whole-result mutations, then seeded scattered ones.
-    let mut cases: Vec<(String, Value)> = Vec::new();
+    // Whole-result mutations, then seeded scattered ones; and the samples in reverse order.
+    let mut cases: Vec<(String, Value, Vec<Value>)> =
+        vec![("reversed".to_owned(), published.clone(), samples.iter().rev().cloned().collect())];
     for (name, f) in [
         ("zero", &(|_: &Value| Value::from(0)) as &dyn Fn(&Value) -> Value),
         ("one", &|_: &Value| Value::from(1)),
@@ -151,25 +167,28 @@ fn hostile_numbers_in_a_signed_result_get_figures_or_one_line_never_a_panic() {
         ("negative", &|v: &Value| if v.is_f64() { Value::from(-v.as_f64().unwrap()) } else { v.clone() }),
         ("tiny", &|v: &Value| if v.is_f64() { Value::from(1e-300) } else { Value::from(1) }),
     ] {
-        let mut json = published.clone();
+        let (mut json, mut samples) = (published.clone(), samples.clone());
         every_number(&mut json, f);
-        cases.push((name.to_owned(), json));
+        samples.iter_mut().for_each(|sample| every_number(sample, f));
+        cases.push((name.to_owned(), json, samples));
     }
     for seed in 0..24u64 {
-        let mut json = published.clone();
-        let mut draw = Draw(seed);
-        mutate(&mut json, &mut draw, [5, 20, 100][seed as usize % 3]);
-        cases.push((format!("seed{seed}"), json));
+        let (mut json, mut samples) = (published.clone(), samples.clone());
+        let (mut draw, one_in) = (Draw(seed), [5, 20, 100][seed as usize % 3]);
+        mutate(&mut json, &mut draw, one_in);
+        samples.iter_mut().for_each(|sample| mutate(sample, &mut draw, one_in));
+        cases.push((format!("seed{seed}"), json, samples));
     }
 
     let pubkey = pubkey();
     let limit = Duration::from_secs(60);
     let mut failures = Vec::new();
     let mut signed = 0;
-    for (name, mut json) in cases {
+    for (name, mut json, samples) in cases {
         let dir = tempfile::tempdir().unwrap();
         json["telemetry"]["samples_file"] = Value::from(format!("{name}.samples.jsonl"));
-        std::fs::copy(&samples, dir.path().join(format!("{name}.samples.jsonl"))).unwrap();
+        let lines: Vec<String> = samples.iter().map(Value::to_string).collect();
+        std::fs::write(dir.path().join(format!("{name}.samples.jsonl")), lines.join("\n") + "\n").unwrap();
         let Some(envelope) = sign(&json, dir.path(), &name) else { continue };
         signed += 1;
         let envelope = envelope.to_str().unwrap();
