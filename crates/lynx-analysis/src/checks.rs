@@ -1,6 +1,8 @@
 //! The checks a finished measurement is held to, derived from the result itself.
 //!
-//! - `equilibrium`: warm-up reached equilibrium (docs/EQUILIBRIUM.md).
+//! - `equilibrium`: warm-up reached equilibrium (docs/EQUILIBRIUM.md); the detail also says how
+//!   the warm-up's step timed again after the sweep compares with its equilibrium pace (not
+//!   judged).
 //! - `telemetry_coverage`: the device's source covered at least [`MIN_COVERAGE`] of the
 //!   measurement windows' total time (gaps as `telemetry::summarise` defines them).
 //! - `throttling`: no hardware slowdown reason during any cell's timed steps; each reason found
@@ -38,10 +40,12 @@ pub fn measurement_checks(
     let mut checks = Vec::new();
     let reached = !warmups.is_empty() && warmups.iter().all(|w| w.equilibrium_reached);
     let describe = |w: &WarmupRecord| {
+        // Whether the device kept that pace through the cells: said, not judged.
+        let again = w.after_sweep_words().map_or(String::new(), |words| format!("; {words}"));
         if w.equilibrium_reached {
-            format!("reached after {:.1} s of warm-up", w.duration_s.get())
+            format!("reached after {:.1} s of warm-up{again}", w.duration_s.get())
         } else {
-            format!("not reached in {:.1} s of warm-up (see its last_window)", w.duration_s.get())
+            format!("not reached in {:.1} s of warm-up (see its last_window){again}", w.duration_s.get())
         }
     };
     checks.push(check(
@@ -204,6 +208,7 @@ mod tests {
             telemetry: Vec::new(),
             segment: Some(1),
             step_autocorrelation: None,
+            after_sweep: None,
         }
     }
 
@@ -216,6 +221,47 @@ mod tests {
         let checks = measurement_checks(&[&warmup(true), &warmup(false)], &[cell(0.05, None)], Some(&source(true)));
         let equilibrium = named(&checks, "equilibrium").unwrap();
         assert!(!equilibrium.passed && equilibrium.detail.starts_with("2 warm-ups"), "{equilibrium:?}");
+    }
+
+    /// The warm-up's step timed again after the sweep is said in the check's detail, against
+    /// the equilibrium median where the warm-up has one, and never decides the check.
+    #[test]
+    fn the_warm_up_step_timed_again_is_said_not_judged() {
+        use lynx_schema::result::PaceRecheck;
+        use lynx_schema::value::Reported;
+        let equilibrium = |warmups: &[&WarmupRecord]| {
+            named(&measurement_checks(warmups, &[cell(0.05, None)], Some(&source(true))), "equilibrium")
+                .unwrap()
+                .clone()
+        };
+        let mut slower = warmup(true);
+        slower.after_sweep = Some(Reported::Known(PaceRecheck {
+            steps: 31,
+            median_s: Finite::new(0.0671, "t").unwrap(),
+            ratio: Some(Finite::new(1.25, "r").unwrap()),
+        }));
+        let check = equilibrium(&[&slower]);
+        assert!(check.passed, "{check:?}");
+        assert_eq!(
+            check.detail,
+            "reached after 61.0 s of warm-up; its step timed again after the sweep took 1.25× its equilibrium median \
+             (67.1 ms over 31 steps)"
+        );
+        let mut failed = warmup(false);
+        failed.after_sweep = Some(Reported::unavailable("out of memory"));
+        let check = equilibrium(&[&failed]);
+        assert!(!check.passed, "{check:?}");
+        assert!(
+            check.detail.ends_with("; its step could not be timed again after the sweep: out of memory"),
+            "{check:?}"
+        );
+        // A resumed run says it of the warm-up that has it.
+        let mut no_window = warmup(true);
+        no_window.after_sweep =
+            Some(Reported::Known(PaceRecheck { steps: 5, median_s: Finite::new(0.002, "t").unwrap(), ratio: None }));
+        let check = equilibrium(&[&warmup(true), &no_window]);
+        assert!(check.detail.ends_with("its step timed again after the sweep took 2.0 ms over 5 steps"), "{check:?}");
+        assert_eq!(equilibrium(&[&warmup(true)]).detail, "reached after 61.0 s of warm-up");
     }
 
     #[test]

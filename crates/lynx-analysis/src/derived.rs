@@ -525,6 +525,7 @@ mod tests {
             telemetry: Vec::new(),
             segment: Some(1),
             step_autocorrelation: a,
+            after_sweep: None,
         };
         let (persistent, independent, unrecorded) =
             (warmup(Some(autocorrelation(0.8, 0.6))), warmup(Some(autocorrelation(-0.1, 0.0))), warmup(None));

@@ -27,6 +27,17 @@ pub const MIN_WINDOW_STEPS: usize = 16;
 /// Fewest telemetry samples of a reading in the window for its trend to be judged.
 pub const MIN_SIGNAL_SAMPLES: usize = 8;
 
+/// The largest batch warm-up decodes at.
+pub const WARMUP_MAX_BATCH: u32 = 64;
+
+/// The decode step warm-up loops: the suite's largest decode batch (at most
+/// [`WARMUP_MAX_BATCH`]; the runner halves it where it does not fit) at its longest context,
+/// the heaviest decode step.
+pub fn warmup_shape(suite: &lynx_schema::config::Suite) -> (u32, u32) {
+    let batch = suite.decode.ladder().batches().into_iter().max().unwrap_or(1).min(WARMUP_MAX_BATCH);
+    (batch, suite.decode.ctxs.iter().copied().max().unwrap_or(1))
+}
+
 /// What the detector says at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {

@@ -198,6 +198,10 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         cells.push(planned_cell(cell, judged));
         measured += 1;
     }
+    // The warm-up's step timed again after the sweep, as long as a cell.
+    let (batch, ctx) = crate::equilibrium::warmup_shape(suite);
+    let again = CellShape::Decode { batch, ctx, mode: StepMode::Eager };
+    total_s += cell_s(suite, again, step_s(run.shape, precision, again, rates));
     // The serving phase: each rate's simulated window over the planned step times.
     let mut under_extra_s = 0.0;
     if let Some(serve) = &suite.serve {

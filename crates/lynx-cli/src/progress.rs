@@ -129,6 +129,12 @@ impl Observer for Progress {
         self.say(warmup_line(warmup));
     }
 
+    fn rechecked(&mut self, warmup: &WarmupRecord) {
+        if let Some(words) = warmup.after_sweep_words() {
+            self.say(format!("warm-up: {words}"));
+        }
+    }
+
     fn checked(&mut self, check: &Check) {
         self.say(check_line(check));
     }

@@ -423,6 +423,39 @@ fn a_poisoned_device_context_ends_the_worker_and_the_next_one_finishes_the_run()
     let after = cells.iter().find(|c| c["step"] == "decode" && c["batch"] == 8).expect("the sweep went on");
     assert_eq!(after["status"], "ok");
     assert_eq!(after["segment"], 2, "a second worker measured the rest");
+    // The first worker never saw the sweep done; the second timed its warm-up step again.
+    assert!(result["warmup"]["after_sweep"].is_null(), "{}", result["warmup"]);
+    assert!(seconds(&result["resumed_warmups"][0]["after_sweep"]["median_s"]) > 0.0, "{}", result["resumed_warmups"]);
+}
+
+/// The warm-up step timed again after the sweep runs on the device too: a GPU error there is
+/// recorded as the reason it could not be timed, the worker exits, and a fresh one warms up for
+/// the serving phase, times its own warm-up step again and serves; no cell is measured again.
+#[test]
+fn a_poisoned_context_after_the_sweep_is_recorded_and_a_fresh_worker_goes_on() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_TEST_POISON_CELL", "after-sweep")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("device context unusable; starting a new worker"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete");
+    let struck = result["warmup"]["after_sweep"]["unavailable"].as_str().unwrap_or_else(|| panic!("{result}"));
+    assert!(struck.contains("illegal memory access") && struck.contains("timed again"), "{struck}");
+    let again = &result["resumed_warmups"][0]["after_sweep"];
+    assert!(again["steps"].as_u64().is_some_and(|s| s > 0), "{}", result["resumed_warmups"]);
+    let cells = result["cells"].as_array().unwrap();
+    assert!(cells.iter().all(|c| c["status"] == "ok" && c["segment"] == 1), "{cells:?}");
+    let equilibrium = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "equilibrium").unwrap();
+    let detail = equilibrium["detail"].as_str().unwrap();
+    assert!(detail.starts_with("2 warm-ups") && detail.contains("could not be timed again"), "{detail}");
+    let served = served_entries(&result);
+    assert!(served.len() == 2 && served.iter().all(|(_, reason)| reason.is_none()), "{served:?}");
 }
 
 /// A suite whose serving phase serves two workloads, twenty requests a rate, under one loose

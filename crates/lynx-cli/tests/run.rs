@@ -75,6 +75,18 @@ fn a_run_writes_every_cell_with_sane_figures() {
         }
         None => assert!(autocorrelation.is_null() && steps < 200, "{warmup}"),
     }
+    // Its step timed again once the sweep was done, as long as a cell (8 steps, 0.3 s at least),
+    // against the median of its last window; said in the equilibrium check, not judged.
+    let again = &warmup["after_sweep"];
+    assert!(again["steps"].as_u64().unwrap() >= 8 && seconds(&again["median_s"]) > 0.0, "{again}");
+    let ratio = seconds(&again["ratio"]);
+    let equilibrium_median = seconds(&warmup["last_window"]["median_step_s"]);
+    assert!((ratio - seconds(&again["median_s"]) / equilibrium_median).abs() < 1e-9, "{warmup}");
+    let equilibrium = checks.iter().find(|c| c["name"] == "equilibrium").unwrap();
+    let words = format!("its step timed again after the sweep took {ratio:.2}× its equilibrium median");
+    assert!(equilibrium["detail"].as_str().unwrap().contains(&words), "{equilibrium}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("lynx: warm-up: {words}")), "{stderr}");
 
     let cells = result["cells"].as_array().unwrap();
     let names: Vec<String> = cells

@@ -183,15 +183,22 @@ fn progress(run: &RunDir) -> usize {
         graph_steps_failed: Option<serde::de::IgnoredAny>,
     }
     #[derive(serde::Deserialize)]
+    struct Warmup {
+        after_sweep: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
     struct Result {
         serving: Option<Served>,
+        warmup: Option<Warmup>,
+        #[serde(default)]
+        resumed_warmups: Vec<Warmup>,
     }
     let cells = std::fs::read(run.journal_path()).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count());
-    let served = crate::journal::read_json::<Result>(&run.result_path(), "result")
-        .ok()
-        .and_then(|r| r.serving)
-        .map_or(0, |s| s.served.len() + usize::from(s.graph_steps_failed.is_some()));
-    cells + served
+    let Ok(result) = crate::journal::read_json::<Result>(&run.result_path(), "result") else { return cells };
+    let served = result.serving.map_or(0, |s| s.served.len() + usize::from(s.graph_steps_failed.is_some()));
+    // A warm-up step timed again after the sweep (or that struck the error) is progress too.
+    let rechecked = result.warmup.iter().chain(&result.resumed_warmups).filter(|w| w.after_sweep.is_some()).count();
+    cells + served + rechecked
 }
 
 /// A worker's death in words, and whether SIGKILL caused it.

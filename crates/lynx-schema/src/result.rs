@@ -466,6 +466,49 @@ pub struct WarmupRecord {
     /// ran, and in results made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_autocorrelation: Option<crate::stats::StepAutocorrelation>,
+    /// The warm-up's step timed again once this process had measured every cell the sweep
+    /// lacked (before any serving): whether the device still ran at the pace it reached at
+    /// equilibrium after the cells, or why it could not be timed. Said in the `equilibrium`
+    /// check's detail, not judged. Absent where the sweep did not finish in this process, and in
+    /// older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_sweep: Option<Reported<PaceRecheck>>,
+}
+
+impl WarmupRecord {
+    /// [`WarmupRecord::after_sweep`] in words: `its step timed again after the sweep took 1.02×
+    /// its equilibrium median (67.1 ms over 31 steps)`, or why it could not be; `None` where
+    /// the record has none.
+    pub fn after_sweep_words(&self) -> Option<String> {
+        Some(match self.after_sweep.as_ref()? {
+            Reported::Known(again) => {
+                let over = format!("{:.1} ms over {} steps", 1e3 * again.median_s.get(), again.steps);
+                match again.ratio {
+                    Some(ratio) => {
+                        format!(
+                            "its step timed again after the sweep took {:.2}× its equilibrium median ({over})",
+                            ratio.get()
+                        )
+                    }
+                    None => format!("its step timed again after the sweep took {over}"),
+                }
+            }
+            Reported::Unavailable { unavailable } => {
+                format!("its step could not be timed again after the sweep: {unavailable}")
+            }
+        })
+    }
+}
+
+/// The warm-up's step timed again ([`WarmupRecord::after_sweep`]): the same batch and context,
+/// its cache cycling as the warm-up's did, for as many steps and seconds as a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PaceRecheck {
+    pub steps: u64,
+    pub median_s: Finite,
+    /// `median_s` over the median step of the warm-up's last window (absent where it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<Finite>,
 }
 
 /// What a cell measured: a prefill or a decode step at one shape.

@@ -110,8 +110,8 @@ pub(super) fn measure_cell(
 }
 
 /// A model's timed steps of one cell.
-struct Measured {
-    step_s: Vec<f64>,
+pub(super) struct Measured {
+    pub(super) step_s: Vec<f64>,
     /// Wall time of the timed steps.
     measured_s: f64,
     /// Decode: the context at the last step.
@@ -280,7 +280,7 @@ fn to_host(tokens: &Tensor) -> Result<(), ModelError> {
 /// most `max_steps` times; `None` when `stop` is raised first (checked between steps, so a step
 /// in flight finishes). After every `room` steps (a decode cell's cache room) `back` takes the
 /// steps back to the cell's context, between two timed steps.
-fn timed_steps<E>(
+pub(super) fn timed_steps<E>(
     limits: &MeasureConfig,
     clock: &dyn Fn() -> f64,
     stop: &AtomicBool,

@@ -45,6 +45,8 @@ pub trait Observer {
     /// criteria (equilibrium then waits only for `min_s`), and the device's latest sample.
     fn warming(&mut self, _progress: &WarmupProgress) {}
     fn warmed(&mut self, _warmup: &WarmupRecord) {}
+    /// The warm-up step was timed again after the sweep.
+    fn rechecked(&mut self, _warmup: &WarmupRecord) {}
     fn checked(&mut self, _check: &Check) {}
     /// Cell `index` (from 1) of at most `total` is starting (a ladder may stop early).
     fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
@@ -119,7 +121,8 @@ pub fn poisons_the_context(message: &str) -> bool {
 /// error in the first worker, as a poisoned device context would, so that the recovery can be
 /// tested on a host without a GPU. With `serving-capture` (a CUDA error) or
 /// `serving-capture-oom` (out of memory), the first worker's capture of the serving loop's graph
-/// steps fails, where it captures them (`LYNX_TEST_GRAPHS=reissue` on a CPU).
+/// steps fails, where it captures them (`LYNX_TEST_GRAPHS=reissue` on a CPU). With `after-sweep`,
+/// the first worker's warm-up step timed again after the sweep fails so.
 pub const SIMULATE_POISON_VAR: &str = "LYNX_TEST_POISON_CELL";
 
 /// A test hook: a number of milliseconds that each decode step of the serving loop takes longer

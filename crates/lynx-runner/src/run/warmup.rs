@@ -8,16 +8,14 @@ use crate::RunError;
 use lynx_analysis::equilibrium::{Detector, Verdict};
 use lynx_analysis::stats::StatsError;
 use lynx_models::{KvCache, Model, ModelError};
-use lynx_schema::config::Suite;
-use lynx_schema::result::{CellStatus, WarmupRecord};
+use lynx_schema::config::{MeasureConfig, Suite};
+use lynx_schema::result::{CellStatus, PaceRecheck, WarmupRecord};
 use lynx_schema::stats::StepAutocorrelation;
 use lynx_schema::telemetry::Sample;
-use lynx_schema::value::Finite;
+use lynx_schema::value::{Finite, Reported};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-/// The largest batch warm-up decodes at.
-const WARMUP_MAX_BATCH: u32 = 64;
 /// Decode steps the warm-up runs before returning its KV cache to the starting context.
 const WARMUP_CACHE_ROOM: i64 = 64;
 /// How often warm-up consults the equilibrium detector and reports progress.
@@ -32,7 +30,8 @@ fn warmup_state(model: &Model, batch: u32, ctx: u32) -> Result<(KvCache, tch::Te
     Ok((cache, tokens))
 }
 
-/// Loop the decode step at the suite's largest decode batch (at most [`WARMUP_MAX_BATCH`]) and
+/// Loop the decode step at the suite's largest decode batch (at most
+/// [`lynx_analysis::equilibrium::WARMUP_MAX_BATCH`]) and
 /// context, the heaviest decode step, until the detector, fed the step times and the device's
 /// telemetry, sees equilibrium or gives up. A batch that does not fit is halved until one does.
 /// `None` when `stop` was raised.
@@ -43,8 +42,7 @@ pub(super) fn warm_up(
     telemetry: &RunTelemetry,
     stop: &AtomicBool,
 ) -> Result<Option<WarmupRecord>, RunError> {
-    let mut batch = suite.decode.ladder().batches().into_iter().max().unwrap_or(1).min(WARMUP_MAX_BATCH);
-    let ctx = suite.decode.ctxs.iter().copied().max().unwrap_or(1);
+    let (mut batch, ctx) = lynx_analysis::equilibrium::warmup_shape(suite);
     let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
     let (mut cache, mut tokens) = loop {
         match warmup_state(model, batch, ctx) {
@@ -117,7 +115,53 @@ pub(super) fn warm_up(
             telemetry: Vec::new(),
             segment: None,
             step_autocorrelation: second_half_autocorrelation(&timeline, elapsed_s),
+            after_sweep: None,
         }));
+    }
+}
+
+/// The warm-up's step timed again once the sweep is done ([`WarmupRecord::after_sweep`]): its
+/// batch and context, the cache cycling back to the context every [`WARMUP_CACHE_ROOM`] steps as
+/// in the warm-up, for as many steps and seconds as `limits` give a cell. A step that fails
+/// (memory the cells left fragmented, say) is the reason it could not be timed, not the run's
+/// end: the cells are measured. `None` when `stop` was raised.
+pub(super) fn recheck(
+    model: &Model,
+    warmup: &WarmupRecord,
+    limits: &MeasureConfig,
+    stop: &AtomicBool,
+) -> Option<Reported<PaceRecheck>> {
+    let timed = || -> Result<Option<PaceRecheck>, String> {
+        let (cache, mut tokens) = warmup_state(model, warmup.batch, warmup.ctx).map_err(|e| e.to_string())?;
+        let cache = std::cell::RefCell::new(cache);
+        // warmup_state's step took one place of the cache's room.
+        let room = (WARMUP_CACHE_ROOM - 1) as u32;
+        let back = || {
+            cache.borrow_mut().truncate(i64::from(warmup.ctx));
+            Ok::<(), ModelError>(())
+        };
+        let step = || {
+            let (next, issue_s) = issued(|| model.decode(&tokens, &mut cache.borrow_mut()))?;
+            tokens = next;
+            Ok(issue_s)
+        };
+        let Some(measured) =
+            super::cell::timed_steps(limits, &|| 0.0, stop, (room, back), step).map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        let median = lynx_analysis::stats::median(&measured.step_s).map_err(|e| e.to_string())?;
+        let equilibrium = warmup.last_window.as_ref().map(|w| w.median_step_s).filter(|m| *m > 0.0);
+        Ok(Some(PaceRecheck {
+            steps: measured.step_s.len() as u64,
+            median_s: Finite::new(median, "re-timed warm-up step").map_err(|e| e.to_string())?,
+            ratio: equilibrium.and_then(|m| Finite::new(median / m, "re-timed over equilibrium step").ok()),
+        }))
+    };
+    match timed() {
+        Ok(Some(recheck)) => Some(Reported::Known(recheck)),
+        Ok(None) => None,
+        Err(reason) => Some(Reported::unavailable(format!("the warm-up step failed when timed again: {reason}"))),
     }
 }
 

@@ -476,7 +476,10 @@ impl Turn<'_> {
         }
         let head_only = setup.head_only()?;
         match self.sweep(&model, head_only.as_ref(), setup, bounds)? {
-            WorkEnd::Done => self.serve(&model, setup),
+            WorkEnd::Done => match self.recheck(&model, setup)? {
+                WorkEnd::Done => self.serve(&model, setup),
+                end => Ok(end),
+            },
             end => Ok(end),
         }
     }
@@ -807,6 +810,35 @@ impl Turn<'_> {
         }
         self.save()?;
         Ok(true)
+    }
+
+    /// The warm-up step timed again, once this process's warm-up has seen the sweep done
+    /// ([`WarmupRecord::after_sweep`]). `Stopped` when `stop` was raised; `Poisoned` where the
+    /// step struck a GPU error that leaves the device context unusable (recorded, for a fresh
+    /// process to serve); else `Done`.
+    fn recheck(&mut self, model: &Model, setup: &Setup) -> Result<WorkEnd, RunError> {
+        let warmup = match self.result.resumed_warmups.last_mut() {
+            Some(last) => last,
+            None => match self.result.warmup.as_mut() {
+                Some(first) => first,
+                None => return Ok(WorkEnd::Done),
+            },
+        };
+        if warmup.after_sweep.is_some() {
+            return Ok(WorkEnd::Done);
+        }
+        // The test hook's `after-sweep` strikes the first worker's step with a GPU error.
+        let recheck = if std::env::var(SIMULATE_POISON_VAR).is_ok_and(|v| v == "after-sweep") && self.segment == 1 {
+            Some(Reported::unavailable(format!("the warm-up step failed when timed again: {}", simulated_poison())))
+        } else {
+            super::warmup::recheck(model, warmup, &setup.config.suite.measure, self.stop)
+        };
+        let Some(recheck) = recheck else { return Ok(WorkEnd::Stopped) };
+        let poisoned = recheck.reason().is_some_and(poisons_the_context);
+        warmup.after_sweep = Some(recheck);
+        self.observer.rechecked(warmup);
+        self.save()?;
+        Ok(if poisoned { WorkEnd::Poisoned } else { WorkEnd::Done })
     }
 
     /// Every cell the sweep still lacks, each journaled before the next starts.
