@@ -105,6 +105,9 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     for judged in ["every cell <= 105%", "gpu-check-quick: parity", "every suite produced a result"] {
         assert_eq!(verdict(judged), "PASS", "{judged}: {table}");
     }
+    // Whether the device kept its equilibrium pace through the cells: shown, not judged.
+    assert_eq!(verdict("gpu-check-quick: equilibrium, and its step timed again after the sweep"), "INFO", "{table}");
+    assert!(table.contains("its step timed again after the sweep took"), "{table}");
     for kept in ["claims.txt", "devices.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"] {
         assert!(out.join(kept).exists(), "{kept} is not under OUTDIR");
     }
