@@ -428,23 +428,27 @@ fn a_poisoned_device_context_ends_the_worker_and_the_next_one_finishes_the_run()
     assert!(seconds(&result["resumed_warmups"][0]["after_sweep"]["median_s"]) > 0.0, "{}", result["resumed_warmups"]);
 }
 
+/// A run of a suite with a serving phase ([`two_served_workloads`]) whose first worker the
+/// poison hook strikes at `hook`: a fresh worker takes over and the run completes. Its result.
+fn poisoned_serving_run(hook: &str) -> Value {
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().args(run_args(models.path(), out.path())).env("LYNX_TEST_POISON_CELL", hook).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("device context unusable; starting a new worker"), "{hook}: {stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{hook}: {stderr}");
+    result
+}
+
 /// The warm-up step timed again after the sweep runs on the device too: a GPU error there is
 /// recorded as the reason it could not be timed, the worker exits, and a fresh one warms up for
 /// the serving phase, times its own warm-up step again and serves; no cell is measured again.
 #[test]
 fn a_poisoned_context_after_the_sweep_is_recorded_and_a_fresh_worker_goes_on() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(two_served_workloads);
-    let out = tempfile::tempdir().unwrap();
-    let output = lynx_command()
-        .args(run_args(models.path(), out.path()))
-        .env("LYNX_TEST_POISON_CELL", "after-sweep")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("device context unusable; starting a new worker"), "{stderr}");
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
-    assert_eq!(result["status"], "complete");
+    let result = poisoned_serving_run("after-sweep");
     let struck = result["warmup"]["after_sweep"]["unavailable"].as_str().unwrap_or_else(|| panic!("{result}"));
     assert!(struck.contains("illegal memory access") && struck.contains("timed again"), "{struck}");
     let again = &result["resumed_warmups"][0]["after_sweep"];
@@ -490,17 +494,7 @@ fn served_entries(result: &Value) -> Vec<(String, Option<String>)> {
 #[test]
 fn a_poisoned_device_context_while_serving_ends_the_worker_and_the_next_one_serves_the_rest() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(two_served_workloads);
-    let out = tempfile::tempdir().unwrap();
-    let output = lynx_command()
-        .args(run_args(models.path(), out.path()))
-        .env("LYNX_TEST_POISON_CELL", "serving")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("device context unusable; starting a new worker"), "{stderr}");
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
-    assert_eq!(result["status"], "complete", "{stderr}");
+    let result = poisoned_serving_run("serving");
     let served = served_entries(&result);
     assert_eq!(served.len(), 2, "{served:?}");
     let (failed, reason) = &served[0];
