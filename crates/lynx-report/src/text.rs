@@ -124,8 +124,10 @@ pub fn warmup_line(warmup: &WarmupRecord) -> String {
             a.lag_4.get()
         )
     });
+    // Whether the device kept that pace through the cells (once the sweep was done).
+    let again = warmup.after_sweep_words().map_or(String::new(), |words| format!("; {words}"));
     format!(
-        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}{persistence}",
+        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}{persistence}{again}",
         warmup.duration_s.get(),
         warmup.steps,
         warmup.batch,
@@ -845,8 +847,9 @@ mod tests {
     use super::*;
     use lynx_schema::compare::{Comparison, Outcome, Row, Verdict};
 
-    /// The warm-up line names how alike the warm-up's steps were where it recorded that, and
-    /// reads as before where it did not (results made before the field).
+    /// The warm-up line names how alike the warm-up's steps were, and how its step timed again
+    /// after the sweep compares, where it recorded them, and reads as before where it did not
+    /// (results made before the fields).
     #[test]
     fn the_warm_up_line_prints_its_steps_autocorrelation_where_recorded() {
         let text = r#"{"duration_s": 64.5, "steps": 759, "batch": 16, "ctx": 1152, "equilibrium_reached": true,
@@ -861,9 +864,20 @@ mod tests {
             lag_1: lynx_schema::value::Finite::new(0.66, "t").unwrap(),
             lag_4: lynx_schema::value::Finite::new(0.39, "t").unwrap(),
         });
+        let persistence = format!("{before}; its last 354 steps' autocorrelation 0.66 at lag 1, 0.39 at lag 4");
+        assert_eq!(warmup_line(&warmup), persistence);
+        // And, in the run's summary, its step timed again after the sweep.
+        warmup.after_sweep = Some(lynx_schema::value::Reported::Known(lynx_schema::result::PaceRecheck {
+            steps: 26,
+            median_s: lynx_schema::value::Finite::new(0.0793, "t").unwrap(),
+            ratio: Some(lynx_schema::value::Finite::new(1.107, "r").unwrap()),
+        }));
         assert_eq!(
             warmup_line(&warmup),
-            format!("{before}; its last 354 steps' autocorrelation 0.66 at lag 1, 0.39 at lag 4")
+            format!(
+                "{persistence}; its step timed again after the sweep took 1.11× its equilibrium median (79.3 ms over \
+                 26 steps)"
+            )
         );
     }
 
