@@ -23,7 +23,21 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
     differ("libtorch threads", a.harness.torch_threads.to_string(), b.harness.torch_threads.to_string());
     differ("configuration digest", a.config.sha256.clone(), b.config.sha256.clone());
+    // Whether each device kept its equilibrium pace through the cells (EQUILIBRIUM.md).
+    differ("warm-up step timed again after the sweep, over its equilibrium median", pace(a), pace(b));
     out
+}
+
+/// The last warm-up step timed again after the sweep, over its warm-up's equilibrium median, in
+/// words: `1.15×`, or that it was not timed or not recorded (results before it).
+fn pace(r: &RunResult) -> String {
+    match r.warmup.iter().chain(&r.resumed_warmups).filter_map(|w| w.after_sweep.as_ref()).next_back() {
+        Some(Reported::Known(again)) => {
+            again.ratio.map_or_else(|| "timed, with no equilibrium median".to_owned(), |x| format!("{:.2}×", x.get()))
+        }
+        Some(Reported::Unavailable { .. }) => "not timed".to_owned(),
+        None => "not recorded".to_owned(),
+    }
 }
 
 /// Every figure of `a` and `b` side by side; `first`/`second` name them.
@@ -226,6 +240,42 @@ mod tests {
             ]
         );
         assert_eq!(verdict(&rows).outcome, Outcome::Different, "the published figure is 10% down");
+    }
+
+    /// How two runs differ includes whether each device kept its equilibrium pace through its
+    /// cells, where either recorded it; two results from before the field show no such line.
+    #[test]
+    fn the_differences_say_how_each_warm_up_step_timed_again_after_the_sweep() {
+        use lynx_schema::result::PaceRecheck;
+        use lynx_schema::value::Finite;
+        let run = "20261203T010753Z-dd076e65";
+        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
+        let published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let line = |a: &RunResult, b: &RunResult| {
+            differences(a, b).into_iter().find(|d| d.starts_with("warm-up step timed again after the sweep"))
+        };
+        assert_eq!(line(&published, &published), None, "neither recorded it");
+        let mut local = published.clone();
+        let again = |ratio: Option<f64>| {
+            Some(Reported::Known(PaceRecheck {
+                steps: 26,
+                median_s: Finite::new(0.08, "t").unwrap(),
+                ratio: ratio.map(|r| Finite::new(r, "r").unwrap()),
+            }))
+        };
+        local.warmup.as_mut().unwrap().after_sweep = again(Some(1.153));
+        assert_eq!(
+            line(&published, &local).unwrap(),
+            "warm-up step timed again after the sweep, over its equilibrium median: not recorded vs 1.15×"
+        );
+        // A resumed run's says the last warm-up's.
+        let mut resumed = local.clone();
+        let mut second = resumed.warmup.clone().unwrap();
+        second.after_sweep = Some(Reported::unavailable("out of memory"));
+        resumed.resumed_warmups.push(second);
+        assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs not timed"));
+        resumed.resumed_warmups[0].after_sweep = again(None);
+        assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs timed, with no equilibrium median"));
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {
