@@ -89,7 +89,7 @@ pub enum Command {
     /// digest), and print published, local and local/published for every figure.
     Reproduce(ReproduceArgs),
     /// Export a signed result as CSV (one row per cell, every figure) or Markdown (the record,
-    /// cells, roofline, derived figures and checks), after verifying it.
+    /// warm-up, cells, roofline, derived figures and checks), after verifying it.
     Export {
         /// The `.intoto.json` envelope (its samples file beside it).
         file: PathBuf,

@@ -168,6 +168,11 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let markdown = export("markdown");
     assert!(markdown.contains("&lt;script&gt;") && !markdown.contains("<script>") && !markdown.contains('\u{1b}'));
     assert!(markdown.contains("## Cells") && markdown.contains("## Checks"), "{markdown}");
+    // Its warm-up, and its step timed again after the sweep.
+    let warmup = markdown.split("## Warm-up\n\n```text\n").nth(1).and_then(|rest| rest.split("```").next());
+    let warmup = warmup.unwrap_or_else(|| panic!("{markdown}"));
+    assert!(warmup.starts_with("warm-up ") && warmup.contains("equilibrium reached"), "{warmup}");
+    assert!(warmup.contains("; its step timed again after the sweep took "), "{warmup}");
     let output = lynx(&["export", tampered.to_str().unwrap(), "--pubkey", &pubkey()]);
     assert_eq!(output.status.code(), Some(1), "a tampered result is not exported");
 
@@ -511,6 +516,16 @@ fn the_published_record_verifies_and_builds_the_site() {
     let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
     assert_eq!(index.matches("class=\"result\"").count(), envelopes.len());
     assert!(!index.contains("class=\"bad\">rejected") && !index.contains("untrusted"), "{index}");
+    // Each result's page says how its warm-up went.
+    let run = "-20261203t010753z-dd076e65.html";
+    let page = std::fs::read_dir(site.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(run))
+        .unwrap_or_else(|| panic!("no page ending {run} in {}", site.path().display()));
+    let page = std::fs::read_to_string(page).unwrap();
+    assert!(page.contains("<th>warm-up</th><td>warm-up 60.2 s, "), "{page}");
 }
 
 /// A buyer shortlisting at the length mix a published result served, under the bound it served

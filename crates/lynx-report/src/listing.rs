@@ -212,6 +212,19 @@ fn number(value: Option<f64>) -> String {
 
 /// A verified result (signed by `key_id`) as CSV or Markdown. Every string from the result is
 /// escaped for the format.
+/// Each warm-up of a run (the first, then one for each process that resumed it) as its line:
+/// its time, steps and shape, whether it reached equilibrium, and its step timed again after the
+/// sweep; `not run` where the run has none.
+pub fn warmups(result: &RunResult) -> Vec<String> {
+    let lines: Vec<String> =
+        result.warmup.iter().chain(&result.resumed_warmups).map(crate::text::warmup_line).collect();
+    if lines.is_empty() {
+        vec!["not run".to_owned()]
+    } else {
+        lines
+    }
+}
+
 pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     let mut out = String::new();
     let cells = cells_table(&result.cells);
@@ -240,11 +253,14 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     for (what, value) in facts {
         let _ = writeln!(out, "| {what} | {value} |");
     }
-    let _ = writeln!(out, "\n## Cells\n");
-    out.push_str(&cells.markdown());
     // Tables of figures in code blocks; result text in them was escaped for the terminal, and
     // no fence inside can close the block.
     let fenced = |text: String| text.replace("```", "'''");
+    // The warm-up: how long, whether it reached equilibrium, and its step timed again after
+    // the sweep (numbers only: no text from the result).
+    let _ = writeln!(out, "\n## Warm-up\n\n```text\n{}\n```", fenced(warmups(result).join("\n")));
+    let _ = writeln!(out, "\n## Cells\n");
+    out.push_str(&cells.markdown());
     if let Some(roofline) = &result.roofline {
         let _ = writeln!(out, "\n## Roofline\n\n```text\n{}```", fenced(roofline_table(roofline)));
     }

@@ -431,7 +431,7 @@ fn reproductions(related: &Related) -> Markup {
 /// The table of what ran where, signed by whom.
 fn facts(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
     let config = &result.config;
-    let rows: [(&str, Markup); 15] = [
+    let rows: [(&str, Markup); 16] = [
         ("envelope", html! { (Html(&entry.file.display().to_string())) }),
         ("signed by key", html! { (Html(key_id)) }),
         ("run", html! { (Html(&result.run_id)) }),
@@ -458,6 +458,10 @@ fn facts(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
         ("configuration sha256", html! { code { (Html(&config.sha256)) } }),
         ("lynx", html! { (Html(&result.harness.lynx_version)) " (" (reported(&result.harness.git_commit)) ")" }),
         ("libtorch", reported(&result.harness.libtorch_runtime_version)),
+        (
+            "warm-up",
+            html! { @for (i, line) in crate::listing::warmups(result).iter().enumerate() { @if i > 0 { br; } (Html(line)) } },
+        ),
         (
             "graphs",
             match &result.harness.graphs {
