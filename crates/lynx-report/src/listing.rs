@@ -210,8 +210,6 @@ fn number(value: Option<f64>) -> String {
     value.map_or(String::new(), |v| format!("{v}"))
 }
 
-/// A verified result (signed by `key_id`) as CSV or Markdown. Every string from the result is
-/// escaped for the format.
 /// Each warm-up of a run (the first, then one for each process that resumed it) as its line:
 /// its time, steps and shape, whether it reached equilibrium, and its step timed again after the
 /// sweep; `not run` where the run has none.
@@ -225,6 +223,8 @@ pub fn warmups(result: &RunResult) -> Vec<String> {
     }
 }
 
+/// A verified result (signed by `key_id`) as CSV or Markdown. Every string from the result is
+/// escaped for the format.
 pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     let mut out = String::new();
     let cells = cells_table(&result.cells);
