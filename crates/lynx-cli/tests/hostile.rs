@@ -105,10 +105,13 @@ fn sign(json: &Value, dir: &Path, stem: &str) -> Option<PathBuf> {
 /// `lynx args` within `limit`: its exit code and stderr, or a failure naming the command where
 /// it panicked, hung, or said more than one line on bad input.
 fn answers(args: &[&str], limit: Duration) -> Result<i32, String> {
+    // Into a file, not a pipe: a command that says much would fill a pipe nobody reads yet and
+    // wait, and read as hung.
+    let stderr_file = tempfile::tempfile().unwrap();
     let mut child = lynx_command()
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(stderr_file.try_clone().unwrap())
         .spawn()
         .map_err(|e| format!("lynx {args:?}: {e}"))?;
     let started = Instant::now();
@@ -124,7 +127,9 @@ fn answers(args: &[&str], limit: Duration) -> Result<i32, String> {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let mut stderr_file = stderr_file;
+    std::io::Seek::rewind(&mut stderr_file).unwrap();
+    std::io::Read::read_to_string(&mut stderr_file, &mut stderr).unwrap();
     let code = status.code().unwrap_or(-1);
     if stderr.contains("panicked") || !(0..=2).contains(&code) {
         return Err(format!("lynx {args:?} exit {code}: {stderr}"));
