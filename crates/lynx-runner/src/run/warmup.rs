@@ -161,8 +161,13 @@ pub(super) fn recheck(
     match timed() {
         Ok(Some(recheck)) => Some(Reported::Known(recheck)),
         Ok(None) => None,
-        Err(reason) => Some(Reported::unavailable(format!("the warm-up step failed when timed again: {reason}"))),
+        Err(reason) => Some(not_timed_again(&reason)),
     }
+}
+
+/// The record of a warm-up step that failed with `reason` when timed again after the sweep.
+pub(super) fn not_timed_again(reason: &str) -> Reported<PaceRecheck> {
+    Reported::unavailable(format!("the warm-up step failed when timed again: {reason}"))
 }
 
 /// The autocorrelation of the warm-up's steps that started in its second half (the first half

@@ -829,7 +829,7 @@ impl Turn<'_> {
         }
         // The test hook's `after-sweep` strikes the first worker's step with a GPU error.
         let recheck = if std::env::var(SIMULATE_POISON_VAR).is_ok_and(|v| v == "after-sweep") && self.segment == 1 {
-            Some(Reported::unavailable(format!("the warm-up step failed when timed again: {}", simulated_poison())))
+            Some(super::warmup::not_timed_again(&simulated_poison()))
         } else {
             super::warmup::recheck(model, warmup, &setup.config.suite.measure, self.stop)
         };
