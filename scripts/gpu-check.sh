@@ -434,7 +434,14 @@ for name, result in sorted(results.items()):
             ok = check["passed"] and (measured is None or measured >= 0.95)
             verdict = ("shown, not judged (quick)" if quick else judged(ok))
             claim(f"{name}: telemetry coverage >= 95%", verdict, check["detail"])
-# The serving phase's rates, measured against simulated.
+# The serving phase's rates, measured against simulated. Beside each output tok/s (the whole
+# window's, fill and drain included), its steady part's where the result has it (from one request
+# lifetime after the first arrival to the last arrival), or that the window had none.
+def steady_tok(figures):
+    steady = figures.get("steady_output_tok_per_s_per_device")
+    if isinstance(steady, (int, float)):
+        return f" (steady {steady:.0f})"
+    return " (no steady part)" if isinstance(steady, dict) else ""
 for name, result in sorted(results.items()):
     for served in (result.get("serving") or {}).get("served", []):
         rates = served["rates"]
@@ -446,7 +453,7 @@ for name, result in sorted(results.items()):
         for r in rates:
             m, s = r["measured"], r["simulated"]
             sim = (f"simulated {s['ttft_p99_s'] * 1e3:.0f} ms / {s['tpot_p99_s'] * 1e3:.1f} ms / "
-                   f"{s['output_tok_per_s_per_device']:.0f} tok/s") if "ttft_p99_s" in s else "not simulated"
+                   f"{s['output_tok_per_s_per_device']:.0f}{steady_tok(s)} tok/s") if "ttft_p99_s" in s else "not simulated"
             draws = r.get("simulated_draws")
             if draws:
                 sim += (f" (median of {draws['draws']} draws; p99s' 10th-90th percentiles "
@@ -477,7 +484,7 @@ for name, result in sorted(results.items()):
                           f"in the window {verdict(r['within_bound'])}")
             claim(f"{label} at {r['rate_per_s']:.2f}/s ({r['label']})", "INFO",
                   f"measured p99 TTFT {m['ttft_p99_s'] * 1e3:.0f} ms / TPOT {m['tpot_p99_s'] * 1e3:.1f} ms / "
-                  f"{m['output_tok_per_s_per_device']:.0f} tok/s, {sim}; steps/table decode "
+                  f"{m['output_tok_per_s_per_device']:.0f}{steady_tok(m)} tok/s, {sim}; steps/table decode "
                   f"{ratio(r.get('decode_step_ratio'))}, prefill {ratio(r.get('prefill_step_ratio'))}{paced}")
         # The latency-bounded search's own simulation at the first rate served (its requests, many
         # more than a window serves), beside the window: how far a window of this many requests is
@@ -491,9 +498,9 @@ for name, result in sorted(results.items()):
             claim(f"{label}: window against steady state", "INFO",
                   f"at {first['rate_per_s']:.2f}/s the search's {point.get('requests', '?')} simulated requests give "
                   f"p99 TTFT {point['ttft_p99_s'] * 1e3:.0f} ms / TPOT {point['tpot_p99_s'] * 1e3:.1f} ms / "
-                  f"{point['output_tok_per_s_per_device']:.0f} tok/s; the window's {first['requests']} measured "
+                  f"{point['output_tok_per_s_per_device']:.0f}{steady_tok(point)} tok/s; the window's {first['requests']} measured "
                   f"{first['measured']['ttft_p99_s'] * 1e3:.0f} ms / {first['measured']['tpot_p99_s'] * 1e3:.1f} ms / "
-                  f"{first['measured']['output_tok_per_s_per_device']:.0f} tok/s")
+                  f"{first['measured']['output_tok_per_s_per_device']:.0f}{steady_tok(first['measured'])} tok/s")
 # The serving loop runs the server the graph cells describe: its decode steps replayed as graphs
 # (a capture that fails leaves it serving eagerly, and says why).
 what = "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs"

@@ -146,6 +146,7 @@ pub(crate) fn measured_at_published_rate(served: &Served, price: &PriceInputs) -
         mode: served.mode,
         of_simulated_rate,
         requests: Some(rate.requests),
+        steady_output_tok_per_s_per_device: m.steady_output_tok_per_s_per_device.clone(),
     })
 }
 
@@ -423,6 +424,7 @@ pub(crate) fn bounded(
         usd_per_million_output_tokens: usd_per_million(price, tok_per_s),
         extrapolated: outcome.extrapolated,
         decode_steps: None,
+        steady_output_tok_per_s_per_device: Some(crate::serving::steady_figure(outcome.steady_output_tok_per_s)?),
     })
 }
 

@@ -14,7 +14,7 @@ use lynx_schema::result::{Check, CheckName, StepMode};
 use lynx_schema::serving::{
     AtLoopPace, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, SteadyState, StepSpread,
 };
-use lynx_schema::value::Finite;
+use lynx_schema::value::{Finite, Reported};
 use std::sync::atomic::AtomicBool;
 
 /// How far the measured p99s may lie from the simulated ones at the same rate.
@@ -444,6 +444,15 @@ pub fn serve_figures(f: &Figures) -> Result<ServeFigures, String> {
         tpot_p99_s: finite(f.tpot_p99_s, "p99 TPOT")?,
         output_tok_per_s_per_device: finite(f.output_tok_per_s, "output tok/s")?,
         tok_per_s_per_user: finite(1.0 / f.tpot_p50_s.max(f64::MIN_POSITIVE), "tok/s/user")?,
+        steady_output_tok_per_s_per_device: Some(steady_figure(f.steady_output_tok_per_s)?),
+    })
+}
+
+/// A load's steady-part throughput as the result records it: the figure, or why it had none.
+pub fn steady_figure(steady: Result<f64, crate::sim::NoSteadyPart>) -> Result<Reported<Finite>, String> {
+    Ok(match steady {
+        Ok(tok_per_s) => Reported::Known(finite(tok_per_s, "steady output tok/s")?),
+        Err(none) => Reported::Unavailable { unavailable: none.to_string() },
     })
 }
 
@@ -650,7 +659,6 @@ fn step_ratios(decode: Option<Finite>, prefill: Option<Finite>) -> Option<(&'sta
 mod tests {
     use super::*;
     use lynx_schema::serving::{LengthSample, Served};
-    use lynx_schema::value::Reported;
 
     fn f(v: f64) -> Finite {
         Finite::new(v, "test").unwrap()
@@ -664,6 +672,7 @@ mod tests {
             tpot_p99_s: f(tpot),
             output_tok_per_s_per_device: f(100.0),
             tok_per_s_per_user: f(1.0 / tpot),
+            steady_output_tok_per_s_per_device: None,
         }
     }
 
@@ -840,6 +849,7 @@ mod tests {
                 tpot_p50_s: 0.04,
                 tpot_p99_s: 0.04,
                 output_tok_per_s: 1.0,
+                steady_output_tok_per_s: Ok(1.0),
             },
             draws: 31,
             ttft_p99_s: (0.9, 1.1),

@@ -438,6 +438,9 @@ pub struct SimOutcome {
     pub tpot_p50_s: f64,
     /// Output tokens over the simulated time from the first arrival to the last completion.
     pub output_tok_per_s: f64,
+    /// Output tokens over the load's steady part ([`steady_output_tok_per_s`]), or why it had
+    /// none.
+    pub steady_output_tok_per_s: Result<f64, NoSteadyPart>,
     /// Energy of the simulated steps over the output tokens, where every step's power was known.
     pub joules_per_output_token: Option<f64>,
     /// Some step's length lay beyond the measured ones.
@@ -652,6 +655,14 @@ pub fn replicated(setup: &SimSetup, rate_per_s: f64, draws: u32) -> Result<Repli
             tpot_p50_s: sorted(|o| o.tpot_p50_s)?.median(),
             tpot_p99_s: tpot_p99.median(),
             output_tok_per_s: sorted(|o| o.output_tok_per_s)?.median(),
+            steady_output_tok_per_s: match outcomes
+                .iter()
+                .map(|o| o.steady_output_tok_per_s)
+                .collect::<Result<Vec<f64>, _>>()
+            {
+                Ok(steady) => Ok(crate::stats::median(&steady)?),
+                Err(none) => Err(none),
+            },
         },
         draws: outcomes.len() as u32,
         ttft_p99_s: (ttft_p99.quantile(0.1), ttft_p99.quantile(0.9)),
@@ -721,6 +732,7 @@ fn outcome(rate_per_s: f64, requests: &[Request], lengths: &[Lengths], clock: &C
         tpot_p99_s: figures.tpot_p99_s,
         tpot_p50_s: figures.tpot_p50_s,
         output_tok_per_s: figures.output_tok_per_s,
+        steady_output_tok_per_s: figures.steady_output_tok_per_s,
         joules_per_output_token: clock.energy_j.map(|e| e / tokens),
         extrapolated: clock.extrapolated,
     })
@@ -748,6 +760,9 @@ pub struct Figures {
     pub tpot_p99_s: f64,
     /// Output tokens of every request over the time from the first arrival to the last token.
     pub output_tok_per_s: f64,
+    /// Output tokens over the load's steady part ([`steady_output_tok_per_s`]), or why it had
+    /// none.
+    pub steady_output_tok_per_s: Result<f64, NoSteadyPart>,
 }
 
 impl From<SimOutcome> for Figures {
@@ -758,6 +773,7 @@ impl From<SimOutcome> for Figures {
             tpot_p50_s: o.tpot_p50_s,
             tpot_p99_s: o.tpot_p99_s,
             output_tok_per_s: o.output_tok_per_s,
+            steady_output_tok_per_s: o.steady_output_tok_per_s,
         }
     }
 }
@@ -783,7 +799,60 @@ pub fn figures(served: impl Iterator<Item = Served>) -> Result<Figures, SimError
         tpot_p50_s,
         tpot_p99_s,
         output_tok_per_s: tokens / (last - first),
+        steady_output_tok_per_s: steady_output_tok_per_s(&served),
     })
+}
+
+/// Why a load had no steady part: its arrivals spanned less than two request lifetimes (the
+/// 90th percentile over its requests of arrival to last token), so the server was still filling
+/// when the last request arrived.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoSteadyPart {
+    pub arrivals_s: f64,
+    pub lifetime_s: f64,
+}
+
+impl std::fmt::Display for NoSteadyPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no steady part: the arrivals spanned {:.1} s, under two request lifetimes (a request lived {:.1} s from \
+             arrival to last token, 90th percentile), so the server was still filling when the last request arrived",
+            self.arrivals_s, self.lifetime_s
+        )
+    }
+}
+
+/// Output tokens a second over a load's steady part: from one request lifetime (the 90th
+/// percentile over the requests of arrival to last token) after the first arrival, when the
+/// server has filled, to the last arrival, before it drains. The window's throughput counts the
+/// fill and the drain too, and where a request lives long against the arrivals' span (a 1024-token
+/// answer on a GPU) it lies well under what the server sustains at the rate; this is what it
+/// sustains. A request's tokens after its first are counted as coming evenly between its first
+/// token and its last (one a decode step, and a server's steps alike), so only the requests
+/// that span either end of the part are apportioned. A load whose arrivals span less than two
+/// lifetimes has no steady part.
+pub fn steady_output_tok_per_s(served: &[Served]) -> Result<f64, NoSteadyPart> {
+    let first = served.iter().map(|r| r.arrival_s).fold(f64::INFINITY, f64::min);
+    let last = served.iter().map(|r| r.arrival_s).fold(f64::NEG_INFINITY, f64::max);
+    let lives: Vec<f64> = served.iter().map(|r| r.finish_s - r.arrival_s).collect();
+    let lifetime_s = Sorted::new(lives).map_or(f64::INFINITY, |lives| lives.quantile(0.9));
+    let (from, to) = (first + lifetime_s, last);
+    if !(to - from >= lifetime_s && to > from) {
+        return Err(NoSteadyPart { arrivals_s: (last - first).max(0.0), lifetime_s });
+    }
+    // Tokens request `r` had produced by time `t`.
+    let produced = |r: &Served, t: f64| {
+        if t < r.first_token_s {
+            0.0
+        } else if t >= r.finish_s || r.osl <= 1 {
+            f64::from(r.osl)
+        } else {
+            1.0 + f64::from(r.osl - 1) * (t - r.first_token_s) / (r.finish_s - r.first_token_s)
+        }
+    };
+    let tokens: f64 = served.iter().map(|r| produced(r, to) - produced(r, from)).sum();
+    Ok(tokens / (to - from))
 }
 
 /// The decoding sequences.
@@ -1156,6 +1225,49 @@ mod tests {
         assert!(b.ttft_p99_s > 1.2 * a.ttft_p99_s, "steady {a:?} against varied {b:?}");
         let idle = simulate(&varied, 1e-4).unwrap();
         assert!(idle.ttft_p99_s < 0.05 * 4.0 && idle.ttft_p50_s < 0.05 * 1.6, "{idle:?}");
+    }
+
+    /// A load's steady part runs from one request lifetime after the first arrival to the last
+    /// arrival. Hand-worked: eleven requests arrive a second apart (at 0 to 10 s), each with five
+    /// output tokens, its first 0.5 s after it arrives and its last 2 s later: every lifetime is
+    /// 2.5 s, the part is 2.5 to 10 s. Requests 3 to 7 give all five tokens in it; request 1
+    /// gives 2 (it had 3 by 2.5 s), request 2 gives 4 (its first came at 2.5 s), request 8 gives
+    /// 4 and request 9 gives 2 (by 10 s), request 10 none: 37 tokens over 7.5 s.
+    #[test]
+    fn the_steady_part_counts_the_tokens_between_the_fill_and_the_last_arrival() {
+        let request = |a: f64| Served { arrival_s: a, first_token_s: a + 0.5, finish_s: a + 2.5, isl: 8, osl: 5 };
+        let served: Vec<Served> = (0..=10).map(|a| request(f64::from(a))).collect();
+        let steady = steady_output_tok_per_s(&served).unwrap();
+        assert!((steady - 37.0 / 7.5).abs() < 1e-9, "{steady}");
+        // The window counts the fill and the drain: 55 tokens over 12.5 s.
+        let window = figures(served.iter().copied()).unwrap();
+        assert!((window.output_tok_per_s - 55.0 / 12.5).abs() < 1e-9, "{window:?}");
+        assert_eq!(window.steady_output_tok_per_s, Ok(steady));
+        // Four arrivals over 3 s, each living 2.5 s: the server was still filling at the last.
+        let none = steady_output_tok_per_s(&served[..4]).unwrap_err();
+        assert_eq!(none, NoSteadyPart { arrivals_s: 3.0, lifetime_s: 2.5 });
+        assert!(none.to_string().contains("spanned 3.0 s, under two request lifetimes"), "{none}");
+        assert_eq!(figures(served[..4].iter().copied()).unwrap().steady_output_tok_per_s, Err(none));
+    }
+
+    /// Where a request lives long against the span of the arrivals, the window's throughput lies
+    /// under the offered load by the fill and the drain; the steady part's is the offered load.
+    #[test]
+    fn the_steady_part_of_a_simulated_load_sustains_the_offered_load() {
+        let (prefill, decode) = (flat(0.005, 64), flat(0.01, 64));
+        let lengths = vec![Lengths { isl: 64, osl: 256 }; 400];
+        let rate = 10.0;
+        let outcome = simulate(&setup(&prefill, &decode, &lengths, 64), rate).unwrap();
+        // The load offered: the requests after the first over the arrivals' span (this seed's
+        // arrivals, not the rate's mean), 256 tokens each.
+        let arrivals = arrival_times(7, 400, rate);
+        let offered = 399.0 * 256.0 / (arrivals[399] - arrivals[0]);
+        let steady = outcome.steady_output_tok_per_s.unwrap();
+        assert!((steady / offered - 1.0).abs() < 0.03, "steady {steady} against offered {offered}");
+        assert!(outcome.output_tok_per_s < 0.95 * steady, "{outcome:?}");
+        // The median over draws, as for the other figures.
+        let replicated = replicated(&setup(&prefill, &decode, &lengths, 64), rate, 3).unwrap();
+        assert_eq!(replicated.median.steady_output_tok_per_s, Ok(steady), "the steps do not vary");
     }
 
     /// Over a few dozen requests, each draw of the steps' variation gives its own p99s: the

@@ -540,6 +540,16 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         // Output tokens over the window: the requests' tokens over the span they were served in.
         let tokens = seconds(&measured["output_tok_per_s_per_device"]) * seconds(&r["window_s"]);
         assert!(tokens > 128.0 * 6.0 * 0.9 && tokens < 128.0 * 12.0 * 1.1, "{r}");
+        // And over its steady part (between the server's fill and the last arrival), measured and
+        // simulated alike: a figure, or why the window had none.
+        for figures in [measured, simulated] {
+            let steady = &figures["steady_output_tok_per_s_per_device"];
+            assert!(
+                steady.as_f64().is_some_and(|tok| tok > 0.0)
+                    || steady["unavailable"].as_str().is_some_and(|why| why.starts_with("no steady part: ")),
+                "{r}"
+            );
+        }
         let error = &r["relative_error"];
         let expected = seconds(&measured["tpot_p99_s"]) / seconds(&simulated["tpot_p99_s"]) - 1.0;
         assert!((error["tpot_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
@@ -585,6 +595,11 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
     assert!(measured.get("mode").is_none(), "{bounded}");
     let published = published_rate(rates);
     assert_eq!(measured["output_tok_per_s_per_device"], published["measured"]["output_tok_per_s_per_device"]);
+    assert_eq!(
+        measured["steady_output_tok_per_s_per_device"],
+        published["measured"]["steady_output_tok_per_s_per_device"]
+    );
+    assert!(stdout.contains("STEADY PART: TOK/S is over the whole window"), "{stdout}");
     assert_eq!(measured["within_bound"], published["within_bound"], "{bounded}");
     // Over how many requests each was made: the window's, and the search's steady state.
     assert_eq!(measured["requests"], published["requests"], "{bounded}");

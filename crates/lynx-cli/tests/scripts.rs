@@ -156,6 +156,10 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                                       "relative_error": {"ttft_p99": 0.0, "tpot_p99": 0.0, "output_tok_per_s": 0.0}});
     bounded["decode_step_spread"] = json!({"loop_p90": 1.031, "cells_p90": 1.02});
     bounded["steady"] = json!({"requests": 2000, "simulated": figures(1.9), "within_bound": true});
+    // The throughput over the window's steady part: measured, and none in the simulated window.
+    bounded["measured"]["steady_output_tok_per_s_per_device"] = json!(5600.0);
+    bounded["simulated"]["steady_output_tok_per_s_per_device"] =
+        json!({"unavailable": "no steady part: the arrivals spanned 7.9 s"});
     let lengths = json!({"mean": 900.0, "p50": 910.0, "p90": 1000.0, "p99": 1020.0, "min": 819, "max": 1024});
     let bound = json!({"name": "server", "ttft_p99_s": 2.0, "tpot_p99_s": 0.1});
     let workload = json!({"name": "short", "isl": {"range_ratio": 0.8, "length": 1024}, "osl": 128});
@@ -265,7 +269,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(table.contains("at 12.50/s (bounded)") && table.contains("not simulated"), "{table}");
     assert!(
         table.contains(
-            "simulated 450 ms / 10.0 ms / 5000 tok/s (median of 101 draws; p99s' 10th-90th percentiles 410-490 ms, \
+            "simulated 450 ms / 10.0 ms / 5000 (no steady part) tok/s (median of 101 draws; p99s' 10th-90th percentiles 410-490 ms, \
              9.5-10.5 ms); steps/table decode 1.02, prefill -; fed the loop's own steps, simulated 500 ms (+0%) / \
              10.0 ms (+0%); decode steps' p90 over the tables' median 1.03 (the cells' 1.02); steady state (2000 \
              simulated): 1900 ms / 10.0 ms, bound held, in the window held"
@@ -273,12 +277,13 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "{table}"
     );
     assert!(table.contains("served short under server (graph steps) at 12.50/s"), "{table}");
+    assert!(table.contains("measured p99 TTFT 500 ms / TPOT 10.0 ms / 5000 (steady 5600) tok/s, simulated"), "{table}");
     assert!(table.contains("served short under server (eager steps)"), "{table}");
     assert!(table.contains("not served: no rate keeps this bound"), "{table}");
     assert!(
         table.contains(
             "INFO    at 12.50/s the search's 2000 simulated requests give p99 TTFT 1900 ms / TPOT 50.0 ms / 9000 tok/s; the window's 100 measured \
-             500 ms / 10.0 ms / 5000 tok/s"
+             500 ms / 10.0 ms / 5000 (steady 5600) tok/s"
         ),
         "{table}"
     );

@@ -98,7 +98,7 @@ fn ranking(list: &Shortlist) -> Table {
         let figures = match &entry.measured {
             Some(m) => [
                 crate::text::figure(&m.usd_per_million_output_tokens, 4, "no price"),
-                format!("{:.1}", m.output_tok_per_s_per_device.get()),
+                m.tok_per_s(),
                 format!("{:.1}", m.tok_per_s_per_user.get()),
                 format!("{} / {}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
                 m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
@@ -147,7 +147,7 @@ fn simulated_figures(point: &Reported<BoundedPoint>) -> [String; 6] {
     match point {
         Reported::Known(p) => [
             crate::text::figure(&p.usd_per_million_output_tokens, 4, "no price"),
-            format!("{:.1}", p.output_tok_per_s_per_device.get()),
+            p.tok_per_s(),
             format!("{:.1}", p.tok_per_s_per_user.get()),
             format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
             p.max_batch.to_string(),

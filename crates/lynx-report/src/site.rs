@@ -245,7 +245,7 @@ fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
                     (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
                 }
                 td { (m.how()) (m.window()) (m.under_simulated_rate()) @if !m.within_bound { " (bound broken)" } }
-                td { (format!("{:.1}", m.output_tok_per_s_per_device.get())) }
+                td { (m.tok_per_s()) }
                 td { (format!("{:.1}", m.tok_per_s_per_user.get())) }
                 td { (figure(&m.joules_per_output_token, "-")) }
                 td { (figure(&m.usd_per_million_output_tokens, "no price")) }
@@ -260,7 +260,7 @@ fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
             td { (lb.point_how()) }
             @match &lb.point {
                 Reported::Known(p) => {
-                    td { (format!("{:.1}", p.output_tok_per_s_per_device.get())) }
+                    td { (p.tok_per_s()) }
                     td { (format!("{:.1}", p.tok_per_s_per_user.get())) }
                     td { (figure(&p.joules_per_output_token, "-")) }
                     td { (figure(&p.usd_per_million_output_tokens, "no price")) }

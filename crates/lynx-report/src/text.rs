@@ -584,6 +584,29 @@ pub fn steady_words(rate: &ServedRate) -> Option<String> {
     ))
 }
 
+/// A served rate's output tok/s over the window's steady part in words, measured and simulated,
+/// beside the load offered (the rate × `osl_mean`, the drawn requests' mean output length), or
+/// why the window had none; `None` where the result does not record it.
+pub fn steady_part_words(rate: &ServedRate, osl_mean: f64) -> Option<String> {
+    let measured = rate.measured.steady_output_tok_per_s_per_device.as_ref()?;
+    let offered = rate.rate_per_s.get() * osl_mean;
+    Some(match measured {
+        Reported::Known(tok) => {
+            let simulated = match rate.simulated.known().and_then(|s| s.steady_output_tok_per_s_per_device.as_ref()) {
+                Some(Reported::Known(sim)) => format!("{:.1} simulated", sim.get()),
+                _ => "none simulated".to_owned(),
+            };
+            format!(
+                "{:.1} tok/s measured, {simulated}, against {offered:.1} offered (the rate × the mean output length; \
+                 the whole window's {:.1})",
+                tok.get(),
+                rate.measured.output_tok_per_s_per_device.get()
+            )
+        }
+        Reported::Unavailable { unavailable } => format!("none measured: {}", terminal_text(unavailable, 300)),
+    })
+}
+
 /// The serving phase: each rate served, measured beside the simulation at that rate.
 pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String {
     let mut out = String::new();
@@ -615,6 +638,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
     let mut reasons = Vec::new();
     let mut spreads = Vec::new();
     let mut steadies = Vec::new();
+    let mut steady_parts = Vec::new();
     let pair = measured_and_simulated;
     for served in &serving.served {
         let name = terminal_text(&served.workload.to_string(), 60);
@@ -628,6 +652,14 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {
+                    if let Some(words) = steady_part_words(r, served.osl.mean.get()) {
+                        steady_parts.push(format!(
+                            "  {name} {} at {:.4} ({}): {words}",
+                            terminal_text(&served.bound.name, 60),
+                            r.rate_per_s.get(),
+                            terminal_text(&r.label, 20)
+                        ));
+                    }
                     if let Some(words) = steady_words(r) {
                         steadies.push(format!(
                             "  {name} {} at {:.4} ({}): {words}",
@@ -722,6 +754,17 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
             let _ = writeln!(out, "  {spread}");
         }
     }
+    if !steady_parts.is_empty() {
+        let _ = writeln!(
+            out,
+            "  STEADY PART: TOK/S is over the whole window, the server's fill and drain included; over its steady \
+             part (from one request lifetime after the first arrival to the last arrival) it is what the server \
+             sustains at the rate:"
+        );
+        for part in steady_parts {
+            let _ = writeln!(out, "  {part}");
+        }
+    }
     if !steadies.is_empty() {
         let _ = writeln!(
             out,
@@ -784,7 +827,7 @@ fn bounded_section(derived: &Derived) -> String {
                     format!("{} / {}{within}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
                     m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
                     format!("{:.4}", m.request_rate_per_s.get()),
-                    format!("{:.1}", m.output_tok_per_s_per_device.get()),
+                    m.tok_per_s(),
                     format!("{:.1}", m.tok_per_s_per_user.get()),
                     figure(&m.joules_per_output_token, 3, "-"),
                     figure(&m.usd_per_million_output_tokens, 2, "-"),
@@ -795,8 +838,7 @@ fn bounded_section(derived: &Derived) -> String {
                     row[3] = format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get()));
                     row[4] = p.max_batch.to_string();
                     row[5] = format!("{:.4}", p.request_rate_per_s.get());
-                    row[6] =
-                        format!("{:.1}{}", p.output_tok_per_s_per_device.get(), if p.extrapolated { "*" } else { "" });
+                    row[6] = format!("{}{}", p.tok_per_s(), if p.extrapolated { "*" } else { "" });
                     row[7] = format!("{:.1}", p.tok_per_s_per_user.get());
                     row[8] = figure(&p.joules_per_output_token, 3, "-");
                     row[9] = figure(&p.usd_per_million_output_tokens, 2, "-");
@@ -819,6 +861,18 @@ fn bounded_section(derived: &Derived) -> String {
         }
         if derived.latency_bounded.iter().any(|lb| matches!(&lb.point, Reported::Known(p) if p.extrapolated)) {
             let _ = writeln!(out, "  * the simulation extrapolated step times beyond the measured contexts");
+        }
+        let steady = |s: &Option<Reported<Finite>>| matches!(s, Some(Reported::Known(_)));
+        if derived.latency_bounded.iter().any(|lb| {
+            lb.measured.as_ref().is_some_and(|m| steady(&m.steady_output_tok_per_s_per_device))
+                || matches!(&lb.point, Reported::Known(p) if steady(&p.steady_output_tok_per_s_per_device))
+        }) {
+            let _ = writeln!(
+                out,
+                "  TOK/S/DEVICE: output tokens from the first arrival to the last token, the server's fill and drain \
+                 included; (steady …): over the steady part, from one request lifetime after the first arrival to \
+                 the last arrival, what the server sustains at the rate"
+            );
         }
     }
     out
@@ -940,6 +994,36 @@ mod tests {
             ),
             "{spread}"
         );
+    }
+
+    /// Where a served rate records its steady part's throughput, the section gives it measured and
+    /// simulated beside the load offered and the whole window's, or why the window had none; a
+    /// result from before the field has no such line.
+    #[test]
+    fn the_serving_section_gives_the_steady_parts_throughput_beside_the_offered_load() {
+        let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
+        let before = serving_section(&serving);
+        assert!(!before.contains("STEADY PART"), "{before}");
+        let f = |v: f64| Finite::new(v, "t").unwrap();
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].measured.steady_output_tok_per_s_per_device = Some(Reported::Known(f(73.2)));
+        if let Reported::Known(simulated) = &mut rates[0].simulated {
+            simulated.steady_output_tok_per_s_per_device = Some(Reported::Known(f(74.0)));
+        }
+        let after = serving_section(&serving);
+        assert!(after.contains("STEADY PART: TOK/S is over the whole window"), "{after}");
+        assert!(
+            after.contains(
+                "    short 64/16 server at 4.6357 (bounded): 73.2 tok/s measured, 74.0 simulated, against 74.2 offered \
+                 (the rate × the mean output length; the whole window's 68.0)\n"
+            ),
+            "{after}"
+        );
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].measured.steady_output_tok_per_s_per_device =
+            Some(Reported::Unavailable { unavailable: "no steady part: the arrivals spanned 5.2 s".to_owned() });
+        let none = serving_section(&serving);
+        assert!(none.contains("(bounded): none measured: no steady part: the arrivals spanned 5.2 s\n"), "{none}");
     }
 
     /// A signed result may hold zeros where figures should be: no NaN or infinity is printed for

@@ -136,6 +136,10 @@ pub struct MeasuredBounded {
     /// "The window and the steady state"; absent in results made before lynx recorded it here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u32>,
+    /// Output tokens a second over the window's steady part, or why it had none
+    /// (`ServeFigures::steady_output_tok_per_s_per_device`; absent in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_output_tok_per_s_per_device: Option<Reported<Finite>>,
 }
 
 impl MeasuredBounded {
@@ -152,6 +156,14 @@ impl MeasuredBounded {
     /// does not say.
     pub fn window(&self) -> String {
         self.requests.map_or(String::new(), |n| format!(" over {n} requests"))
+    }
+
+    /// Its output tok/s in words, with the steady part's beside it where it had one.
+    pub fn tok_per_s(&self) -> String {
+        crate::serving::tok_per_s_words(
+            self.output_tok_per_s_per_device,
+            self.steady_output_tok_per_s_per_device.as_ref(),
+        )
     }
 
     /// Where the rate is under the simulation's latency-bounded rate, by how much, in words
@@ -187,9 +199,21 @@ pub struct BoundedPoint {
     /// shape (`Derived::decode_modes`), issued at exactly its rows and context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_steps: Option<StepMode>,
+    /// Output tokens a second over the simulated load's steady part, or why it had none
+    /// (`ServeFigures::steady_output_tok_per_s_per_device`; absent in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_output_tok_per_s_per_device: Option<Reported<Finite>>,
 }
 
 impl BoundedPoint {
+    /// Its output tok/s in words, with the steady part's beside it where it had one.
+    pub fn tok_per_s(&self) -> String {
+        crate::serving::tok_per_s_words(
+            self.output_tok_per_s_per_device,
+            self.steady_output_tok_per_s_per_device.as_ref(),
+        )
+    }
+
     /// How the figure was made, in words: `simulated`, and the graph steps where the simulated
     /// server is the serving loop's graph server.
     pub fn how(&self) -> &'static str {

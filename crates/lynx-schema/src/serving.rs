@@ -278,6 +278,23 @@ pub struct ServeFigures {
     pub output_tok_per_s_per_device: Finite,
     /// 1 / median TPOT.
     pub tok_per_s_per_user: Finite,
+    /// Output tokens a second over the window's steady part: from one request lifetime (the
+    /// 90th percentile of arrival to last token) after the first arrival, when the server has
+    /// filled, to the last arrival, before it drains; a request's tokens after its first counted
+    /// as coming evenly until its last. What the server sustains at the rate, where
+    /// `output_tok_per_s_per_device` counts the fill and the drain too. Unavailable where the
+    /// arrivals spanned under two lifetimes; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_output_tok_per_s_per_device: Option<Reported<Finite>>,
+}
+
+/// A window's output tok/s in words, with its steady part's beside it where it had one (`92.6
+/// (steady 92.1)`): the window's alone where the steady part's is unavailable or not recorded.
+pub fn tok_per_s_words(window: Finite, steady: Option<&Reported<Finite>>) -> String {
+    match steady {
+        Some(Reported::Known(steady)) => format!("{:.1} (steady {:.1})", window.get(), steady.get()),
+        _ => format!("{:.1}", window.get()),
+    }
 }
 
 /// Relative errors of the simulation against the measurement.
