@@ -584,12 +584,11 @@ pub fn steady_words(rate: &ServedRate) -> Option<String> {
     ))
 }
 
-/// A served rate's output tok/s over the window's steady part in words, measured and simulated,
-/// beside the load offered (the rate × `osl_mean`, the drawn requests' mean output length), or
-/// why the window had none; `None` where the result does not record it.
-pub fn steady_part_words(rate: &ServedRate, osl_mean: f64) -> Option<String> {
+/// A served rate's output tok/s over the window's steady part in words, measured and simulated
+/// (the same requests and arrivals), beside the whole window's, or why the window had none;
+/// `None` where the result does not record it.
+pub fn steady_part_words(rate: &ServedRate) -> Option<String> {
     let measured = rate.measured.steady_output_tok_per_s_per_device.as_ref()?;
-    let offered = rate.rate_per_s.get() * osl_mean;
     Some(match measured {
         Reported::Known(tok) => {
             let simulated = match rate.simulated.known().and_then(|s| s.steady_output_tok_per_s_per_device.as_ref()) {
@@ -597,8 +596,7 @@ pub fn steady_part_words(rate: &ServedRate, osl_mean: f64) -> Option<String> {
                 _ => "none simulated".to_owned(),
             };
             format!(
-                "{:.1} tok/s measured, {simulated}, against {offered:.1} offered (the rate × the mean output length; \
-                 the whole window's {:.1})",
+                "{:.1} tok/s measured, {simulated} (the whole window's {:.1})",
                 tok.get(),
                 rate.measured.output_tok_per_s_per_device.get()
             )
@@ -652,7 +650,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {
-                    if let Some(words) = steady_part_words(r, served.osl.mean.get()) {
+                    if let Some(words) = steady_part_words(r) {
                         steady_parts.push(format!(
                             "  {name} {} at {:.4} ({}): {words}",
                             terminal_text(&served.bound.name, 60),
@@ -758,8 +756,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         let _ = writeln!(
             out,
             "  STEADY PART: TOK/S is over the whole window, the server's fill and drain included; over its steady \
-             part (from one request lifetime after the first arrival to the last arrival) it is what the server \
-             sustains at the rate:"
+             part (from one request lifetime after the first arrival to the last arrival) it leaves them out, the \
+             measured and the simulated over the same arrivals (a Poisson draw: over a short part, not the rate's \
+             mean):"
         );
         for part in steady_parts {
             let _ = writeln!(out, "  {part}");
@@ -871,7 +870,7 @@ fn bounded_section(derived: &Derived) -> String {
                 out,
                 "  TOK/S/DEVICE: output tokens from the first arrival to the last token, the server's fill and drain \
                  included; (steady …): over the steady part, from one request lifetime after the first arrival to \
-                 the last arrival, what the server sustains at the rate"
+                 the last arrival, without them"
             );
         }
     }
@@ -997,10 +996,10 @@ mod tests {
     }
 
     /// Where a served rate records its steady part's throughput, the section gives it measured and
-    /// simulated beside the load offered and the whole window's, or why the window had none; a
-    /// result from before the field has no such line.
+    /// simulated beside the whole window's, or why the window had none; a result from before the
+    /// field has no such line.
     #[test]
-    fn the_serving_section_gives_the_steady_parts_throughput_beside_the_offered_load() {
+    fn the_serving_section_gives_the_steady_parts_throughput_beside_the_windows() {
         let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
         let before = serving_section(&serving);
         assert!(!before.contains("STEADY PART"), "{before}");
@@ -1014,8 +1013,8 @@ mod tests {
         assert!(after.contains("STEADY PART: TOK/S is over the whole window"), "{after}");
         assert!(
             after.contains(
-                "    short 64/16 server at 4.6357 (bounded): 73.2 tok/s measured, 74.0 simulated, against 74.2 offered \
-                 (the rate × the mean output length; the whole window's 68.0)\n"
+                "    short 64/16 server at 4.6357 (bounded): 73.2 tok/s measured, 74.0 simulated (the whole window's \
+                 68.0)\n"
             ),
             "{after}"
         );
