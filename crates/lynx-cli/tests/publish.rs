@@ -581,6 +581,11 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
         let measured = entry["measured"].as_object_mut().unwrap();
         assert_eq!(measured.remove("requests"), Some(requests.clone()), "{shape}");
         assert_eq!(entry["measured"], published["measured"], "{shape}: {entry}");
+        // And the simulated point's steady part, which the shortlist's simulation gives and
+        // run 42's derived figures predate.
+        let point = entry["point"].as_object_mut().unwrap();
+        let steady = point.remove("steady_output_tok_per_s_per_device");
+        assert!(steady.as_ref().and_then(Value::as_f64).is_some_and(|tok| tok > 0.0), "{shape}: {steady:?}");
         assert_eq!(entry["point"], published["point"], "{shape}: {entry}");
     }
     let other = entry("20-64/16");

@@ -304,3 +304,19 @@ pub struct RelativeError {
     pub tpot_p99: Finite,
     pub output_tok_per_s: Finite,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window's output tok/s is shown with its steady part's beside it where it had one, and
+    /// alone where it had none or the result predates the field.
+    #[test]
+    fn a_throughput_is_shown_with_its_steady_parts_where_it_had_one() {
+        let f = |v: f64| Finite::new(v, "t").unwrap();
+        assert_eq!(tok_per_s_words(f(100.04), Some(&Reported::Known(f(107.86)))), "100.0 (steady 107.9)");
+        let none = Reported::Unavailable { unavailable: "no steady part: the arrivals spanned 3.0 s".to_owned() };
+        assert_eq!(tok_per_s_words(f(100.04), Some(&none)), "100.0");
+        assert_eq!(tok_per_s_words(f(100.04), None), "100.0");
+    }
+}
