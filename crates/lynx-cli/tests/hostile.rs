@@ -80,7 +80,7 @@ fn with_steady_parts(value: &mut Value, count: &mut u32) {
         Value::Object(fields) => {
             if let Some(tok) = fields.get("output_tok_per_s_per_device").and_then(Value::as_f64) {
                 *count += 1;
-                let steady = if *count % 2 == 0 {
+                let steady = if count.is_multiple_of(2) {
                     serde_json::json!({"unavailable": "no steady part: the arrivals spanned 3.0 s"})
                 } else {
                     Value::from(tok * 1.07)

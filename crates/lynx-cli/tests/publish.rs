@@ -147,7 +147,15 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(!markdown.contains("<script>") && markdown.contains("&lt;script&gt;"), "{markdown}");
     assert!(!markdown.contains("<img"), "{markdown}");
     let csv = run("csv");
-    assert_eq!(csv.lines().next().unwrap().split(',').count(), 12, "{csv}");
+    assert_eq!(csv.lines().next().unwrap().split(',').count(), 13, "{csv}");
+    // Each throughput and its steady part's in columns of their own, each a number (or `-`).
+    assert!(csv.lines().next().unwrap().contains(",TOK/S/DEVICE,STEADY TOK/S,"), "{csv}");
+    let plain = |c: &Vec<&str>| c[1] == "Alpha GPU" || c[1] == "Beta GPU";
+    let ranked_rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).filter(plain).collect();
+    assert_eq!(ranked_rows.len(), 2, "{csv}");
+    for row in &ranked_rows {
+        assert!(row[3].parse::<f64>().is_ok() && (row[4] == "-" || row[4].parse::<f64>().is_ok()), "{csv}");
+    }
     // No result here served the buyer's shape: every figure is the simulated one, and says so.
     assert!(csv.lines().next().unwrap().ends_with(",FIGURE") && csv.contains(",simulated\n"), "{csv}");
     assert!(csv.contains("Beta GPU"), "{csv}");

@@ -69,7 +69,7 @@ pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json:
             let mut table = table;
             for x in &list.excluded {
                 let reason = format!("not ranked ({}): {}", x.kind, x.reason);
-                table.row(["", "", &reason, "", "", "", "", "", "", "", &x.file]);
+                table.row(["", "", &reason, "", "", "", "", "", "", "", "", &x.file]);
             }
             out.push_str(&table.csv());
         }
@@ -85,6 +85,7 @@ fn ranking(list: &Shortlist) -> Table {
         "DEVICE",
         "$/M TOKENS",
         "TOK/S/DEVICE",
+        "STEADY TOK/S",
         "TOK/S/USER",
         "P99 TTFT / TPOT",
         "BATCH CAP",
@@ -98,7 +99,8 @@ fn ranking(list: &Shortlist) -> Table {
         let figures = match &entry.measured {
             Some(m) => [
                 crate::text::figure(&m.usd_per_million_output_tokens, 4, "no price"),
-                m.tok_per_s(),
+                format!("{:.1}", m.output_tok_per_s_per_device.get()),
+                steady_tok_per_s(m.steady_output_tok_per_s_per_device.as_ref()),
                 format!("{:.1}", m.tok_per_s_per_user.get()),
                 format!("{} / {}", ms(m.ttft_p99_s.get()), ms(m.tpot_p99_s.get())),
                 m.max_batch.map_or("-".to_owned(), |b| b.to_string()),
@@ -141,20 +143,32 @@ fn ranking(list: &Shortlist) -> Table {
     table
 }
 
-/// A simulated point's figures as the ranking shows them: cost, tok/s/device, tok/s/user, p99
-/// TTFT / TPOT, batch cap, J/token; or why there is none.
-fn simulated_figures(point: &Reported<BoundedPoint>) -> [String; 6] {
+/// A steady part's output tok/s as the ranking shows it: the figure, or `-` where the window had
+/// none or the result predates it.
+fn steady_tok_per_s(steady: Option<&Reported<Finite>>) -> String {
+    match steady {
+        Some(Reported::Known(tok)) => format!("{:.1}", tok.get()),
+        _ => "-".to_owned(),
+    }
+}
+
+/// A simulated point's figures as the ranking shows them: cost, tok/s/device, its steady part's,
+/// tok/s/user, p99 TTFT / TPOT, batch cap, J/token; or why there is none.
+fn simulated_figures(point: &Reported<BoundedPoint>) -> [String; 7] {
     match point {
         Reported::Known(p) => [
             crate::text::figure(&p.usd_per_million_output_tokens, 4, "no price"),
-            p.tok_per_s(),
+            format!("{:.1}", p.output_tok_per_s_per_device.get()),
+            steady_tok_per_s(p.steady_output_tok_per_s_per_device.as_ref()),
             format!("{:.1}", p.tok_per_s_per_user.get()),
             format!("{} / {}", ms(p.ttft_p99_s.get()), ms(p.tpot_p99_s.get())),
             p.max_batch.to_string(),
             crate::text::figure(&p.joules_per_output_token, 3, "-"),
         ],
         Reported::Unavailable { unavailable } => {
-            [format!("none: {unavailable}"), String::new(), String::new(), String::new(), String::new(), String::new()]
+            let mut figures: [String; 7] = Default::default();
+            figures[0] = format!("none: {unavailable}");
+            figures
         }
     }
 }
