@@ -827,8 +827,9 @@ impl std::fmt::Display for NoSteadyPart {
 /// percentile over the requests of arrival to last token) after the first arrival, when the
 /// server has filled, to the last arrival, before it drains. The window's throughput counts the
 /// fill and the drain too, and where a request lives long against the arrivals' span (a 1024-token
-/// answer on a GPU) it lies well under what the server sustains at the rate; this is what it
-/// sustains. A request's tokens after its first are counted as coming evenly between its first
+/// answer on a GPU) it lies well under what the server sustains at the rate; this leaves them
+/// out (over the arrivals the part met: a Poisson draw, which over a short part need not come
+/// at the rate's mean). A request's tokens after its first are counted as coming evenly between its first
 /// token and its last (one a decode step, and a server's steps alike), so only the requests
 /// that span either end of the part are apportioned. A load whose arrivals span less than two
 /// lifetimes has no steady part.
