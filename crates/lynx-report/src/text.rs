@@ -650,21 +650,18 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {
+                    // Which rate a line under the table is about.
+                    let at = format!(
+                        "  {name} {} at {:.4} ({})",
+                        terminal_text(&served.bound.name, 60),
+                        r.rate_per_s.get(),
+                        terminal_text(&r.label, 20)
+                    );
                     if let Some(words) = steady_part_words(r) {
-                        steady_parts.push(format!(
-                            "  {name} {} at {:.4} ({}): {words}",
-                            terminal_text(&served.bound.name, 60),
-                            r.rate_per_s.get(),
-                            terminal_text(&r.label, 20)
-                        ));
+                        steady_parts.push(format!("{at}: {words}"));
                     }
                     if let Some(words) = steady_words(r) {
-                        steadies.push(format!(
-                            "  {name} {} at {:.4} ({}): {words}",
-                            terminal_text(&served.bound.name, 60),
-                            r.rate_per_s.get(),
-                            terminal_text(&r.label, 20)
-                        ));
+                        steadies.push(format!("{at}: {words}"));
                     }
                     let (m, sim) = (&r.measured, r.simulated.known());
                     let tok = |v: f64| format!("{v:.1}");
@@ -711,13 +708,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         .map(|words| format!("steps' 90th percentile over the tables' median {words}"));
                     let both: Vec<String> = draws.into_iter().chain(paced).chain(spread).collect();
                     if !both.is_empty() {
-                        spreads.push(format!(
-                            "  {name} {} at {:.4} ({}): {}",
-                            terminal_text(&served.bound.name, 60),
-                            r.rate_per_s.get(),
-                            terminal_text(&r.label, 20),
-                            both.join("; ")
-                        ));
+                        spreads.push(format!("{at}: {}", both.join("; ")));
                     }
                 }
             }
