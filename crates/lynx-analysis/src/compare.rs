@@ -138,7 +138,8 @@ fn latency_bounded(
 /// A figure of both results, judged against [`MATERIAL_DIFFERENCE`] (never within it where the
 /// ratio is not finite).
 fn row(figure: String, higher_is_better: bool, first: f64, second: f64, within_spread: Option<bool>) -> Row {
-    let ratio = second / first;
+    // Two equal figures are the same figure, two zeros among them (whose quotient is undefined).
+    let ratio = if first == second { 1.0 } else { second / first };
     // 2% itself is within (1.02 − 1 is a hair above 0.02 in binary).
     let within_tolerance = ratio.is_finite() && (ratio - 1.0).abs() <= MATERIAL_DIFFERENCE + 1e-12;
     Row { figure, higher_is_better, first, second, ratio, within_spread, within_tolerance }
@@ -289,6 +290,12 @@ mod tests {
         assert!(judged(1.02, true, None).within_tolerance && judged(0.98, false, None).within_tolerance);
         assert!(!judged(1.0201, true, None).within_tolerance && !judged(f64::INFINITY, true, None).within_tolerance);
         assert!(!judged(f64::NAN, true, None).within_tolerance);
+        // Two zeros are the same figure (a run compared with itself); a zero against a figure
+        // that is not has no ratio, and is never within.
+        let zeros = row("energy".to_owned(), false, 0.0, 0.0, None);
+        assert!(zeros.within_tolerance && zeros.ratio == 1.0, "{zeros:?}");
+        assert!(!row("energy".to_owned(), false, 0.0, 0.5, None).within_tolerance);
+        assert!(!row("energy".to_owned(), false, 0.5, 0.0, None).within_tolerance);
 
         assert_eq!(verdict(&[]).outcome, Outcome::NothingCompared);
         let all_within = verdict(&[judged(1.01, true, Some(false)), judged(0.99, false, None)]);
