@@ -670,11 +670,34 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
 /// decode line at 24 tokens, where the short requests decode (charged the 512-token line's
 /// steps, the simulation's server is slower than the loop's, and the crossing it predicts
 /// lies further above the loop's).
+///
+/// The crossing is the claim of a loop whose steps run at their cells' pace. On a shared host
+/// they may not: a fresh clone at 41cca5b, on a host busy enough that its own run found no
+/// equilibrium, measured the loop's steps at the rate above at 0.81× their cells (which were
+/// measured slow), and the rate held the bound. A run whose loop's decode or prefill steps at
+/// the rate above ran more than the `simulation` check's 15% off their cells is run again, up
+/// to three times in all; the test fails where none ran at its cells' pace.
 #[test]
 fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (stdout, result) =
-        serve_short_with(("tight", 0.25, 0.5), ("most_requests = 5000", "[24, 512]"), ("LYNX_TEST_NONE", ""));
+    let mut off_pace = Vec::new();
+    let (stdout, result) = loop {
+        let (stdout, result) =
+            serve_short_with(("tight", 0.25, 0.5), ("most_requests = 5000", "[24, 512]"), ("LYNX_TEST_NONE", ""));
+        let over = &result["serving"]["served"][0]["rates"][1];
+        let paces: Vec<f64> =
+            ["decode_step_ratio", "prefill_step_ratio"].iter().filter_map(|kind| over[kind].as_f64()).collect();
+        if paces.iter().all(|pace| (pace - 1.0).abs() <= 0.15) {
+            break (stdout, result);
+        }
+        eprintln!("the loop's steps at the rate above ran at {paces:?}× their cells: run again");
+        off_pace.push(paces);
+        assert!(
+            off_pace.len() < 3,
+            "in three runs the loop's steps at the rate above ran more than 15% off their cells' pace ({off_pace:?}): \
+             this host's pace moved too much to test the crossing"
+        );
+    };
     let served = &result["serving"]["served"][0];
     let window = served["window"].as_str().unwrap_or_else(|| panic!("{served}"));
     let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
