@@ -114,13 +114,28 @@ fn latency_bounded(
             _ => unmatched.push(format!("{name}: simulated latency-bounded throughput")),
         }
         match (&lb.measured, other.and_then(|o| o.measured.as_ref())) {
-            (Some(p), Some(q)) => rows.push(row(
-                format!("{name}: measured output tok/s/device"),
-                true,
-                p.output_tok_per_s_per_device.get(),
-                q.output_tok_per_s_per_device.get(),
-                None,
-            )),
+            (Some(p), Some(q)) => {
+                rows.push(row(
+                    format!("{name}: measured output tok/s/device"),
+                    true,
+                    p.output_tok_per_s_per_device.get(),
+                    q.output_tok_per_s_per_device.get(),
+                    None,
+                ));
+                // And over the window's steady part, where both windows had one (a run at the
+                // same seed serves the same arrivals).
+                if let (Some(Reported::Known(x)), Some(Reported::Known(y))) =
+                    (&p.steady_output_tok_per_s_per_device, &q.steady_output_tok_per_s_per_device)
+                {
+                    rows.push(row(
+                        format!("{name}: measured steady-part output tok/s/device"),
+                        true,
+                        x.get(),
+                        y.get(),
+                        None,
+                    ));
+                }
+            }
             (Some(_), None) => unmatched.push(format!("{name}: measured latency-bounded throughput (only in {first})")),
             (None, _) => {}
         }
@@ -241,6 +256,37 @@ mod tests {
             ]
         );
         assert_eq!(verdict(&rows).outcome, Outcome::Different, "the published figure is 10% down");
+    }
+
+    /// Where both windows had a steady part, its throughput is compared beside the window's; where
+    /// either had none (or predates the field), it is not.
+    #[test]
+    fn the_steady_parts_throughput_is_compared_where_both_windows_had_one() {
+        let with = |tok: f64, steady: Option<serde_json::Value>| {
+            let mut entry = bounded("chat", Some(100.0), Some(tok));
+            if let (Some(m), Some(steady)) = (entry.measured.as_mut(), steady) {
+                m.steady_output_tok_per_s_per_device = Some(serde_json::from_value(steady).unwrap());
+            }
+            entry
+        };
+        let figures = |a: &LatencyBounded, b: &LatencyBounded| {
+            let (mut rows, mut unmatched) = (Vec::new(), Vec::new());
+            latency_bounded(
+                ("published", std::slice::from_ref(a)),
+                ("local", std::slice::from_ref(b)),
+                &mut rows,
+                &mut unmatched,
+            );
+            rows.iter().map(|r| (r.figure.clone(), r.ratio)).collect::<Vec<(String, f64)>>()
+        };
+        let (a, b) = (with(90.0, Some(serde_json::json!(95.0))), with(90.0, Some(serde_json::json!(114.0))));
+        let rows = figures(&a, &b);
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert_eq!(rows[2].0, "chat 16/4 under server: measured steady-part output tok/s/device");
+        assert!((rows[2].1 - 1.2).abs() < 1e-12, "{rows:?}");
+        let none = with(90.0, Some(serde_json::json!({"unavailable": "no steady part: the arrivals spanned 3.0 s"})));
+        assert_eq!(figures(&a, &none).len(), 2);
+        assert_eq!(figures(&a, &with(90.0, None)).len(), 2, "a result from before the field");
     }
 
     /// How two runs differ includes whether each device kept its equilibrium pace through its
