@@ -674,9 +674,12 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
 /// The crossing is the claim of a loop whose steps run at their cells' pace. On a shared host
 /// they may not: a fresh clone at 41cca5b, on a host busy enough that its own run found no
 /// equilibrium, measured the loop's steps at the rate above at 0.81× their cells (which were
-/// measured slow), and the rate held the bound. A run whose loop's decode or prefill steps at
-/// the rate above ran more than the `simulation` check's 15% off their cells is run again, up
-/// to three times in all; the test fails where none ran at its cells' pace.
+/// measured slow), and the rate held the bound. A run where the rate above held the bound while
+/// the loop's decode or prefill steps there ran more than the `simulation` check's 15% faster
+/// than their cells is run again, up to three times in all; the test fails where the rate held
+/// the bound at its cells' pace, or in every run. (Steps slower than their cells only make the
+/// crossing surer: the first version of this retry ran again for those too, and on a noisy host
+/// failed three runs whose prefill steps ran 1.20–1.26× their cells.)
 #[test]
 fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -687,15 +690,15 @@ fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
         let over = &result["serving"]["served"][0]["rates"][1];
         let paces: Vec<f64> =
             ["decode_step_ratio", "prefill_step_ratio"].iter().filter_map(|kind| over[kind].as_f64()).collect();
-        if paces.iter().all(|pace| (pace - 1.0).abs() <= 0.15) {
+        if over["within_bound"] == false || paces.iter().all(|pace| *pace >= 0.85) {
             break (stdout, result);
         }
-        eprintln!("the loop's steps at the rate above ran at {paces:?}× their cells: run again");
+        eprintln!("the rate above held the bound, the loop's steps there at {paces:?}× their cells: run again");
         off_pace.push(paces);
         assert!(
             off_pace.len() < 3,
-            "in three runs the loop's steps at the rate above ran more than 15% off their cells' pace ({off_pace:?}): \
-             this host's pace moved too much to test the crossing"
+            "in three runs the rate above held the bound while the loop's steps there ran more than 15% faster \
+             than their cells ({off_pace:?}): this host's pace moved too much to test the crossing"
         );
     };
     let served = &result["serving"]["served"][0];
