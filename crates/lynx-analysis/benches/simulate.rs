@@ -14,6 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use lynx_analysis::lengths::Lengths;
 use lynx_analysis::serving::DRAWS;
 use lynx_analysis::sim::{max_rate, replicated, Persistence, SimSetup, Spread, StepTable, TablePoint};
+use lynx_schema::config::LatencyBound;
 
 fn tables(spread: Option<Spread>, persistence: Option<Persistence>) -> (StepTable, StepTable) {
     let mut decode = Vec::new();
@@ -61,6 +62,8 @@ fn bench(c: &mut Criterion) {
         // A GPU-like spread whose consecutive 20 ms steps are alike at 0.5.
         ("persistent", Some(spread), Persistence::fit(0.5, 0.3, 0.02)),
     ];
+    // MLPerf's server bound for Llama 2 70B: 2 s to the first token, 200 ms a token after it.
+    let bound = LatencyBound { name: "server".into(), ttft_p99_s: 2.0, tpot_p99_s: 0.2, source: None };
     let mut group = c.benchmark_group("latency_bounded");
     group.sample_size(10);
     for ((name, isl, osl), (variant, spread, persistence)) in
@@ -72,12 +75,12 @@ fn bench(c: &mut Criterion) {
         let name = format!("{name}, {variant}");
         let lengths = vec![Lengths { isl, osl }; 2000];
         let setup = setup((&prefill, &decode), &lengths, 1024);
-        let found = max_rate(&setup, 2.0, 0.2).unwrap().unwrap();
+        let found = max_rate(&setup, &bound).unwrap().unwrap();
         println!(
             "{name}: {:.1} req/s, {:.0} output tok/s under 2 s / 200 ms",
             found.rate_per_s, found.output_tok_per_s
         );
-        group.bench_function(&name, |b| b.iter(|| max_rate(&setup, 2.0, 0.2).unwrap()));
+        group.bench_function(&name, |b| b.iter(|| max_rate(&setup, &bound).unwrap()));
     }
     group.finish();
 
@@ -88,7 +91,7 @@ fn bench(c: &mut Criterion) {
     let (prefill, decode) = tables(Some(spread), Persistence::fit(0.5, 0.3, 0.02));
     let lengths = vec![Lengths { isl: 1024, osl: 1024 }; 200];
     let setup = setup((&prefill, &decode), &lengths, 256);
-    let rate = max_rate(&setup, 2.0, 0.2).unwrap().unwrap().rate_per_s;
+    let rate = max_rate(&setup, &bound).unwrap().unwrap().rate_per_s;
     let name = format!("chat 1k/1k, 200 requests, {DRAWS} draws, persistent");
     group.bench_function(&name, |b| b.iter(|| replicated(&setup, rate, DRAWS).unwrap()));
     group.finish();

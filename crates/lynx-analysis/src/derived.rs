@@ -389,7 +389,7 @@ pub(crate) fn bounded(
     let mut best: Option<(u32, crate::sim::SimOutcome)> = None;
     for cap in caps {
         let setup = SimSetup { max_batch: cap, max_prefill_batch: setup.max_prefill_batch.min(cap), ..setup.clone() };
-        let found = max_rate(&setup, bound.ttft_p99_s, bound.tpot_p99_s).map_err(|e| format!("simulation: {e}"))?;
+        let found = max_rate(&setup, bound).map_err(|e| format!("simulation: {e}"))?;
         if let Some(outcome) = found {
             if best.as_ref().is_none_or(|(_, b)| outcome.output_tok_per_s > b.output_tok_per_s) {
                 best = Some((cap, outcome));

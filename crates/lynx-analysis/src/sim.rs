@@ -10,6 +10,7 @@
 use crate::lengths::Lengths;
 use crate::rng::SplitMix64;
 use crate::stats::Sorted;
+use lynx_schema::config::LatencyBound;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -913,17 +914,13 @@ impl Server {
     }
 }
 
-/// Whether a simulated load keeps p99 TTFT and p99 TPOT inside the bound.
-fn within(outcome: &SimOutcome, ttft_p99_s: f64, tpot_p99_s: f64) -> bool {
-    outcome.ttft_p99_s <= ttft_p99_s && outcome.tpot_p99_s <= tpot_p99_s
-}
-
 /// The highest request rate whose p99 TTFT and TPOT stay inside the bound, and what the
 /// simulation gave there; `None` when even a load a ten-thousandth of the server's capacity
 /// breaks the bound (a bound tighter than one step admits no load). The rate is found by
 /// bisection on a log scale to 0.1%; the same arrivals (scaled) are used at every rate. A bound
 /// that holds even at 100 times the server's capacity gives the saturated outcome.
-pub fn max_rate(setup: &SimSetup, ttft_p99_s: f64, tpot_p99_s: f64) -> Result<Option<SimOutcome>, SimError> {
+pub fn max_rate(setup: &SimSetup, bound: &LatencyBound) -> Result<Option<SimOutcome>, SimError> {
+    let within = |outcome: &SimOutcome| bound.holds(outcome.ttft_p99_s, outcome.tpot_p99_s);
     // The decode-only capacity at the largest batch, in requests per second: an upper estimate.
     let n = setup.lengths.len().max(1) as f64;
     let isl = setup.lengths.iter().map(|l| f64::from(l.isl)).sum::<f64>() / n;
@@ -936,7 +933,7 @@ pub fn max_rate(setup: &SimSetup, ttft_p99_s: f64, tpot_p99_s: f64) -> Result<Op
     let mut high = 2.0 * capacity;
     for _ in 0..8 {
         let outcome = simulate(setup, high)?;
-        if !within(&outcome, ttft_p99_s, tpot_p99_s) {
+        if !within(&outcome) {
             break;
         }
         if high > 100.0 * capacity {
@@ -948,13 +945,13 @@ pub fn max_rate(setup: &SimSetup, ttft_p99_s: f64, tpot_p99_s: f64) -> Result<Op
     }
     let mut low = high * 1e-4;
     let mut best = simulate(setup, low)?;
-    if !within(&best, ttft_p99_s, tpot_p99_s) {
+    if !within(&best) {
         return Ok(None);
     }
     while high / low > 1.001 {
         let middle = (low * high).sqrt();
         let outcome = simulate(setup, middle)?;
-        if within(&outcome, ttft_p99_s, tpot_p99_s) {
+        if within(&outcome) {
             low = middle;
             best = outcome;
         } else {
@@ -967,6 +964,11 @@ pub fn max_rate(setup: &SimSetup, ttft_p99_s: f64, tpot_p99_s: f64) -> Result<Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bound of `ttft_p99_s` and `tpot_p99_s`.
+    fn bound(ttft_p99_s: f64, tpot_p99_s: f64) -> LatencyBound {
+        LatencyBound { name: "test".into(), ttft_p99_s, tpot_p99_s, source: None }
+    }
 
     /// A table whose step time is `step_s` for every batch up to `max_batch` and every length.
     fn flat(step_s: f64, max_batch: u32) -> StepTable {
@@ -1054,7 +1056,7 @@ mod tests {
         assert!(simulate(&setup, 1.0).is_ok());
         stop.store(true, Ordering::SeqCst);
         assert_eq!(simulate(&setup, 1.0).unwrap_err(), SimError::Stopped);
-        assert_eq!(max_rate(&setup, 2.0, 0.2).unwrap_err(), SimError::Stopped);
+        assert_eq!(max_rate(&setup, &bound(2.0, 0.2)).unwrap_err(), SimError::Stopped);
     }
 
     /// A spread's draws follow its quantiles (a single step) and its moments (many together); a
@@ -1356,7 +1358,7 @@ mod tests {
         let setup = setup(&prefill, &decode, &lengths, 16);
         let overloaded = simulate(&setup, 1000.0).unwrap();
         assert!((overloaded.output_tok_per_s / 800.0 - 1.0).abs() < 0.01, "{overloaded:?}");
-        let bounded = max_rate(&setup, 1e9, 1.0).unwrap().unwrap();
+        let bounded = max_rate(&setup, &bound(1e9, 1.0)).unwrap().unwrap();
         assert!(bounded.output_tok_per_s <= 800.0 * 1.0001, "{bounded:?}");
     }
 
@@ -1366,8 +1368,8 @@ mod tests {
         let decode = flat(0.03, 8);
         let lengths = lengths(128, 64);
         let setup = setup(&prefill, &decode, &lengths, 8);
-        assert_eq!(max_rate(&setup, 10.0, 0.029).unwrap(), None);
-        let loose = max_rate(&setup, 10.0, 0.031).unwrap().unwrap();
+        assert_eq!(max_rate(&setup, &bound(10.0, 0.029)).unwrap(), None);
+        let loose = max_rate(&setup, &bound(10.0, 0.031)).unwrap().unwrap();
         assert!(loose.tpot_p99_s <= 0.031 && loose.rate_per_s > 0.0, "{loose:?}");
     }
 
@@ -1385,8 +1387,8 @@ mod tests {
         ]);
         let lengths = lengths(128, 64);
         let a = setup(&prefill, &decode, &lengths, 8);
-        let first = max_rate(&a, 1.0, 0.05).unwrap().unwrap();
-        assert_eq!(first, max_rate(&a, 1.0, 0.05).unwrap().unwrap());
+        let first = max_rate(&a, &bound(1.0, 0.05)).unwrap().unwrap();
+        assert_eq!(first, max_rate(&a, &bound(1.0, 0.05)).unwrap().unwrap());
         let b = SimSetup { seed: 8, ..a.clone() };
         assert_ne!(simulate(&a, first.rate_per_s).unwrap(), simulate(&b, first.rate_per_s).unwrap());
         assert!(first.ttft_p99_s <= 1.0 && first.tpot_p99_s <= 0.05 && first.joules_per_output_token.is_none());
@@ -1406,7 +1408,7 @@ mod tests {
         // Alone, a 128-token prompt takes two 64-token chunks of (interpolated) 0.012 s each.
         let chunk_s = 0.004 + (64.0 - 16.0) / (128.0 - 16.0) * (0.02 - 0.004);
         assert!((low.ttft_p99_s - 2.0 * chunk_s).abs() < 1e-9, "{low:?}");
-        let busy = max_rate(&chunked, 1.0, 0.05).unwrap().unwrap();
+        let busy = max_rate(&chunked, &bound(1.0, 0.05)).unwrap().unwrap();
         assert!(busy.tpot_p99_s <= 0.05 && busy.output_tok_per_s > 0.0, "{busy:?}");
     }
 }
