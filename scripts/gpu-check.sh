@@ -468,6 +468,13 @@ for name, result in sorted(results.items()):
                      f"({paced['relative_error']['ttft_p99'] * 100:+.0f}%) / "
                      f"{paced['simulated']['tpot_p99_s'] * 1e3:.1f} ms "
                      f"({paced['relative_error']['tpot_p99'] * 100:+.0f}%)") if paced else ""
+            # Replaying the loop's steps in the order they ran (a slow stretch is an order).
+            replay = r.get("at_loop_replay")
+            if replay:
+                paced += (f"; replaying them in order, simulated {replay['simulated']['ttft_p99_s'] * 1e3:.0f} ms "
+                          f"({replay['relative_error']['ttft_p99'] * 100:+.0f}%) / "
+                          f"{replay['simulated']['tpot_p99_s'] * 1e3:.1f} ms "
+                          f"({replay['relative_error']['tpot_p99'] * 100:+.0f}%)")
             for kind in ("decode", "prefill"):
                 spread = r.get(f"{kind}_step_spread")
                 if spread:

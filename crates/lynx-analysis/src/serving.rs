@@ -7,7 +7,7 @@
 use crate::derived::bounded;
 use crate::lengths::{draw, Lengths};
 use crate::memory::Pool;
-use crate::sim::{replicated, simulate, Figures, Replicated, Served, SimOutcome, SimSetup, StepTable};
+use crate::sim::{replicated, simulate, Figures, Replay, Replicated, Served, SimOutcome, SimSetup, StepTable};
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{Check, CheckName, StepMode};
@@ -366,6 +366,27 @@ pub fn at_loop_steps(
     Ok(AtLoopPace { simulated, relative_error })
 }
 
+/// The simulation of `plan` at `rate_per_s` once it was served, replaying the loop's steps in
+/// the order they ran (each kind's table through [`StepTable::replayed`]; a kind with no replay
+/// is drawn as predicted), against the `measured` figures: one simulation, since a replay draws
+/// nothing. Where [`at_loop_steps`] misses and this does not, the loop's steps ran slow or fast
+/// for a stretch, which their spread alone does not carry (run 70 in docs/SWEEPS.md: its first
+/// 120 steps at 1.1-1.3x their tables, then 0.95x; the two slowest requests arrived in that
+/// stretch).
+pub fn at_loop_replay(
+    plan: &Plan,
+    (prefill, decode): (&StepTable, &StepTable),
+    rate_per_s: f64,
+    (prefill_replay, decode_replay): (Option<Replay>, Option<Replay>),
+    measured: &ServeFigures,
+) -> Result<AtLoopPace, String> {
+    let (prefill, decode) = (prefill.clone().replayed(prefill_replay), decode.clone().replayed(decode_replay));
+    let simulated = serve_figures(&plan.simulate(&prefill, &decode, rate_per_s)?.into())?;
+    let relative_error = relative_error(measured, &simulated)
+        .ok_or_else(|| "a simulated figure is zero replaying the loop's steps".to_owned())?;
+    Ok(AtLoopPace { simulated, relative_error })
+}
+
 /// `table` fed the loop's `steps` of its kind: each step counts for the measured batch nearest
 /// its own (the smaller of two as near); a batch with at least [`BATCH_STEPS`] of them has its
 /// step time multiplied by their median ratio and is drawn from their spread, every other batch
@@ -406,6 +427,49 @@ pub fn fed(table: &StepTable, steps: &[LoopStep]) -> StepTable {
         })
         .collect();
     table.retimed(|batch| paces.iter().find(|(b, _)| *b == batch).map_or((all.median(), None), |(_, pace)| *pace))
+}
+
+/// Whether the simulation meets a served rate's measurement once the steps the loop met are put
+/// in for the cells' (fed their spread, then replaying them in order), in words for the
+/// `simulation` check: each diagnostic the rate has, with the verdict on the simulated server
+/// from the most faithful (the replay where recorded).
+fn loop_verdicts(rate: &ServedRate) -> String {
+    let off = |p: &AtLoopPace| (p.relative_error.ttft_p99.get(), p.relative_error.tpot_p99.get());
+    let within = |p: &AtLoopPace| {
+        let (ttft, tpot) = off(p);
+        ttft.abs() <= AGREEMENT && tpot.abs() <= AGREEMENT
+    };
+    let figures = |how: &str, p: &AtLoopPace| {
+        let (ttft, tpot) = off(p);
+        format!("; {how}, the simulation gives p99 TTFT {:+.0}%, p99 TPOT {:+.0}%", 100.0 * ttft, 100.0 * tpot)
+    };
+    let verdict = |p: &AtLoopPace| {
+        if within(p) {
+            format!(", within {:.0}%: the simulated server held, the steps were not the cells'", 100.0 * AGREEMENT)
+        } else {
+            format!(", beyond {:.0}% too: the simulated server is not the loop's", 100.0 * AGREEMENT)
+        }
+    };
+    let paced = rate.loop_paced();
+    match (paced, &rate.at_loop_replay) {
+        (paced, Some(replay)) => {
+            let fed = paced.map_or(String::new(), |(how, p)| figures(how, p));
+            let order = match paced {
+                Some((_, p)) if !within(p) && within(replay) => {
+                    " (the steps' spread alone missed: they ran slow or fast for a stretch, in an order it does not \
+                     carry)"
+                }
+                _ => "",
+            };
+            format!(
+                "{fed}{}{}{order}",
+                figures("replaying the loop's steps in the order they ran", replay),
+                verdict(replay)
+            )
+        }
+        (Some((how, p)), None) => format!("{}{}", figures(how, p), verdict(p)),
+        (None, None) => String::new(),
+    }
 }
 
 /// How the loop's steps of one kind spread against the cells': the 90th percentile of their
@@ -524,23 +588,9 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                         )
                     });
                     // And whether the simulated server is the loop's once the steps the loop
-                    // met are put in for the cells'.
-                    let paced = rate.loop_paced().map_or(String::new(), |(how, p)| {
-                        let (ttft, tpot) = (p.relative_error.ttft_p99.get(), p.relative_error.tpot_p99.get());
-                        let verdict = if ttft.abs() <= AGREEMENT && tpot.abs() <= AGREEMENT {
-                            format!(
-                                "within {:.0}%: the simulated server held, the steps were not the cells'",
-                                100.0 * AGREEMENT
-                            )
-                        } else {
-                            format!("beyond {:.0}% too: the simulated server is not the loop's", 100.0 * AGREEMENT)
-                        };
-                        format!(
-                            "; {how}, the simulation gives p99 TTFT {:+.0}%, p99 TPOT {:+.0}%, {verdict}",
-                            100.0 * ttft,
-                            100.0 * tpot
-                        )
-                    });
+                    // met are put in for the cells': their spread, and where it was recorded
+                    // their order, which alone says it (a slow stretch is an order).
+                    let paced = loop_verdicts(rate);
                     // And whether the steps varied more than their cells had: a slow stretch
                     // that the median ratio hides.
                     let spread = rate.step_spread_words().map_or(String::new(), |words| {
@@ -700,6 +750,7 @@ mod tests {
             simulated_draws: None,
             at_loop_pace: None,
             at_loop_steps: None,
+            at_loop_replay: None,
             decode_step_spread: None,
             prefill_step_spread: None,
             steady: None,
@@ -878,9 +929,40 @@ mod tests {
         let off = figures(1.3, 0.05);
         unexplained.at_loop_steps =
             Some(AtLoopPace { relative_error: relative_error(&far.measured, &off).unwrap(), simulated: off });
-        let detail = &super::checks(&record(vec![unexplained]))[0].detail;
+        let detail = &super::checks(&record(vec![unexplained.clone()]))[0].detail;
         assert!(
             detail.contains("p99 TTFT -23%, p99 TPOT +0%, beyond 15% too: the simulated server is not the loop's"),
+            "{detail}"
+        );
+        // Unless replaying the loop's steps in the order they ran meets the measurement: then
+        // the order (a slow stretch) is what their spread alone missed, and the server held.
+        let mut stretch = unexplained.clone();
+        let replayed = figures(1.05, 0.05);
+        stretch.at_loop_replay =
+            Some(AtLoopPace { relative_error: relative_error(&far.measured, &replayed).unwrap(), simulated: replayed });
+        let detail = &super::checks(&record(vec![stretch.clone()]))[0].detail;
+        assert!(
+            detail.contains(
+                "fed the loop's own steps, the simulation gives p99 TTFT -23%, p99 TPOT +0%; replaying the loop's steps \
+                 in the order they ran, the simulation gives p99 TTFT -5%, p99 TPOT +0%, within 15%: the simulated \
+                 server held, the steps were not the cells' (the steps' spread alone missed: they ran slow or fast for \
+                 a stretch, in an order it does not carry); its steps'"
+            ),
+            "{detail}"
+        );
+        assert!(!detail.contains("not the loop's"), "{detail}");
+        // And where the replay misses too, the server is what differs, whatever the spread said.
+        let missed = figures(1.4, 0.05);
+        stretch.at_loop_replay =
+            Some(AtLoopPace { relative_error: relative_error(&far.measured, &missed).unwrap(), simulated: missed });
+        stretch.at_loop_steps = far.at_loop_steps.clone();
+        let detail = &super::checks(&record(vec![stretch]))[0].detail;
+        assert!(
+            detail.contains(
+                "fed the loop's own steps, the simulation gives p99 TTFT -2%, p99 TPOT +2%; replaying the loop's steps in \
+                 the order they ran, the simulation gives p99 TTFT -29%, p99 TPOT +0%, beyond 15% too: the simulated \
+                 server is not the loop's; its steps'"
+            ),
             "{detail}"
         );
         assert!(
@@ -1025,6 +1107,33 @@ mod tests {
         let decode_only = at_loop_steps(&plan, (&prefill, &decode), rate, (&[], &decode_steps), &slower).unwrap();
         assert!((decode_only.simulated.ttft_p99_s.get() - 0.05).abs() < 1e-9, "{decode_only:?}");
         assert!((decode_only.relative_error.ttft_p99.get() - 1.0).abs() < 1e-9, "{decode_only:?}");
+
+        // Replaying them in the order they ran: the first twelve requests' steps at 2x (prefill)
+        // and 3x (decode) their tables, the rest at 1x, gives those requests' TTFT and TPOT at
+        // that pace and the p99s theirs; the same slow steps, run after the last request
+        // finished, slow none of them.
+        let arrivals = crate::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
+        let replays = |slow: &dyn Fn(usize) -> bool| {
+            let kind = |ratio: f64| {
+                Replay::new(arrivals.iter().enumerate().map(|(i, &at)| (at, if slow(i) { ratio } else { 1.0 })))
+            };
+            (kind(2.0), kind(3.0))
+        };
+        let replayed = at_loop_replay(&plan, (&prefill, &decode), rate, replays(&|i| i < 12), &slower).unwrap();
+        assert!((replayed.simulated.ttft_p99_s.get() - 0.1).abs() < 1e-9, "{replayed:?}");
+        assert!((replayed.simulated.tpot_p99_s.get() - 0.03).abs() < 1e-9, "{replayed:?}");
+        let after: Vec<f64> = arrivals.iter().map(|at| at + arrivals[23] + 10.0).collect();
+        let kind = |ratio: f64| {
+            Replay::new(
+                arrivals
+                    .iter()
+                    .map(|&at| (at, 1.0))
+                    .chain(after.iter().enumerate().filter(|(i, _)| *i < 12).map(|(_, &at)| (at, ratio))),
+            )
+        };
+        let replayed = at_loop_replay(&plan, (&prefill, &decode), rate, (kind(2.0), kind(3.0)), &slower).unwrap();
+        assert!((replayed.simulated.ttft_p99_s.get() - 0.05).abs() < 1e-9, "{replayed:?}");
+        assert!((replayed.simulated.tpot_p99_s.get() - 0.01).abs() < 1e-9, "{replayed:?}");
     }
 
     /// Issue 16: the steady state a served rate is set beside is the latency-bounded search's own

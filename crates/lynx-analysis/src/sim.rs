@@ -258,6 +258,42 @@ pub struct StepTable {
     /// Lines of points of equal length, ascending by where they are placed.
     lines: Vec<Line>,
     persistence: Option<Persistence>,
+    /// Where given, each step is timed at its median here times the serving loop's pace at the
+    /// moment it starts ([`StepTable::replayed`]), drawing nothing.
+    replay: Option<Replay>,
+}
+
+/// The serving loop's steps of one kind in the order they ran: when each started (seconds on the
+/// arrivals' clock, which the simulation shares) and its measured time over the step table's at
+/// its shape. A simulation replaying them times a step starting at `t` at its table time times
+/// the ratio of the loop's last step of that kind to start at or before `t` (the first's before
+/// any): the host's pace as it moved through the window, in the order it moved, which the
+/// steps' distribution alone ([`crate::serving::fed`]) does not carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    starts_s: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
+impl Replay {
+    /// From (start, measured / table time) pairs in any order; pairs that are not finite, or
+    /// whose ratio is not above zero, are left out. `None` where none is left.
+    pub fn new(steps: impl IntoIterator<Item = (f64, f64)>) -> Option<Replay> {
+        let mut steps: Vec<(f64, f64)> =
+            steps.into_iter().filter(|(start, ratio)| start.is_finite() && ratio.is_finite() && *ratio > 0.0).collect();
+        if steps.is_empty() {
+            return None;
+        }
+        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Some(Replay { starts_s: steps.iter().map(|s| s.0).collect(), ratios: steps.iter().map(|s| s.1).collect() })
+    }
+
+    /// The loop's pace at `t`: the ratio of its last step to start at or before `t`, or its
+    /// first step's before any.
+    pub fn ratio_at(&self, t: f64) -> f64 {
+        let after = self.starts_s.partition_point(|&start| start <= t);
+        self.ratios[after.saturating_sub(1)]
+    }
 }
 
 /// The points measured at one length, ascending by batch, and the length the table places them
@@ -282,7 +318,7 @@ impl StepTable {
         for line in &mut lines {
             line.points.sort_by_key(|p| p.batch);
         }
-        StepTable { lines, persistence: None }
+        StepTable { lines, persistence: None, replay: None }
     }
 
     /// The same table with each line of length `len` placed at `attended(len)` where that is a
@@ -304,6 +340,12 @@ impl StepTable {
     /// table's).
     pub fn with_persistence(self, persistence: Option<Persistence>) -> StepTable {
         StepTable { persistence, ..self }
+    }
+
+    /// The same table, its steps timed by `replay` (where given) in place of drawn: each its
+    /// median times the loop's pace when it starts.
+    pub fn replayed(self, replay: Option<Replay>) -> StepTable {
+        StepTable { replay, ..self }
     }
 
     /// The same table with the points of each batch re-timed by `at(batch)`: their step time
@@ -481,17 +523,29 @@ struct Clock {
 
 impl Clock {
     /// `steps` steps of the looked-up shape: each its median, or drawn from its spread (with the
-    /// device's persistent level where it is known).
-    fn spend(&mut self, lookup: Lookup, steps: u64) {
-        let factor = match (lookup.spread, &mut self.level) {
-            (Some(spread), Some(level)) => {
-                level.advance_to(self.t, &mut self.noise);
-                level.draw(&spread, lookup.step_s, steps, &mut self.noise)
+    /// device's persistent level where it is known), or, where its table replays the loop's
+    /// steps, its median times the loop's pace when it starts (one step after another).
+    fn spend(&mut self, lookup: Lookup, steps: u64, replay: Option<&Replay>) {
+        let dt = match replay {
+            Some(replay) => {
+                let mut t = self.t;
+                for _ in 0..steps {
+                    t += lookup.step_s * replay.ratio_at(t);
+                }
+                t - self.t
             }
-            (Some(spread), None) => spread.draw(steps, &mut self.noise),
-            (None, _) => steps as f64,
+            None => {
+                let factor = match (lookup.spread, &mut self.level) {
+                    (Some(spread), Some(level)) => {
+                        level.advance_to(self.t, &mut self.noise);
+                        level.draw(&spread, lookup.step_s, steps, &mut self.noise)
+                    }
+                    (Some(spread), None) => spread.draw(steps, &mut self.noise),
+                    (None, _) => steps as f64,
+                };
+                lookup.step_s * factor
+            }
         };
-        let dt = lookup.step_s * factor;
         self.t += dt;
         if let Some(level) = &mut self.level {
             level.at_s = self.t;
@@ -578,11 +632,11 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
             // prompt tokens are prefilled, front of the queue first, a step for each prompt's
             // piece.
             if batch > 0 {
-                clock.spend(decode(batch, server.longest(0))?, 1);
+                clock.spend(decode(batch, server.longest(0))?, 1, setup.decode.replay.as_ref());
                 server.steps += 1;
             }
             for piece in take_chunk(&mut prefilling, chunk) {
-                clock.spend(prefill(1, piece.tokens)?, 1);
+                clock.spend(prefill(1, piece.tokens)?, 1, setup.prefill.replay.as_ref());
                 if let Some(i) = piece.finished {
                     server.first_token(i, clock.t, lengths[i], &mut requests);
                 }
@@ -596,7 +650,7 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
             // longest of their prompts.
             let k = free.min(waiting.len()).min(setup.max_prefill_batch as usize);
             let longest = waiting.iter().take(k).map(|&i| lengths[i].isl).max().unwrap_or(1);
-            clock.spend(prefill(k as u32, longest)?, 1);
+            clock.spend(prefill(k as u32, longest)?, 1, setup.prefill.replay.as_ref());
             for _ in 0..k {
                 let i = waiting.pop_front().expect("counted");
                 server.first_token(i, clock.t, lengths[i], &mut requests);
@@ -612,11 +666,13 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
         let mut group = finish_step - server.steps;
         let now = decode(batch, server.longest(0))?;
         if free > 0 && next < n {
-            let until_arrival = ((requests[next].arrival_s - clock.t) / now.step_s).ceil().max(1.0);
+            // Where the loop's steps are replayed, at its pace now.
+            let pace = setup.decode.replay.as_ref().map_or(1.0, |replay| replay.ratio_at(clock.t));
+            let until_arrival = ((requests[next].arrival_s - clock.t) / (now.step_s * pace)).ceil().max(1.0);
             group = group.min(until_arrival as u64);
         }
         // The longest context grows by one per step; the group is charged at its middle.
-        clock.spend(decode(batch, server.longest(0) + (group - 1) as f64 / 2.0)?, group);
+        clock.spend(decode(batch, server.longest(0) + (group - 1) as f64 / 2.0)?, group, setup.decode.replay.as_ref());
         server.steps += group;
         server.retire(clock.t, &mut requests, lengths);
     }
@@ -1410,5 +1466,57 @@ mod tests {
         assert!((low.ttft_p99_s - 2.0 * chunk_s).abs() < 1e-9, "{low:?}");
         let busy = max_rate(&chunked, &bound(1.0, 0.05)).unwrap().unwrap();
         assert!(busy.tpot_p99_s <= 0.05 && busy.output_tok_per_s > 0.0, "{busy:?}");
+    }
+
+    /// Replaying a loop whose steps all ran at one pace is the tables at that pace: the same
+    /// figures as the tables re-timed by it, whatever spread they had (a replay draws nothing).
+    #[test]
+    fn a_replay_at_one_pace_is_the_tables_at_that_pace() {
+        let lengths = lengths(64, 32);
+        let (prefill, decode) = prefill_and_decode(None);
+        let (slow_prefill, slow_decode) = (prefill.retimed(|_| (1.3, None)), decode.retimed(|_| (1.3, None)));
+        let (prefill, decode) = prefill_and_decode(Some(Spread::new(0.9, 1.2, 1.5, 2.0).unwrap()));
+        let expected = simulate(&setup(&slow_prefill, &slow_decode, &lengths, 8), 20.0).unwrap();
+        let steady = || Replay::new((0..50).map(|i| (f64::from(i), 1.3)));
+        let (prefill, decode) = (prefill.replayed(steady()), decode.replayed(steady()));
+        let mut replayed = setup(&prefill, &decode, &lengths, 8);
+        let first = simulate(&replayed, 20.0).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+        assert!(close(first.ttft_p99_s, expected.ttft_p99_s), "{first:?} against {expected:?}");
+        assert!(close(first.tpot_p99_s, expected.tpot_p99_s), "{first:?} against {expected:?}");
+        assert!(close(first.output_tok_per_s, expected.output_tok_per_s), "{first:?} against {expected:?}");
+        replayed.draw = 5;
+        assert_eq!(simulate(&replayed, 20.0).unwrap(), first, "a replay draws nothing");
+    }
+
+    /// The same steps replayed in another order give other figures: a slow stretch slows the
+    /// requests in the window where it fell, and none where it falls after the last of them.
+    #[test]
+    fn a_replayed_slow_stretch_slows_the_requests_it_falls_on() {
+        let (prefill, decode) = prefill_and_decode(None);
+        let lengths = vec![Lengths { isl: 64, osl: 32 }; 200];
+        let run = |decode_replay: Option<Replay>| {
+            let decode = decode.clone().replayed(decode_replay);
+            simulate(&setup(&prefill, &decode, &lengths, 8), 20.0).unwrap()
+        };
+        let level = run(None);
+        // Two seconds of decode steps at 3x their table, early in the window or after its end.
+        let stretch = |from: f64| {
+            Replay::new((0..4000).map(|i| {
+                let t = f64::from(i) * 0.01;
+                (t, if (from..from + 2.0).contains(&t) { 3.0 } else { 1.0 })
+            }))
+        };
+        let early = run(stretch(3.0));
+        let late = run(stretch(35.0));
+        assert!(late.tpot_p99_s <= level.tpot_p99_s * 1.0001, "{late:?} against {level:?}");
+        assert!(early.tpot_p99_s > 1.5 * level.tpot_p99_s, "{early:?} against {level:?}");
+        assert!(early.ttft_p99_s > level.ttft_p99_s, "{early:?} against {level:?}");
+        assert_eq!(Replay::new([(f64::NAN, 1.0), (0.0, 0.0)]), None, "nothing finite and positive to replay");
+        let replay = Replay::new([(2.0, 3.0), (1.0, 2.0)]).unwrap();
+        assert_eq!(
+            [replay.ratio_at(0.0), replay.ratio_at(1.5), replay.ratio_at(2.0), replay.ratio_at(9.0)],
+            [2.0, 2.0, 3.0, 3.0]
+        );
     }
 }

@@ -189,7 +189,7 @@ impl Observer for Progress {
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
-                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}{}",
+                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -203,13 +203,10 @@ impl Observer for Progress {
                         r.step_spread_words().map_or(String::new(), |words| format!(
                             "; the steps' 90th percentile over the tables' median: {words}"
                         )),
-                        r.loop_paced().map_or(String::new(), |(how, p)| format!(
-                            "; {how}, the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT {:.1} ms ({:+.0}%)",
-                            1e3 * p.simulated.ttft_p99_s.get(),
-                            100.0 * p.relative_error.ttft_p99.get(),
-                            1e3 * p.simulated.tpot_p99_s.get(),
-                            100.0 * p.relative_error.tpot_p99.get()
-                        ))
+                        r.loop_paced().map_or(String::new(), |(how, p)| loop_words(how, p)),
+                        r.at_loop_replay
+                            .as_ref()
+                            .map_or(String::new(), |p| loop_words("replaying them in the order they ran", p))
                     ));
                     if let Some(words) = lynx_report::text::steady_words(r) {
                         self.say(format!("{name} at {:.3} req/s: {words}", r.rate_per_s.get()));
@@ -259,4 +256,16 @@ impl Observer for Progress {
             _ => {}
         }
     }
+}
+
+/// The simulation at the serving loop's own steps, `how` they were put in, against what the
+/// loop measured, for a progress line.
+fn loop_words(how: &str, p: &lynx_schema::serving::AtLoopPace) -> String {
+    format!(
+        "; {how}, the simulation gives p99 TTFT {:.0} ms ({:+.0}%), p99 TPOT {:.1} ms ({:+.0}%)",
+        1e3 * p.simulated.ttft_p99_s.get(),
+        100.0 * p.relative_error.ttft_p99.get(),
+        1e3 * p.simulated.tpot_p99_s.get(),
+        100.0 * p.relative_error.tpot_p99.get()
+    )
 }

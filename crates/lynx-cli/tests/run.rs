@@ -566,6 +566,10 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         let paced = &r["at_loop_steps"];
         let expected = seconds(&measured["ttft_p99_s"]) / seconds(&paced["simulated"]["ttft_p99_s"]) - 1.0;
         assert!((paced["relative_error"]["ttft_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
+        // And replaying them in the order they ran: one simulation, the measurement against it.
+        let replayed = &r["at_loop_replay"];
+        let expected = seconds(&measured["ttft_p99_s"]) / seconds(&replayed["simulated"]["ttft_p99_s"]) - 1.0;
+        assert!((replayed["relative_error"]["ttft_p99"].as_f64().unwrap() - expected).abs() < 1e-9, "{r}");
         // And how the loop's decode steps spread against their cells': at their 90th percentile,
         // at or above their median ratio, beside the cells' own (at least their median).
         let spread = &r["decode_step_spread"];
@@ -649,9 +653,15 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         let steps = trace["steps"].as_array().unwrap();
         let prefill = steps.iter().filter(|s| s["prefill"] == true).count();
         assert!(prefill > 0 && prefill < steps.len(), "prefill and decode steps");
+        // Each step starts on the arrivals' clock after the one before it ended, and the first
+        // once the first request has arrived.
+        let mut free_at = requests[0]["arrival_s"].as_f64().unwrap();
         for step in steps {
             assert!(seconds(&step["step_s"]) > 0.0 && seconds(&step["table_s"]) > 0.0, "{step}");
             assert!(step["batch"].as_u64().unwrap() >= 1 && step["len"].as_u64().unwrap() >= 1, "{step}");
+            let start = seconds(&step["start_s"]);
+            assert!(start >= free_at - 1e-9, "{step} starts before {free_at}");
+            free_at = start + seconds(&step["step_s"]);
         }
         // Every output token but each request's first comes from a decode step.
         let tokens: u64 = steps.iter().filter(|s| s["prefill"] == false).map(|s| s["batch"].as_u64().unwrap()).sum();

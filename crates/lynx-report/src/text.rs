@@ -696,17 +696,20 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                             d.draws
                         )
                     });
-                    let paced = r.loop_paced().map(|(how, p)| {
+                    let against = |how: &str, p: &lynx_schema::serving::AtLoopPace| {
                         format!(
                             "{how}: {}, {}",
                             pair(m.ttft_p99_s.get(), Some(p.simulated.ttft_p99_s.get()), &ms),
                             pair(m.tpot_p99_s.get(), Some(p.simulated.tpot_p99_s.get()), &ms)
                         )
-                    });
+                    };
+                    let paced = r.loop_paced().map(|(how, p)| against(how, p));
+                    let replayed =
+                        r.at_loop_replay.as_ref().map(|p| against("replaying them in the order they ran", p));
                     let spread = r
                         .step_spread_words()
                         .map(|words| format!("steps' 90th percentile over the tables' median {words}"));
-                    let both: Vec<String> = draws.into_iter().chain(paced).chain(spread).collect();
+                    let both: Vec<String> = draws.into_iter().chain(paced).chain(replayed).chain(spread).collect();
                     if !both.is_empty() {
                         spreads.push(format!("{at}: {}", both.join("; ")));
                     }
@@ -736,8 +739,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
             out,
             "  SIM: each figure's median over draws of the steps' variation (the same requests and arrivals each \
              time); the simulated p99s' 10th–90th percentiles over the draws; measured / simulated p99 TTFT and \
-             TPOT with every step at the loop's own median pace against the tables (STEPS/TABLE), a diagnostic; and \
-             the loop's steps' 90th percentile over the tables' median beside the cells' own:"
+             TPOT fed the loop's own steps (their pace and spread at each batch; in older results every step at their \
+             median pace, STEPS/TABLE) and replaying them in the order they ran, diagnostics; and the loop's steps' \
+             90th percentile over the tables' median beside the cells' own:"
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
@@ -972,6 +976,19 @@ mod tests {
         assert!(
             paced.contains("over 31 draws; fed the loop's own steps: 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%)\n"),
             "{paced}"
+        );
+        // And the simulation replaying them in order, after it.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        let mut replayed = rates[0].at_loop_steps.clone().unwrap();
+        replayed.simulated.ttft_p99_s = f(0.861);
+        rates[0].at_loop_replay = Some(replayed);
+        let replayed = serving_section(&serving);
+        assert!(
+            replayed.contains(
+                "fed the loop's own steps: 870 ms / 829 ms (+5%), 84.0 ms / 84.0 ms (+0%); replaying them in the order \
+                 they ran: 870 ms / 861 ms (+1%), 84.0 ms / 84.0 ms (+0%)\n"
+            ),
+            "{replayed}"
         );
         // And the loop's steps' spread against the cells'.
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };

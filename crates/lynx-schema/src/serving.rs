@@ -100,6 +100,9 @@ pub struct TracedStep {
     /// A decode step's keys a row; a prefill step's padded prompt.
     pub len: u32,
     pub step_s: f64,
+    /// When it started, in seconds on the arrivals' clock (absent in older traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
     /// The step table's median time at the step's batch and length (absent where it has none):
     /// what the simulation draws this step around.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +183,15 @@ pub struct ServedRate {
     /// measured, and the simulation's model of the server held. Absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_loop_steps: Option<AtLoopPace>,
+    /// The simulation run again once the rate was served, replaying the loop's steps in the order
+    /// they ran: each simulated step timed at its table time times the measured / table ratio of
+    /// the loop's last step of its kind to start at or before it (on the arrivals' clock, which
+    /// the two share), drawing nothing, so one simulation. A diagnostic like `at_loop_steps`,
+    /// which carries the steps' spread but not their order: where this agrees and that does
+    /// not, the loop's steps ran slow (or fast) for a stretch, and the simulation's model of the
+    /// server held; where this misses too, the server is what differs. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_loop_replay: Option<AtLoopPace>,
     /// How the loop's decode steps, and its prefill steps, spread against their cells' (absent
     /// where no step of that kind ran, the tables have no spread there, and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,7 +233,8 @@ pub struct StepSpread {
 /// The simulation at the serving loop's own steps (or pace), and the measurement against it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AtLoopPace {
-    /// Each figure's median over the same draws as `simulated`'s.
+    /// Each figure's median over the same draws as `simulated`'s (in `at_loop_replay`, the one
+    /// simulation's: a replay draws nothing).
     pub simulated: ServeFigures,
     pub relative_error: RelativeError,
 }

@@ -87,6 +87,8 @@ pub(super) struct Step {
     pub batch: u32,
     pub len: u32,
     pub seconds: f64,
+    /// When it started, in seconds on the arrivals' clock.
+    pub start_s: f64,
     /// The first step of its kind since the loop waited, idle, for an arrival.
     pub after_idle: bool,
 }
@@ -251,7 +253,14 @@ pub(super) fn serve(
             let at = now();
             in_steps += at - from;
             let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
-            steps.push(Step { prefill, batch: batch as u32, len: len as u32, seconds: at - from, after_idle });
+            steps.push(Step {
+                prefill,
+                batch: batch as u32,
+                len: len as u32,
+                seconds: at - from,
+                start_s: from,
+                after_idle,
+            });
             Ok((out, at))
         };
         if server.chunk.is_none() && free > 0 && !waiting.is_empty() {
