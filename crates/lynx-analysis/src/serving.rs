@@ -907,9 +907,12 @@ mod tests {
             tpot_p99_s: (0.038, 0.042),
         };
         far.simulated_draws = Some(simulated_draws(&predicted).unwrap());
-        let paced = figures(1.02, 0.049);
-        far.at_loop_steps =
-            Some(AtLoopPace { relative_error: relative_error(&far.measured, &paced).unwrap(), simulated: paced });
+        // A simulation at the loop's own steps, against what `far` measured.
+        let measured = far.measured.clone();
+        let against = |simulated: ServeFigures| {
+            Some(AtLoopPace { relative_error: relative_error(&measured, &simulated).unwrap(), simulated })
+        };
+        far.at_loop_steps = against(figures(1.02, 0.049));
         let step = |ratio, cells_p90| LoopStep { batch: 1, ratio, cells_p90 };
         far.decode_step_spread = step_spread(&[step(1.0, Some(1.04)), step(1.6, Some(1.1)), step(0.9, None)]);
         let checks = super::checks(&record(vec![far.clone()]));
@@ -926,9 +929,7 @@ mod tests {
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
         // Where the simulation fed the loop's own steps misses too, the server is what differs.
         let mut unexplained = far.clone();
-        let off = figures(1.3, 0.05);
-        unexplained.at_loop_steps =
-            Some(AtLoopPace { relative_error: relative_error(&far.measured, &off).unwrap(), simulated: off });
+        unexplained.at_loop_steps = against(figures(1.3, 0.05));
         let detail = &super::checks(&record(vec![unexplained.clone()]))[0].detail;
         assert!(
             detail.contains("p99 TTFT -23%, p99 TPOT +0%, beyond 15% too: the simulated server is not the loop's"),
@@ -937,9 +938,7 @@ mod tests {
         // Unless replaying the loop's steps in the order they ran meets the measurement: then
         // the order (a slow stretch) is what their spread alone missed, and the server held.
         let mut stretch = unexplained.clone();
-        let replayed = figures(1.05, 0.05);
-        stretch.at_loop_replay =
-            Some(AtLoopPace { relative_error: relative_error(&far.measured, &replayed).unwrap(), simulated: replayed });
+        stretch.at_loop_replay = against(figures(1.05, 0.05));
         let detail = &super::checks(&record(vec![stretch.clone()]))[0].detail;
         assert!(
             detail.contains(
@@ -952,9 +951,7 @@ mod tests {
         );
         assert!(!detail.contains("not the loop's"), "{detail}");
         // And where the replay misses too, the server is what differs, whatever the spread said.
-        let missed = figures(1.4, 0.05);
-        stretch.at_loop_replay =
-            Some(AtLoopPace { relative_error: relative_error(&far.measured, &missed).unwrap(), simulated: missed });
+        stretch.at_loop_replay = against(figures(1.4, 0.05));
         stretch.at_loop_steps = far.at_loop_steps.clone();
         let detail = &super::checks(&record(vec![stretch]))[0].detail;
         assert!(
