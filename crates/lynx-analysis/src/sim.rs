@@ -1469,24 +1469,31 @@ mod tests {
     }
 
     /// Replaying a loop whose steps all ran at one pace is the tables at that pace: the same
-    /// figures as the tables re-timed by it, whatever spread they had (a replay draws nothing).
+    /// figures as the tables re-timed by it, whatever spread they had (a replay draws nothing),
+    /// with whole prompts prefilled and with chunked prefill.
     #[test]
     fn a_replay_at_one_pace_is_the_tables_at_that_pace() {
         let lengths = lengths(64, 32);
         let (prefill, decode) = prefill_and_decode(None);
         let (slow_prefill, slow_decode) = (prefill.retimed(|_| (1.3, None)), decode.retimed(|_| (1.3, None)));
         let (prefill, decode) = prefill_and_decode(Some(Spread::new(0.9, 1.2, 1.5, 2.0).unwrap()));
-        let expected = simulate(&setup(&slow_prefill, &slow_decode, &lengths, 8), 20.0).unwrap();
         let steady = || Replay::new((0..50).map(|i| (f64::from(i), 1.3)));
         let (prefill, decode) = (prefill.replayed(steady()), decode.replayed(steady()));
-        let mut replayed = setup(&prefill, &decode, &lengths, 8);
-        let first = simulate(&replayed, 20.0).unwrap();
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
-        assert!(close(first.ttft_p99_s, expected.ttft_p99_s), "{first:?} against {expected:?}");
-        assert!(close(first.tpot_p99_s, expected.tpot_p99_s), "{first:?} against {expected:?}");
-        assert!(close(first.output_tok_per_s, expected.output_tok_per_s), "{first:?} against {expected:?}");
-        replayed.draw = 5;
-        assert_eq!(simulate(&replayed, 20.0).unwrap(), first, "a replay draws nothing");
+        for chunk in [None, Some(16)] {
+            let expected =
+                simulate(&SimSetup { chunk, ..setup(&slow_prefill, &slow_decode, &lengths, 8) }, 20.0).unwrap();
+            let mut replayed = SimSetup { chunk, ..setup(&prefill, &decode, &lengths, 8) };
+            let first = simulate(&replayed, 20.0).unwrap();
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+            assert!(close(first.ttft_p99_s, expected.ttft_p99_s), "{chunk:?}: {first:?} against {expected:?}");
+            assert!(close(first.tpot_p99_s, expected.tpot_p99_s), "{chunk:?}: {first:?} against {expected:?}");
+            assert!(
+                close(first.output_tok_per_s, expected.output_tok_per_s),
+                "{chunk:?}: {first:?} against {expected:?}"
+            );
+            replayed.draw = 5;
+            assert_eq!(simulate(&replayed, 20.0).unwrap(), first, "{chunk:?}: a replay draws nothing");
+        }
     }
 
     /// The same steps replayed in another order give other figures: a slow stretch slows the
