@@ -169,6 +169,14 @@ fn hostile_numbers_in_a_signed_result_get_figures_or_one_line_never_a_panic() {
     // Every output tok/s given its steady part's, as results record it now (the published one
     // predates the field): a figure, or one in two the reason there is none.
     with_steady_parts(&mut published, &mut 0);
+    // And every served rate the simulation replaying the loop's steps, as results record it now
+    // (the published one predates the field), for the mutations to reach it too.
+    for served in published["serving"]["served"].as_array_mut().unwrap() {
+        for rate in served["rates"].as_array_mut().into_iter().flatten() {
+            rate["at_loop_replay"] = rate["at_loop_steps"].clone();
+            assert!(rate["at_loop_replay"].is_object(), "{rate}");
+        }
+    }
     let samples_path = published_path.with_file_name(published["telemetry"]["samples_file"].as_str().unwrap());
     // The signed samples file is mutated with the result: each telemetry sample given a power
     // and an energy counter (as a GPU's are) for the mutations to reach.
