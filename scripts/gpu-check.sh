@@ -475,6 +475,12 @@ for name, result in sorted(results.items()):
                           f"({replay['relative_error']['ttft_p99'] * 100:+.0f}%) / "
                           f"{replay['simulated']['tpot_p99_s'] * 1e3:.1f} ms "
                           f"({replay['relative_error']['tpot_p99'] * 100:+.0f}%)")
+            # Batches no cell measured whose steps ran off the table's straight line there.
+            off = r.get("batches_off_line") or []
+            if off:
+                paced += "; batches no cell measured, off the table's line: " + ", ".join(
+                    f"{'prefill' if b['prefill'] else 'decode'} batch {b['batch']} at {b['pace']:.2f}x ({b['steps']} steps)"
+                    for b in off)
             for kind in ("decode", "prefill"):
                 spread = r.get(f"{kind}_step_spread")
                 if spread:

@@ -12,7 +12,8 @@ use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Wo
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{Check, CheckName, StepMode};
 use lynx_schema::serving::{
-    AtLoopPace, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, SteadyState, StepSpread,
+    AtLoopPace, BatchOffLine, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, SteadyState,
+    StepSpread,
 };
 use lynx_schema::value::{Finite, Reported};
 use std::sync::atomic::AtomicBool;
@@ -429,6 +430,31 @@ pub fn fed(table: &StepTable, steps: &[LoopStep]) -> StepTable {
     table.retimed(|batch| paces.iter().find(|(b, _)| *b == batch).map_or((all.median(), None), |(_, pace)| *pace))
 }
 
+/// The batches of the loop's `steps` of one kind (`prefill`) that no cell of `table` measured,
+/// each with at least [`BATCH_STEPS`] steps, whose median ratio lies more than [`AGREEMENT`] off
+/// the median of the steps at measured batches (the host's pace then), ascending; none where no
+/// step ran at a measured batch. The simulation charges such a batch the straight line between
+/// its measured neighbours, which these steps say is wrong (docs/SWEEPS.md, "Batches off the
+/// line": on this project's CPU host, decode at 3 ran 1.32x the line in every trace).
+pub fn batches_off_line(table: &StepTable, steps: &[LoopStep], prefill: bool) -> Vec<BatchOffLine> {
+    let measured = table.batches();
+    let at_measured: Vec<f64> = steps.iter().filter(|s| measured.contains(&s.batch)).map(|s| s.ratio).collect();
+    let Ok(pace) = crate::stats::median(&at_measured) else { return Vec::new() };
+    let mut batches: Vec<u32> = steps.iter().map(|s| s.batch).filter(|b| !measured.contains(b)).collect();
+    batches.sort_unstable();
+    batches.dedup();
+    let mut off = Vec::new();
+    for batch in batches {
+        let own: Vec<f64> = steps.iter().filter(|s| s.batch == batch).map(|s| s.ratio).collect();
+        let Ok(median) = crate::stats::median(&own) else { continue };
+        let Ok(relative) = finite(median / pace, "a batch's pace against the measured batches'") else { continue };
+        if own.len() >= BATCH_STEPS && (relative.get() - 1.0).abs() > AGREEMENT {
+            off.push(BatchOffLine { prefill, batch, steps: own.len() as u32, pace: relative });
+        }
+    }
+    off
+}
+
 /// Whether the simulation meets a served rate's measurement once the steps the loop met are put
 /// in for the cells' (fed their spread, then replaying them in order), in words for the
 /// `simulation` check: each diagnostic the rate has, with the verdict on the simulated server
@@ -593,9 +619,17 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     let paced = loop_verdicts(rate);
                     // And whether the steps varied more than their cells had: a slow stretch
                     // that the median ratio hides.
-                    let spread = rate.step_spread_words().map_or(String::new(), |words| {
+                    let mut spread = rate.step_spread_words().map_or(String::new(), |words| {
                         format!("; its steps' 90th percentile over the tables' median: {words}")
                     });
+                    // And batches no cell measured whose steps the table's line got wrong: what
+                    // the suite can measure to make the simulation better.
+                    if let Some(words) = rate.batches_off_line_words() {
+                        spread.push_str(&format!(
+                            "; batches no cell measured ran off the table's line (against the loop's pace at measured \
+                             batches): {words}, which the suite can measure"
+                        ));
+                    }
                     faults.push(format!(
                         "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{draws}{paced}\
                          {spread}",
@@ -751,6 +785,7 @@ mod tests {
             at_loop_pace: None,
             at_loop_steps: None,
             at_loop_replay: None,
+            batches_off_line: None,
             decode_step_spread: None,
             prefill_step_spread: None,
             steady: None,
@@ -1063,6 +1098,43 @@ mod tests {
         assert!((at(4, 16.0).step_s - 0.04 * all).abs() < 1e-12 && at(4, 16.0).spread.is_none(), "{:?}", at(4, 16.0));
         // No steps: the table as it is.
         assert_eq!(super::fed(&table, &[]).lookup(8, 16.0), table.lookup(8, 16.0));
+    }
+
+    /// A batch no cell measured whose steps ran more than 15% off the pace of the loop's steps at
+    /// measured batches is named, with how far and over how many steps, in the result and in a
+    /// failed check's detail; one nearer the line, or with under five steps, is not.
+    #[test]
+    fn batches_the_tables_line_got_wrong_are_named() {
+        use crate::sim::TablePoint;
+        let point = |batch| TablePoint { batch, len: 16, step_s: 0.01, power_w: None, spread: None };
+        let table = StepTable::new(&[point(1), point(4), point(8)]);
+        let steps = |batch, ratio, n| vec![LoopStep { batch, ratio, cells_p90: None }; n];
+        let loop_steps: Vec<LoopStep> = [
+            steps(1, 1.1, 10),
+            steps(4, 1.1, 10),
+            steps(3, 1.1 * 1.32, 6),
+            steps(2, 1.12, 6),
+            steps(5, 2.0, 3),
+            steps(7, 0.88, 5),
+        ]
+        .concat();
+        let off = batches_off_line(&table, &loop_steps, false);
+        let named: Vec<(u32, u32)> = off.iter().map(|b| (b.batch, b.steps)).collect();
+        assert_eq!(named, [(3, 6), (7, 5)], "{off:?}");
+        assert!((off[0].pace.get() - 1.32).abs() < 1e-9 && (off[1].pace.get() - 0.8).abs() < 1e-9, "{off:?}");
+        assert!(off.iter().all(|b| !b.prefill));
+        // No step at a measured batch: no pace to set them against.
+        assert_eq!(batches_off_line(&table, &steps(3, 2.0, 9), false), []);
+        let mut served = rate("bounded", (1.0, 0.05), (0.5, 0.05), 1e-4);
+        served.batches_off_line = Some(off);
+        let detail = &super::checks(&record(vec![served]))[0].detail;
+        assert!(
+            detail.contains(
+                "; batches no cell measured ran off the table's line (against the loop's pace at measured batches): \
+                 decode batch 3 at 1.32× (6 steps), decode batch 7 at 0.80× (5 steps), which the suite can measure"
+            ),
+            "{detail}"
+        );
     }
 
     /// Fed the loop's own steps, the simulation agrees with a loop whose steps ran at their

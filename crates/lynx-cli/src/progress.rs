@@ -189,7 +189,7 @@ impl Observer for Progress {
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
-                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}{}{}",
+                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -206,7 +206,10 @@ impl Observer for Progress {
                         r.loop_paced().map_or(String::new(), |(how, p)| loop_words(how, p)),
                         r.at_loop_replay
                             .as_ref()
-                            .map_or(String::new(), |p| loop_words("replaying them in the order they ran", p))
+                            .map_or(String::new(), |p| loop_words("replaying them in the order they ran", p)),
+                        r.batches_off_line_words().map_or(String::new(), |words| format!(
+                            "; batches no cell measured, off the table's line: {words}"
+                        ))
                     ));
                     if let Some(words) = lynx_report::text::steady_words(r) {
                         self.say(format!("{name} at {:.3} req/s: {words}", r.rate_per_s.get()));

@@ -709,7 +709,11 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                     let spread = r
                         .step_spread_words()
                         .map(|words| format!("steps' 90th percentile over the tables' median {words}"));
-                    let both: Vec<String> = draws.into_iter().chain(paced).chain(replayed).chain(spread).collect();
+                    let off_line = r
+                        .batches_off_line_words()
+                        .map(|words| format!("batches no cell measured, off the table's line: {words}"));
+                    let both: Vec<String> =
+                        draws.into_iter().chain(paced).chain(replayed).chain(spread).chain(off_line).collect();
                     if !both.is_empty() {
                         spreads.push(format!("{at}: {}", both.join("; ")));
                     }
@@ -990,8 +994,18 @@ mod tests {
             ),
             "{replayed}"
         );
+        // And batches no cell measured whose steps ran off the table's line.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].batches_off_line =
+            Some(vec![lynx_schema::serving::BatchOffLine { prefill: false, batch: 3, steps: 225, pace: f(1.32) }]);
+        let off = serving_section(&serving);
+        assert!(
+            off.contains("; batches no cell measured, off the table's line: decode batch 3 at 1.32× (225 steps)\n"),
+            "{off}"
+        );
         // And the loop's steps' spread against the cells'.
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].batches_off_line = None;
         rates[0].decode_step_spread = Some(lynx_schema::serving::StepSpread { loop_p90: f(1.45), cells_p90: f(1.08) });
         let spread = serving_section(&serving);
         assert!(

@@ -198,6 +198,13 @@ pub struct ServedRate {
     pub decode_step_spread: Option<StepSpread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_step_spread: Option<StepSpread>,
+    /// Batches the loop stepped at that no cell measured (the simulation charges them the
+    /// straight line between measured neighbours) whose steps ran more than the `simulation`
+    /// check's 15% off the pace of the loop's steps at measured batches: a step the table gets
+    /// wrong, which the suite can measure (docs/SWEEPS.md, "Batches off the line"). Absent where
+    /// none did, and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches_off_line: Option<Vec<BatchOffLine>>,
     /// The steady state this window is set beside: the simulation at the same rate, on the same
     /// server, of as many requests as the latency-bounded search simulates. A window that starts
     /// from an idle server and holds a few dozen requests is not the steady state the bound is
@@ -205,6 +212,20 @@ pub struct ServedRate {
     /// differ, the window could not show what the steady state does. Absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<SteadyState>,
+}
+
+/// A batch the serving loop stepped at that no cell measured, and how its steps ran against the
+/// table's straight line there ([`ServedRate::batches_off_line`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchOffLine {
+    /// A prefill step's batch (else a decode step's).
+    pub prefill: bool,
+    pub batch: u32,
+    /// The loop's steps at this batch.
+    pub steps: u32,
+    /// Their median measured / table time over the median of the loop's steps of that kind at
+    /// measured batches: 1.32 is a third slower than the table's line, the host's pace taken out.
+    pub pace: Finite,
 }
 
 /// The simulated steady state at a served rate ([`ServedRate::steady`]).
@@ -263,6 +284,20 @@ impl ServedRate {
     pub fn loop_paced(&self) -> Option<(&'static str, &AtLoopPace)> {
         let steps = self.at_loop_steps.as_ref().map(|p| ("fed the loop's own steps", p));
         steps.or_else(|| self.at_loop_pace.as_ref().map(|p| ("at the loop's own step pace", p)))
+    }
+
+    /// The batches off the table's line in words (`decode batch 3 at 1.32× (225 steps), …`);
+    /// `None` where none is recorded.
+    pub fn batches_off_line_words(&self) -> Option<String> {
+        let batches = self.batches_off_line.as_ref().filter(|b| !b.is_empty())?;
+        let words: Vec<String> = batches
+            .iter()
+            .map(|b| {
+                let kind = if b.prefill { "prefill" } else { "decode" };
+                format!("{kind} batch {} at {:.2}× ({} steps)", b.batch, b.pace.get(), b.steps)
+            })
+            .collect();
+        Some(words.join(", "))
     }
 
     /// The decode and the prefill steps' spread against their cells' in words, each kind that

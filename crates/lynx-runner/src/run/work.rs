@@ -707,8 +707,8 @@ impl Turn<'_> {
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
         use lynx_analysis::serving::{
-            at_loop_replay, at_loop_steps, measured_figures, relative_error, serve_figures, simulated_draws,
-            step_spread,
+            at_loop_replay, at_loop_steps, batches_off_line, measured_figures, relative_error, serve_figures,
+            simulated_draws, step_spread,
         };
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let server = super::serve::Server {
@@ -794,6 +794,11 @@ impl Turn<'_> {
                 at_loop_replay: replayed.ok(),
                 decode_step_spread: step_spread(&decode_steps),
                 prefill_step_spread: step_spread(&prefill_steps),
+                batches_off_line: {
+                    let mut off = batches_off_line(tables.0, &prefill_steps, true);
+                    off.extend(batches_off_line(tables.1, &decode_steps, false));
+                    (!off.is_empty()).then_some(off)
+                },
                 steady: plan.steady(tables.0, tables.1, rate).ok(),
             })
         })();
