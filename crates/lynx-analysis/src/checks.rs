@@ -129,7 +129,11 @@ pub fn measurement_checks(
 pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Option<String> {
     let mut reasons = Vec::new();
     if let Some(cv) = cell.step_time.as_ref().and_then(|t| t.cv).map(Finite::get).filter(|&cv| cv > max_cv) {
-        reasons.push(format!("step-time CV {:.1}% above {:.1}%", 100.0 * cv, 100.0 * max_cv));
+        // As many decimals as it takes for a CV just above the bound not to print as the bound
+        // ("10.0% above 10.0%").
+        let (cv, max_cv) = (100.0 * cv, 100.0 * max_cv);
+        let decimals = (1..=4).find(|&d| format!("{cv:.d$}") != format!("{max_cv:.d$}")).unwrap_or(4);
+        reasons.push(format!("step-time CV {cv:.decimals$}% above {max_cv:.decimals$}%"));
     }
     if let Some(cores) = cell.other_cpu_cores.map(Finite::get).filter(|&c| c > max_other_cpu_cores) {
         reasons.push(format!("other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2})"));
@@ -332,6 +336,9 @@ mod tests {
         assert_eq!(unstable(&steady, 0.1, 0.25), None);
         let varied = measured(&[1.0, 2.0, 1.0, 2.0], None, false);
         assert!(unstable(&varied, 0.1, 0.25).unwrap().contains("CV 38.5% above 10.0%"));
+        // A CV just above its bound is not printed as the bound.
+        let just = unstable(&varied, 0.3846, 0.25).unwrap();
+        assert!(just.contains("CV 38.49% above 38.46%"), "{just}");
         let busy = measured(&[1.0, 1.0, 1.0, 1.0], Some(1.3), false);
         assert!(unstable(&busy, 0.1, 0.25).unwrap().contains("1.30 host CPU cores"));
         let passed = stability(std::slice::from_ref(&steady), 0.1, 0.25).unwrap();

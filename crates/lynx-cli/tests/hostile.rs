@@ -169,12 +169,14 @@ fn hostile_numbers_in_a_signed_result_get_figures_or_one_line_never_a_panic() {
     // Every output tok/s given its steady part's, as results record it now (the published one
     // predates the field): a figure, or one in two the reason there is none.
     with_steady_parts(&mut published, &mut 0);
-    // And every served rate the simulation replaying the loop's steps, as results record it now
-    // (the published one predates the field), for the mutations to reach it too.
+    // And every served rate the simulation replaying the loop's steps and a batch off the
+    // table's line, as results record them now (the published one predates the fields), for the
+    // mutations to reach them too.
     for served in published["serving"]["served"].as_array_mut().unwrap() {
         for rate in served["rates"].as_array_mut().into_iter().flatten() {
             rate["at_loop_replay"] = rate["at_loop_steps"].clone();
             assert!(rate["at_loop_replay"].is_object(), "{rate}");
+            rate["batches_off_line"] = serde_json::json!([{"prefill": false, "batch": 3, "steps": 225, "pace": 1.32}]);
         }
     }
     let samples_path = published_path.with_file_name(published["telemetry"]["samples_file"].as_str().unwrap());

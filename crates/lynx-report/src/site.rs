@@ -330,8 +330,9 @@ fn result_body(entry: &Entry, result: &RunResult, key_id: &str, related: &Relate
 }
 
 /// The serving phase as the run's summary prints it: each rate served, measured beside the
-/// simulation (with the draws' spread, the simulation fed the loop's own steps and replaying them, the steps'
-/// spread where the result has them), as preformatted text.
+/// simulation (with the draws' spread, the simulation fed the loop's own steps and replaying
+/// them, the steps' spread and the batches off the table's line where the result has them), as
+/// preformatted text.
 fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> Markup {
     html! {
         h2 { "Serving phase" }
