@@ -332,14 +332,21 @@ impl Plan {
 /// 101 lay within 1% of the median of 201, and the 101 draws took under 3 ms.
 pub const DRAWS: u32 = 101;
 
-/// One of the serving loop's steps against the step tables: its batch, its measured time over
-/// the table's at its shape, and the cells' 90th percentile over their median there (where the
-/// table has one).
+/// One of the serving loop's steps against the step tables: its batch, when it started (on the
+/// arrivals' clock), its measured time over the table's at its shape, and the cells' 90th
+/// percentile over their median there (where the table has one).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoopStep {
     pub batch: u32,
+    pub start_s: f64,
     pub ratio: f64,
     pub cells_p90: Option<f64>,
+}
+
+/// The loop's `steps` of one kind as the simulation replays them ([`at_loop_replay`]): each
+/// one's start and measured / table time, in the order they ran. `None` where there are none.
+pub fn replay(steps: &[LoopStep]) -> Option<Replay> {
+    Replay::new(steps.iter().map(|s| (s.start_s, s.ratio)))
 }
 
 /// The loop's steps nearest a measured batch that give that batch its own pace and spread in
@@ -361,9 +368,13 @@ pub fn at_loop_steps(
     measured: &ServeFigures,
 ) -> Result<AtLoopPace, String> {
     let (prefill, decode) = (fed(prefill, prefill_steps), fed(decode, decode_steps));
-    let simulated = serve_figures(&plan.predict(&prefill, &decode, rate_per_s)?.median)?;
-    let relative_error = relative_error(measured, &simulated)
-        .ok_or_else(|| "a simulated figure is zero fed the loop's own steps".to_owned())?;
+    at_loop(serve_figures(&plan.predict(&prefill, &decode, rate_per_s)?.median)?, measured, "fed the loop's own steps")
+}
+
+/// The simulated figures of an `at_loop_*` simulation (`how` it was run) against the `measured`.
+fn at_loop(simulated: ServeFigures, measured: &ServeFigures, how: &str) -> Result<AtLoopPace, String> {
+    let relative_error =
+        relative_error(measured, &simulated).ok_or_else(|| format!("a simulated figure is zero {how}"))?;
     Ok(AtLoopPace { simulated, relative_error })
 }
 
@@ -382,10 +393,11 @@ pub fn at_loop_replay(
     measured: &ServeFigures,
 ) -> Result<AtLoopPace, String> {
     let (prefill, decode) = (prefill.clone().replayed(prefill_replay), decode.clone().replayed(decode_replay));
-    let simulated = serve_figures(&plan.simulate(&prefill, &decode, rate_per_s)?.into())?;
-    let relative_error = relative_error(measured, &simulated)
-        .ok_or_else(|| "a simulated figure is zero replaying the loop's steps".to_owned())?;
-    Ok(AtLoopPace { simulated, relative_error })
+    at_loop(
+        serve_figures(&plan.simulate(&prefill, &decode, rate_per_s)?.into())?,
+        measured,
+        "replaying the loop's steps",
+    )
 }
 
 /// `table` fed the loop's `steps` of its kind: each step counts for the measured batch nearest
@@ -948,7 +960,7 @@ mod tests {
             Some(AtLoopPace { relative_error: relative_error(&measured, &simulated).unwrap(), simulated })
         };
         far.at_loop_steps = against(figures(1.02, 0.049));
-        let step = |ratio, cells_p90| LoopStep { batch: 1, ratio, cells_p90 };
+        let step = |ratio, cells_p90| LoopStep { batch: 1, start_s: 0.0, ratio, cells_p90 };
         far.decode_step_spread = step_spread(&[step(1.0, Some(1.04)), step(1.6, Some(1.1)), step(0.9, None)]);
         let checks = super::checks(&record(vec![far.clone()]));
         assert!(
@@ -1054,7 +1066,7 @@ mod tests {
     /// whose shape has a cell spread, beside the median of those cells' own; none without one.
     #[test]
     fn the_loops_step_spread_is_set_beside_the_cells() {
-        let step = |ratio, cells_p90| LoopStep { batch: 4, ratio, cells_p90 };
+        let step = |ratio, cells_p90| LoopStep { batch: 4, start_s: 0.0, ratio, cells_p90 };
         let steps: Vec<LoopStep> = (1..=10).map(|i| step(f64::from(i) / 10.0 + 0.5, Some(1.1))).collect();
         let spread = step_spread(&steps).unwrap();
         assert!((spread.loop_p90.get() - 1.41).abs() < 1e-12 && spread.cells_p90.get() == 1.1, "{spread:?}");
@@ -1075,7 +1087,7 @@ mod tests {
             |batch, len| TablePoint { batch, len, step_s: 0.01 * f64::from(batch), power_w: None, spread: None };
         let table = StepTable::new(&[point(1, 16), point(4, 16), point(8, 16), point(1, 128), point(8, 128)]);
         assert_eq!(table.batches(), [1, 4, 8]);
-        let step = |batch, ratio| LoopStep { batch, ratio, cells_p90: None };
+        let step = |batch, ratio| LoopStep { batch, start_s: 0.0, ratio, cells_p90: None };
         // Batch 1: five steps at 1.0..1.4, and one of batch 2 (nearer 1 than 4) at 1.2: median
         // 1.2. Batch 8: five steps of batches 7 and 8 at 0.8. Batch 4: the steps of batches 5
         // and 6 (6 is as near 4 as 8, and counts for the smaller), two: too few, so it takes the
@@ -1108,7 +1120,7 @@ mod tests {
         use crate::sim::TablePoint;
         let point = |batch| TablePoint { batch, len: 16, step_s: 0.01, power_w: None, spread: None };
         let table = StepTable::new(&[point(1), point(4), point(8)]);
-        let steps = |batch, ratio, n| vec![LoopStep { batch, ratio, cells_p90: None }; n];
+        let steps = |batch, ratio, n| vec![LoopStep { batch, start_s: 0.0, ratio, cells_p90: None }; n];
         let loop_steps: Vec<LoopStep> = [
             steps(1, 1.1, 10),
             steps(4, 1.1, 10),
@@ -1166,7 +1178,7 @@ mod tests {
         let rate = 1e-3;
         let predicted = serve_figures(&plan.predict(&prefill, &decode, rate).unwrap().median).unwrap();
         assert!((predicted.ttft_p99_s.get() - 0.05).abs() < 1e-9 && (predicted.tpot_p99_s.get() - 0.01).abs() < 1e-9);
-        let steps = |ratio| vec![LoopStep { batch: 1, ratio, cells_p90: None }; BATCH_STEPS];
+        let steps = |ratio| vec![LoopStep { batch: 1, start_s: 0.0, ratio, cells_p90: None }; BATCH_STEPS];
         let (prefill_steps, decode_steps) = (steps(2.0), steps(3.0));
         let slower = figures(0.1, 0.03);
         let paced = at_loop_steps(&plan, (&prefill, &decode), rate, (&prefill_steps, &decode_steps), &slower).unwrap();
@@ -1183,11 +1195,21 @@ mod tests {
         // finished, slow none of them.
         let arrivals = crate::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
         let replays = |slow: &dyn Fn(usize) -> bool| {
+            // As the runner builds them: from the loop's steps, through `replay`.
             let kind = |ratio: f64| {
-                Replay::new(arrivals.iter().enumerate().map(|(i, &at)| (at, if slow(i) { ratio } else { 1.0 })))
+                let steps: Vec<LoopStep> = (arrivals.iter().enumerate())
+                    .map(|(i, &at)| LoopStep {
+                        batch: 1,
+                        start_s: at,
+                        ratio: if slow(i) { ratio } else { 1.0 },
+                        cells_p90: None,
+                    })
+                    .collect();
+                replay(&steps)
             };
             (kind(2.0), kind(3.0))
         };
+        assert_eq!(replay(&[]), None, "no steps of a kind: that kind is drawn as predicted");
         let replayed = at_loop_replay(&plan, (&prefill, &decode), rate, replays(&|i| i < 12), &slower).unwrap();
         assert!((replayed.simulated.ttft_p99_s.get() - 0.1).abs() < 1e-9, "{replayed:?}");
         assert!((replayed.simulated.tpot_p99_s.get() - 0.03).abs() < 1e-9, "{replayed:?}");

@@ -275,25 +275,12 @@ fn step_ratios(
             let at = at.as_ref()?;
             Some(LoopStep {
                 batch: s.batch,
+                start_s: s.start_s,
                 ratio: s.seconds / at.step_s,
                 cells_p90: at.spread.map(|spread| spread.p90()),
             })
         })
         .collect()
-}
-
-/// The loop's steps of one kind in the order they ran, for the simulation to replay: each one's
-/// start and measured / table time at its shape (where the table has one).
-fn replay(
-    steps: &[(&super::serve::Step, Option<lynx_analysis::sim::Lookup>)],
-    prefill: bool,
-) -> Option<lynx_analysis::sim::Replay> {
-    lynx_analysis::sim::Replay::new(
-        steps
-            .iter()
-            .filter(|(s, _)| s.prefill == prefill)
-            .filter_map(|(s, at)| Some((s.start_s, s.seconds / at.as_ref()?.step_s))),
-    )
 }
 
 /// The median of measured / table time over steps as [`step_ratios`] gives them.
@@ -707,7 +694,7 @@ impl Turn<'_> {
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
     ) -> Result<Option<Result<ServedRate, ServeError>>, RunError> {
         use lynx_analysis::serving::{
-            at_loop_replay, at_loop_steps, batches_off_line, measured_figures, relative_error, serve_figures,
+            at_loop_replay, at_loop_steps, batches_off_line, measured_figures, relative_error, replay, serve_figures,
             simulated_draws, step_spread,
         };
         let arrivals = lynx_analysis::sim::arrival_times(plan.seed, plan.lengths.len(), rate);
@@ -751,7 +738,8 @@ impl Turn<'_> {
             let (decode_steps, prefill_steps) = (step_ratios(&steps, false, false), step_ratios(&steps, true, false));
             let (decode_ratio, prefill_ratio) = (median_ratio(&decode_steps), median_ratio(&prefill_steps));
             let paced = at_loop_steps(plan, tables, rate, (&prefill_steps, &decode_steps), &measured);
-            let replayed = at_loop_replay(plan, tables, rate, (replay(&steps, true), replay(&steps, false)), &measured);
+            let replayed =
+                at_loop_replay(plan, tables, rate, (replay(&prefill_steps), replay(&decode_steps)), &measured);
             let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
             let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
             let output: f64 = load.served.iter().map(|s| f64::from(s.osl)).sum();
