@@ -8,7 +8,8 @@
 #   scripts/gpu-check.sh OUTDIR --claims-only
 #
 # It finds the host's libtorch through `python3 -c 'import torch'` and sets the library path to
-# it (a carried binary's rpath names the build host's), runs `lynx devices`, `lynx roofline` and
+# it (a carried binary's rpath names the build host's), records the host (environment.txt: the
+# machine, lynx's libraries, the torch Python finds, nvidia-smi), runs `lynx devices`, `lynx roofline` and
 # the gpu-check suites (models/suites/gpu-check-*.toml, built into the binary: Llama 3.1 8B at
 # bf16 and fp8, a 4-layer Qwen3-30B-A3B subset, a 2-layer DeepSeek-R1 shard), each under a time
 # limit, writes every result and log under OUTDIR, and prints one table of claims with PASS,
@@ -169,6 +170,49 @@ PY
     echo "$limit"
   }
 
+  # What this host is, for whoever reads the archive away from it: the machine, lynx and the
+  # libraries it resolved, the torch the Python finds and the GPUs it sees, the driver's view of
+  # the boards, and the variables that steer CUDA, ROCm and lynx. Lines starting "summary: " head
+  # the table. Each command is cut at a few seconds; one that is missing says so.
+  environment() {
+    echo "== host"
+    date -u
+    uname -a
+    echo "cores: $(nproc)"
+    grep -E '^(MemTotal|MemAvailable):' /proc/meminfo || true
+    echo "== lynx"
+    timeout 10 "$lynx" --version 2>&1 || echo "(lynx --version failed)"
+    echo "== lynx's libraries (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
+    timeout 10 ldd "$lynx" 2>&1 || true
+    echo "== torch ($python)"
+    timeout 20 "$python" - <<'PY' 2>&1 || echo "summary: $python: no torch ($?)"
+import torch
+cuda, hip = torch.version.cuda, getattr(torch.version, "hip", None)
+runtime = f"HIP {hip}" if hip else (f"CUDA {cuda}" if cuda else "CPU only")
+cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+seen = [torch.cuda.get_device_properties(i) for i in range(gpus)]
+boards = "; ".join(f"{p.name} (sm_{p.major}{p.minor}, {p.total_memory / 2**30:.1f} GiB)" for p in seen)
+print(f"summary: torch {torch.__version__} ({runtime}" + (f", cuDNN {cudnn}" if cudnn else "") + "), "
+      + (f"{gpus} GPU(s): {boards}" if gpus else "no GPU visible to torch"))
+print(torch.__config__.show())
+PY
+    echo "== nvidia-smi"
+    if command -v nvidia-smi >/dev/null; then
+      timeout 10 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,pstate,mig.mode.current,power.limit,clocks.max.sm,clocks.max.mem \
+        --format=csv,noheader 2>&1 | sed 's/^/summary: nvidia-smi: /' || true
+      timeout 10 nvidia-smi -q 2>&1 || true
+    else
+      echo "no nvidia-smi on PATH"
+    fi
+    echo "== variables"
+    env | grep -E '^(CUDA_|NVIDIA_|HIP_|ROCR_|HSA_|LYNX_|TORCH_|PYTORCH_)' | sort || true
+  }
+  limit=$(phase environment 60 5)
+  if [ "$limit" -gt 0 ]; then
+    environment > "$out/environment.txt" 2>&1 || true
+  fi
+
   limit=$(phase devices 30 5)
   if [ "$limit" -gt 0 ]; then
     limited 5 "$limit" "$lynx" devices > "$out/devices.txt" 2>&1 || true
@@ -226,6 +270,13 @@ PY
       > "$out/$suite.log" 2>&1 || say "$suite ended with $? (see $out/$suite.log)"
     echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
   done
+  # The boards once the suites ran: clocks, power, temperature and throttle reasons.
+  if command -v nvidia-smi >/dev/null; then
+    limit=$(phase environment-end 10 2)
+    if [ "$limit" -gt 0 ]; then
+      timeout "$limit" nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE > "$out/environment-end.txt" 2>&1 || true
+    fi
+  fi
 fi
 
 # The table, kept as claims.txt (not when printed again from a kept OUTDIR, which may be read-only).
@@ -567,6 +618,13 @@ missing = [s for s in suites.split(",") if s not in results]
 claim("every suite produced a result", judged(not missing),
       ", ".join(f"{s} ({not_run[s]})" if s in not_run else s for s in missing) or f"{len(results)} results")
 
+try:
+    for line in open(os.path.join(out, "environment.txt")).read().splitlines():
+        if line.startswith("summary: "):
+            print("environment: " + line[len("summary: "):])
+    print()
+except OSError:
+    pass
 for p in roofline["probes"]:
     v = p["value"]
     shown = ((f"{v / 1e9:.1f} GB/s" if p["kind"] == "bandwidth" else f"{v / 1e12:.2f} TFLOP/s")

@@ -108,8 +108,28 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // Whether the device kept its equilibrium pace through the cells: shown, not judged.
     assert_eq!(verdict("gpu-check-quick: equilibrium, and its step timed again after the sweep"), "INFO", "{table}");
     assert!(table.contains("its step timed again after the sweep took"), "{table}");
-    for kept in ["claims.txt", "devices.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"] {
+    for kept in
+        ["claims.txt", "devices.txt", "environment.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"]
+    {
         assert!(out.join(kept).exists(), "{kept} is not under OUTDIR");
+    }
+    // The host as the check found it, to be read away from it: lynx's version and the libtorch
+    // it resolved, the torch Python finds (whose summary heads the table), the driver's tools.
+    let environment = std::fs::read_to_string(out.join("environment.txt")).unwrap();
+    assert!(environment.contains(&format!("lynx {}", env!("CARGO_PKG_VERSION"))), "{environment}");
+    assert!(
+        environment.contains("libtorch_cpu.so => /") && !environment.contains("libtorch_cpu.so => not found"),
+        "{environment}"
+    );
+    assert!(
+        environment.contains("summary: torch ") && environment.contains("no GPU visible to torch"),
+        "{environment}"
+    );
+    let torch = table.lines().find(|l| l.starts_with("environment: torch ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(torch.contains("no GPU visible to torch"), "{torch}");
+    if Command::new("nvidia-smi").arg("-L").output().is_err() {
+        assert!(environment.contains("no nvidia-smi on PATH"), "{environment}");
+        assert!(!out.join("environment-end.txt").exists(), "a snapshot of boards no tool could read");
     }
     // The archive holds OUTDIR, and the table printed again from it elsewhere, running nothing
     // and writing nothing there (a folder brought back from a device may be read-only), is the
