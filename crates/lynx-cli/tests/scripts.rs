@@ -318,6 +318,21 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "INFO"
     );
     assert_eq!(code, Some(0), "{table}");
+    assert!(table.contains("eager: fp8 10.00 ms, bf16 20.00 ms; graph: fp8 10.00 ms, bf16 20.00 ms"), "{table}");
+    // fp8 must be the faster in each mode: a graph step slower than bf16's fails the claim
+    // though the eager one is faster.
+    let fp8_path = good.join("runs/h200/run/gpu-check-llama-fp8.json");
+    let mut fp8: Value = serde_json::from_slice(&std::fs::read(&fp8_path).unwrap()).unwrap();
+    for cell in fp8["cells"].as_array_mut().unwrap() {
+        if cell["step"] == "decode" && cell["batch"] == 64 && cell["mode"] == "graph" {
+            cell["step_time"]["median_s"] = json!(0.030);
+        }
+    }
+    std::fs::write(&fp8_path, fp8.to_string()).unwrap();
+    let (code, table) = claims(&good);
+    assert_eq!(verdict(&table, "fp8 decode faster than bf16"), "FAIL", "{table}");
+    assert!(table.contains("graph: fp8 30.00 ms, bf16 20.00 ms"), "{table}");
+    assert_eq!(code, Some(1), "{table}");
     let bad = scratch.path().join("bad");
     // A serving loop whose graph steps could not be captured served eagerly.
     let mut eager_serving = serving.clone();
@@ -370,6 +385,41 @@ fn gpu_check_starts_no_phase_it_cannot_finish_before_its_deadline() {
     let nothing_kept =
         script(Path::new(&root), "gpu-check.sh", &[out.path().join("none").to_str().unwrap(), "--claims-only"]);
     assert_eq!(nothing_kept.status.code(), Some(2));
+}
+
+/// A suite that runs to its time limit is stopped there, and the table says that its result
+/// (if any) holds only what it had measured by then. A stand-in lynx whose `run` never ends, so
+/// that the limit is what ends it: with a 75-second deadline the suite gets about 33 s.
+#[test]
+fn gpu_check_says_which_suite_its_time_limit_stopped() {
+    let work = tempfile::tempdir().unwrap();
+    let fake = work.path().join("lynx");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'lynx 0.0.0 (stand-in)' ;;\n  devices) echo 'cpu: stand-in' ;;\n  \
+         roofline) echo '{\"probes\": []}' ;;\n  run) exec sleep 600 ;;\nesac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = work.path().join("check");
+    let started = std::time::Instant::now();
+    let output = script_command(
+        Path::new(&repo_path("")),
+        "gpu-check.sh",
+        &[out.to_str().unwrap(), "--quick", "--deadline-s", "75"],
+    )
+    .env("LYNX_BIN", &fake)
+    .output()
+    .unwrap();
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{table}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(verdict(&table, "(gpu-check-quick) deadline"), "INFO", "{table}");
+    let line = table.lines().find(|l| l.starts_with("(gpu-check-quick) deadline")).unwrap();
+    assert!(line.contains("-second limit: its result holds what it had measured by then"), "{line}");
+    let environment = std::fs::read_to_string(out.join("environment.txt")).unwrap();
+    assert!(environment.contains("lynx 0.0.0 (stand-in)"), "{environment}");
+    assert!(started.elapsed().as_secs() < 75, "the check overran its deadline: {table}");
 }
 
 /// The files under `dir`, at any depth.
