@@ -205,6 +205,10 @@ PY
     else
       echo "no nvidia-smi on PATH"
     fi
+    if command -v rocm-smi >/dev/null; then
+      echo "== rocm-smi"
+      timeout 10 rocm-smi --showproductname --showdriverversion --showbus --showpower --showclocks 2>&1 || true
+    fi
     echo "== variables"
     env | grep -E '^(CUDA_|NVIDIA_|HIP_|ROCR_|HSA_|LYNX_|TORCH_|PYTORCH_)' | sort || true
   }

@@ -356,10 +356,14 @@ fn a_cell_too_big_for_memory_is_recorded_as_out_of_memory_and_the_sweep_goes_on(
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
     let total_kib: u64 = meminfo.lines().next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     let huge = (16 * total_kib * 1024 / (65_536 * 1024)).next_power_of_two();
+    // One loose latency bound: a ladder also stops at a batch whose step passes the largest
+    // bound, and on a busy 2-core host batch 2 at context 65536 passed MLPerf's TPOT, so the
+    // ladder stopped before the batch this test is about.
     let models = models(|suite| {
         many_cells(suite)
             .replace("max_batch = 8\nctxs = [64, 256, 512]", &format!("batches = [2, {huge}]\nctxs = [65536, 64]"))
             .replace("max_steps = 100", "max_steps = 20")
+            + "\n[[bound]]\nname = \"loose\"\nttft_p99_s = 600.0\ntpot_p99_s = 600.0\n"
     });
     let out = tempfile::tempdir().unwrap();
     // The memory planner would skip the cell (a_cell_that_cannot_fit_is_skipped_…); stating
