@@ -73,7 +73,10 @@ fn a_run_writes_every_cell_with_sane_figures() {
             assert!(seconds(&autocorrelation["median_s"]) > 0.0, "{autocorrelation}");
             assert!(stdout.contains("steps' autocorrelation"), "{stdout}");
         }
-        None => assert!(autocorrelation.is_null() && steps < 200, "{warmup}"),
+        // The second half is by time: where the steps slow through the warm-up it holds fewer
+        // than half of them (a fresh clone's run: 209 steps, under 100 in the second half). With
+        // 400 or more, the second half would have to run three times slower than the first.
+        None => assert!(autocorrelation.is_null() && steps < 400, "{warmup}"),
     }
     // Its step timed again once the sweep was done, as long as a cell (8 steps, 0.3 s at least),
     // against the median of its last window; said in the equilibrium check, not judged.
