@@ -34,7 +34,8 @@ export LYNX_KVALIDATE_PYTHONPATH
 # Python PyTorch of lynx's libtorch version: scripts/bench-eager.sh --quick runs in the tests.
 LYNX_BENCH_PYTHON=$(scripts/bench-python.sh)
 export LYNX_BENCH_PYTHON
-cargo test --workspace --locked
+# Every test binary runs even after one fails, so that a failure names every failing test.
+cargo test --workspace --locked --no-fail-fast
 # Whether the Slurm test ran on a real cluster or could not start one (and why), and whether the
 # full-disk test could mount its tmpfs.
 cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"

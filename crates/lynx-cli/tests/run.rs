@@ -685,35 +685,18 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
 /// lies further above the loop's).
 ///
 /// The crossing is the claim of a loop whose steps run at their cells' pace. On a shared host
-/// they may not: a fresh clone at 41cca5b, on a host busy enough that its own run found no
-/// equilibrium, measured the loop's steps at the rate above at 0.81× their cells (which were
-/// measured slow), and the rate held the bound. A run where the rate above held the bound while
-/// the loop's decode or prefill steps there ran more than the `simulation` check's 15% faster
-/// than their cells is run again, up to three times in all; the test fails where the rate held
-/// the bound at its cells' pace, or in every run. (Steps slower than their cells only make the
-/// crossing surer: the first version of this retry ran again for those too, and on a noisy host
-/// failed three runs whose prefill steps ran 1.20–1.26× their cells.)
+/// they do not: three runs of this suite, one after another, found the latency-bounded rate at
+/// 122 to 204 requests/s, and CI's run at d6c0d9c measured the loop's steps at the rate above at
+/// 0.82, 0.75 and 0.89× their cells in three tries, the last holding the bound at 0.248 s (its
+/// simulation fed the loop's own steps held it too, at 0.217 s). So the test hook
+/// `LYNX_TEST_CELL_PACE` holds each of the loop's steps to at least its table's time, as a
+/// device that keeps its cells' pace would (steps slower than their cells only make the
+/// crossing surer); what is tested is the window, the real loop's queue and the judgement.
 #[test]
 fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let mut off_pace = Vec::new();
-    let (stdout, result) = loop {
-        let (stdout, result) =
-            serve_short_with(("tight", 0.25, 0.5), ("most_requests = 5000", "[24, 512]"), ("LYNX_TEST_NONE", ""));
-        let over = &result["serving"]["served"][0]["rates"][1];
-        let paces: Vec<f64> =
-            ["decode_step_ratio", "prefill_step_ratio"].iter().filter_map(|kind| over[kind].as_f64()).collect();
-        if over["within_bound"] == false || paces.iter().all(|pace| *pace >= 0.85) {
-            break (stdout, result);
-        }
-        eprintln!("the rate above held the bound, the loop's steps there at {paces:?}× their cells: run again");
-        off_pace.push(paces);
-        assert!(
-            off_pace.len() < 3,
-            "in three runs the rate above held the bound while the loop's steps there ran more than 15% faster \
-             than their cells ({off_pace:?}): this host's pace moved too much to test the crossing"
-        );
-    };
+    let (stdout, result) =
+        serve_short_with(("tight", 0.25, 0.5), ("most_requests = 5000", "[24, 512]"), ("LYNX_TEST_CELL_PACE", "1"));
     let served = &result["serving"]["served"][0];
     let window = served["window"].as_str().unwrap_or_else(|| panic!("{served}"));
     let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
@@ -741,6 +724,10 @@ fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
             r["decode_step_ratio"],
             r["prefill_step_ratio"]
         );
+    }
+    for kind in ["decode_step_ratio", "prefill_step_ratio"] {
+        let pace = over[kind].as_f64();
+        assert!(pace.is_some_and(|p| p >= 0.99), "{kind} {pace:?}: the hook holds the steps to their cells' pace");
     }
     assert_eq!(over["within_bound"], false, "the rate above the bound held it: {over}");
     let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "simulation").unwrap().clone();

@@ -20,7 +20,7 @@
 use super::graph::{Captured, Graphs};
 use lynx_analysis::lengths::Lengths;
 use lynx_analysis::rng::SplitMix64;
-use lynx_analysis::sim::{ladder_to, Served};
+use lynx_analysis::sim::{ladder_to, Served, StepTable};
 use lynx_models::{KvCache, Logits, Model, ModelError};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +37,9 @@ pub(super) struct Server {
     /// How much longer each decode step takes (the test hook
     /// [`super::SIMULATE_SLOW_SERVING_VAR`]; zero otherwise).
     pub slower_decode: Duration,
+    /// The prefill and decode tables whose time each step lasts at least (the test hook
+    /// [`super::SIMULATE_CELL_PACE_VAR`]; none otherwise).
+    pub at_least: Option<(StepTable, StepTable)>,
 }
 
 /// Why a load, or a workload's rates, were not served.
@@ -250,6 +253,13 @@ pub(super) fn serve(
             if !prefill && !server.slower_decode.is_zero() {
                 std::thread::sleep(server.slower_decode);
             }
+            if let Some((prefill_table, decode_table)) = &server.at_least {
+                let table = if prefill { prefill_table } else { decode_table };
+                let left = table.lookup(batch as u32, len as f64).map_or(0.0, |l| from + l.step_s - now());
+                if left > 0.0 {
+                    std::thread::sleep(Duration::from_secs_f64(left));
+                }
+            }
             let at = now();
             in_steps += at - from;
             let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
@@ -428,7 +438,8 @@ pub fn loop_overhead(
     lengths: &[Lengths],
     arrivals_s: &[f64],
 ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
-    let server = Server { max_batch, max_prefill_batch, chunk, graphs: None, slower_decode: Duration::ZERO };
+    let server =
+        Server { max_batch, max_prefill_batch, chunk, graphs: None, slower_decode: Duration::ZERO, at_least: None };
     let requests = Requests { lengths, arrivals_s, seed: 1 };
     let stop = AtomicBool::new(false);
     // Nothing raises this stop, so the load is always served.
@@ -553,6 +564,7 @@ intermediate_size = 128
                 chunk,
                 graphs: graphs.clone(),
                 slower_decode: Duration::ZERO,
+                at_least: None,
             };
             let stop = AtomicBool::new(false);
             let start = Instant::now();
@@ -608,6 +620,7 @@ intermediate_size = 128
             chunk: None,
             graphs: Some(refused),
             slower_decode: Duration::ZERO,
+            at_least: None,
         };
         match serve(&model, &server, &requests, 60.0, &|| 0.0, false, &stop) {
             Err(ServeError::Capture(reason)) => assert_eq!(reason, "at batch 1: no graph here"),

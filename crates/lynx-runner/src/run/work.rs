@@ -709,6 +709,7 @@ impl Turn<'_> {
                 .and_then(|ms| ms.parse::<f64>().ok())
                 .and_then(|ms| std::time::Duration::try_from_secs_f64(ms / 1e3).ok())
                 .unwrap_or_default(),
+            at_least: std::env::var_os(super::SIMULATE_CELL_PACE_VAR).map(|_| (tables.0.clone(), tables.1.clone())),
         };
         let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
         let clock = || self.telemetry.now_s();
