@@ -23,6 +23,9 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
     differ("libtorch threads", a.harness.torch_threads.to_string(), b.harness.torch_threads.to_string());
     differ("configuration digest", a.config.sha256.clone(), b.config.sha256.clone());
+    // A result made with test hooks set describes a test (`Harness::test_hooks`).
+    let hooks = |r: &RunResult| r.harness.test_hooks().unwrap_or_else(|| "none".to_owned());
+    differ("test hooks", hooks(a), hooks(b));
     // Whether each device kept its equilibrium pace through the cells (EQUILIBRIUM.md).
     differ("warm-up step timed again after the sweep, over its equilibrium median", pace(a), pace(b));
     out
@@ -323,6 +326,23 @@ mod tests {
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs not timed"));
         resumed.resumed_warmups[0].after_sweep = again(None);
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs timed, with no equilibrium median"));
+    }
+
+    /// How two runs differ says which was made with test hooks set, and which.
+    #[test]
+    fn the_differences_name_the_test_hooks_either_was_made_with() {
+        let run = "20261203T010753Z-dd076e65";
+        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
+        let published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let line = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("test hooks"));
+        assert_eq!(line(&published, &published), None);
+        let mut hooked = published.clone();
+        hooked.harness.test_hooks =
+            Some(vec!["LYNX_TEST_CELL_PACE=1".to_owned(), "LYNX_TEST_GRAPHS=reissue".to_owned()]);
+        assert_eq!(
+            line(&published, &hooked).unwrap(),
+            "test hooks: none vs LYNX_TEST_CELL_PACE=1, LYNX_TEST_GRAPHS=reissue"
+        );
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {

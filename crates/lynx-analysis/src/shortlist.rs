@@ -43,6 +43,14 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             });
             continue;
         }
+        if let Some(hooks) = result.harness.test_hooks() {
+            excluded.push(Excluded {
+                file: shown,
+                kind: "test hooks".to_owned(),
+                reason: format!("made with {hooks} set: a test's figures, not the device's"),
+            });
+            continue;
+        }
         let device = result.device.name_or_kind();
         let device_slug = slug(&device);
         let price = request.prices.iter().find(|(d, _)| slug(d) == device_slug).map(|(_, p)| *p);

@@ -510,6 +510,100 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID at signature"));
 }
 
+/// A result made with a test hook set (a `LYNX_TEST_…` variable) records it
+/// (`harness.test_hooks`) and says so wherever it is shown: its Markdown export, its row in the
+/// site's index and beside its figures there, its page; a shortlist leaves it out, naming the
+/// hook. Here the published record's last run, signed as two devices' results, one given the
+/// hook.
+#[test]
+fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
+    let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert!(json["harness"].get("test_hooks").is_none(), "the record was made without test hooks");
+    json["harness"]["test_hooks"] = serde_json::json!(["LYNX_TEST_CELL_PACE=1"]);
+    // The hooked copy beside a copy of its samples file, where publish_as looks for it.
+    let work = tempfile::tempdir().unwrap();
+    let samples = json["telemetry"]["samples_file"].as_str().unwrap();
+    std::fs::copy(record.with_file_name(samples), work.path().join(samples)).unwrap();
+    let hooked = work.path().join("hooked.json");
+    std::fs::write(&hooked, serde_json::to_vec(&json).unwrap()).unwrap();
+    let trusted = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let published = tempfile::tempdir().unwrap();
+    let dir = published.path();
+    publish_as(&record, dir, "plain", "Plain CPU", 1.0, Some(&trusted));
+    let hooked = publish_as(&hooked, dir, "hooked", "Hooked CPU", 1.0, Some(&trusted));
+
+    let dir_arg = dir.to_str().unwrap();
+    let key = pubkey();
+    let shortlist = lynx(&[
+        "shortlist",
+        dir_arg,
+        "--workload",
+        "lynx-ref-small:128/128",
+        "--ttft-p99",
+        "2s",
+        "--tpot-p99",
+        "100ms",
+        "--pubkey",
+        &key,
+        "--format",
+        "json",
+    ]);
+    assert!(shortlist.status.success(), "{}", String::from_utf8_lossy(&shortlist.stderr));
+    let list: Value = serde_json::from_slice(&shortlist.stdout).unwrap();
+    let devices: Vec<&str> = list["ranked"].as_array().unwrap().iter().map(|e| e["device"].as_str().unwrap()).collect();
+    assert_eq!(devices, ["Plain CPU"], "{list}");
+    let excluded = list["excluded"].as_array().unwrap();
+    assert_eq!(excluded.len(), 1, "{list}");
+    assert_eq!(excluded[0]["kind"], "test hooks", "{list}");
+    let reason = excluded[0]["reason"].as_str().unwrap();
+    assert_eq!(reason, "made with LYNX_TEST_CELL_PACE=1 set: a test's figures, not the device's");
+
+    let markdown = |envelope: &Path| {
+        let output = lynx(&["export", envelope.to_str().unwrap(), "--pubkey", &key, "--format", "markdown"]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let said = markdown(&hooked);
+    assert!(
+        said.contains("| test hooks | LYNX\\_TEST\\_CELL\\_PACE=1: a test's figures, not the device's |"),
+        "{said}"
+    );
+    assert!(!markdown(&dir.join("plain.intoto.json")).contains("test hooks"));
+
+    let site = tempfile::tempdir().unwrap();
+    let output = lynx(&["report", dir_arg, "--out", site.path().to_str().unwrap(), "--pubkey", &key]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
+    assert_eq!(index.matches("made with test hooks (LYNX_TEST_CELL_PACE=1)").count(), 1, "{index}");
+    // Beside each of its latency-bounded figures (measured and simulated), and no one else's.
+    let figures = index.matches("(test hooks)").count();
+    assert!(figures >= 2 && figures == index.matches("Hooked CPU (cpu)</a> <span").count(), "{index}");
+    assert!(index.contains("Plain CPU (cpu)</a></td>") && !index.contains("Plain CPU (cpu)</a> <span"), "{index}");
+    let pages: Vec<String> = std::fs::read_dir(site.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let row = "<th>test hooks</th><td>LYNX_TEST_CELL_PACE=1: a test's figures, not the device's</td>";
+    assert_eq!(pages.len(), 2);
+    assert_eq!(pages.iter().filter(|page| page.contains(row)).count(), 1, "{pages:?}");
+
+    // Collecting the folder into a results folder refuses it (exit 1), and collects the other.
+    let collected = tempfile::tempdir().unwrap();
+    let output = lynx(&["collect", dir_arg, "--into", collected.path().to_str().unwrap(), "--pubkey", &key]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    let refused = format!(
+        "REFUSED {}: test hooks: made with LYNX_TEST_CELL_PACE=1 set: a test's figures, not the device's",
+        hooked.display()
+    );
+    assert!(said.lines().any(|l| l == refused), "{said}");
+    assert_eq!(said.lines().filter(|l| l.starts_with("collected ")).count(), 1, "{said}");
+}
+
 #[test]
 fn the_published_record_verifies_and_builds_the_site() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

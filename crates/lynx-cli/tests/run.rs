@@ -27,6 +27,8 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert!(harness["libtorch_runtime_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
     assert!(harness["libtorch_build_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
     assert_eq!(harness["binary_sha256"].as_str().unwrap().len(), 64);
+    assert!(harness.get("test_hooks").is_none(), "no test hook was set: {harness}");
+    assert!(!stdout.contains("test hooks"), "{stdout}");
     assert_eq!(result["config"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(result["config"]["model"]["name"], "test-small");
 
@@ -697,6 +699,10 @@ fn the_rate_above_the_bound_crosses_it_in_a_window_long_enough_to_show_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (stdout, result) =
         serve_short_with(("tight", 0.25, 0.5), ("most_requests = 5000", "[24, 512]"), ("LYNX_TEST_CELL_PACE", "1"));
+    // The result says it was made with the hook, and so does its summary.
+    assert_eq!(result["harness"]["test_hooks"], serde_json::json!(["LYNX_TEST_CELL_PACE=1"]));
+    let said = "these figures come from a run made with test hooks set (LYNX_TEST_CELL_PACE=1): they describe a test";
+    assert!(stdout.contains(said), "{stdout}");
     let served = &result["serving"]["served"][0];
     let window = served["window"].as_str().unwrap_or_else(|| panic!("{served}"));
     let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));

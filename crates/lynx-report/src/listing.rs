@@ -267,6 +267,9 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     for (what, value) in facts {
         let _ = writeln!(out, "| {what} | {value} |");
     }
+    if let Some(hooks) = result.harness.test_hooks() {
+        let _ = writeln!(out, "| test hooks | {}: a test's figures, not the device's |", markdown_text(&hooks));
+    }
     // Tables of figures in code blocks; result text in them was escaped for the terminal, and
     // no fence inside can close the block.
     let fenced = |text: String| text.replace("```", "'''");

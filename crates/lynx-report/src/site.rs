@@ -184,6 +184,9 @@ fn result_row(entry: &Entry) -> Markup {
                     td {
                         @if failed.is_empty() { span.ok { "all passed" } }
                         @else { span.bad { "FAILED " (failed.join(", ")) } }
+                        @if let Some(hooks) = result.harness.test_hooks() {
+                            " " span.bad { "made with test hooks (" (Html(&hooks)) ")" }
+                        }
                     }
                     td { (Html(&result.run_id)) }
                 }
@@ -236,10 +239,15 @@ fn workload_section(model: &str, workload: &Workload, verified: &[Verified]) -> 
 /// ran (the published figure), and simulated.
 fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
     let figure = |value, none| crate::text::figure(value, 3, none);
+    // A result made with test hooks set says so beside each of its figures.
+    let device = html! {
+        a href=(v.page) { (Html(&device_label(v.result))) }
+        @if v.result.harness.test_hooks().is_some() { " " span.bad { "(test hooks)" } }
+    };
     html! {
         @if let Some(m) = &lb.measured {
             tr {
-                td.long { a href=(v.page) { (Html(&device_label(v.result))) } }
+                td.long { (device) }
                 td {
                     (Html(&lb.bound.name))
                     (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
@@ -252,7 +260,7 @@ fn latency_row(v: &Verified, lb: &LatencyBounded) -> Markup {
             }
         }
         tr {
-            td.long { a href=(v.page) { (Html(&device_label(v.result))) } }
+            td.long { (device) }
             td {
                 (Html(&lb.bound.name))
                 (format!(" ({:.0} ms / {:.0} ms)", lb.bound.ttft_p99_s * 1e3, lb.bound.tpot_p99_s * 1e3))
@@ -473,6 +481,11 @@ fn facts(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
             },
         ),
     ];
+    let hooks = result.harness.test_hooks();
+    let rows: Vec<(&str, Markup)> = rows
+        .into_iter()
+        .chain(hooks.map(|hooks| ("test hooks", html! { (Html(&hooks)) ": a test's figures, not the device's" })))
+        .collect();
     html! {
         table {
             @for (what, value) in &rows { tr { th { (what) } td { (value) } } }

@@ -167,6 +167,13 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
     if result.checks.iter().any(|c| !c.passed) {
         let _ = writeln!(out, "these figures come from a run that FAILED a check: do not publish them as the device's");
     }
+    if let Some(hooks) = result.harness.test_hooks() {
+        let _ = writeln!(
+            out,
+            "these figures come from a run made with test hooks set ({}): they describe a test, not the device",
+            terminal_text(&hooks, 300)
+        );
+    }
     out
 }
 

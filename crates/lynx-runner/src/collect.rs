@@ -1,7 +1,8 @@
 //! `lynx collect`: gather results from many nodes into one results folder. Each envelope is
 //! verified against the trusted keys before anything is copied; a tampered, unsigned or
-//! untrusted one is refused, and so is a second copy of a run already there (the same run id):
-//! byte-identical copies are skipped, differing ones refused. A result is copied with its
+//! untrusted one is refused, and so is one made with test hooks set (`Harness::test_hooks`: a
+//! test's figures, never the device's published ones) and a second copy of a run already there
+//! (the same run id): byte-identical copies are skipped, differing ones refused. A result is copied with its
 //! samples file and, where the run served, its serving trace. The folder's `index.json` lists
 //! every verified result in it.
 
@@ -49,8 +50,13 @@ pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Resul
         }
         let outcome = match verify_trusted(&envelope, keys) {
             Err(not) => Outcome::Refused(format!("{}: {}", not.kind, not.reason)),
-            Ok(verified) => place(&envelope, &verified, into)
-                .unwrap_or_else(|e| Outcome::Refused(format!("could not be copied: {e}"))),
+            Ok(verified) => match verified.result.harness.test_hooks() {
+                Some(hooks) => {
+                    Outcome::Refused(format!("test hooks: made with {hooks} set: a test's figures, not the device's"))
+                }
+                None => place(&envelope, &verified, into)
+                    .unwrap_or_else(|e| Outcome::Refused(format!("could not be copied: {e}"))),
+            },
         };
         outcomes.push((envelope, outcome));
     }

@@ -27,7 +27,19 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         rustc: env!("LYNX_RUSTC").to_owned(),
         build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
         graphs: Some(graphs),
+        test_hooks: test_hooks(std::env::vars_os()),
     }
+}
+
+/// The test hooks among `vars` (every `LYNX_TEST_…` variable, as `NAME=value`, sorted), or
+/// none.
+fn test_hooks(vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Option<Vec<String>> {
+    let mut hooks: Vec<String> = vars
+        .filter(|(name, _)| name.to_string_lossy().starts_with("LYNX_TEST_"))
+        .map(|(name, value)| format!("{}={}", name.to_string_lossy(), value.to_string_lossy()))
+        .collect();
+    hooks.sort();
+    (!hooks.is_empty()).then_some(hooks)
 }
 
 fn non_empty(value: &str, reason: &str) -> Reported<String> {
@@ -41,4 +53,29 @@ fn non_empty(value: &str, reason: &str) -> Reported<String> {
 /// sha256 of the running executable's file.
 pub fn binary_sha256() -> Reported<String> {
     std::env::current_exe().and_then(std::fs::read).map(|bytes| hex(&Sha256::digest(bytes))).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn test_hooks_are_the_lynx_test_variables_sorted() {
+        let vars = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(n, v)| (OsString::from(n), OsString::from(v))).collect()
+        };
+        let set = vars(&[
+            ("PATH", "/bin"),
+            ("LYNX_TEST_SLOW_SERVING", "25"),
+            ("LYNX_FREE_MEMORY_BYTES", "1000"),
+            ("LYNX_TEST_GRAPHS", "reissue"),
+            ("MY_LYNX_TEST_X", "1"),
+        ]);
+        assert_eq!(
+            test_hooks(set.into_iter()),
+            Some(vec!["LYNX_TEST_GRAPHS=reissue".to_owned(), "LYNX_TEST_SLOW_SERVING=25".to_owned()])
+        );
+        assert_eq!(test_hooks(vars(&[("PATH", "/bin")]).into_iter()), None);
+    }
 }

@@ -253,6 +253,19 @@ pub struct Harness {
     pub graphs: Option<Reported<bool>>,
     /// Cargo profile of the build (release, debug).
     pub build_profile: String,
+    /// The test hooks set in lynx's environment, as `NAME=value`: every variable named
+    /// `LYNX_TEST_…`. Each changes what the run measures (a simulated fault, reissued graph steps,
+    /// slower or paced serving steps), so a result made with any describes a test, not the
+    /// device. Absent where none was set (and in results made before lynx recorded them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_hooks: Option<Vec<String>>,
+}
+
+impl Harness {
+    /// The test hooks the run was made with, where any was set.
+    pub fn test_hooks(&self) -> Option<String> {
+        self.test_hooks.as_ref().filter(|hooks| !hooks.is_empty()).map(|hooks| hooks.join(", "))
+    }
 }
 
 /// Whether one optional libtorch backend library was loaded.

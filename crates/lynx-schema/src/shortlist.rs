@@ -63,7 +63,8 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Excluded {
     pub file: String,
-    /// `rejected` (failed verification), `unsigned`, `untrusted`, `other model`, `no figure`.
+    /// `rejected` (failed verification), `unsigned`, `untrusted`, `other model`, `test hooks`
+    /// (made with a `LYNX_TEST_…` variable set: `Harness::test_hooks`), `no figure`.
     pub kind: String,
     pub reason: String,
 }
