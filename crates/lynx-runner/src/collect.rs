@@ -2,9 +2,9 @@
 //! verified against the trusted keys before anything is copied; a tampered, unsigned or
 //! untrusted one is refused, and so is one made with test hooks set (`Harness::test_hooks`: a
 //! test's figures, never the device's published ones) and a second copy of a run already there
-//! (the same run id): byte-identical copies are skipped, differing ones refused. A result is copied with its
-//! samples file and, where the run served, its serving trace. The folder's `index.json` lists
-//! every verified result in it.
+//! (the same run id): byte-identical copies are skipped, differing ones refused. A result is
+//! copied with its samples file and, where the run served, its serving trace. The folder's
+//! `index.json` lists every verified result in it.
 
 use crate::store::{write_atomic, write_json_atomic};
 use crate::RunError;
