@@ -43,12 +43,8 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             });
             continue;
         }
-        if let Some(hooks) = result.harness.test_hooks() {
-            excluded.push(Excluded {
-                file: shown,
-                kind: "test hooks".to_owned(),
-                reason: format!("made with {hooks} set: a test's figures, not the device's"),
-            });
+        if let Some(reason) = result.harness.test_hooks_reason() {
+            excluded.push(Excluded { file: shown, kind: "test hooks".to_owned(), reason });
             continue;
         }
         let device = result.device.name_or_kind();

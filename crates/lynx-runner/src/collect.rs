@@ -50,10 +50,8 @@ pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Resul
         }
         let outcome = match verify_trusted(&envelope, keys) {
             Err(not) => Outcome::Refused(format!("{}: {}", not.kind, not.reason)),
-            Ok(verified) => match verified.result.harness.test_hooks() {
-                Some(hooks) => {
-                    Outcome::Refused(format!("test hooks: made with {hooks} set: a test's figures, not the device's"))
-                }
+            Ok(verified) => match verified.result.harness.test_hooks_reason() {
+                Some(reason) => Outcome::Refused(format!("test hooks: {reason}")),
                 None => place(&envelope, &verified, into)
                     .unwrap_or_else(|e| Outcome::Refused(format!("could not be copied: {e}"))),
             },

@@ -266,6 +266,12 @@ impl Harness {
     pub fn test_hooks(&self) -> Option<String> {
         self.test_hooks.as_ref().filter(|hooks| !hooks.is_empty()).map(|hooks| hooks.join(", "))
     }
+
+    /// Why a result made with test hooks set is kept out of what publishes devices' figures (a
+    /// shortlist, a collected results folder), where any was set.
+    pub fn test_hooks_reason(&self) -> Option<String> {
+        self.test_hooks().map(|hooks| format!("made with {hooks} set: a test's figures, not the device's"))
+    }
 }
 
 /// Whether one optional libtorch backend library was loaded.
