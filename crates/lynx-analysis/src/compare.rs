@@ -2,7 +2,7 @@
 //! ratio of the second to the first, whether the second lies within the first's own spread and
 //! within 2% of it (MLPerf's bar for a materially different result), and the verdict over all.
 
-use lynx_schema::compare::{Comparison, Outcome, Row, Verdict, Worst, MATERIAL_DIFFERENCE};
+use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::derived::LatencyBounded;
 use lynx_schema::result::{CellStatus, RunResult};
 use lynx_schema::roofline::ProbeKind;
@@ -80,7 +80,11 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
             rows.push(row(figure, true, x.get(), y.get(), None));
         }
     }
-    let verdict = verdict(&rows);
+    let mut verdict = verdict(&rows);
+    let (hooks_a, hooks_b) = (a.harness.test_hooks(), b.harness.test_hooks());
+    if hooks_a.is_some() || hooks_b.is_some() {
+        verdict.test_hooks = Some(TestHooks { first: hooks_a, second: hooks_b });
+    }
     Comparison {
         first: first.to_owned(),
         second: second.to_owned(),
@@ -195,6 +199,7 @@ pub fn verdict(rows: &[Row]) -> Verdict {
         different: different.len(),
         different_worse: different.iter().filter(|r| worse(r)).count(),
         worst,
+        test_hooks: None,
     }
 }
 
@@ -328,7 +333,8 @@ mod tests {
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs timed, with no equilibrium median"));
     }
 
-    /// How two runs differ says which was made with test hooks set, and which.
+    /// How two runs differ says which was made with test hooks set, and which; so does the
+    /// verdict, whose figures may all be within 2% of a test's.
     #[test]
     fn the_differences_name_the_test_hooks_either_was_made_with() {
         let run = "20261203T010753Z-dd076e65";
@@ -343,6 +349,18 @@ mod tests {
             line(&published, &hooked).unwrap(),
             "test hooks: none vs LYNX_TEST_CELL_PACE=1, LYNX_TEST_GRAPHS=reissue"
         );
+
+        let itself = compare("a", &published, "b", &published).verdict;
+        assert!(itself.of_devices() && itself.test_hooks.is_none());
+        // The same figures: every one within 2%, yet not a comparison of two devices.
+        let verdict = compare("a", &hooked, "b", &published).verdict;
+        assert_eq!(verdict.outcome, Outcome::Reproduced);
+        assert!(!verdict.of_devices());
+        let hooks = verdict.test_hooks.unwrap();
+        assert_eq!(hooks.first.as_deref(), Some("LYNX_TEST_CELL_PACE=1, LYNX_TEST_GRAPHS=reissue"));
+        assert_eq!(hooks.second, None);
+        let hooks = compare("a", &published, "b", &hooked).verdict.test_hooks.unwrap();
+        assert_eq!((hooks.first, hooks.second.is_some()), (None, true));
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {

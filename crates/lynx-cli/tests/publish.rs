@@ -435,14 +435,20 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     // Two made reproductions with known verdicts: the published figures exactly (reproduced),
     // and every step ten times as long (materially different, worse, and far outside any spread).
     let local_json: Value = serde_json::from_slice(&std::fs::read(&local_result).unwrap()).unwrap();
-    let mut exact = original.clone();
-    exact["reproduces"] = local_json["reproduces"].clone();
+    let mut exact_json = original.clone();
+    exact_json["reproduces"] = local_json["reproduces"].clone();
     let exact_source = published_result.with_file_name("exact-source.json");
-    std::fs::write(&exact_source, serde_json::to_vec(&exact).unwrap()).unwrap();
+    std::fs::write(&exact_source, serde_json::to_vec(&exact_json).unwrap()).unwrap();
     let site_dir = tempfile::tempdir().unwrap();
     let trusted = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
     let exact = publish_as(&exact_source, site_dir.path(), "exact", "Exact GPU", 1.0, Some(&trusted));
     let slow = publish_as(&exact_source, site_dir.path(), "slow", "Slow GPU", 10.0, Some(&trusted));
+    // And the exact figures made with a test hook set: the figures reproduce, the device does not.
+    let mut hooked = exact_json;
+    hooked["harness"]["test_hooks"] = serde_json::json!(["LYNX_TEST_CELL_PACE=1"]);
+    let hooked_source = published_result.with_file_name("hooked-source.json");
+    std::fs::write(&hooked_source, serde_json::to_vec(&hooked).unwrap()).unwrap();
+    let hooked = publish_as(&hooked_source, site_dir.path(), "hooked", "Hooked GPU", 1.0, Some(&trusted));
     let published_copy = site_dir.path().join(published.file_name().unwrap());
     std::fs::copy(&published, &published_copy).unwrap();
     for name in
@@ -464,6 +470,12 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     let said = compare_text(&slow);
     assert!(said.contains(&format!("verdict: MATERIALLY DIFFERENT: {cells} of {figures} figures beyond 2%")), "{said}");
     assert!(said.contains(&format!("{cells} of them worse and 0 better")), "{said}");
+    let said = compare_text(&hooked);
+    let verdict = format!(
+        "verdict: NOT A COMPARISON OF DEVICES: second (LYNX_TEST_CELL_PACE=1) was made with test hooks set, a test's \
+         figures, not a device's; of the figures, reproduced: all {figures} figures of second within 2% of first's"
+    );
+    assert!(said.contains(&verdict), "{said}");
 
     // The site shows, on the published result's page, each reproduction of it it was given, and on
     // each reproduction's page what it reproduces.
@@ -471,20 +483,18 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     let output =
         lynx(&["report", site_dir.path().to_str().unwrap(), "--out", site.path().to_str().unwrap(), "--pubkey", &key]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let pages: Vec<String> = std::fs::read_dir(site.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect();
+    let pages = result_pages(site.path());
     let published_page =
         pages.iter().find(|p| p.contains("<h2>Reproductions</h2>")).expect("a page lists reproductions");
-    assert_eq!(published_page.matches("class=\"reproduction\"").count(), 2, "{published_page}");
+    assert_eq!(published_page.matches("class=\"reproduction\"").count(), 3, "{published_page}");
     assert!(published_page.contains("Exact GPU") && published_page.contains("Slow GPU"), "{published_page}");
-    assert!(published_page.contains("class=\"ok\">reproduced</span>"), "{published_page}");
+    assert_eq!(published_page.matches("class=\"ok\">reproduced</span>").count(), 1, "{published_page}");
     assert!(published_page.contains("class=\"bad\">materially different</span>"), "{published_page}");
+    assert!(published_page.contains("class=\"bad\">made with test hooks: reproduced</span>"), "{published_page}");
     let reproducing: Vec<&String> = pages.iter().filter(|p| p.contains("<h2>Reproduces</h2>")).collect();
-    assert_eq!(reproducing.len(), 2);
+    assert_eq!(reproducing.len(), 3);
+    let hooked_page = reproducing.iter().find(|p| p.contains("Hooked GPU")).unwrap();
+    assert!(hooked_page.contains("class=\"bad\">NOT A COMPARISON OF DEVICES: this reproduction"), "{hooked_page}");
     assert!(reproducing.iter().all(|p| p.contains("This run reproduces <a href=\"result-")), "{reproducing:?}");
     // Without the published result beside it, a reproduction's page says so.
     std::fs::remove_file(&published_copy).unwrap();
@@ -580,13 +590,7 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
     let figures = index.matches("(test hooks)").count();
     assert!(figures >= 2 && figures == index.matches("Hooked CPU (cpu)</a> <span").count(), "{index}");
     assert!(index.contains("Plain CPU (cpu)</a></td>") && !index.contains("Plain CPU (cpu)</a> <span"), "{index}");
-    let pages: Vec<String> = std::fs::read_dir(site.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect();
+    let pages = result_pages(site.path());
     let row = "<th>test hooks</th><td>LYNX_TEST_CELL_PACE=1: a test's figures, not the device's</td>";
     assert_eq!(pages.len(), 2);
     assert_eq!(pages.iter().filter(|page| page.contains(row)).count(), 1, "{pages:?}");
@@ -602,6 +606,29 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
     );
     assert!(said.lines().any(|l| l == refused), "{said}");
     assert_eq!(said.lines().filter(|l| l.starts_with("collected ")).count(), 1, "{said}");
+
+    // Its signature is valid, and lynx verify says on the same line whose figures it vouches for.
+    let plain = dir.join("plain.intoto.json");
+    let output = lynx(&["verify", plain.to_str().unwrap(), hooked.to_str().unwrap(), "--pubkey", &key]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(lines.len() == 2 && lines[0].ends_with(')') && !lines[0].contains("test hooks"), "{said}");
+    let tail = "; made with test hooks set (LYNX_TEST_CELL_PACE=1): a test's figures, not the device's";
+    assert!(lines[1].contains(": valid (signed by key ") && lines[1].ends_with(tail), "{said}");
+    let output = lynx(&["verify", hooked.to_str().unwrap(), "--pubkey", &key, "--json"]);
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["test_hooks"], serde_json::json!(["LYNX_TEST_CELL_PACE=1"]), "{verdicts}");
+}
+
+/// The text of every result page of the site in `site`.
+fn result_pages(site: &Path) -> Vec<String> {
+    std::fs::read_dir(site)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("result-"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
 }
 
 #[test]

@@ -29,6 +29,7 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert_eq!(harness["binary_sha256"].as_str().unwrap().len(), 64);
     assert!(harness.get("test_hooks").is_none(), "no test hook was set: {harness}");
     assert!(!stdout.contains("test hooks"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("test hooks"));
     assert_eq!(result["config"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(result["config"]["model"]["name"], "test-small");
 
@@ -391,8 +392,12 @@ fn graph_cells_are_measured_beside_eager_ones_once_graph_parity_passed() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("decode batch 8 ctx 512 graph"), "{stdout}");
-    // Before it starts, the run says how long it expects to take, and on what that rests.
+    // Before it starts, the run says how long it expects to take, and on what that rests; and
+    // that it was started with a test hook set.
     let stderr = String::from_utf8_lossy(&output.stderr);
+    let hooks = "lynx: warning: test hooks set (LYNX_TEST_GRAPHS=reissue): this run's figures will describe a test, \
+                 not the device; its result records the hooks, and lynx shortlist and lynx collect will not take it";
+    assert_eq!(stderr.lines().filter(|l| *l == hooks).count(), 1, "{stderr}");
     let estimate = stderr
         .lines()
         .find(|l| l.starts_with("lynx: estimated wall time about "))

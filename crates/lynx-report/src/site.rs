@@ -362,10 +362,13 @@ struct Related<'a> {
 }
 
 /// `text` marked good (the comparison's figures reproduced, or lie within the spread) or bad.
+/// (A comparison with a result made with test hooks set is never good: `Verdict::of_devices`.)
 fn marked(comparison: &Comparison, text: &str) -> Markup {
     match comparison.verdict.outcome {
-        Outcome::Reproduced | Outcome::WithinSpread => html! { span.ok { (Html(text)) } },
-        Outcome::Different | Outcome::NothingCompared => html! { span.bad { (Html(text)) } },
+        Outcome::Reproduced | Outcome::WithinSpread if comparison.verdict.of_devices() => {
+            html! { span.ok { (Html(text)) } }
+        }
+        _ => html! { span.bad { (Html(text)) } },
     }
 }
 
@@ -373,7 +376,8 @@ fn marked(comparison: &Comparison, text: &str) -> Markup {
 fn outcome(comparison: &Comparison) -> Markup {
     let v = &comparison.verdict;
     let within = format!("{} of {} figures within {}%", v.within_tolerance, v.figures, comparison.tolerance * 100.0);
-    html! { (marked(comparison, v.outcome.as_str())) " (" (within) ")" }
+    let hooks = if v.of_devices() { "" } else { "made with test hooks: " };
+    html! { (marked(comparison, &format!("{hooks}{}", v.outcome.as_str()))) " (" (within) ")" }
 }
 
 /// For a reproduction: the published result it reproduces, with the verdict, or that it is not

@@ -311,6 +311,23 @@ fn percent(fraction: f64) -> String {
 /// The verdict over a comparison's figures in one line, its tolerance named; `first` and
 /// `second` name the two results (e.g. published, local).
 pub fn verdict(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
+    let figures = figures_verdict(comparison, first, second);
+    // Whatever the figures say, a result made with test hooks set is a test's (`Harness::test_hooks`).
+    let Some(hooks) = &comparison.verdict.test_hooks else { return figures };
+    let hooked: Vec<String> = [(first, &hooks.first), (second, &hooks.second)]
+        .into_iter()
+        .filter_map(|(name, hooks)| hooks.as_ref().map(|h| format!("{name} ({})", terminal_text(h, 300))))
+        .collect();
+    let were = if hooked.len() == 1 { "was" } else { "were" };
+    format!(
+        "NOT A COMPARISON OF DEVICES: {} {were} made with test hooks set, a test's figures, not a device's; of the \
+         figures, {figures}",
+        hooked.join(" and ")
+    )
+}
+
+/// The verdict over a comparison's figures alone.
+fn figures_verdict(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
     use lynx_schema::compare::Outcome;
     let v = &comparison.verdict;
     let tolerance = percent(comparison.tolerance);
@@ -904,7 +921,7 @@ pub(crate) fn serving_fixture(server: &str, workload: &str) -> lynx_schema::serv
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lynx_schema::compare::{Comparison, Outcome, Row, Verdict};
+    use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict};
 
     /// The warm-up line names how alike the warm-up's steps were, and how its step timed again
     /// after the sweep compares, where it recorded them, and reads as before where it did not
@@ -1079,6 +1096,7 @@ mod tests {
             different: 1,
             different_worse: 1,
             worst: Some(lynx_schema::compare::Worst { figure: row.figure.clone(), ratio: row.ratio }),
+            test_hooks: None,
         };
         let comparison = Comparison {
             first: "a".into(),
@@ -1093,5 +1111,22 @@ mod tests {
         assert!(!text.contains("inf") && !text.contains("NaN"), "{text}");
         assert!(text.contains("0.1000  -  "), "{text}");
         assert!(text.contains("farthest: decode batch 1 ctx 128: median step (s) at undefined"), "{text}");
+
+        // Made with test hooks set, the verdict says so before what the figures say, naming
+        // each result that was and its hooks, its control characters inert.
+        let mut hooked = comparison.clone();
+        hooked.verdict.test_hooks =
+            Some(TestHooks { first: None, second: Some("LYNX_TEST_CELL_PACE=1\u{1b}[2J".to_owned()) });
+        assert_eq!(
+            super::verdict(&hooked, "published", "local"),
+            format!(
+                "NOT A COMPARISON OF DEVICES: local (LYNX_TEST_CELL_PACE=1\\u{{1b}}[2J) was made with test hooks set, a \
+                 test's figures, not a device's; of the figures, {}",
+                super::verdict(&comparison, "published", "local")
+            )
+        );
+        hooked.verdict.test_hooks = Some(TestHooks { first: Some("A=1".to_owned()), second: Some("B=2".to_owned()) });
+        assert!(super::verdict(&hooked, "first", "second")
+            .starts_with("NOT A COMPARISON OF DEVICES: first (A=1) and second (B=2) were made with test hooks set"));
     }
 }

@@ -27,8 +27,14 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         rustc: env!("LYNX_RUSTC").to_owned(),
         build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
         graphs: Some(graphs),
-        test_hooks: test_hooks(std::env::vars_os()),
+        test_hooks: test_hooks_set(),
     }
+}
+
+/// The test hooks set in this process's environment, as a result made now would record them
+/// (`Harness::test_hooks`), or none.
+pub fn test_hooks_set() -> Option<Vec<String>> {
+    test_hooks(std::env::vars_os())
 }
 
 /// The test hooks among `vars` (every `LYNX_TEST_…` variable, as `NAME=value`, sorted), or

@@ -60,6 +60,29 @@ pub struct Verdict {
     pub different_worse: usize,
     /// The row farthest from the first result, relatively (none when nothing was compared).
     pub worst: Option<Worst>,
+    /// The test hooks each result was made with (`Harness::test_hooks`), where either was:
+    /// that result's figures describe a test, not its device, whatever the outcome says of the
+    /// figures. Absent where neither was (and in comparisons made before lynx said so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_hooks: Option<TestHooks>,
+}
+
+impl Verdict {
+    /// Whether the comparison is one of two devices' figures: neither result was made with test
+    /// hooks set.
+    pub fn of_devices(&self) -> bool {
+        self.test_hooks.is_none()
+    }
+}
+
+/// The test hooks of the first and of the second result, joined (`Harness::test_hooks`); at
+/// least one is present.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestHooks {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second: Option<String>,
 }
 
 /// The row farthest from the first result.

@@ -133,6 +133,10 @@ pub struct VerifyVerdict {
     /// are reported, never trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_signatures: Option<u32>,
+    /// The test hooks a valid result was made with (`Harness::test_hooks`): a valid signature
+    /// on a test's figures, not a device's. Absent where none was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_hooks: Option<Vec<String>>,
 }
 
 /// A named check of a run.

@@ -56,6 +56,19 @@ fn pubkey(path: &Path) -> Result<lynx_attest::VerifyingKey, BadInput> {
 
 /// Verify `path` against `key`, or say why not (exit 1: a result that does not verify is not an
 /// input error, it is the answer).
+/// Before a run measures anything: where test hooks are set in this environment, that its
+/// result will record them and describe a test, not the device (an `export` left over from a
+/// test session is caught before the run's minutes are spent, not after).
+fn warn_of_test_hooks() {
+    if let Some(hooks) = lynx_runner::test_hooks_set() {
+        eprintln!(
+            "lynx: warning: test hooks set ({}): this run's figures will describe a test, not the device; its \
+             result records the hooks, and lynx shortlist and lynx collect will not take it",
+            lynx_report::escape::terminal_text(&hooks.join(", "), 300)
+        );
+    }
+}
+
 fn verified(path: &Path, key: &lynx_attest::VerifyingKey) -> anyhow::Result<lynx_attest::Verified> {
     lynx_attest::verify(path, key).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
 }

@@ -39,6 +39,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     for warning in output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()) {
         eprintln!("lynx: warning: {warning}");
     }
+    super::warn_of_test_hooks();
     let plan = Plan {
         suite: original.config.suite.clone(),
         model: original.config.model.clone(),

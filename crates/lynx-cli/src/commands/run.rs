@@ -39,6 +39,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         std::fs::write(file, run.dir.display().to_string())
             .map_err(|e| BadInput(format!("--report-run-dir {}: {e}", file.display())))?;
     }
+    super::warn_of_test_hooks();
     execute(&run, resuming, signing_key.as_ref(), price).map(|_| ())
 }
 
@@ -65,6 +66,7 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
         node.devices.iter().map(DeviceName::to_string).collect()
     };
     let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
+    super::warn_of_test_hooks();
     let exe = std::env::current_exe()?;
     let mut spawn = |device: &str, report: &Path, log: std::fs::File| {
         Command::new(&exe)

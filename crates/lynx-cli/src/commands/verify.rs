@@ -11,6 +11,8 @@ pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
         .map(|file| {
             let outcome = lynx_attest::verify(file, &key);
             let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
+            let hooks =
+                outcome.as_ref().ok().and_then(|v| v.result.harness.test_hooks.clone()).filter(|h| !h.is_empty());
             VerifyVerdict {
                 file: file.display().to_string(),
                 valid: outcome.is_ok(),
@@ -18,26 +20,33 @@ pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
                 failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
                 message: outcome.err().map(|e| e.to_string()),
                 other_signatures: others.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                test_hooks: hooks,
             }
         })
         .collect();
     if json {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
-        use lynx_report::escape::inert;
+        use lynx_report::escape::{inert, terminal_text};
         for v in &verdicts {
             let v = &VerifyVerdict { file: inert(&v.file), message: v.message.as_deref().map(inert), ..v.clone() };
             match &v.message {
-                None => match v.other_signatures {
-                    None => println!("{}: valid (signed by key {})", v.file, v.key_id),
-                    Some(n) => println!(
-                        "{}: valid (signed by key {}; it also carries {n} other signature{}, not checked against \
-                         this key and not trusted)",
-                        v.file,
-                        v.key_id,
-                        if n == 1 { "" } else { "s" }
-                    ),
-                },
+                None => {
+                    let others = v.other_signatures.map_or(String::new(), |n| {
+                        format!(
+                            "; it also carries {n} other signature{}, not checked against this key and not trusted",
+                            if n == 1 { "" } else { "s" }
+                        )
+                    });
+                    // A valid signature on a test's figures says so on the same line.
+                    let hooks = v.test_hooks.as_ref().map_or(String::new(), |hooks| {
+                        format!(
+                            "; made with test hooks set ({}): a test's figures, not the device's",
+                            terminal_text(&hooks.join(", "), 300)
+                        )
+                    });
+                    println!("{}: valid (signed by key {}{others}){hooks}", v.file, v.key_id);
+                }
                 Some(message) => println!("{}: INVALID at {message}", v.file),
             }
         }
