@@ -79,5 +79,39 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
     if theirs != ours {
         warnings.push(format!("published with libtorch {}, this node runs {ours}", terminal_text(&theirs, 60)));
     }
+    // Said before the run's minutes are spent, not only in the verdict after them.
+    if let Some(hooks) = original.harness.test_hooks() {
+        warnings.push(format!(
+            "the published result was made with test hooks set ({}): its figures are a test's, not its device's, \
+             so this reproduction compares no device with it",
+            terminal_text(&hooks, 300)
+        ));
+    }
     warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node like the publisher's gets no warning; a published result made with test hooks set
+    /// gets one naming them, before anything runs.
+    #[test]
+    fn a_published_result_made_with_test_hooks_is_warned_of_before_it_is_reproduced() {
+        let run = "20261203T010753Z-dd076e65";
+        let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
+        let mut published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let runtime = lynx_runner::libtorch::load_gpu_backends();
+        let device = lynx_runner::devices::best(&lynx_runner::host_record());
+        let before = reproduction_warnings(&published, &device, runtime);
+        assert!(!before.iter().any(|w| w.contains("test hooks")), "{before:?}");
+        published.harness.test_hooks = Some(vec!["LYNX_TEST_SLOW_SERVING=25".to_owned()]);
+        let after = reproduction_warnings(&published, &device, runtime);
+        assert_eq!(after.len(), before.len() + 1);
+        assert_eq!(
+            after.last().unwrap(),
+            "the published result was made with test hooks set (LYNX_TEST_SLOW_SERVING=25): its figures are a \
+             test's, not its device's, so this reproduction compares no device with it"
+        );
+    }
 }
