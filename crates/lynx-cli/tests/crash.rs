@@ -132,7 +132,16 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     let out = tempfile::tempdir().unwrap();
-    let (child, dir) = spawn_run(models.path(), out.path());
+    // The first process runs with a `LYNX_TEST_` variable set (one no code reads: every such
+    // variable is recorded), the resume without it.
+    let mut child = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_TEST_UNREAD", "first-process")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = wait_for_run_dir(out.path(), &mut child);
     let deadline = Instant::now() + Duration::from_secs(120);
     while journal_of(&dir).iter().filter(|&&b| b == b'\n').count() < 2 {
         assert!(Instant::now() < deadline, "no two cells within 120 s");
@@ -147,6 +156,8 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let path = result_file(out.path());
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(result["status"], "partial");
+    let hooks = serde_json::json!(["LYNX_TEST_UNREAD=first-process"]);
+    assert_eq!(result["harness"]["test_hooks"], hooks);
     let partial_cells = result["cells"].as_array().unwrap().len();
     assert!((2..14).contains(&partial_cells), "{partial_cells} cells");
     let envelope = path.with_extension("intoto.json");
@@ -158,6 +169,8 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(result["status"], "complete");
     assert_eq!(result["cells"].as_array().unwrap().len(), 14);
+    // Its first cells were measured under the hook: the resumed process, without it, keeps it.
+    assert_eq!(result["harness"]["test_hooks"], hooks, "a resume forgot the hooks the first cells ran under");
     let cells = result["cells"].as_array().unwrap();
     // The result's cells are the journal's, with their roofline figures added at assembly.
     let without_roofline = |cell: &Value| {

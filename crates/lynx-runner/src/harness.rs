@@ -48,6 +48,16 @@ fn test_hooks(vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString
     (!hooks.is_empty()).then_some(hooks)
 }
 
+/// The test hooks of a run some of whose cells one process measured under `earlier` and the
+/// rest another under `now`: every hook of either, sorted, once each (none where neither had
+/// any).
+pub(crate) fn every_hook(earlier: Option<Vec<String>>, now: Option<Vec<String>>) -> Option<Vec<String>> {
+    let mut hooks: Vec<String> = earlier.into_iter().chain(now).flatten().collect();
+    hooks.sort();
+    hooks.dedup();
+    (!hooks.is_empty()).then_some(hooks)
+}
+
 fn non_empty(value: &str, reason: &str) -> Reported<String> {
     if value.is_empty() {
         Reported::unavailable(reason)
@@ -83,5 +93,19 @@ mod tests {
             Some(vec!["LYNX_TEST_GRAPHS=reissue".to_owned(), "LYNX_TEST_SLOW_SERVING=25".to_owned()])
         );
         assert_eq!(test_hooks(vars(&[("PATH", "/bin")]).into_iter()), None);
+    }
+
+    /// A resumed run keeps the hooks its earlier processes ran under, and adds its own.
+    #[test]
+    fn a_resumed_run_has_every_hook_any_of_its_processes_had() {
+        let hooks = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect::<Vec<String>>());
+        assert_eq!(every_hook(None, None), None);
+        assert_eq!(every_hook(Some(Vec::new()), None), None);
+        assert_eq!(every_hook(hooks(&["LYNX_TEST_B=1"]), None), hooks(&["LYNX_TEST_B=1"]));
+        assert_eq!(every_hook(None, hooks(&["LYNX_TEST_B=1"])), hooks(&["LYNX_TEST_B=1"]));
+        assert_eq!(
+            every_hook(hooks(&["LYNX_TEST_B=1", "LYNX_TEST_C=2"]), hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1"])),
+            hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1", "LYNX_TEST_C=2"])
+        );
     }
 }

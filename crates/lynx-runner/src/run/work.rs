@@ -335,7 +335,11 @@ fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime, g
     result.checks.retain(|c| matches!(c.name, CheckName::Parity | CheckName::GraphParity));
     result.derived = None;
     result.telemetry = telemetry.record.clone();
+    // The cells measured before were measured under the earlier processes' test hooks: a resume
+    // without them does not make those cells a device's (nor does one with others).
+    let earlier_hooks = result.harness.test_hooks.take();
     result.harness = crate::harness::describe(runtime, graphs.record());
+    result.harness.test_hooks = crate::harness::every_hook(earlier_hooks, result.harness.test_hooks.take());
     result
 }
 
