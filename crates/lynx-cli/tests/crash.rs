@@ -164,6 +164,28 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
 
+    // A resume on another number of libtorch threads would add cells measured another way: it
+    // is refused in one line, and nothing is measured.
+    // (libtorch takes no more threads than the host has cores, so fewer: every host this
+    // project runs on has two or more.)
+    let threads = result["harness"]["torch_threads"].as_i64().unwrap();
+    assert!(threads > 1, "the test needs a host of two cores or more");
+    let journal = journal_of(&dir);
+    let other = lynx_command()
+        .args(["run", "--resume", dir.to_str().unwrap()])
+        .env("OMP_NUM_THREADS", (threads - 1).to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{stderr}");
+    let said = format!(
+        "its cells were measured on {threads} libtorch threads, this process has {} (OMP_NUM_THREADS sets them); \
+         resume it as it was started, or start a new run",
+        threads - 1
+    );
+    assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(&said), "{stderr}");
+    assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
+
     let output = lynx(&["run", "--resume", dir.to_str().unwrap()]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

@@ -31,6 +31,25 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
     }
 }
 
+/// How this process would measure differently from the one that left `earlier` (a run's result
+/// so far): another libtorch at run time, or another number of its threads. A resume must not
+/// add cells measured so to that result's (each difference in words; none: it may).
+pub fn resume_differences(earlier: &Harness, runtime: &Runtime) -> Vec<String> {
+    let mut out = Vec::new();
+    let threads = tch::get_num_threads();
+    if earlier.torch_threads != threads {
+        out.push(format!(
+            "its cells were measured on {} libtorch threads, this process has {threads} (OMP_NUM_THREADS sets them)",
+            earlier.torch_threads
+        ));
+    }
+    let (was, now) = (earlier.libtorch_runtime_version.to_string(), runtime.version.to_string());
+    if was != now {
+        out.push(format!("its cells were measured with libtorch {was}, this process loads {now}"));
+    }
+    out
+}
+
 /// The test hooks set in this process's environment, as a result made now would record them
 /// (`Harness::test_hooks`), or none.
 pub fn test_hooks_set() -> Option<Vec<String>> {
@@ -93,6 +112,22 @@ mod tests {
             Some(vec!["LYNX_TEST_GRAPHS=reissue".to_owned(), "LYNX_TEST_SLOW_SERVING=25".to_owned()])
         );
         assert_eq!(test_hooks(vars(&[("PATH", "/bin")]).into_iter()), None);
+    }
+
+    /// A resume in this process may add to a result this process's libtorch and thread count
+    /// made, and not to one another libtorch or thread count made, each difference named.
+    #[test]
+    fn a_resume_is_told_what_would_measure_differently() {
+        let runtime = crate::libtorch::load_gpu_backends();
+        let same = describe(runtime, Reported::unavailable("a test"));
+        assert_eq!(resume_differences(&same, runtime), Vec::<String>::new());
+        let mut other = same.clone();
+        other.torch_threads += 5;
+        other.libtorch_runtime_version = Reported::Known("2.10.0+cpu".to_owned());
+        let said = resume_differences(&other, runtime);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].starts_with(&format!("its cells were measured on {} libtorch threads", same.torch_threads + 5)));
+        assert!(said[1].starts_with("its cells were measured with libtorch 2.10.0+cpu, this process loads 2.11.0"));
     }
 
     /// A resumed run keeps the hooks its earlier processes ran under, and adds its own.

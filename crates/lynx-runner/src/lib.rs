@@ -23,7 +23,7 @@ pub mod supervisor;
 mod telemetry;
 
 pub use devices::Device;
-pub use harness::{binary_sha256 as harness_binary_sha256, test_hooks_set};
+pub use harness::{binary_sha256 as harness_binary_sha256, resume_differences, test_hooks_set};
 pub use journal::RunDir;
 pub use lynx_telemetry::host_record;
 pub use run::{
