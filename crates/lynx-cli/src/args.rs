@@ -197,7 +197,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub signing: SigningArgs,
     /// Resume the run in this folder: only the cells its journal lacks are run, with the
-        /// configuration it was started with (a different --suite, --device, --weights, lynx build,
+    /// configuration it was started with (a different --suite, --device, --weights, lynx build,
     /// libtorch or number of libtorch threads is refused).
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,

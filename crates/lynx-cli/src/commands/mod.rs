@@ -54,8 +54,6 @@ fn pubkey(path: &Path) -> Result<lynx_attest::VerifyingKey, BadInput> {
     lynx_attest::read_verifying_key(path).map_err(|e| BadInput(format!("--pubkey {e}")))
 }
 
-/// Verify `path` against `key`, or say why not (exit 1: a result that does not verify is not an
-/// input error, it is the answer).
 /// Before a run measures anything: where test hooks are set in this environment, that its
 /// result will record them and describe a test, not the device (an `export` left over from a
 /// test session is caught before the run's minutes are spent, not after).
@@ -69,6 +67,8 @@ fn warn_of_test_hooks() {
     }
 }
 
+/// Verify `path` against `key`, or say why not (exit 1: a result that does not verify is not an
+/// input error, it is the answer).
 fn verified(path: &Path, key: &lynx_attest::VerifyingKey) -> anyhow::Result<lynx_attest::Verified> {
     lynx_attest::verify(path, key).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
 }
