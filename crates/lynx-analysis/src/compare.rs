@@ -93,6 +93,7 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
         unmatched,
         tolerance: MATERIAL_DIFFERENCE,
         verdict,
+        signers: None,
     }
 }
 

@@ -68,13 +68,54 @@ pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Verify `path` against whichever trusted key its signature names.
-pub fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, NotTrusted> {
-    let named: Vec<String> = crate::envelope::read_envelope(path)
+/// The key ids the signatures of the envelope at `path` name (an unauthenticated hint, DSSE's
+/// `keyid`); none where it cannot be read as an envelope.
+fn named_key_ids(path: &Path) -> Vec<String> {
+    crate::envelope::read_envelope(path)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Envelope>(&bytes).ok())
         .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The trusted key a signature of the envelope at `path` names, if any does.
+pub fn named_key<'k>(path: &Path, keys: &'k [VerifyingKey]) -> Option<&'k VerifyingKey> {
+    let named = named_key_ids(path);
+    keys.iter().find(|k| named.contains(&crate::keys::key_id(k)))
+}
+
+/// Verify `path` against the trusted key its signature names, with verification's own verdict
+/// (the step that failed, and why). With one key this is [`verify`] against it; with several,
+/// an envelope none of whose signatures names one of them fails at `signature`, naming them all.
+/// A result signed by one party and its reproduction signed by another are each verified under
+/// their own signer's key this way.
+pub fn verify_against(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, VerifyError> {
+    if let Some(key) = named_key(path, keys) {
+        return verify(path, key);
+    }
+    let Some(first) = keys.first() else {
+        return Err(VerifyError::Signature("no trusted key was given to verify it against".to_owned()));
+    };
+    match verify(path, first) {
+        // Unread, unsigned and malformed envelopes fail as they would under any one key.
+        Err(VerifyError::Signature(_)) if keys.len() > 1 => {
+            let named = named_key_ids(path);
+            let trusted: Vec<String> = keys.iter().map(crate::keys::key_id).collect();
+            Err(VerifyError::Signature(format!(
+                "none of its {} signatures names one of the {} trusted keys ({}); they name {}",
+                named.len(),
+                keys.len(),
+                trusted.join(", "),
+                named.join(", ")
+            )))
+        }
+        other => other,
+    }
+}
+
+/// Verify `path` against whichever trusted key its signature names.
+pub fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, NotTrusted> {
+    let named = named_key_ids(path);
     let rejected = |e: VerifyError| NotTrusted { kind: Distrust::Rejected, reason: e.to_string() };
     if let Some(key) = keys.iter().find(|k| named.contains(&crate::keys::key_id(k))) {
         return verify(path, key).map_err(rejected);

@@ -68,6 +68,43 @@ fn a_signed_result_verifies_with_its_key_only() {
     assert_eq!(error.step(), "signature", "{error}");
 }
 
+/// A lab's result and a vendor's reproduction are signed by two keys: each verifies against a
+/// set of trusted keys under the one its signature names, and fails, naming every trusted key,
+/// where it names none of them.
+#[test]
+fn a_result_verifies_against_the_trusted_key_its_signature_names() {
+    use lynx_attest::trust::{named_key, verify_against};
+    let (_l, lab_signing, lab) = keys();
+    let (_v, vendor_signing, vendor) = keys();
+    let (_s, _, stranger) = keys();
+    let (lab_dir, vendor_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let lab_result = signed_result(lab_dir.path(), &lab_signing);
+    let vendor_result = signed_result(vendor_dir.path(), &vendor_signing);
+    let trusted = [lab, vendor];
+    for (path, key) in [(&lab_result, &trusted[0]), (&vendor_result, &trusted[1])] {
+        assert_eq!(named_key(path, &trusted), Some(key));
+        assert_eq!(verify_against(path, &trusted).unwrap().key_id, lynx_attest::key_id(key));
+    }
+    // One key: exactly what verify says against it.
+    let alone = verify_against(&vendor_result, &trusted[..1]).unwrap_err();
+    assert_eq!(alone, verify(&vendor_result, &trusted[0]).unwrap_err());
+    // Several, none of them the signer: the signature step, naming each trusted key and the signer.
+    let others = [trusted[0], stranger];
+    assert_eq!(named_key(&vendor_result, &others), None);
+    let error = verify_against(&vendor_result, &others).unwrap_err();
+    assert_eq!(error.step(), "signature", "{error}");
+    let said = error.to_string();
+    assert!(said.contains("none of its 1 signatures names one of the 2 trusted keys"), "{said}");
+    for key in [&trusted[0], &stranger, &trusted[1]] {
+        assert!(said.contains(&lynx_attest::key_id(key)), "{said}");
+    }
+    // An unsigned result is unsigned under any set of keys, and none at all verifies nothing.
+    let unsigned_dir = tempfile::tempdir().unwrap();
+    let unsigned = sealed_result(unsigned_dir.path(), None);
+    assert_eq!(verify_against(&unsigned, &trusted).unwrap_err().step(), "unsigned");
+    assert_eq!(verify_against(&lab_result, &[]).unwrap_err().step(), "signature");
+}
+
 #[test]
 fn the_url_safe_alphabet_is_accepted() {
     let (_k, signing, verifying) = keys();

@@ -35,15 +35,15 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Verify signed results (DSSE envelopes) against a pinned public key: exit 0 when every one
-    /// is valid, otherwise 1 naming the first failed step of each.
+    /// Verify signed results (DSSE envelopes) against pinned public keys, each under the trusted
+    /// key its signature names: exit 0 when every one is valid, otherwise 1 naming the first
+    /// failed step of each.
     Verify {
         /// The `.intoto.json` envelopes; each one's samples file must be beside it.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The signer's public key (SPKI PEM).
-        #[arg(long)]
-        pubkey: PathBuf,
+        #[command(flatten)]
+        trust: TrustArgs,
         /// Print one JSON verdict per file (an array) instead of lines.
         #[arg(long)]
         json: bool,
@@ -71,15 +71,20 @@ pub enum Command {
     /// re-derive latency-bounded throughput at the given p99 bounds from each result's cells,
     /// and rank by cost per million output tokens at the prices given.
     Shortlist(ShortlistArgs),
-    /// Two signed results side by side: every figure both have, the second over the first, and
-    /// whether the second lies within the first's own spread; and how their devices, software
-    /// and configurations differ.
+    /// Two signed results side by side, each verified under the trusted key its signature names
+    /// (and named): every figure both have, the second over the first, and whether the second
+    /// lies within the first's own spread; and how their devices, software and configurations
+    /// differ.
     Compare {
+        /// The reference result's `.intoto.json` (its samples file beside it).
         first: PathBuf,
+        /// The result set against it (a reproduction of it, say), signed by the same key or
+        /// another trusted one.
         second: PathBuf,
-        /// The public key both are verified against (SPKI PEM).
-        #[arg(long)]
-        pubkey: PathBuf,
+        // Each is verified under the trusted key its signature names: a lab's result and a
+        // vendor's reproduction of it are signed by two.
+        #[command(flatten)]
+        trust: TrustArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -93,8 +98,8 @@ pub enum Command {
     Export {
         /// The `.intoto.json` envelope (its samples file beside it).
         file: PathBuf,
-        #[arg(long)]
-        pubkey: PathBuf,
+        #[command(flatten)]
+        trust: TrustArgs,
         #[arg(long, value_enum, default_value_t = ExportFormat::Markdown)]
         format: ExportFormat,
     },
@@ -285,9 +290,9 @@ pub struct ShortlistArgs {
 pub struct ReproduceArgs {
     /// The published `.intoto.json` (its samples file beside it).
     pub published: PathBuf,
-    /// The publisher's public key.
-    #[arg(long)]
-    pub pubkey: PathBuf,
+    // The publisher's public key among the trusted ones.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// cpu, cuda:N or rocm:N; by default the published device's name if this host has it,
     /// else the first GPU, else the CPU.
     #[arg(long)]

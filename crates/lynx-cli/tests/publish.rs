@@ -621,6 +621,95 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
     assert_eq!(verdicts[0]["test_hooks"], serde_json::json!(["LYNX_TEST_CELL_PACE=1"]), "{verdicts}");
 }
 
+/// A lab publishes a result under its key, and a vendor signs its reproduction under its own:
+/// `lynx compare` takes both keys (`--pubkey` twice, or `--keys DIR`), verifies each result under
+/// the key its signature names and says which; `verify`, `export` and `reproduce` take the same
+/// trusted keys. Given only the lab's key, the vendor's result is refused, naming its signer.
+#[test]
+fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
+    let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
+    let lab_signing = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let vendor_keys = tempfile::tempdir().unwrap();
+    lynx_attest::generate(vendor_keys.path(), false).unwrap();
+    let vendor_signing = lynx_attest::read_signing_key(&vendor_keys.path().join("lynx.key")).unwrap();
+    let (lab_key, vendor_key) = (pubkey(), vendor_keys.path().join("lynx.pub").to_str().unwrap().to_owned());
+    let id = |key: &str| lynx_attest::key_id(&lynx_attest::read_verifying_key(Path::new(key)).unwrap());
+    let (lab_id, vendor_id) = (id(&lab_key), id(&vendor_key));
+    let published = tempfile::tempdir().unwrap();
+    let lab = publish_as(&record, published.path(), "lab", "Lab CPU", 1.0, Some(&lab_signing));
+    let vendor = publish_as(&record, published.path(), "vendor", "Vendor CPU", 1.0, Some(&vendor_signing));
+    let (lab, vendor) = (lab.to_str().unwrap(), vendor.to_str().unwrap());
+    let trusted = tempfile::tempdir().unwrap();
+    std::fs::copy(&lab_key, trusted.path().join("lab.pub")).unwrap();
+    std::fs::copy(&vendor_key, trusted.path().join("vendor.pub")).unwrap();
+    let keys_dir = trusted.path().to_str().unwrap();
+
+    for keys in [vec!["--pubkey", &lab_key, "--pubkey", &vendor_key], vec!["--keys", keys_dir]] {
+        let output = lynx(&[["compare", lab, vendor].as_slice(), &keys].concat());
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{keys:?}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(said.starts_with(&format!("first: {lab} (signed by key {lab_id})\n")), "{said}");
+        assert!(said.contains(&format!("\nsecond: {vendor} (signed by key {vendor_id})\n")), "{said}");
+        assert!(said.contains("verdict: reproduced: all "), "{said}");
+        let output = lynx(&[["compare", lab, vendor, "--json"].as_slice(), &keys].concat());
+        let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(comparison["signers"], serde_json::json!([lab_id, vendor_id]), "{comparison}");
+
+        let output = lynx(&[["verify", lab, vendor].as_slice(), &keys].concat());
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{said}");
+        assert_eq!(
+            said.lines().collect::<Vec<_>>(),
+            [format!("{lab}: valid (signed by key {lab_id})"), format!("{vendor}: valid (signed by key {vendor_id})")]
+        );
+        let output = lynx(&[["export", vendor, "--format", "csv"].as_slice(), &keys].concat());
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    // Only the lab's key: the vendor's result does not verify, and the line names its signer.
+    let output = lynx(&["compare", lab, vendor, "--pubkey", &lab_key]);
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains(&format!("{vendor}: INVALID at signature: ")) && said.contains(&vendor_id), "{said}");
+    // Two keys, neither the vendor's: its JSON verdict names both as what it was checked against.
+    let stranger = tempfile::tempdir().unwrap();
+    lynx_attest::generate(stranger.path(), false).unwrap();
+    let stranger_key = stranger.path().join("lynx.pub").to_str().unwrap().to_owned();
+    let output = lynx(&["verify", vendor, "--pubkey", &lab_key, "--pubkey", &stranger_key, "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["key_id"], Value::from(format!("{lab_id}, {}", id(&stranger_key))), "{verdicts}");
+    assert_eq!(verdicts[0]["failed_step"], "signature", "{verdicts}");
+    let message = verdicts[0]["message"].as_str().unwrap();
+    assert!(message.contains("names one of the 2 trusted keys") && message.contains(&vendor_id), "{message}");
+    // A published result under a keys folder that lacks its publisher: refused before anything runs.
+    let local_out = tempfile::tempdir().unwrap();
+    let only_lab = tempfile::tempdir().unwrap();
+    std::fs::copy(&lab_key, only_lab.path().join("lab.pub")).unwrap();
+    let output = lynx(&[
+        "reproduce",
+        vendor,
+        "--keys",
+        only_lab.path().to_str().unwrap(),
+        "--out",
+        local_out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID at signature"));
+    assert!(std::fs::read_dir(local_out.path()).unwrap().next().is_none(), "a reproduction of an unverified result");
+    // No trusted key at all is bad input, for each of them.
+    let empty = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["compare", lab, vendor],
+        vec!["verify", lab],
+        vec!["export", lab],
+        vec!["reproduce", lab, "--keys", empty.path().to_str().unwrap()],
+    ] {
+        let line = bad_input(&args);
+        assert!(line.contains("no trusted keys: give --pubkey KEY or --keys DIR"), "{args:?}: {line}");
+    }
+}
+
 /// The text of every result page of the site in `site`.
 fn result_pages(site: &Path) -> Vec<String> {
     std::fs::read_dir(site)

@@ -263,8 +263,14 @@ pub fn figure(value: &Reported<Finite>, digits: usize, none: &str) -> String {
 /// Two results side by side, `first` and `second` naming their columns (e.g. published, local).
 pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{first}: {}", terminal_text(&comparison.first, 200));
-    let _ = writeln!(out, "{second}: {}", terminal_text(&comparison.second, 200));
+    let signer = |side: usize| {
+        comparison
+            .signers
+            .as_ref()
+            .map_or(String::new(), |keys| format!(" (signed by key {})", terminal_text(&keys[side], 80)))
+    };
+    let _ = writeln!(out, "{first}: {}{}", terminal_text(&comparison.first, 200), signer(0));
+    let _ = writeln!(out, "{second}: {}{}", terminal_text(&comparison.second, 200), signer(1));
     for difference in &comparison.differences {
         let _ = writeln!(out, "differs: {}", terminal_text(difference, 300));
     }
@@ -1106,8 +1112,14 @@ mod tests {
             unmatched: Vec::new(),
             tolerance: 0.02,
             verdict,
+            signers: None,
         };
         let text = super::comparison(&comparison, "first", "second");
+        assert!(text.starts_with("first: a\nsecond: b\n"), "{text}");
+        // Each side names the key it verified under, where it came from an envelope.
+        let signed = Comparison { signers: Some(["lab\u{1b}".into(), "vendor".into()]), ..comparison.clone() };
+        let said = super::comparison(&signed, "first", "second");
+        assert!(said.starts_with("first: a (signed by key lab\\u{1b})\nsecond: b (signed by key vendor)\n"), "{said}");
         assert!(!text.contains("inf") && !text.contains("NaN"), "{text}");
         assert!(text.contains("0.1000  -  "), "{text}");
         assert!(text.contains("farthest: decode batch 1 ctx 128: median step (s) at undefined"), "{text}");

@@ -41,6 +41,11 @@ pub struct Comparison {
     /// ([`MATERIAL_DIFFERENCE`]).
     pub tolerance: f64,
     pub verdict: Verdict,
+    /// The ids of the keys the first and the second result verified under, where both came
+    /// from signed envelopes (`lynx compare`): a lab's result and a vendor's reproduction of it
+    /// are vouched for by two. Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signers: Option<[String; 2]>,
 }
 
 /// The verdict over every row of a comparison.

@@ -27,13 +27,13 @@ pub fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Devices { json } => devices::run(json),
         Command::Models(args) => models::run(args),
         Command::Keygen { out, force } => keygen::run(out, force),
-        Command::Verify { files, pubkey, json } => verify::run(&files, &pubkey, json),
+        Command::Verify { files, trust, json } => verify::run(&files, trust, json),
         Command::Run(args) => run::run(args),
         Command::Roofline { device, sustained_s, json } => roofline::run(device, sustained_s, json),
         Command::Shortlist(args) => shortlist::run(args),
-        Command::Compare { first, second, pubkey, json } => compare::run(&first, &second, &pubkey, json),
+        Command::Compare { first, second, trust, json } => compare::run(&first, &second, trust, json),
         Command::Reproduce(args) => reproduce::run(args),
-        Command::Export { file, pubkey, format } => export::run(&file, &pubkey, format),
+        Command::Export { file, trust, format } => export::run(&file, trust, format),
         Command::Report { dirs, out, trust } => report::run(&dirs, &out, trust),
         Command::Collect { sources, into, trust } => collect::run(&sources, &into, trust),
         Command::Worker { run_dir } => worker::run(&run_dir),
@@ -67,10 +67,10 @@ fn warn_of_test_hooks() {
     }
 }
 
-/// Verify `path` against `key`, or say why not (exit 1: a result that does not verify is not an
-/// input error, it is the answer).
-fn verified(path: &Path, key: &lynx_attest::VerifyingKey) -> anyhow::Result<lynx_attest::Verified> {
-    lynx_attest::verify(path, key).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
+/// Verify `path` under the trusted key its signature names, or say why not (exit 1: a result
+/// that does not verify is not an input error, it is the answer).
+fn verified(path: &Path, keys: &[lynx_attest::VerifyingKey]) -> anyhow::Result<lynx_attest::Verified> {
+    lynx_attest::trust::verify_against(path, keys).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
 }
 
 /// The trusted public keys: each `--pubkey`, and every `*.pub` in `--keys`; none is bad input.
@@ -78,16 +78,24 @@ fn trusted_keys(trust: TrustArgs) -> Result<Vec<lynx_attest::VerifyingKey>, BadI
     let mut key_files = trust.pubkey;
     if let Some(dir) = trust.keys {
         let entries = std::fs::read_dir(&dir).map_err(|e| BadInput(format!("--keys {}: {e}", dir.display())))?;
-        for entry in entries.flatten() {
-            if entry.path().extension().is_some_and(|e| e == "pub") {
-                key_files.push(entry.path());
-            }
-        }
+        let mut in_dir: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "pub")).collect();
+        // In name order, so that what names the trusted keys names them alike on every host.
+        in_dir.sort();
+        key_files.extend(in_dir);
     }
     if key_files.is_empty() {
         return Err(BadInput("no trusted keys: give --pubkey KEY or --keys DIR".to_owned()));
     }
-    key_files.iter().map(|k| pubkey(k)).collect()
+    let mut keys: Vec<lynx_attest::VerifyingKey> = Vec::with_capacity(key_files.len());
+    for file in &key_files {
+        let key = pubkey(file)?;
+        // The same key given twice (by --pubkey and in --keys) is one trusted key.
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    Ok(keys)
 }
 
 /// An envelope and its verdict: what verified, or why it is not believed (kind, reason).

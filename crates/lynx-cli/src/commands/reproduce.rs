@@ -9,7 +9,7 @@ use lynx_schema::result::{Reproduces, WeightsRecord};
 use lynx_schema::value::Finite;
 
 pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
-    let trusted = super::pubkey(&args.pubkey)?;
+    let trusted = super::trusted_keys(args.trust)?;
     let published = &args.published;
     let verified = super::verified(published, &trusted)?;
     let (original, digest) = (verified.result, verified.envelope_sha256);

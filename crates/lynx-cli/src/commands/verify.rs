@@ -1,22 +1,30 @@
-//! `lynx verify`: signed results against a pinned public key.
+//! `lynx verify`: signed results against pinned public keys, each under the one its signature
+//! names.
 
+use crate::args::TrustArgs;
 use lynx_schema::result::VerifyVerdict;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-pub fn run(files: &[PathBuf], pubkey: &Path, json: bool) -> anyhow::Result<()> {
-    let key = super::pubkey(pubkey)?;
-    let key_id = lynx_attest::key_id(&key);
+pub fn run(files: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()> {
+    let keys = super::trusted_keys(trust)?;
+    let every_key: Vec<String> = keys.iter().map(lynx_attest::key_id).collect();
     let verdicts: Vec<VerifyVerdict> = files
         .iter()
         .map(|file| {
-            let outcome = lynx_attest::verify(file, &key);
+            // The key it is checked against: the trusted one its signature names, else the only
+            // one given, else every one given.
+            let key_id = match lynx_attest::trust::named_key(file, &keys) {
+                Some(key) => lynx_attest::key_id(key),
+                None => every_key.join(", "),
+            };
+            let outcome = lynx_attest::trust::verify_against(file, &keys);
             let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
             let hooks =
                 outcome.as_ref().ok().and_then(|v| v.result.harness.test_hooks.clone()).filter(|h| !h.is_empty());
             VerifyVerdict {
                 file: file.display().to_string(),
                 valid: outcome.is_ok(),
-                key_id: key_id.clone(),
+                key_id,
                 failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
                 message: outcome.err().map(|e| e.to_string()),
                 other_signatures: others.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
