@@ -12,7 +12,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     let trusted = super::trusted_keys(args.trust)?;
     let published = &args.published;
     let verified = super::verified(published, &trusted)?;
-    let (original, digest) = (verified.result, verified.envelope_sha256);
+    let (original, digest, publisher) = (verified.result, verified.envelope_sha256, verified.key_id);
     // A signed suite is held to exactly the checks a suite file is: a signature says who
     // published it, not that it can be run.
     let origin = format!("the suite of {}", published.display());
@@ -66,12 +66,16 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         Ok(outcome) => outcome.result.clone(),
         Err(_) => lynx_runner::journal::read_json(&run.result_path(), "result")?,
     };
-    let comparison = lynx_analysis::compare::compare(
+    let mut comparison = lynx_analysis::compare::compare(
         &published.display().to_string(),
         &original,
         &run.result_path().display().to_string(),
         &local,
     );
+    // Who vouches for each: the publisher's key, and this node's where it signed the local result.
+    if let (Ok(_), Some(key)) = (&outcome, &signing_key) {
+        comparison.signers = Some([publisher, lynx_attest::key_id(key.verifying_key())]);
+    }
     print!("\n{}", lynx_report::text::comparison(&comparison, "published", "local"));
     outcome.map(|_| ())
 }
