@@ -97,6 +97,10 @@ pub struct Plan {
     pub steady_lengths: Vec<Lengths>,
     /// How the window was sized, where `serve.most_requests` let it grow ([`Plan::size_window`]).
     pub window: Option<String>,
+    /// This plan's share of `serve.total_s` (the serving phase's budget, shared evenly among the
+    /// plans): its window grows only while its rates fit it, and the step down is served only
+    /// where it still fits what is left; `None` where the suite sets no budget.
+    pub budget_s: Option<f64>,
 }
 
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
@@ -116,6 +120,9 @@ pub fn plan(
     let price =
         PriceInputs { usd_per_device_hour: None, utilisation: Finite::new(1.0, "utilisation").expect("1 is finite") };
     let mut plans = Vec::new();
+    let served =
+        suite.workloads.iter().map(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).count()).sum::<usize>();
+    let budget_s = serve.total_s.map(|total| total / served.max(1) as f64);
     for workload in &suite.workloads {
         for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
@@ -144,6 +151,7 @@ pub fn plan(
                 rates,
                 steady_lengths,
                 window: None,
+                budget_s,
             };
             plan.size_window((prefill, decode), serve);
             plans.push(plan);
@@ -190,7 +198,7 @@ impl Plan {
 
     /// The simulated window of this plan's requests at `rate_per_s`, first arrival to last
     /// token; `None` where it cannot be simulated.
-    fn window_s(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Option<f64> {
+    pub fn window_s(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Option<f64> {
         Some(self.span_s(&self.simulate(prefill, decode, rate_per_s).ok()?))
     }
 
@@ -252,6 +260,16 @@ impl Plan {
             if !tried.is_empty() && outcomes.iter().any(|o| window.span_s(o) > serve.max_s) {
                 break false;
             }
+            // Within the budget: the planned rates and the step down under the latency-bounded
+            // rate, should the bound break there, served one after another.
+            if let (false, Some(budget_s)) = (tried.is_empty(), self.budget_s) {
+                let under = rates.iter().find(|(label, _)| label == ServedRate::BOUNDED).map(|(_, r)| UNDER[0] * r);
+                let under_s = under.map_or(Some(0.0), |rate| window.window_s(prefill, decode, rate));
+                let planned_s: f64 = outcomes.iter().map(|o| window.span_s(o)).sum();
+                if under_s.is_none_or(|under_s| planned_s + under_s > budget_s) {
+                    break false;
+                }
+            }
             self.lengths = window.lengths;
             tried.push(n);
             let shows = outcomes.iter().zip(&steady).all(|(o, &holds)| {
@@ -279,9 +297,14 @@ impl Plan {
                 self.lengths.len()
             )
         } else {
+            let allow = if self.budget_s.is_some() {
+                "serve.most_requests, serve.max_s and serve.total_s allow"
+            } else {
+                "serve.most_requests and serve.max_s allow"
+            };
             format!(
-                "{} requests (of {list}, the most serve.most_requests and serve.max_s allow): its simulation does not show \
-                 what the steady state's does ({steady_words}), so neither can its measurement",
+                "{} requests (of {list}, the most {allow}): its simulation does not show what the steady state's does \
+                 ({steady_words}), so neither can its measurement",
                 self.lengths.len()
             )
         });
@@ -816,6 +839,7 @@ mod tests {
                 mode: StepMode::Eager,
                 rates: Reported::Known(rates),
                 window: None,
+                step_down: None,
             }],
             ..ServingRecord::new("test")
         }
@@ -1044,6 +1068,7 @@ mod tests {
             rates: Ok(Vec::new()),
             steady_lengths: Vec::new(),
             window: None,
+            budget_s: None,
         };
         let whole = plan.pool();
         assert_eq!(
@@ -1173,6 +1198,7 @@ mod tests {
             rates: Ok(Vec::new()),
             steady_lengths: Vec::new(),
             window: None,
+            budget_s: None,
         };
         // One request every 1000 s: none waits for another, every step is at batch 1.
         let rate = 1e-3;
@@ -1289,5 +1315,30 @@ mod tests {
         let cut = planned(Some(1000), 1.0);
         assert_eq!(cut.lengths.len(), 24, "the first window is served as before");
         assert!(cut.window.unwrap().starts_with("24 requests (of 24, the most"));
+
+        // A budget for the phase (serve.total_s): the window grows only while the two rates and
+        // the step down under the bounded rate fit it together, as simulated.
+        let budgeted = |total_s: f64| {
+            let mut suite = suite(Some(1000), 90.0);
+            suite.serve.as_mut().unwrap().total_s = Some(total_s);
+            let serve = suite.serve.clone().unwrap();
+            plan(&suite, std::slice::from_ref(&bound), (&prefill, &decode), &serve, StepMode::Eager, None).remove(0)
+        };
+        let together = |plan: &Plan| {
+            [bounded, over, UNDER[0] * bounded]
+                .iter()
+                .map(|&r| plan.window_s(&prefill, &decode, r).unwrap())
+                .sum::<f64>()
+        };
+        let roomy = budgeted(3.0 * together(&grown));
+        assert_eq!((roomy.lengths.len(), roomy.budget_s), (n, Some(3.0 * together(&grown))));
+        // Room for the half window's rates, not the whole one's: it stops growing short of n.
+        let tight = budgeted(0.5 * (together(&half) + together(&grown)));
+        assert!(tight.lengths.len() < n, "{}", tight.lengths.len());
+        assert!(together(&tight) <= tight.budget_s.unwrap() || tight.lengths.len() == 24);
+        let words = tight.window.unwrap();
+        assert!(words.contains("the most serve.most_requests, serve.max_s and serve.total_s allow"), "{words}");
+        // The first window is served whatever the budget.
+        assert_eq!(budgeted(1.0).lengths.len(), 24);
     }
 }

@@ -154,6 +154,9 @@ impl Observer for Progress {
         if let Some(window) = &served.window {
             self.say(format!("{name}: the window: {window}"));
         }
+        if let Some(step_down) = &served.step_down {
+            self.say(format!("{name}: {step_down}"));
+        }
         match &served.rates {
             lynx_schema::value::Reported::Known(rates) => {
                 for r in rates {

@@ -677,6 +677,13 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                 terminal_text(window, 400)
             ));
         }
+        if let Some(step_down) = &served.step_down {
+            steadies.push(format!(
+                "  {name} {}: {}",
+                terminal_text(&served.bound.name, 60),
+                terminal_text(step_down, 400)
+            ));
+        }
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {

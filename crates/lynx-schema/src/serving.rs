@@ -51,6 +51,11 @@ pub struct Served {
     /// allowed did). Absent where the window is `serve.requests` long, and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
+    /// Why the step down under the latency-bounded rate was not served where the measured p99s
+    /// broke the bound there (its window would not fit what was left of `serve.total_s`); absent
+    /// where it was served, not needed, and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_down: Option<String>,
 }
 
 /// Lengths drawn for a workload: their mean, percentiles and extremes.

@@ -161,7 +161,11 @@ impl Setup {
 }
 
 /// The result's entry for `plan`: its lengths drawn and `rates`; `None` when it drew none.
-fn served_entry(plan: &lynx_analysis::serving::Plan, rates: Reported<Vec<ServedRate>>) -> Option<Served> {
+fn served_entry(
+    plan: &lynx_analysis::serving::Plan,
+    rates: Reported<Vec<ServedRate>>,
+    step_down: Option<String>,
+) -> Option<Served> {
     let sample = |column: fn(&Lengths) -> u32| lynx_analysis::lengths::sample(plan.lengths.iter().map(column));
     Some(Served {
         workload: plan.workload.clone(),
@@ -172,6 +176,33 @@ fn served_entry(plan: &lynx_analysis::serving::Plan, rates: Reported<Vec<ServedR
         mode: plan.mode,
         rates,
         window: plan.window.clone(),
+        step_down,
+    })
+}
+
+/// Why the step down to `rate` is not served: its simulated window over the step `tables` would
+/// not fit what is left of `plan`'s share of serve.total_s after `elapsed_s` of serving; `None`
+/// where it fits, or the suite sets no budget.
+fn over_budget(
+    plan: &lynx_analysis::serving::Plan,
+    (prefill, decode): (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+    rate: f64,
+    elapsed_s: f64,
+) -> Option<String> {
+    let budget_s = plan.budget_s?;
+    let left_s = (budget_s - elapsed_s).max(0.0);
+    let window_s = plan.window_s(prefill, decode, rate).unwrap_or(f64::INFINITY);
+    (window_s > left_s).then(|| {
+        let window = if window_s.is_finite() {
+            format!("about {window_s:.0} s")
+        } else {
+            "a time no simulation gave".to_owned()
+        };
+        format!(
+            "the step down to {rate:.4} requests/s was not served: its window of {} requests takes {window}, and \
+             {left_s:.0} s of this workload's {budget_s:.0} s share of serve.total_s were left",
+            plan.lengths.len()
+        )
     })
 }
 
@@ -514,6 +545,7 @@ impl Turn<'_> {
             if served_before.contains(&(plan.workload.name.clone(), plan.bound.name.clone())) {
                 continue;
             }
+            let mut step_down = None;
             let rates = match (&plan.rates, suite.scale.layers) {
                 (_, Some(layers)) => Err(format!(
                     "the run measures {layers} of the model's layers: a serving loop serves whole models only"
@@ -523,7 +555,7 @@ impl Turn<'_> {
                     Some(reason) => Err(reason),
                     None => {
                         self.mark_serving(&plan, &server)?;
-                        match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode))? {
+                        match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode), &mut step_down)? {
                             Some(Ok(rates)) => Ok(rates),
                             Some(Err(ServeError::Failed(reason))) => Err(reason),
                             Some(Err(ServeError::Capture(reason))) => return self.serve_eagerly(model, setup, reason),
@@ -536,7 +568,7 @@ impl Turn<'_> {
                 },
             };
             let poisoned = rates.as_ref().err().is_some_and(|reason| poisons_the_context(reason));
-            self.record_served(&plan, rates)?;
+            self.record_served(&plan, rates, step_down)?;
             remove(&self.run.serving_path())?;
             if poisoned {
                 return Ok(WorkEnd::Poisoned);
@@ -590,7 +622,9 @@ impl Turn<'_> {
     /// the latency-bounded rate and every rate under it served so far, the next rate under it
     /// ([`lynx_analysis::serving::next_under`]): the rates, or why they could not all be served;
     /// `None` when `stop` was raised. A rate under it whose arrivals alone would outlast
-    /// serve.max_s is not started, and the step down ends there.
+    /// serve.max_s is not started, and the step down ends there; so does one whose simulated
+    /// window would not fit what is left of the plan's share of serve.total_s (`step_down` then
+    /// says why).
     fn serve_plan(
         &mut self,
         model: &Model,
@@ -598,16 +632,25 @@ impl Turn<'_> {
         rates: &[(String, f64)],
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
+        step_down: &mut Option<String>,
     ) -> Result<Option<Result<Vec<ServedRate>, ServeError>>, RunError> {
         // At least the arrivals' span: a load that cannot end in time is not started.
         let expected_s = |rate: f64| plan.lengths.len() as f64 / rate;
+        let started = std::time::Instant::now();
         let mut served: Vec<ServedRate> = Vec::new();
         let mut planned = rates.iter().cloned();
         loop {
             let (label, rate) = match planned.next() {
                 Some(next) => next,
                 None => match lynx_analysis::serving::next_under(&served) {
-                    Some(rate) if expected_s(rate) <= max_s => (ServedRate::UNDER.to_owned(), rate),
+                    Some(rate) if expected_s(rate) <= max_s => {
+                        if let Some(reason) = over_budget(plan, tables, rate, started.elapsed().as_secs_f64()) {
+                            // Recorded with the rates served, and said with them.
+                            *step_down = Some(reason);
+                            break;
+                        }
+                        (ServedRate::UNDER.to_owned(), rate)
+                    }
                     _ => break,
                 },
             };
@@ -663,7 +706,8 @@ impl Turn<'_> {
     /// The marker naming the workload and bound about to be served, with the entry the result
     /// gets for it should this process die before it is done (the supervisor says how).
     fn mark_serving(&self, plan: &lynx_analysis::serving::Plan, server: &str) -> Result<(), RunError> {
-        let Some(entry) = served_entry(plan, Reported::unavailable("the worker process died while serving")) else {
+        let Some(entry) = served_entry(plan, Reported::unavailable("the worker process died while serving"), None)
+        else {
             return Ok(());
         };
         let marker = ServingRecord { served: vec![entry], ..ServingRecord::new(server) };
@@ -675,8 +719,10 @@ impl Turn<'_> {
         &mut self,
         plan: &lynx_analysis::serving::Plan,
         rates: Result<Vec<ServedRate>, String>,
+        step_down: Option<String>,
     ) -> Result<(), RunError> {
-        let Some(served) = served_entry(plan, rates.map_or_else(Reported::unavailable, Reported::Known)) else {
+        let Some(served) = served_entry(plan, rates.map_or_else(Reported::unavailable, Reported::Known), step_down)
+        else {
             return Ok(());
         };
         self.observer.served(&served);

@@ -68,6 +68,14 @@ pub struct ServeConfig {
     /// window is `requests` long, as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub most_requests: Option<u32>,
+    /// The most seconds the serving phase may take in all, shared evenly among the workloads and
+    /// bounds it serves: a window grows (`most_requests`) only while the rates it may serve (the
+    /// latency-bounded rate, 20% above it, and 0.9× it should the bound break there) fit its
+    /// share together, as simulated, and the step down under the latency-bounded rate is served
+    /// only where its window still fits what is left of the share. The latency-bounded rate and
+    /// 20% above it are served whatever the budget. Absent: no budget beyond `max_s` a rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_s: Option<f64>,
 }
 
 impl ServeConfig {
@@ -80,7 +88,14 @@ impl ServeConfig {
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { requests: 200, workloads: Vec::new(), bounds: Vec::new(), max_s: 600.0, most_requests: None }
+        ServeConfig {
+            requests: 200,
+            workloads: Vec::new(),
+            bounds: Vec::new(),
+            max_s: 600.0,
+            most_requests: None,
+            total_s: None,
+        }
     }
 }
 
@@ -557,6 +572,10 @@ impl Suite {
             }
             check.positive_real("serve.max_s", serve.max_s)?;
             check.seconds("serve.max_s", serve.max_s, Self::MOST_SECONDS)?;
+            if let Some(total_s) = serve.total_s {
+                check.positive_real("serve.total_s", total_s)?;
+                check.seconds("serve.total_s", total_s, Self::MOST_SECONDS)?;
+            }
             for name in &serve.workloads {
                 if !self.workloads.iter().any(|w| &w.name == name) {
                     return Err(
