@@ -263,8 +263,7 @@ impl Plan {
             // Within the budget: the planned rates and the step down under the latency-bounded
             // rate, should the bound break there, served one after another.
             if let (false, Some(budget_s)) = (tried.is_empty(), self.budget_s) {
-                let under = rates.iter().find(|(label, _)| label == ServedRate::BOUNDED).map(|(_, r)| UNDER[0] * r);
-                let under_s = under.map_or(Some(0.0), |rate| window.window_s(prefill, decode, rate));
+                let under_s = window.expected_under_s(prefill, decode);
                 let planned_s: f64 = outcomes.iter().map(|o| window.span_s(o)).sum();
                 if under_s.is_none_or(|under_s| planned_s + under_s > budget_s) {
                     break false;

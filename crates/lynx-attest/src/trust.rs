@@ -78,46 +78,59 @@ fn named_key_ids(path: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The trusted key a signature of the envelope at `path` names, if any does.
-pub fn named_key<'k>(path: &Path, keys: &'k [VerifyingKey]) -> Option<&'k VerifyingKey> {
-    let named = named_key_ids(path);
+/// The trusted key among `keys` that one of the key ids `named` names, if any does.
+fn key_named<'k>(named: &[String], keys: &'k [VerifyingKey]) -> Option<&'k VerifyingKey> {
     keys.iter().find(|k| named.contains(&crate::keys::key_id(k)))
 }
 
-/// Verify `path` against the trusted key its signature names, with verification's own verdict
+/// An envelope checked against trusted keys ([`check_against`]).
+#[derive(Debug)]
+pub struct Checked {
+    /// The ids of the keys it was checked against: the trusted one its signature names, else
+    /// every one given (the only one, where one was).
+    pub against: Vec<String>,
+    pub verdict: Result<Verified, VerifyError>,
+}
+
+/// Check `path` against the trusted key its signature names, with verification's own verdict
 /// (the step that failed, and why). With one key this is [`verify`] against it; with several,
 /// an envelope none of whose signatures names one of them fails at `signature`, naming them all.
 /// A result signed by one party and its reproduction signed by another are each verified under
 /// their own signer's key this way.
-pub fn verify_against(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, VerifyError> {
-    if let Some(key) = named_key(path, keys) {
-        return verify(path, key);
+pub fn check_against(path: &Path, keys: &[VerifyingKey]) -> Checked {
+    let named = named_key_ids(path);
+    if let Some(key) = key_named(&named, keys) {
+        return Checked { against: vec![crate::keys::key_id(key)], verdict: verify(path, key) };
     }
+    let against: Vec<String> = keys.iter().map(crate::keys::key_id).collect();
     let Some(first) = keys.first() else {
-        return Err(VerifyError::Signature("no trusted key was given to verify it against".to_owned()));
+        let verdict = Err(VerifyError::Signature("no trusted key was given to verify it against".to_owned()));
+        return Checked { against, verdict };
     };
-    match verify(path, first) {
+    let verdict = match verify(path, first) {
         // Unread, unsigned and malformed envelopes fail as they would under any one key.
-        Err(VerifyError::Signature(_)) if keys.len() > 1 => {
-            let named = named_key_ids(path);
-            let trusted: Vec<String> = keys.iter().map(crate::keys::key_id).collect();
-            Err(VerifyError::Signature(format!(
-                "none of its {} signatures names one of the {} trusted keys ({}); they name {}",
-                named.len(),
-                keys.len(),
-                trusted.join(", "),
-                named.join(", ")
-            )))
-        }
+        Err(VerifyError::Signature(_)) if keys.len() > 1 => Err(VerifyError::Signature(format!(
+            "none of its {} signatures names one of the {} trusted keys ({}); they name {}",
+            named.len(),
+            keys.len(),
+            against.join(", "),
+            named.join(", ")
+        ))),
         other => other,
-    }
+    };
+    Checked { against, verdict }
+}
+
+/// [`check_against`]'s verdict alone.
+pub fn verify_against(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, VerifyError> {
+    check_against(path, keys).verdict
 }
 
 /// Verify `path` against whichever trusted key its signature names.
 pub fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, NotTrusted> {
     let named = named_key_ids(path);
     let rejected = |e: VerifyError| NotTrusted { kind: Distrust::Rejected, reason: e.to_string() };
-    if let Some(key) = keys.iter().find(|k| named.contains(&crate::keys::key_id(k))) {
+    if let Some(key) = key_named(&named, keys) {
         return verify(path, key).map_err(rejected);
     }
     match keys.first().map(|key| verify(path, key)) {

@@ -73,7 +73,7 @@ fn a_signed_result_verifies_with_its_key_only() {
 /// where it names none of them.
 #[test]
 fn a_result_verifies_against_the_trusted_key_its_signature_names() {
-    use lynx_attest::trust::{named_key, verify_against};
+    use lynx_attest::trust::{check_against, verify_against};
     let (_l, lab_signing, lab) = keys();
     let (_v, vendor_signing, vendor) = keys();
     let (_s, _, stranger) = keys();
@@ -82,7 +82,7 @@ fn a_result_verifies_against_the_trusted_key_its_signature_names() {
     let vendor_result = signed_result(vendor_dir.path(), &vendor_signing);
     let trusted = [lab, vendor];
     for (path, key) in [(&lab_result, &trusted[0]), (&vendor_result, &trusted[1])] {
-        assert_eq!(named_key(path, &trusted), Some(key));
+        assert_eq!(check_against(path, &trusted).against, [lynx_attest::key_id(key)]);
         assert_eq!(verify_against(path, &trusted).unwrap().key_id, lynx_attest::key_id(key));
     }
     // One key: exactly what verify says against it.
@@ -90,7 +90,8 @@ fn a_result_verifies_against_the_trusted_key_its_signature_names() {
     assert_eq!(alone, verify(&vendor_result, &trusted[0]).unwrap_err());
     // Several, none of them the signer: the signature step, naming each trusted key and the signer.
     let others = [trusted[0], stranger];
-    assert_eq!(named_key(&vendor_result, &others), None);
+    let every = [lynx_attest::key_id(&others[0]), lynx_attest::key_id(&others[1])];
+    assert_eq!(check_against(&vendor_result, &others).against, every);
     let error = verify_against(&vendor_result, &others).unwrap_err();
     assert_eq!(error.step(), "signature", "{error}");
     let said = error.to_string();

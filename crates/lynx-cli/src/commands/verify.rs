@@ -7,24 +7,18 @@ use std::path::PathBuf;
 
 pub fn run(files: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()> {
     let keys = super::trusted_keys(trust)?;
-    let every_key: Vec<String> = keys.iter().map(lynx_attest::key_id).collect();
     let verdicts: Vec<VerifyVerdict> = files
         .iter()
         .map(|file| {
-            // The key it is checked against: the trusted one its signature names, else the only
-            // one given, else every one given.
-            let key_id = match lynx_attest::trust::named_key(file, &keys) {
-                Some(key) => lynx_attest::key_id(key),
-                None => every_key.join(", "),
-            };
-            let outcome = lynx_attest::trust::verify_against(file, &keys);
+            let checked = lynx_attest::trust::check_against(file, &keys);
+            let outcome = checked.verdict;
             let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
             let hooks =
                 outcome.as_ref().ok().and_then(|v| v.result.harness.test_hooks.clone()).filter(|h| !h.is_empty());
             VerifyVerdict {
                 file: file.display().to_string(),
                 valid: outcome.is_ok(),
-                key_id,
+                key_id: checked.against.join(", "),
                 failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
                 message: outcome.err().map(|e| e.to_string()),
                 other_signatures: others.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
