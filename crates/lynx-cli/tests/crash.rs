@@ -186,6 +186,21 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(&said), "{stderr}");
     assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
 
+    // So is one that would measure graph lines beside the eager ones its first process measured
+    // alone (here the test hook's stand-in makes graphs available on the CPU).
+    let graphs = lynx_command()
+        .args(["run", "--resume", dir.to_str().unwrap()])
+        .env("LYNX_TEST_GRAPHS", "reissue")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&graphs.stderr);
+    assert_eq!(graphs.status.code(), Some(2), "{stderr}");
+    let said = "its decode cells were measured eagerly only (graphs: graphs are captured on CUDA and ROCm devices \
+                only, and this run is on Cpu), and this process can capture graphs; resume it as it was started, or \
+                start a new run";
+    assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(said), "{stderr}");
+    assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
+
     let output = lynx(&["run", "--resume", dir.to_str().unwrap()]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

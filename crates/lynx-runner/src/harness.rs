@@ -1,7 +1,8 @@
 //! What a result records about the software that measured.
 
 use crate::libtorch::Runtime;
-use lynx_schema::result::{hex, Harness};
+use crate::run::Graphs;
+use lynx_schema::result::{hex, CheckName, Harness, RunResult};
 use lynx_schema::value::Reported;
 use sha2::{Digest, Sha256};
 
@@ -31,23 +32,53 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
     }
 }
 
-/// How this process would measure differently from the one that left `earlier` (a run's result
-/// so far): another libtorch at run time, or another number of its threads. A resume must not
-/// add cells measured so to that result's (each difference in words; none: it may).
-pub fn resume_differences(earlier: &Harness, runtime: &Runtime) -> Vec<String> {
+/// How this process would measure differently from the ones that left `earlier` (a run's result
+/// so far): another libtorch at run time, another number of its threads, or graphs captured where
+/// they were not, or not where they were. A resume must not add cells measured so to that
+/// result's (each difference in words; none: it may).
+pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
     let threads = tch::get_num_threads();
-    if earlier.torch_threads != threads {
+    if earlier.harness.torch_threads != threads {
         out.push(format!(
             "its cells were measured on {} libtorch threads, this process has {threads} (OMP_NUM_THREADS sets them)",
-            earlier.torch_threads
+            earlier.harness.torch_threads
         ));
     }
-    let (was, now) = (earlier.libtorch_runtime_version.to_string(), runtime.version.to_string());
+    let (was, now) = (earlier.harness.libtorch_runtime_version.to_string(), runtime.version.to_string());
     if was != now {
         out.push(format!("its cells were measured with libtorch {was}, this process loads {now}"));
     }
+    out.extend(graph_difference(earlier, &Graphs::for_device(crate::devices::torch_device(earlier.device.device))));
     out
+}
+
+/// Whether `graphs` would measure decode where the processes that left `earlier` did not (graph
+/// lines beside eager ones), or not where they did: in words, or none. Processes could capture
+/// graphs where one of them ran the graph parity check or the harness says graphs are available
+/// (a stand-in that a test hook makes available runs the check too); a result with no cells yet
+/// has nothing to mix with.
+fn graph_difference(earlier: &RunResult, graphs: &Graphs) -> Option<String> {
+    let could = earlier.checks.iter().any(|c| c.name == CheckName::GraphParity)
+        || matches!(earlier.harness.graphs, Some(Reported::Known(true)));
+    if earlier.cells.is_empty() || could == graphs.available() {
+        return None;
+    }
+    Some(if could {
+        let reason = match graphs.record() {
+            Reported::Unavailable { unavailable } => unavailable,
+            Reported::Known(_) => String::new(),
+        };
+        format!(
+            "its decode cells were measured eagerly and as graphs, and this process cannot capture graphs ({reason})"
+        )
+    } else {
+        let reason = match &earlier.harness.graphs {
+            Some(Reported::Unavailable { unavailable }) => unavailable.as_str(),
+            _ => "not recorded",
+        };
+        format!("its decode cells were measured eagerly only (graphs: {reason}), and this process can capture graphs")
+    })
 }
 
 /// The test hooks set in this process's environment, as a result made now would record them
@@ -114,20 +145,72 @@ mod tests {
         assert_eq!(test_hooks(vars(&[("PATH", "/bin")]).into_iter()), None);
     }
 
+    /// The run published from this host, eager only on its CPU, as an earlier process left it.
+    fn published() -> RunResult {
+        let run = "20261203T010753Z-dd076e65";
+        let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
     /// A resume in this process may add to a result this process's libtorch and thread count
     /// made, and not to one another libtorch or thread count made, each difference named.
     #[test]
     fn a_resume_is_told_what_would_measure_differently() {
         let runtime = crate::libtorch::load_gpu_backends();
-        let same = describe(runtime, Reported::unavailable("a test"));
+        let mut same = published();
+        same.harness = describe(runtime, Reported::unavailable("a test"));
         assert_eq!(resume_differences(&same, runtime), Vec::<String>::new());
         let mut other = same.clone();
-        other.torch_threads += 5;
-        other.libtorch_runtime_version = Reported::Known("2.10.0+cpu".to_owned());
+        other.harness.torch_threads += 5;
+        other.harness.libtorch_runtime_version = Reported::Known("2.10.0+cpu".to_owned());
         let said = resume_differences(&other, runtime);
         assert_eq!(said.len(), 2, "{said:?}");
-        assert!(said[0].starts_with(&format!("its cells were measured on {} libtorch threads", same.torch_threads + 5)));
+        let threads = same.harness.torch_threads + 5;
+        assert!(said[0].starts_with(&format!("its cells were measured on {threads} libtorch threads")));
         assert!(said[1].starts_with("its cells were measured with libtorch 2.10.0+cpu, this process loads 2.11.0"));
+    }
+
+    /// Graph lines are measured by every process of a run or by none: a resume that could
+    /// capture graphs where the earlier processes could not, or not where they could, is told.
+    #[test]
+    fn a_resume_is_told_when_graphs_would_be_measured_differently() {
+        let eager = published();
+        let cpu = "graphs are captured on CUDA and ROCm devices only, and this run is on Cpu";
+        let unavailable = Graphs::Unavailable("the CUDA shim did not load".to_owned());
+        assert_eq!(graph_difference(&eager, &Graphs::Unavailable(cpu.to_owned())), None);
+        assert_eq!(
+            graph_difference(&eager, &Graphs::Reissue).as_deref(),
+            Some(
+                format!(
+                    "its decode cells were measured eagerly only (graphs: {cpu}), and this process can capture graphs"
+                )
+                .as_str()
+            )
+        );
+        assert!(graph_difference(&eager, &Graphs::Cuda(0)).is_some());
+        // Before any cell there is nothing to mix with.
+        let mut empty = eager.clone();
+        empty.cells.clear();
+        assert_eq!(graph_difference(&empty, &Graphs::Reissue), None);
+        // An earlier process that ran the graph parity check could capture graphs.
+        let mut graphs = eager.clone();
+        let mut check = graphs.checks[0].clone();
+        check.name = CheckName::GraphParity;
+        graphs.checks.push(check);
+        assert_eq!(graph_difference(&graphs, &Graphs::Reissue), None);
+        assert_eq!(graph_difference(&graphs, &Graphs::Cuda(0)), None);
+        assert_eq!(
+            graph_difference(&graphs, &unavailable).as_deref(),
+            Some(
+                "its decode cells were measured eagerly and as graphs, and this process cannot capture graphs (the \
+                 CUDA shim did not load)"
+            )
+        );
+        // So could one whose harness says graphs are available.
+        let mut available = eager.clone();
+        available.harness.graphs = Some(Reported::Known(true));
+        assert!(graph_difference(&available, &unavailable).is_some());
+        assert_eq!(graph_difference(&available, &Graphs::Cuda(0)), None);
     }
 
     /// A resumed run keeps the hooks its earlier processes ran under, and adds its own.

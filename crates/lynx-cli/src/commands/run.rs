@@ -216,11 +216,11 @@ fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runner::RunDir> 
             .into());
         }
     }
-    // Cells measured under another libtorch, or on another number of its threads, would not be
-    // one run's figures.
+    // Cells measured under another libtorch, on another number of its threads, or with graphs
+    // where there were none (or none where there were), would not be one run's figures.
     if run.result_path().exists() {
         let earlier: lynx_schema::result::RunResult = lynx_runner::journal::read_json(&run.result_path(), "result")?;
-        let differences = lynx_runner::resume_differences(&earlier.harness, lynx_runner::libtorch::load_gpu_backends());
+        let differences = lynx_runner::resume_differences(&earlier, lynx_runner::libtorch::load_gpu_backends());
         if !differences.is_empty() {
             return Err(
                 refuse(format!("{}; resume it as it was started, or start a new run", differences.join("; "))).into()

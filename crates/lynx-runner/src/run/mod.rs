@@ -11,6 +11,7 @@ mod warmup;
 mod work;
 
 pub use assemble::{assemble, record_worker_death, DiedIn};
+pub(crate) use graph::Graphs;
 pub use serve::loop_overhead;
 pub use start::{estimate, start, start_reproduction};
 pub use work::work;
