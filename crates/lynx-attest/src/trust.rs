@@ -78,34 +78,56 @@ fn named_key_ids(path: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The trusted key among `keys` that one of the key ids `named` names, if any does.
-fn key_named<'k>(named: &[String], keys: &'k [VerifyingKey]) -> Option<&'k VerifyingKey> {
-    keys.iter().find(|k| named.contains(&crate::keys::key_id(k)))
-}
-
 /// An envelope checked against trusted keys ([`check_against`]).
 #[derive(Debug)]
 pub struct Checked {
-    /// The ids of the keys it was checked against: the trusted one its signature names, else
-    /// every one given (the only one, where one was).
+    /// The ids of the keys it was checked against: the trusted one whose signature verified (or
+    /// the first its signatures name, where none verified), else every one given (the only one,
+    /// where one was).
     pub against: Vec<String>,
     pub verdict: Result<Verified, VerifyError>,
+    /// The other trusted keys whose signatures on it verify too (a result signed by a lab and
+    /// countersigned by a vendor, both trusted), in the order the keys were given.
+    pub also_signed_by: Vec<String>,
 }
 
-/// Check `path` against the trusted key its signature names, with verification's own verdict
+/// `path` checked under each trusted key among `keys` that its signatures name (`named`): the
+/// first that verifies, with the others that verify too; else the first one's failure. `None`
+/// where its signatures name no trusted key. The order the keys were given in changes only
+/// which verifying key is named first, never whether it verifies: a signature that does not
+/// verify beside one that does is one no trusted key vouches for, as DSSE counts signatures.
+fn under_named(path: &Path, named: &[String], keys: &[VerifyingKey]) -> Option<Checked> {
+    let mut checked: Vec<(String, Result<Verified, VerifyError>)> = keys
+        .iter()
+        .filter(|k| named.contains(&crate::keys::key_id(k)))
+        .map(|k| (crate::keys::key_id(k), verify(path, k)))
+        .collect();
+    if checked.is_empty() {
+        return None;
+    }
+    let first = checked.iter().position(|(_, verdict)| verdict.is_ok()).unwrap_or(0);
+    let (id, verdict) = checked.remove(first);
+    let also_signed_by = match verdict {
+        Ok(_) => checked.into_iter().filter(|(_, v)| v.is_ok()).map(|(id, _)| id).collect(),
+        Err(_) => Vec::new(),
+    };
+    Some(Checked { against: vec![id], verdict, also_signed_by })
+}
+
+/// Check `path` against the trusted keys its signatures name, with verification's own verdict
 /// (the step that failed, and why). With one key this is [`verify`] against it; with several,
 /// an envelope none of whose signatures names one of them fails at `signature`, naming them all.
 /// A result signed by one party and its reproduction signed by another are each verified under
 /// their own signer's key this way.
 pub fn check_against(path: &Path, keys: &[VerifyingKey]) -> Checked {
     let named = named_key_ids(path);
-    if let Some(key) = key_named(&named, keys) {
-        return Checked { against: vec![crate::keys::key_id(key)], verdict: verify(path, key) };
+    if let Some(checked) = under_named(path, &named, keys) {
+        return checked;
     }
     let against: Vec<String> = keys.iter().map(crate::keys::key_id).collect();
     let Some(first) = keys.first() else {
         let verdict = Err(VerifyError::Signature("no trusted key was given to verify it against".to_owned()));
-        return Checked { against, verdict };
+        return Checked { against, verdict, also_signed_by: Vec::new() };
     };
     let verdict = match verify(path, first) {
         // Unread, unsigned and malformed envelopes fail as they would under any one key.
@@ -118,7 +140,7 @@ pub fn check_against(path: &Path, keys: &[VerifyingKey]) -> Checked {
         ))),
         other => other,
     };
-    Checked { against, verdict }
+    Checked { against, verdict, also_signed_by: Vec::new() }
 }
 
 /// [`check_against`]'s verdict alone.
@@ -126,12 +148,12 @@ pub fn verify_against(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, Ve
     check_against(path, keys).verdict
 }
 
-/// Verify `path` against whichever trusted key its signature names.
+/// Verify `path` against the trusted keys its signatures name.
 pub fn verify_trusted(path: &Path, keys: &[VerifyingKey]) -> Result<Verified, NotTrusted> {
-    let named = named_key_ids(path);
     let rejected = |e: VerifyError| NotTrusted { kind: Distrust::Rejected, reason: e.to_string() };
-    if let Some(key) = key_named(&named, keys) {
-        return verify(path, key).map_err(rejected);
+    let named = named_key_ids(path);
+    if let Some(checked) = under_named(path, &named, keys) {
+        return checked.verdict.map_err(rejected);
     }
     match keys.first().map(|key| verify(path, key)) {
         Some(Err(VerifyError::Unsigned(reason))) => Err(NotTrusted { kind: Distrust::Unsigned, reason }),

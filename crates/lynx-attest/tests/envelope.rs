@@ -106,6 +106,49 @@ fn a_result_verifies_against_the_trusted_key_its_signature_names() {
     assert_eq!(verify_against(&lab_result, &[]).unwrap_err().step(), "signature");
 }
 
+/// A result signed by a lab and countersigned by a vendor verifies under either key, names the
+/// other where both are trusted, and does not depend on the order the keys were given in: a
+/// signature naming one trusted key that does not verify leaves the one that does valid.
+#[test]
+fn a_countersigned_result_verifies_under_any_of_its_trusted_signers() {
+    use lynx_attest::trust::{check_against, verify_trusted};
+    let (_l, lab_signing, lab) = keys();
+    let (_v, vendor_signing, vendor) = keys();
+    let dir = tempfile::tempdir().unwrap();
+    let path = signed_result(dir.path(), &lab_signing);
+    let original: Envelope = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let payload = STANDARD.decode(&original.payload).unwrap();
+    let write = |extra: &lynx_attest::envelope::EnvelopeSignature| {
+        let mut envelope = original.clone();
+        envelope.signatures.push(extra.clone());
+        std::fs::write(&path, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    };
+    let (lab_id, vendor_id) = (lynx_attest::key_id(&lab), lynx_attest::key_id(&vendor));
+    // Countersigned: the vendor's signature over the same payload.
+    write(&lynx_attest::sign(&payload, &vendor_signing).signatures[0]);
+    let checked = check_against(&path, &[lab, vendor]);
+    assert_eq!((checked.against, checked.also_signed_by), (vec![lab_id.clone()], vec![vendor_id.clone()]));
+    assert_eq!(checked.verdict.unwrap().other_signatures, 1);
+    let checked = check_against(&path, &[vendor, lab]);
+    assert_eq!((checked.against, checked.also_signed_by), (vec![vendor_id.clone()], vec![lab_id.clone()]));
+    let checked = check_against(&path, &[vendor]);
+    assert_eq!((checked.against, checked.also_signed_by), (vec![vendor_id.clone()], Vec::<String>::new()));
+    // A signature naming the vendor that is not over this payload: whichever key comes first,
+    // the lab's signature vouches for the result, and the vendor's alone does not.
+    write(&lynx_attest::sign(b"another statement", &vendor_signing).signatures[0]);
+    for keys in [[lab, vendor], [vendor, lab]] {
+        let checked = check_against(&path, &keys);
+        assert_eq!(checked.against, std::slice::from_ref(&lab_id), "{keys:?}");
+        assert!(checked.also_signed_by.is_empty(), "{keys:?}");
+        assert_eq!(checked.verdict.unwrap().key_id, lab_id);
+        assert_eq!(verify_trusted(&path, &keys).unwrap().key_id, lab_id);
+    }
+    let checked = check_against(&path, &[vendor]);
+    assert_eq!(checked.against, [vendor_id]);
+    assert_eq!(checked.verdict.unwrap_err().step(), "signature");
+    assert_eq!(verify_trusted(&path, &[vendor]).unwrap_err().kind, lynx_attest::trust::Distrust::Rejected);
+}
+
 #[test]
 fn the_url_safe_alphabet_is_accepted() {
     let (_k, signing, verifying) = keys();

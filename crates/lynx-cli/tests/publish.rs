@@ -721,6 +721,38 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
         let line = bad_input(&args);
         assert!(line.contains("no trusted keys: give --pubkey KEY or --keys DIR"), "{args:?}: {line}");
     }
+
+    // The lab's result countersigned by the vendor: valid under either key, the other named
+    // where both are trusted, and a signature by a key not given counted as unverified.
+    let mut envelope: lynx_attest::Envelope = serde_json::from_slice(&std::fs::read(lab).unwrap()).unwrap();
+    use base64::Engine as _;
+    let payload = base64::engine::general_purpose::STANDARD.decode(&envelope.payload).unwrap();
+    envelope.signatures.push(lynx_attest::sign(&payload, &vendor_signing).signatures.remove(0));
+    let countersigned = Path::new(lab).with_file_name("countersigned.intoto.json");
+    std::fs::write(&countersigned, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let countersigned = countersigned.to_str().unwrap();
+    for (keys, line) in [
+        (vec!["--keys", keys_dir], format!("valid (signed by key {lab_id}; also by key {vendor_id})")),
+        (
+            vec!["--pubkey", &vendor_key, "--pubkey", &lab_key],
+            format!("valid (signed by key {vendor_id}; also by key {lab_id})"),
+        ),
+        (
+            vec!["--pubkey", &vendor_key],
+            format!(
+                "valid (signed by key {vendor_id}; it also carries 1 other signature that no trusted key verifies)"
+            ),
+        ),
+    ] {
+        let output = lynx(&[["verify", countersigned].as_slice(), &keys].concat());
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{said}");
+        assert_eq!(said, format!("{countersigned}: {line}\n"), "{keys:?}");
+    }
+    let output = lynx(&["verify", countersigned, "--keys", keys_dir, "--json"]);
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts[0]["also_signed_by"], serde_json::json!([vendor_id]), "{verdicts}");
+    assert_eq!(verdicts[0]["other_signatures"], 1, "{verdicts}");
 }
 
 /// The text of every result page of the site in `site`.

@@ -130,9 +130,13 @@ pub struct VerifyVerdict {
     pub failed_step: Option<String>,
     pub message: Option<String>,
     /// Signatures a valid envelope carries beside the one that verified (none: absent). They
-    /// are reported, never trusted.
+    /// are reported, and trusted only as `also_signed_by` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_signatures: Option<u32>,
+    /// The other trusted keys whose signatures on a valid envelope verify too (a countersigned
+    /// result); absent where none does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub also_signed_by: Option<Vec<String>>,
     /// The test hooks a valid result was made with (`Harness::test_hooks`): a valid signature
     /// on a test's figures, not a device's. Absent where none was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,6 +11,7 @@ pub fn run(files: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
         .iter()
         .map(|file| {
             let checked = lynx_attest::trust::check_against(file, &keys);
+            let also = Some(checked.also_signed_by).filter(|ids| !ids.is_empty());
             let outcome = checked.verdict;
             let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
             let hooks =
@@ -22,6 +23,7 @@ pub fn run(files: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
                 failed_step: outcome.as_ref().err().map(|e| e.step().to_owned()),
                 message: outcome.err().map(|e| e.to_string()),
                 other_signatures: others.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                also_signed_by: also,
                 test_hooks: hooks,
             }
         })
@@ -34,12 +36,17 @@ pub fn run(files: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
             let v = &VerifyVerdict { file: inert(&v.file), message: v.message.as_deref().map(inert), ..v.clone() };
             match &v.message {
                 None => {
-                    let others = v.other_signatures.map_or(String::new(), |n| {
-                        format!(
-                            "; it also carries {n} other signature{}, not checked against this key and not trusted",
+                    let also = v.also_signed_by.as_deref().unwrap_or_default();
+                    let also_words: String = also.iter().map(|id| format!("; also by key {id}")).collect();
+                    // Signatures no trusted key verifies: by other keys, or not over this result.
+                    let unverified = v.other_signatures.map_or(0, |n| n as usize).saturating_sub(also.len());
+                    let others = match unverified {
+                        0 => String::new(),
+                        n => format!(
+                            "; it also carries {n} other signature{} that no trusted key verifies",
                             if n == 1 { "" } else { "s" }
-                        )
-                    });
+                        ),
+                    };
                     // A valid signature on a test's figures says so on the same line.
                     let hooks = v.test_hooks.as_ref().map_or(String::new(), |hooks| {
                         format!(
@@ -47,7 +54,7 @@ pub fn run(files: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
                             terminal_text(&hooks.join(", "), 300)
                         )
                     });
-                    println!("{}: valid (signed by key {}{others}){hooks}", v.file, v.key_id);
+                    println!("{}: valid (signed by key {}{also_words}{others}){hooks}", v.file, v.key_id);
                 }
                 Some(message) => println!("{}: INVALID at {message}", v.file),
             }
