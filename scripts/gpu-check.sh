@@ -4,7 +4,7 @@
 # cargo).
 #
 #   scripts/gpu-check.sh [OUTDIR] [--device cuda:0] [--datasheet-tbs 4.8] [--suites a,b] [--quick]
-#                        [--deadline-s 570] [--archive FILE]
+#                        [--deadline-s 570] [--archive FILE] [--archive-max-bytes N]
 #   scripts/gpu-check.sh OUTDIR --claims-only
 #
 # It finds the host's libtorch through `python3 -c 'import torch'` and sets the library path to
@@ -22,7 +22,10 @@
 # prints no table, so the deadline is what makes one short window always yield one.
 #
 # --archive FILE: OUTDIR as one gzip'd tar at FILE when the script ends, however it ends (the
-# device tool brings back at most 8 files; the runs alone are more).
+# device tool brings back at most 8 files; the runs alone are more). The device tool brings back
+# no file over 16 MiB: where the archive would be over --archive-max-bytes (default 15 MiB), it
+# is made again without the runs' telemetry samples and serving traces (*.samples.jsonl,
+# *.served.jsonl; the table reads neither), and OUTDIR's left-out.txt, inside it, names them.
 # --claims-only: print the table again from an OUTDIR a check already filled (an archive brought
 # back and unpacked, say), running nothing.
 #
@@ -45,16 +48,18 @@ quick=false
 out=""
 deadline_s=570
 archive=""
+archive_max_bytes=15728640
 claims_only=false
 while [ $# -gt 0 ]; do
   case "$1" in
-    --device|--datasheet-tbs|--suites|--deadline-s|--archive)
+    --device|--datasheet-tbs|--suites|--deadline-s|--archive|--archive-max-bytes)
       [ $# -ge 2 ] || { echo "gpu-check: $1 needs a value" >&2; exit 2; } ;;&
     --device) device=$2; device_given=true; shift 2 ;;
     --datasheet-tbs) datasheet=$2; shift 2 ;;
     --suites) suites=$2; shift 2 ;;
     --deadline-s) deadline_s=$2; shift 2 ;;
     --archive) archive=$2; shift 2 ;;
+    --archive-max-bytes) archive_max_bytes=$2; shift 2 ;;
     --claims-only) claims_only=true; shift ;;
     --quick) quick=true; shift ;;
     -*) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
@@ -63,6 +68,8 @@ while [ $# -gt 0 ]; do
 done
 [[ "$deadline_s" =~ ^[0-9]{1,6}$ ]] && [ "$deadline_s" -gt 0 ] \
   || { echo "gpu-check: --deadline-s $deadline_s is not a whole number of seconds above 0" >&2; exit 2; }
+[[ "$archive_max_bytes" =~ ^[0-9]{1,12}$ ]] && [ "$archive_max_bytes" -gt 0 ] \
+  || { echo "gpu-check: --archive-max-bytes $archive_max_bytes is not a whole number of bytes above 0" >&2; exit 2; }
 python=${LYNX_BENCH_PYTHON:-python3}
 
 if $claims_only; then
@@ -91,6 +98,21 @@ else
   finish() {
     if [ -n "$archive" ]; then
       tar czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" || echo "gpu-check: could not write $archive" >&2
+      local size
+      size=$(stat -c %s "$archive" 2>/dev/null || echo 0)
+      if [ "$size" -gt "$archive_max_bytes" ]; then
+        local big=(--exclude='*.samples.jsonl' --exclude='*.served.jsonl')
+        {
+          echo "The archive was $size bytes with these files, over $archive_max_bytes; they were left out of it:"
+          (cd "$out" && find . -type f \( -name '*.samples.jsonl' -o -name '*.served.jsonl' \) | sort)
+        } > "$out/left-out.txt"
+        tar czf "$archive" "${big[@]}" -C "$(dirname "$out")" "$(basename "$out")" \
+          || echo "gpu-check: could not write $archive" >&2
+        size=$(stat -c %s "$archive" 2>/dev/null || echo 0)
+        echo "gpu-check: the archive left out the telemetry samples and serving traces (left-out.txt names them); $size bytes" >&2
+        [ "$size" -le "$archive_max_bytes" ] \
+          || echo "gpu-check: $archive is still $size bytes, over $archive_max_bytes" >&2
+      fi
     fi
     if $made_out; then rm -rf "$out"; fi
   }

@@ -147,6 +147,70 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     gpu_claims_are_judged_both_ways(&root, &kept);
 }
 
+/// gpu-check's archive comes back from a device only if it is at most 16 MiB: one over its cap
+/// is made again without the telemetry samples and serving traces, which OUTDIR's left-out.txt
+/// names; one under it holds everything. (A lynx that is not there ends the script at once, as
+/// any end does, with its archive made.)
+#[test]
+fn gpu_check_archive_leaves_out_samples_that_would_not_come_back() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("check");
+    let run = out.join("runs/host/r1");
+    std::fs::create_dir_all(&run).unwrap();
+    // Bytes no compressor shrinks much: 200 kB of samples and 100 kB of a serving trace.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut noise = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect()
+    };
+    std::fs::write(run.join("r1.samples.jsonl"), noise(200_000)).unwrap();
+    std::fs::write(run.join("r1.served.jsonl"), noise(100_000)).unwrap();
+    std::fs::write(run.join("r1.json"), "{}").unwrap();
+    let archive = work.path().join("check.tgz");
+    let check = |extra: &[&str]| {
+        let args = [[out.to_str().unwrap(), "--archive", archive.to_str().unwrap()].as_slice(), extra].concat();
+        let output = script_command(Path::new(&repo_path("")), "gpu-check.sh", &args)
+            .env("LYNX_BIN", work.path().join("no-lynx"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+        let listed = Command::new("tar").arg("tzf").arg(&archive).output().unwrap();
+        assert!(listed.status.success());
+        let size = std::fs::metadata(&archive).unwrap().len();
+        (
+            String::from_utf8_lossy(&listed.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+            size,
+        )
+    };
+    let (listed, said, size) = check(&[]);
+    assert!(size > 300_000, "{size} bytes");
+    for file in ["r1.samples.jsonl", "r1.served.jsonl", "r1.json"] {
+        assert!(listed.contains(&format!("check/runs/host/r1/{file}")), "{file}: {listed}");
+    }
+    assert!(!out.join("left-out.txt").exists() && !said.contains("left out"), "{said}");
+
+    let (listed, said, size) = check(&["--archive-max-bytes", "65536"]);
+    assert!(size <= 65536, "{size} bytes");
+    assert!(listed.contains("check/runs/host/r1/r1.json") && listed.contains("check/left-out.txt"), "{listed}");
+    assert!(!listed.contains(".samples.jsonl") && !listed.contains(".served.jsonl"), "{listed}");
+    assert!(said.contains("the archive left out the telemetry samples and serving traces"), "{said}");
+    let left_out = std::fs::read_to_string(out.join("left-out.txt")).unwrap();
+    assert!(left_out.contains("over 65536; they were left out of it:"), "{left_out}");
+    assert!(left_out.contains("./runs/host/r1/r1.samples.jsonl\n./runs/host/r1/r1.served.jsonl"), "{left_out}");
+    // A cap that is no number of bytes is refused before anything runs.
+    let output =
+        script(Path::new(&repo_path("")), "gpu-check.sh", &[out.to_str().unwrap(), "--archive-max-bytes", "1e6"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--archive-max-bytes 1e6 is not a whole number"));
+}
+
 /// The table's GPU claims, which no CPU run reaches, judged from a folder made to read as an
 /// H200's: the CPU run's result as each GPU suite's, with an NVML board and power source, energy
 /// counted, native and cuBLASLt ceilings and a Python matmul figure. Every claim passes where the
