@@ -20,6 +20,10 @@ pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// Envelopes larger than this are refused before they are read: verification has bounded memory.
 pub const MAX_ENVELOPE_BYTES: u64 = 256 << 20;
+/// Envelopes carrying more signatures than this are refused at the `envelope` step before any is
+/// checked: verification has bounded time too (a lab signs once, a countersigning party once
+/// more; a million bogus signatures naming a trusted key would otherwise take minutes each).
+pub const MAX_SIGNATURES: usize = 64;
 
 /// DSSE's pre-authentication encoding: `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`,
 /// lengths as ASCII decimal byte counts.
@@ -249,6 +253,12 @@ fn check_signature(key: &VerifyingKey, message: &[u8], sig: &str) -> Result<(), 
 pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> {
     let bytes = read_envelope(path)?;
     let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|e| VerifyError::Envelope(e.to_string()))?;
+    if envelope.signatures.len() > MAX_SIGNATURES {
+        return Err(VerifyError::Envelope(format!(
+            "{} signatures; lynx checks envelopes of at most {MAX_SIGNATURES}",
+            envelope.signatures.len()
+        )));
+    }
     let payload = decode_base64(&envelope.payload)?;
     if envelope.signatures.is_empty() {
         return Err(VerifyError::Unsigned(

@@ -196,7 +196,7 @@ fn every_single_byte_change_fails_verification() {
 /// Issue 17: changes to an envelope's structure rather than its bytes. A signature added by
 /// another key, before or after lynx's, leaves it valid and is reported; a changed key id is
 /// refused at the signature step; the payload re-encoded in the other base64 alphabet is the
-/// same signed bytes and verifies.
+/// same signed bytes and verifies; more than 64 signatures are refused at the envelope step.
 #[test]
 fn structural_changes_are_refused_or_reported() {
     let (_k, signing, verifying) = keys();
@@ -220,6 +220,13 @@ fn structural_changes_are_refused_or_reported() {
     assert!(error.to_string().contains("names the given key"), "{error}");
     with(&|e| e.payload = URL_SAFE_NO_PAD.encode(STANDARD.decode(&e.payload).unwrap())).unwrap();
     assert_eq!(with(&|_| {}).unwrap().other_signatures, 0);
+    // Verification's time is bounded: up to 64 signatures are read, more are refused unchecked.
+    let most = lynx_attest::envelope::MAX_SIGNATURES;
+    let many = with(&|e| e.signatures.extend(std::iter::repeat_n(theirs.clone(), most - 1))).unwrap();
+    assert_eq!(many.other_signatures, most - 1);
+    let error = with(&|e| e.signatures.extend(std::iter::repeat_n(theirs.clone(), most))).unwrap_err();
+    assert_eq!(error.step(), "envelope", "{error}");
+    assert!(error.to_string().contains("65 signatures; lynx checks envelopes of at most 64"), "{error}");
 }
 
 /// Issue 17: the IEEE P1363 (`r‖s`) encoding the DSSE specification's ECDSA example uses is
