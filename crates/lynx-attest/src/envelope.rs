@@ -22,7 +22,8 @@ pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const MAX_ENVELOPE_BYTES: u64 = 256 << 20;
 /// Envelopes carrying more signatures than this are refused at the `envelope` step before any is
 /// checked: verification has bounded time too (a lab signs once, a countersigning party once
-/// more; a million bogus signatures naming a trusted key would otherwise take minutes each).
+/// more; the million bogus signatures naming a trusted key that 256 MiB hold would otherwise
+/// take minutes to check).
 pub const MAX_SIGNATURES: usize = 64;
 
 /// DSSE's pre-authentication encoding: `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`,
