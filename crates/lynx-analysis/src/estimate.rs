@@ -209,7 +209,9 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         let mode = if run.modes.contains(&StepMode::Graph) { StepMode::Graph } else { StepMode::Eager };
         // Medians suffice for a wall time: no warm-up has measured how steps persist.
         let (prefill, decode) = crate::derived::mode_tables(&cells, mode, None);
-        for plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), serve, mode, None) {
+        // The phase's budget, cut to what serve.run_s leaves after everything before it.
+        let budget_s = serve.budget_s(total_s);
+        for plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), (serve, budget_s), mode, None) {
             let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
             let planned_s = plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
             total_s += planned_s;
@@ -333,6 +335,9 @@ mod tests {
         println!("{estimate} ({:.0} s, {:.0} s more under)", estimate.total_s, estimate.under_extra_s);
         assert!(estimate.total_s + estimate.under_extra_s <= 5.0 * 60.0, "{estimate}");
         assert!(suite.serve.as_ref().and_then(|s| s.total_s).is_some(), "the cpu suite's serving has a budget");
+        // And a budget for the run up to the phase's end, with room left of the 5 minutes.
+        let run_s = suite.serve.as_ref().and_then(|s| s.run_s);
+        assert!(run_s.is_some_and(|run_s| run_s <= 5.0 * 60.0 - 15.0), "{run_s:?}");
     }
 
     /// The time limit `scripts/gpu-check.sh` gives a suite (its `want=` line for the suite, or

@@ -97,22 +97,24 @@ pub struct Plan {
     pub steady_lengths: Vec<Lengths>,
     /// How the window was sized, where `serve.most_requests` let it grow ([`Plan::size_window`]).
     pub window: Option<String>,
-    /// This plan's share of `serve.total_s` (the serving phase's budget, shared evenly among the
-    /// plans): its window grows only while its rates fit it, and the step down is served only
-    /// where it still fits what is left; `None` where the suite sets no budget.
+    /// This plan's share of the serving phase's budget (`serve.total_s`, cut to what is left of
+    /// `serve.run_s`: [`ServeConfig::budget_s`]), shared evenly among the plans: its window grows
+    /// only while its rates fit it, and the step down is served only where it still fits what is
+    /// left; `None` where the suite sets no budget.
     pub budget_s: Option<f64>,
 }
 
 /// The plans of a run of `suite` under `bounds` whose cells are measured: the suite's workloads
 /// and bounds that `serve` names, each on the simulation's best server over the step `tables`
 /// ([`crate::derived::mode_tables`]) of the decode `mode` the loop issues its steps in (graphs
-/// where the run's graph steps passed their check, else eager). `stop`, once raised, ends the
+/// where the run's graph steps passed their check, else eager), within the phase's budget
+/// `budget_s` ([`ServeConfig::budget_s`]; none: no budget). `stop`, once raised, ends the
 /// simulation: a plan not found then says so.
 pub fn plan(
     suite: &Suite,
     bounds: &[LatencyBound],
     (prefill, decode): (&StepTable, &StepTable),
-    serve: &ServeConfig,
+    (serve, budget_s): (&ServeConfig, Option<f64>),
     mode: StepMode,
     stop: Option<&AtomicBool>,
 ) -> Vec<Plan> {
@@ -122,7 +124,7 @@ pub fn plan(
     let mut plans = Vec::new();
     let served =
         suite.workloads.iter().map(|w| bounds.iter().filter(|b| serve.serves(&w.name, &b.name)).count()).sum::<usize>();
-    let budget_s = serve.total_s.map(|total| total / served.max(1) as f64);
+    let budget_s = budget_s.map(|total| total / served.max(1) as f64);
     for workload in &suite.workloads {
         for bound in bounds.iter().filter(|b| serve.serves(&workload.name, &b.name)).cloned() {
             let lengths = draw(workload, suite.seed, serve.requests.min(SimulationConfig::MOST_REQUESTS) as usize);
@@ -297,7 +299,7 @@ impl Plan {
             )
         } else {
             let allow = if self.budget_s.is_some() {
-                "serve.most_requests, serve.max_s and serve.total_s allow"
+                "serve.most_requests, serve.max_s and the serving budget (serve.total_s, serve.run_s) allow"
             } else {
                 "serve.most_requests and serve.max_s allow"
             };
@@ -1283,7 +1285,9 @@ mod tests {
         let planned = |most_requests: Option<u32>, max_s: f64| {
             let suite = suite(most_requests, max_s);
             let serve = suite.serve.clone().unwrap();
-            plan(&suite, std::slice::from_ref(&bound), (&prefill, &decode), &serve, StepMode::Eager, None).remove(0)
+            let budget_s = serve.budget_s(0.0);
+            plan(&suite, std::slice::from_ref(&bound), (&prefill, &decode), (&serve, budget_s), StepMode::Eager, None)
+                .remove(0)
         };
         let short = planned(None, 90.0);
         let rates = short.rates.clone().unwrap();
@@ -1321,7 +1325,9 @@ mod tests {
             let mut suite = suite(Some(1000), 90.0);
             suite.serve.as_mut().unwrap().total_s = Some(total_s);
             let serve = suite.serve.clone().unwrap();
-            plan(&suite, std::slice::from_ref(&bound), (&prefill, &decode), &serve, StepMode::Eager, None).remove(0)
+            let budget_s = serve.budget_s(0.0);
+            plan(&suite, std::slice::from_ref(&bound), (&prefill, &decode), (&serve, budget_s), StepMode::Eager, None)
+                .remove(0)
         };
         let together = |plan: &Plan| {
             [bounded, over, UNDER[0] * bounded]
@@ -1336,7 +1342,12 @@ mod tests {
         assert!(tight.lengths.len() < n, "{}", tight.lengths.len());
         assert!(together(&tight) <= tight.budget_s.unwrap() || tight.lengths.len() == 24);
         let words = tight.window.unwrap();
-        assert!(words.contains("the most serve.most_requests, serve.max_s and serve.total_s allow"), "{words}");
+        assert!(
+            words.contains(
+                "the most serve.most_requests, serve.max_s and the serving budget (serve.total_s, serve.run_s) allow"
+            ),
+            "{words}"
+        );
         // The first window is served whatever the budget.
         assert_eq!(budgeted(1.0).lengths.len(), 24);
     }

@@ -791,25 +791,33 @@ fn a_bound_broken_at_the_simulated_rate_is_served_again_under_it() {
     );
 }
 
-/// Issue 16: the serving phase's budget (`serve.total_s`) keeps a run's length bounded: the
-/// latency-bounded rate and 20% above it are served whatever it is, and the step down under a
-/// broken bound only where its window fits what is left; here none is left, and the result and
-/// the summary say why it was not served.
+/// Issue 16: the serving phase's budget (`serve.total_s`, cut to what is left of `serve.run_s`)
+/// keeps a run's length bounded: the latency-bounded rate and 20% above it are served whatever
+/// it is, and the step down under a broken bound only where its window fits what is left; here
+/// none is left, by either key, and the result and the summary say why it was not served.
 #[test]
 fn a_step_down_that_does_not_fit_the_serving_budget_is_not_served() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (stdout, result) =
-        serve_short_with(("tight", 4.0, 0.02), ("total_s = 0.5", "[512]"), ("LYNX_TEST_SLOW_SERVING", "25"));
-    assert_eq!(result["config"]["suite"]["serve"]["total_s"], 0.5);
-    let served = &result["serving"]["served"][0];
-    let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
-    let labels: Vec<&str> = rates.iter().map(|r| r["label"].as_str().unwrap()).collect();
-    assert_eq!(labels, ["bounded", "over"], "{served}");
-    assert_eq!(rates[0]["within_bound"], false, "25 ms decode steps break a 20 ms TPOT bound: {}", rates[0]);
-    let why = served["step_down"].as_str().unwrap_or_else(|| panic!("no step_down: {served}"));
-    assert!(why.starts_with("the step down to ") && why.contains("share of serve.total_s were left"), "{why}");
-    assert!(why.contains("0 s of this workload's 0 s share"), "{why}");
-    assert!(stdout.lines().any(|l| l.ends_with(why)), "the summary says why: {stdout}");
+    // A process is more than a second in when it starts serving: nothing is left of run_s.
+    for (key, seconds) in [("total_s", 0.5), ("run_s", 1.0)] {
+        let serve = format!("{key} = {seconds:?}");
+        let (stdout, result) =
+            serve_short_with(("tight", 4.0, 0.02), (&serve, "[512]"), ("LYNX_TEST_SLOW_SERVING", "25"));
+        assert_eq!(result["config"]["suite"]["serve"][key], seconds);
+        let served = &result["serving"]["served"][0];
+        let rates = served["rates"].as_array().unwrap_or_else(|| panic!("{served}"));
+        let labels: Vec<&str> = rates.iter().map(|r| r["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["bounded", "over"], "{key}: {served}");
+        assert_eq!(rates[0]["within_bound"], false, "25 ms decode steps break a 20 ms TPOT bound: {}", rates[0]);
+        let why = served["step_down"].as_str().unwrap_or_else(|| panic!("{key}: no step_down: {served}"));
+        assert!(
+            why.starts_with("the step down to ")
+                && why.contains("share of the serving budget (serve.total_s, serve.run_s) were left"),
+            "{why}"
+        );
+        assert!(why.contains("0 s of this workload's 0 s share"), "{key}: {why}");
+        assert!(stdout.lines().any(|l| l.ends_with(why)), "the summary says why: {stdout}");
+    }
 }
 
 /// A run of the test suite that serves a `short` workload (16 tokens in, 8 out, 20 requests)

@@ -37,6 +37,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Work on `run` until its sweep is done or `stop` is raised.
 pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Result<WorkEnd, RunError> {
+    // What serve.run_s counts from.
+    let began = std::time::Instant::now();
     let runtime = load_gpu_backends();
     // Nothing a run does needs gradients: inference mode skips autograd and version-counter
     // bookkeeping on every operation, as Python's torch.inference_mode() does.
@@ -79,7 +81,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     };
     // The journal is the record of the cells; the result carries them, and gains each new one.
     result.cells = done;
-    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, graphs, stop };
+    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, graphs, stop, began };
     let end = turn.measure(&setup, &bounds)?;
     remove(&run.current_path())?;
     turn.telemetry.finish()?;
@@ -181,8 +183,9 @@ fn served_entry(
 }
 
 /// Why the step down to `rate` is not served: its simulated window over the step `tables` would
-/// not fit what is left of `plan`'s share of serve.total_s after `elapsed_s` of serving; `None`
-/// where it fits, or the suite sets no budget.
+/// not fit what is left of `plan`'s share of the serving budget (serve.total_s, cut to what was
+/// left of serve.run_s) after `elapsed_s` of serving; `None` where it fits, or the suite sets no
+/// budget.
 fn over_budget(
     plan: &lynx_analysis::serving::Plan,
     (prefill, decode): (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
@@ -200,7 +203,8 @@ fn over_budget(
         };
         format!(
             "the step down to {rate:.4} requests/s was not served: its window of {} requests takes {window}, and \
-             {left_s:.0} s of this workload's {budget_s:.0} s share of serve.total_s were left",
+             {left_s:.0} s of this workload's {budget_s:.0} s share of the serving budget (serve.total_s, serve.run_s) \
+             were left",
             plan.lengths.len()
         )
     })
@@ -419,6 +423,8 @@ struct Turn<'a> {
     /// How this process captures decode steps as graphs, or why it cannot.
     graphs: Graphs,
     stop: &'a AtomicBool,
+    /// When this process began its work on the run (serve.run_s counts from it).
+    began: std::time::Instant,
 }
 
 impl Turn<'_> {
@@ -536,7 +542,9 @@ impl Turn<'_> {
         let mode = self.serving_mode();
         let persistence = lynx_analysis::derived::persistence(self.result.warmup.as_ref());
         let (prefill, decode) = lynx_analysis::derived::mode_tables(&self.result.cells, mode, persistence);
-        let plans = lynx_analysis::serving::plan(suite, &bounds, (&prefill, &decode), serve, mode, Some(self.stop));
+        let budget_s = serve.budget_s(self.began.elapsed().as_secs_f64());
+        let plans =
+            lynx_analysis::serving::plan(suite, &bounds, (&prefill, &decode), (serve, budget_s), mode, Some(self.stop));
         let server = server_words(suite, mode);
         let record = self.result.serving.get_or_insert_with(|| ServingRecord::new(server.clone()));
         let served_before: Vec<(String, String)> =
@@ -623,8 +631,8 @@ impl Turn<'_> {
     /// ([`lynx_analysis::serving::next_under`]): the rates, or why they could not all be served;
     /// `None` when `stop` was raised. A rate under it whose arrivals alone would outlast
     /// serve.max_s is not started, and the step down ends there; so does one whose simulated
-    /// window would not fit what is left of the plan's share of serve.total_s (`step_down` then
-    /// says why).
+    /// window would not fit what is left of the plan's share of the serving budget (`step_down`
+    /// then says why).
     fn serve_plan(
         &mut self,
         model: &Model,

@@ -355,6 +355,10 @@ mod tests {
             ("requests = 40\nmost_requests = 39", "serve.most_requests"),
             ("most_requests = 200000", "serve.most_requests"),
             ("max_s = 1e300", "serve.max_s"),
+            ("total_s = 0.0", "serve.total_s"),
+            ("total_s = 1e300", "serve.total_s"),
+            ("run_s = -1.0", "serve.run_s"),
+            ("run_s = 1e300", "serve.run_s"),
             ("workloads = [\"reason\"]", "serve.workloads"),
         ] {
             let error = with(serve).unwrap_err();
@@ -362,6 +366,23 @@ mod tests {
         }
         let plain = Suite::from_toml(SUITE, "t.toml").unwrap();
         assert!(plain.serve.is_none() && !serde_json::to_string(&plain).unwrap().contains("serve"));
+        // Neither budget key set: none is written, and the phase has no budget.
+        let serve = with("requests = 40").unwrap().serve.unwrap();
+        let written = serde_json::to_string(&serve).unwrap();
+        assert!(!written.contains("total_s") && !written.contains("run_s"), "{written}");
+        assert_eq!(serve.budget_s(100.0), None);
+    }
+
+    /// The serving phase's budget: `serve.total_s`, cut to what is left of `serve.run_s` when the
+    /// phase starts, never below nothing.
+    #[test]
+    fn the_serving_budget_is_total_s_cut_to_what_run_s_leaves() {
+        let serve = |total_s: Option<f64>, run_s: Option<f64>| ServeConfig { total_s, run_s, ..Default::default() };
+        assert_eq!(serve(Some(110.0), None).budget_s(250.0), Some(110.0));
+        assert_eq!(serve(Some(110.0), Some(280.0)).budget_s(150.0), Some(110.0));
+        assert_eq!(serve(Some(110.0), Some(280.0)).budget_s(193.0), Some(87.0));
+        assert_eq!(serve(Some(110.0), Some(280.0)).budget_s(300.0), Some(0.0));
+        assert_eq!(serve(None, Some(280.0)).budget_s(200.0), Some(80.0));
     }
 
     /// Issue 17: every duration, count and rate a suite sets has an upper bound the check

@@ -76,6 +76,14 @@ pub struct ServeConfig {
     /// 20% above it are served whatever the budget. Absent: no budget beyond `max_s` a rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_s: Option<f64>,
+    /// The most seconds the run's process should take from its start to the serving phase's
+    /// end: where the phase starts with less than `total_s` of this left (a slow sweep, a
+    /// warm-up that ran long), its budget is what is left, so that the windows stay at
+    /// `requests` and the step down goes unserved rather than the run running long. The
+    /// latency-bounded rate and 20% above it are served whatever is left. Absent: the budget is
+    /// `total_s` alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_s: Option<f64>,
 }
 
 impl ServeConfig {
@@ -83,6 +91,16 @@ impl ServeConfig {
     pub fn serves(&self, workload: &str, bound: &str) -> bool {
         let named = |names: &[String], name: &str| names.is_empty() || names.iter().any(|n| n == name);
         named(&self.workloads, workload) && named(&self.bounds, bound)
+    }
+
+    /// The serving phase's budget when it starts `elapsed_s` into the run's process: `total_s`,
+    /// cut to what is left of `run_s`; none where neither is set.
+    pub fn budget_s(&self, elapsed_s: f64) -> Option<f64> {
+        let left_s = self.run_s.map(|run_s| (run_s - elapsed_s).max(0.0));
+        match (self.total_s, left_s) {
+            (Some(total_s), Some(left_s)) => Some(total_s.min(left_s)),
+            (total_s, left_s) => total_s.or(left_s),
+        }
     }
 }
 
@@ -95,6 +113,7 @@ impl Default for ServeConfig {
             max_s: 600.0,
             most_requests: None,
             total_s: None,
+            run_s: None,
         }
     }
 }
@@ -572,9 +591,11 @@ impl Suite {
             }
             check.positive_real("serve.max_s", serve.max_s)?;
             check.seconds("serve.max_s", serve.max_s, Self::MOST_SECONDS)?;
-            if let Some(total_s) = serve.total_s {
-                check.positive_real("serve.total_s", total_s)?;
-                check.seconds("serve.total_s", total_s, Self::MOST_SECONDS)?;
+            for (key, seconds) in [("serve.total_s", serve.total_s), ("serve.run_s", serve.run_s)] {
+                if let Some(seconds) = seconds {
+                    check.positive_real(key, seconds)?;
+                    check.seconds(key, seconds, Self::MOST_SECONDS)?;
+                }
             }
             for name in &serve.workloads {
                 if !self.workloads.iter().any(|w| &w.name == name) {
