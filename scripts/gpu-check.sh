@@ -95,20 +95,22 @@ else
     touch "$archive" 2>/dev/null || { echo "gpu-check: cannot write the archive $archive" >&2; exit 2; }
     archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
   fi
+  # OUTDIR as the archive, with tar's options "$@": its size in bytes (0 where it could not be
+  # written, and said).
+  pack() {
+    tar czf "$archive" "$@" -C "$(dirname "$out")" "$(basename "$out")" || echo "gpu-check: could not write $archive" >&2
+    stat -c %s "$archive" 2>/dev/null || echo 0
+  }
   finish() {
     if [ -n "$archive" ]; then
-      tar czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" || echo "gpu-check: could not write $archive" >&2
       local size
-      size=$(stat -c %s "$archive" 2>/dev/null || echo 0)
+      size=$(pack)
       if [ "$size" -gt "$archive_max_bytes" ]; then
-        local big=(--exclude='*.samples.jsonl' --exclude='*.served.jsonl')
         {
           echo "The archive was $size bytes with these files, over $archive_max_bytes; they were left out of it:"
           (cd "$out" && find . -type f \( -name '*.samples.jsonl' -o -name '*.served.jsonl' \) | sort)
         } > "$out/left-out.txt"
-        tar czf "$archive" "${big[@]}" -C "$(dirname "$out")" "$(basename "$out")" \
-          || echo "gpu-check: could not write $archive" >&2
-        size=$(stat -c %s "$archive" 2>/dev/null || echo 0)
+        size=$(pack --exclude='*.samples.jsonl' --exclude='*.served.jsonl')
         echo "gpu-check: the archive left out the telemetry samples and serving traces (left-out.txt names them); $size bytes" >&2
         [ "$size" -le "$archive_max_bytes" ] \
           || echo "gpu-check: $archive is still $size bytes, over $archive_max_bytes" >&2

@@ -217,10 +217,9 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             total_s += planned_s;
             let under_s = plan.expected_under_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s));
             // The step down is served only where it fits what is left of the plan's budget.
-            under_extra_s += match plan.budget_s {
-                Some(budget_s) if planned_s + under_s > budget_s => 0.0,
-                _ => under_s,
-            };
+            if plan.fits_budget(planned_s, under_s) {
+                under_extra_s += under_s;
+            }
         }
     }
     WallTime {
@@ -278,8 +277,9 @@ mod tests {
     use super::*;
     use crate::catalogue;
 
-    fn standard() -> (Suite, ModelShape) {
-        let suite = Suite::from_toml(&catalogue("suites/standard.toml"), "standard").unwrap();
+    /// The catalogue's suite `name` and its model.
+    fn catalogued(name: &str) -> (Suite, ModelShape) {
+        let suite = Suite::from_toml(&catalogue(&format!("suites/{name}.toml")), name).unwrap();
         let model = ModelShape::from_toml(&catalogue(&format!("{}.toml", suite.model)), &suite.model).unwrap();
         (suite, model)
     }
@@ -288,7 +288,7 @@ mod tests {
     /// (the figure `lynx run` prints there), fits in 20 minutes.
     #[test]
     fn the_standard_suite_is_estimated_within_20_minutes_on_an_h200() {
-        let (suite, model) = standard();
+        let (suite, model) = catalogued("standard");
         let bounds = crate::latency::bounds_for(&suite.bounds, &model);
         let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision);
         let planned = Planned {
@@ -319,8 +319,7 @@ mod tests {
     /// serving budget").
     #[test]
     fn the_cpu_suite_is_estimated_within_5_minutes() {
-        let suite = Suite::from_toml(&catalogue("suites/cpu.toml"), "cpu").unwrap();
-        let model = ModelShape::from_toml(&catalogue(&format!("{}.toml", suite.model)), &suite.model).unwrap();
+        let (suite, model) = catalogued("cpu");
         let bounds = crate::latency::bounds_for(&suite.bounds, &model);
         let planned = Planned {
             suite: &suite,
@@ -361,8 +360,7 @@ mod tests {
     #[test]
     fn every_gpu_check_suite_fits_half_its_limit_on_an_h200() {
         for name in ["gpu-check-llama-bf16", "gpu-check-llama-fp8", "gpu-check-moe", "gpu-check-mla"] {
-            let suite = Suite::from_toml(&catalogue(&format!("suites/{name}.toml")), name).unwrap();
-            let full = ModelShape::from_toml(&catalogue(&format!("{}.toml", suite.model)), &suite.model).unwrap();
+            let (suite, full) = catalogued(name);
             let shape = lynx_schema::config::shard(&full, &suite.scale).unwrap();
             let bounds = crate::latency::bounds_for(&suite.bounds, &full);
             let planned = Planned {
@@ -388,7 +386,7 @@ mod tests {
     /// and a graph step free of that floor.
     #[test]
     fn a_step_is_predicted_from_its_work_and_its_issue_cost() {
-        let (_, model) = standard();
+        let (_, model) = catalogued("standard");
         let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), Precision::Bf16);
         let decode = step_s(&model, Precision::Bf16, CellShape::decode(1, 1024), &rates);
         let weights = model.weight_bytes(Precision::Bf16) as f64 / rates.bandwidth_bytes_per_s;

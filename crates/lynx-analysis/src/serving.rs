@@ -198,6 +198,13 @@ impl Plan {
         Some(windows?.iter().sum())
     }
 
+    /// Whether a window of `window_s` still fits this plan's share of the serving budget once
+    /// `spent_s` of it is gone (always, where the suite sets no budget): the one rule by which a
+    /// window grows, the step down is served, and the wall-time estimate counts it.
+    pub fn fits_budget(&self, spent_s: f64, window_s: f64) -> bool {
+        self.budget_s.is_none_or(|budget_s| spent_s + window_s <= budget_s)
+    }
+
     /// The simulated window of this plan's requests at `rate_per_s`, first arrival to last
     /// token; `None` where it cannot be simulated.
     pub fn window_s(&self, prefill: &StepTable, decode: &StepTable, rate_per_s: f64) -> Option<f64> {
@@ -264,10 +271,10 @@ impl Plan {
             }
             // Within the budget: the planned rates and the step down under the latency-bounded
             // rate, should the bound break there, served one after another.
-            if let (false, Some(budget_s)) = (tried.is_empty(), self.budget_s) {
+            if !tried.is_empty() && self.budget_s.is_some() {
                 let under_s = window.expected_under_s(prefill, decode);
                 let planned_s: f64 = outcomes.iter().map(|o| window.span_s(o)).sum();
-                if under_s.is_none_or(|under_s| planned_s + under_s > budget_s) {
+                if under_s.is_none_or(|under_s| !window.fits_budget(planned_s, under_s)) {
                     break false;
                 }
             }

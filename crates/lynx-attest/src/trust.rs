@@ -99,8 +99,9 @@ pub struct Checked {
 fn under_named(path: &Path, named: &[String], keys: &[VerifyingKey]) -> Option<Checked> {
     let mut checked: Vec<(String, Result<Verified, VerifyError>)> = keys
         .iter()
-        .filter(|k| named.contains(&crate::keys::key_id(k)))
-        .map(|k| (crate::keys::key_id(k), verify(path, k)))
+        .map(|k| (crate::keys::key_id(k), k))
+        .filter(|(id, _)| named.contains(id))
+        .map(|(id, k)| (id, verify(path, k)))
         .collect();
     if checked.is_empty() {
         return None;

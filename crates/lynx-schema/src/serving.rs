@@ -52,7 +52,8 @@ pub struct Served {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
     /// Why the step down under the latency-bounded rate was not served where the measured p99s
-    /// broke the bound there (its window would not fit what was left of `serve.total_s`); absent
+    /// broke the bound there (its window would not fit what was left of the serving budget,
+    /// `serve.total_s` cut to what was left of `serve.run_s`); absent
     /// where it was served, not needed, and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_down: Option<String>,

@@ -193,9 +193,9 @@ fn over_budget(
     elapsed_s: f64,
 ) -> Option<String> {
     let budget_s = plan.budget_s?;
-    let left_s = (budget_s - elapsed_s).max(0.0);
     let window_s = plan.window_s(prefill, decode, rate).unwrap_or(f64::INFINITY);
-    (window_s > left_s).then(|| {
+    (!plan.fits_budget(elapsed_s, window_s)).then(|| {
+        let left_s = (budget_s - elapsed_s).max(0.0);
         let window = if window_s.is_finite() {
             format!("about {window_s:.0} s")
         } else {
