@@ -50,12 +50,7 @@ pub struct NotTrusted {
 pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for dir in dirs {
-        for entry in walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(true) {
-            let entry = entry?;
-            if entry.file_type().is_file() && entry.file_name().to_string_lossy().ends_with(".intoto.json") {
-                found.push(entry.into_path());
-            }
-        }
+        found.extend(envelopes_under(dir)?);
     }
     found.sort();
     found.dedup();
@@ -65,6 +60,19 @@ pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
         Ok(bytes) => seen.insert(Sha256::digest(&bytes)),
         Err(_) => true,
     });
+    Ok(found)
+}
+
+/// Every `*.intoto.json` file under `dir` (or `dir` itself, where it is one), in name order:
+/// symbolic links inside it are not followed, and copies are kept.
+pub fn envelopes_under(dir: &Path) -> walkdir::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(true).sort_by_file_name() {
+        let entry = entry?;
+        if entry.file_type().is_file() && entry.file_name().to_string_lossy().ends_with(".intoto.json") {
+            found.push(entry.into_path());
+        }
+    }
     Ok(found)
 }
 

@@ -39,7 +39,8 @@ pub enum Command {
     /// key its signature names: exit 0 when every one is valid, otherwise 1 naming the first
     /// failed step of each.
     Verify {
-        /// The `.intoto.json` envelopes; each one's samples file must be beside it.
+        /// The `.intoto.json` envelopes, or folders (every `*.intoto.json` under each is
+        /// verified); each envelope's samples file must be beside it.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]

@@ -755,6 +755,47 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
     assert_eq!(verdicts[0]["other_signatures"], 1, "{verdicts}");
 }
 
+/// `lynx verify` given folders verifies every envelope under them, as the commands that read
+/// results folders do: each one's line, in name order; a folder with none is bad input (a
+/// verification that checked nothing must not pass), and one bad envelope among good ones fails
+/// the whole, naming it.
+#[test]
+fn verify_given_a_folder_verifies_every_envelope_under_it() {
+    let (results, keys) = (repo_path("results"), repo_path("results/keys"));
+    let envelopes = lynx_attest::trust::find_envelopes(&[PathBuf::from(&results)]).unwrap();
+    assert!(envelopes.len() >= 2, "{envelopes:?}");
+    let output = lynx(&["verify", &results, "--keys", &keys]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    let named: Vec<&str> = said.lines().map(|line| line.split(": valid (signed by key ").next().unwrap()).collect();
+    let expected: Vec<String> = envelopes.iter().map(|e| e.display().to_string()).collect();
+    assert_eq!(named, expected, "{said}");
+    assert!(said.lines().all(|line| line.contains(": valid (signed by key ")), "{said}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let line = bad_input(&["verify", empty.path().to_str().unwrap(), "--keys", &keys]);
+    assert!(line.contains("a folder with no *.intoto.json envelope under it"), "{line}");
+
+    // A copy of one published result, beside an envelope that is no envelope, in a subfolder.
+    let mixed = tempfile::tempdir().unwrap();
+    let source = envelopes[0].parent().unwrap();
+    for entry in std::fs::read_dir(source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), mixed.path().join(entry.file_name())).unwrap();
+    }
+    std::fs::create_dir(mixed.path().join("later")).unwrap();
+    let junk = mixed.path().join("later/junk.intoto.json");
+    std::fs::write(&junk, "{}").unwrap();
+    let output = lynx(&["verify", mixed.path().to_str().unwrap(), "--keys", &keys]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(lines[0].contains(": valid (signed by key "), "{said}");
+    assert!(lines[1].starts_with(&format!("{}: INVALID at ", junk.display())), "{said}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("1 of 2 results failed verification"));
+}
+
 /// The text of every result page of the site in `site`.
 fn result_pages(site: &Path) -> Vec<String> {
     std::fs::read_dir(site)
