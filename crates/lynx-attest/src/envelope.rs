@@ -218,6 +218,10 @@ pub struct Verified {
     /// sha256 (hex) of the envelope's bytes that verified, as a reproduction names the envelope
     /// it reproduces: of those bytes, not of the file read again, which may since have changed.
     pub envelope_sha256: String,
+    /// The other trusted keys whose signatures on it verify too (a result signed by a lab and
+    /// countersigned by a vendor, both trusted), in the order the keys were given: filled where
+    /// it is checked against several trusted keys (`trust`), empty from [`verify`] under one.
+    pub also_signed_by: Vec<String>,
 }
 
 /// The bytes of the envelope file `path`: a regular file, not a symbolic link, of at most
@@ -336,7 +340,14 @@ pub fn verify(path: &Path, key: &VerifyingKey) -> Result<Verified, VerifyError> 
     }
     let other_signatures = envelope.signatures.len() - 1;
     let envelope_sha256 = hex(&Sha256::digest(&bytes));
-    Ok(Verified { result, key_id: pinned, samples_file: name.to_owned(), other_signatures, envelope_sha256 })
+    Ok(Verified {
+        result,
+        key_id: pinned,
+        samples_file: name.to_owned(),
+        other_signatures,
+        envelope_sha256,
+        also_signed_by: Vec::new(),
+    })
 }
 
 /// The first place (a JSON path) where `given` differs from `canonical`, if any.

@@ -93,10 +93,9 @@ pub struct Checked {
     /// the first its signatures name, where none verified), else every one given (the only one,
     /// where one was).
     pub against: Vec<String>,
+    /// Where it verified, also the other trusted keys whose signatures verify
+    /// (`Verified::also_signed_by`).
     pub verdict: Result<Verified, VerifyError>,
-    /// The other trusted keys whose signatures on it verify too (a result signed by a lab and
-    /// countersigned by a vendor, both trusted), in the order the keys were given.
-    pub also_signed_by: Vec<String>,
 }
 
 /// `path` checked under each trusted key among `keys` that its signatures name (`named`): the
@@ -115,12 +114,11 @@ fn under_named(path: &Path, named: &[String], keys: &[VerifyingKey]) -> Option<C
         return None;
     }
     let first = checked.iter().position(|(_, verdict)| verdict.is_ok()).unwrap_or(0);
-    let (id, verdict) = checked.remove(first);
-    let also_signed_by = match verdict {
-        Ok(_) => checked.into_iter().filter(|(_, v)| v.is_ok()).map(|(id, _)| id).collect(),
-        Err(_) => Vec::new(),
-    };
-    Some(Checked { against: vec![id], verdict, also_signed_by })
+    let (id, mut verdict) = checked.remove(first);
+    if let Ok(verified) = &mut verdict {
+        verified.also_signed_by = checked.into_iter().filter(|(_, v)| v.is_ok()).map(|(id, _)| id).collect();
+    }
+    Some(Checked { against: vec![id], verdict })
 }
 
 /// Check `path` against the trusted keys its signatures name, with verification's own verdict
@@ -136,7 +134,7 @@ pub fn check_against(path: &Path, keys: &[VerifyingKey]) -> Checked {
     let against: Vec<String> = keys.iter().map(crate::keys::key_id).collect();
     let Some(first) = keys.first() else {
         let verdict = Err(VerifyError::Signature("no trusted key was given to verify it against".to_owned()));
-        return Checked { against, verdict, also_signed_by: Vec::new() };
+        return Checked { against, verdict };
     };
     let verdict = match verify(path, first) {
         // Unread, unsigned and malformed envelopes fail as they would under any one key.
@@ -149,7 +147,7 @@ pub fn check_against(path: &Path, keys: &[VerifyingKey]) -> Checked {
         ))),
         other => other,
     };
-    Checked { against, verdict, also_signed_by: Vec::new() }
+    Checked { against, verdict }
 }
 
 /// [`check_against`]'s verdict alone.

@@ -127,20 +127,30 @@ fn a_countersigned_result_verifies_under_any_of_its_trusted_signers() {
     // Countersigned: the vendor's signature over the same payload.
     write(&lynx_attest::sign(&payload, &vendor_signing).signatures[0]);
     let checked = check_against(&path, &[lab, vendor]);
-    assert_eq!((checked.against, checked.also_signed_by), (vec![lab_id.clone()], vec![vendor_id.clone()]));
-    assert_eq!(checked.verdict.unwrap().other_signatures, 1);
+    let verified = checked.verdict.unwrap();
+    assert_eq!((checked.against, verified.also_signed_by), (vec![lab_id.clone()], vec![vendor_id.clone()]));
+    assert_eq!(verified.other_signatures, 1);
     let checked = check_against(&path, &[vendor, lab]);
-    assert_eq!((checked.against, checked.also_signed_by), (vec![vendor_id.clone()], vec![lab_id.clone()]));
+    assert_eq!(
+        (checked.against, checked.verdict.unwrap().also_signed_by),
+        (vec![vendor_id.clone()], vec![lab_id.clone()])
+    );
     let checked = check_against(&path, &[vendor]);
-    assert_eq!((checked.against, checked.also_signed_by), (vec![vendor_id.clone()], Vec::<String>::new()));
+    assert_eq!(
+        (checked.against, checked.verdict.unwrap().also_signed_by),
+        (vec![vendor_id.clone()], Vec::<String>::new())
+    );
+    // The commands that list many results see the countersignature too.
+    assert_eq!(verify_trusted(&path, &[lab, vendor]).unwrap().also_signed_by, vec![vendor_id.clone()]);
     // A signature naming the vendor that is not over this payload: whichever key comes first,
     // the lab's signature vouches for the result, and the vendor's alone does not.
     write(&lynx_attest::sign(b"another statement", &vendor_signing).signatures[0]);
     for keys in [[lab, vendor], [vendor, lab]] {
         let checked = check_against(&path, &keys);
         assert_eq!(checked.against, std::slice::from_ref(&lab_id), "{keys:?}");
-        assert!(checked.also_signed_by.is_empty(), "{keys:?}");
-        assert_eq!(checked.verdict.unwrap().key_id, lab_id);
+        let verified = checked.verdict.unwrap();
+        assert!(verified.also_signed_by.is_empty(), "{keys:?}");
+        assert_eq!(verified.key_id, lab_id);
         assert_eq!(verify_trusted(&path, &keys).unwrap().key_id, lab_id);
     }
     let checked = check_against(&path, &[vendor]);

@@ -753,6 +753,35 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
     let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(verdicts[0]["also_signed_by"], serde_json::json!([vendor_id]), "{verdicts}");
     assert_eq!(verdicts[0]["other_signatures"], 1, "{verdicts}");
+    // The site names the countersigner beside the signer, in the index and on the result's page;
+    // the results signed once name one key.
+    let site = tempfile::tempdir().unwrap();
+    let output = lynx(&[
+        "report",
+        published.path().to_str().unwrap(),
+        "--keys",
+        keys_dir,
+        "--out",
+        site.path().to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
+    assert_eq!(
+        index.matches(&format!("verified (key {}; also {})", &lab_id[..12], &vendor_id[..12])).count(),
+        1,
+        "{index}"
+    );
+    assert_eq!(index.matches(&format!("verified (key {})", &lab_id[..12])).count(), 1, "{index}");
+    assert_eq!(index.matches(&format!("verified (key {})", &vendor_id[..12])).count(), 1, "{index}");
+    let pages = result_pages(site.path());
+    let countersigned_page: Vec<&String> = pages.iter().filter(|p| p.contains("countersigned.intoto.json")).collect();
+    assert_eq!(countersigned_page.len(), 1);
+    assert!(
+        countersigned_page[0].contains(&format!("{lab_id}<br>countersigned by key {vendor_id}")),
+        "{}",
+        countersigned_page[0]
+    );
+    assert_eq!(pages.iter().filter(|p| p.contains("countersigned by key")).count(), 1);
 }
 
 /// `lynx verify` given folders verifies every envelope under them, as the commands that read

@@ -36,9 +36,28 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 th{background:#f3f3f3}.bad{color:#b00}.ok{color:#070}svg{display:block;margin:1em 0}.long{overflow-wrap:anywhere;min-width:16em}code{font-size:12px}\
 pre{font-size:12px;overflow-x:auto}";
 
-/// One envelope as the site lists it: its file, and its verified result with the id of the key
-/// it verified under, or why it is not believed (the kind in a word, and the reason).
-pub type Listed = (PathBuf, Result<(RunResult, String), (String, String)>);
+/// One envelope as the site lists it: its file, and its verified result with who signed it, or
+/// why it is not believed (the kind in a word, and the reason).
+pub type Listed = (PathBuf, Result<(RunResult, Signers), (String, String)>);
+
+/// Who vouches for a verified result: the trusted key it verified under, and the other trusted
+/// keys whose signatures on it verify too (a vendor's countersignature on a lab's result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signers {
+    pub key_id: String,
+    pub also: Vec<String>,
+}
+
+impl Signers {
+    /// The keys' ids cut to 12 characters, the first and then each other's after "; also ".
+    fn short(&self) -> String {
+        let cut = |id: &str| id.chars().take(12).collect::<String>();
+        std::iter::once(cut(&self.key_id))
+            .chain(self.also.iter().map(|id| format!("also {}", cut(id))))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
 
 /// A verified result that reproduces another listed one (its `reproduces` names that envelope's
 /// sha256): their places in the listing, and the two side by side (published first).
@@ -51,7 +70,7 @@ pub struct Reproduction {
 /// One envelope's fate, and the page of a verified result (relative to the site).
 struct Entry {
     file: PathBuf,
-    verdict: Result<(RunResult, String), (String, String)>,
+    verdict: Result<(RunResult, Signers), (String, String)>,
     page: String,
 }
 
@@ -82,11 +101,11 @@ pub fn build_site(listed: Vec<Listed>, reproductions: &[Reproduction], out: &Pat
     let index = out.join("index.html");
     std::fs::write(&index, page("lynx results", index_body(&entries)))?;
     for (i, entry) in entries.iter().enumerate() {
-        if let Ok((result, key_id)) = &entry.verdict {
+        if let Ok((result, signers)) = &entry.verdict {
             let related = Related { index: i, entries: &entries, reproductions };
             std::fs::write(
                 out.join(&entry.page),
-                page(&format!("lynx: {}", device_label(result)), result_body(entry, result, key_id, &related)),
+                page(&format!("lynx: {}", device_label(result)), result_body(entry, result, signers, &related)),
             )?;
         }
     }
@@ -173,14 +192,14 @@ fn index_body(entries: &[Entry]) -> Markup {
 /// An envelope's row in the index: a verified result with its key and checks, or why not.
 fn result_row(entry: &Entry) -> Markup {
     match &entry.verdict {
-        Ok((result, key_id)) => {
+        Ok((result, signers)) => {
             let failed: Vec<&str> = result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
             html! {
                 tr.result {
                     td.long { a href=(entry.page) { (Html(&device_label(result))) } }
                     td { (Html(&result.config.model.name)) " " (result.config.suite.precision) }
                     td { (Html(&result.config.suite.name)) }
-                    td.ok { "verified (key " (Html(&key_id[..key_id.len().min(12)])) ")" }
+                    td.ok { "verified (key " (Html(&signers.short())) ")" }
                     td {
                         @if failed.is_empty() { span.ok { "all passed" } }
                         @else { span.bad { "FAILED " (failed.join(", ")) } }
@@ -302,12 +321,12 @@ fn roofline_section(results: &[(String, RooflineRecord)]) -> Markup {
 
 /// A verified result's page: what ran where, its checks, its cells, its telemetry, its
 /// roofline.
-fn result_body(entry: &Entry, result: &RunResult, key_id: &str, related: &Related) -> Markup {
+fn result_body(entry: &Entry, result: &RunResult, signers: &Signers, related: &Related) -> Markup {
     let series = timeline(&entry.file, result);
     html! {
         p { a href="index.html" { "all results" } }
         h1 { (Html(&device_label(result))) }
-        (facts(entry, result, key_id))
+        (facts(entry, result, signers))
         (reproduces(result, related))
         (reproductions(related))
         h2 { "Checks" }
@@ -420,12 +439,12 @@ fn reproductions(related: &Related) -> Markup {
             tr { th { "device" } th { "host" } th { "run" } th { "signed by key" } th { "verdict" } th { "farthest figure" } }
             @for r in &of_this {
                 @let entry = &related.entries[r.local];
-                @if let Ok((local, key_id)) = &entry.verdict {
+                @if let Ok((local, signers)) = &entry.verdict {
                     tr.reproduction {
                         td.long { a href=(entry.page) { (Html(&device_label(local))) } }
                         td { (reported(&local.host.cpu_model)) }
                         td { (Html(&local.run_id)) }
-                        td { (Html(&key_id[..key_id.len().min(12)])) }
+                        td { (Html(&signers.short())) }
                         td { (outcome(&r.comparison)) }
                         td.long {
                             @match &r.comparison.verdict.worst {
@@ -442,11 +461,17 @@ fn reproductions(related: &Related) -> Markup {
 }
 
 /// The table of what ran where, signed by whom.
-fn facts(entry: &Entry, result: &RunResult, key_id: &str) -> Markup {
+fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
     let config = &result.config;
     let rows: [(&str, Markup); 16] = [
         ("envelope", html! { (Html(&entry.file.display().to_string())) }),
-        ("signed by key", html! { (Html(key_id)) }),
+        (
+            "signed by key",
+            html! {
+                (Html(&signers.key_id))
+                @for id in &signers.also { br; "countersigned by key " (Html(id)) }
+            },
+        ),
         ("run", html! { (Html(&result.run_id)) }),
         ("status", html! { (result.status) }),
         ("started", html! { (Html(&result.started_at)) }),

@@ -114,13 +114,14 @@ fn verdicts(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<
         .collect())
 }
 
-/// An envelope's verdict as a listing shows it: its verified result and key id, or why not.
+/// An envelope's verdict as a listing shows it: its verified result and who signed it, or why
+/// not.
 fn listing((file, verdict): Verdict) -> lynx_report::site::Listed {
-    (file, verdict.map(|v| (v.result, v.key_id)))
+    (file, verdict.map(|v| (v.result, lynx_report::site::Signers { key_id: v.key_id, also: v.also_signed_by })))
 }
 
 /// Every envelope under `dirs`, each verified against the trusted `keys`: its verified result
-/// and key id, or why it is not believed (kind, reason).
+/// and who signed it, or why it is not believed (kind, reason).
 fn listed(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<lynx_report::site::Listed>, BadInput> {
     Ok(verdicts(dirs, keys)?.into_iter().map(listing).collect())
 }

@@ -15,7 +15,7 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
     };
     let listed = super::listed(&args.dirs, &trusted)?
         .into_iter()
-        .map(|(file, verdict)| (file.display().to_string(), verdict))
+        .map(|(file, verdict)| (file.display().to_string(), verdict.map(|(result, signers)| (result, signers.key_id))))
         .collect();
     let list = lynx_analysis::shortlist::rank(listed, &request);
     print!("{}", lynx_report::listing::shortlist(&list, args.format.into())?);

@@ -13,8 +13,8 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
         .iter()
         .map(|file| {
             let checked = lynx_attest::trust::check_against(file, &keys);
-            let also = Some(checked.also_signed_by).filter(|ids| !ids.is_empty());
             let outcome = checked.verdict;
+            let also = outcome.as_ref().ok().map(|v| v.also_signed_by.clone()).filter(|ids| !ids.is_empty());
             let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
             let hooks =
                 outcome.as_ref().ok().and_then(|v| v.result.harness.test_hooks.clone()).filter(|h| !h.is_empty());
