@@ -825,6 +825,61 @@ fn verify_given_a_folder_verifies_every_envelope_under_it() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("1 of 2 results failed verification"));
 }
 
+/// A site built again into its folder keeps no page of a result it no longer lists (a site
+/// copied to a web server must not keep serving a result that is no longer among the verified
+/// ones), touches nothing else there, and replaces a symbolic link where a page goes rather than
+/// writing through it.
+#[test]
+fn a_site_built_again_keeps_no_page_of_a_result_it_no_longer_lists() {
+    let (results, keys) = (repo_path("results"), repo_path("results/keys"));
+    let envelopes = lynx_attest::trust::find_envelopes(&[PathBuf::from(&results)]).unwrap();
+    assert!(envelopes.len() >= 2, "{envelopes:?}");
+    let site = tempfile::tempdir().unwrap();
+    let out = site.path().to_str().unwrap();
+    let pages = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("result-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let output = lynx(&["report", &results, "--keys", &keys, "--out", out]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(pages(site.path()).len(), envelopes.len());
+    // What the site's owner keeps there, and a link where the index goes.
+    std::fs::write(site.path().join("result-notes.html"), "mine").unwrap();
+    std::fs::create_dir(site.path().join("result-0-a-folder.html")).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("target.html");
+    std::fs::write(&target, "not the site's").unwrap();
+    std::fs::remove_file(site.path().join("index.html")).unwrap();
+    std::os::unix::fs::symlink(&target, site.path().join("index.html")).unwrap();
+
+    let last = envelopes.last().unwrap().parent().unwrap().to_str().unwrap().to_owned();
+    let output = lynx(&["report", &last, "--keys", &keys, "--out", out]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        said.contains(&format!(
+            "removed {} result pages an earlier build left in {out} that this one does not list there",
+            envelopes.len()
+        )),
+        "{said}"
+    );
+    let left = pages(site.path());
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.contains(&"result-notes.html".to_owned()) && left.contains(&"result-0-a-folder.html".to_owned()));
+    let page = left.iter().find(|n| n.ends_with(".html") && n.starts_with("result-0-2")).unwrap();
+    let index = std::fs::read_to_string(site.path().join("index.html")).unwrap();
+    assert!(index.contains(page.as_str()), "{index}");
+    assert_eq!(index.matches("class=\"result\"").count(), 1);
+    assert!(!std::fs::symlink_metadata(site.path().join("index.html")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "not the site's");
+    assert_eq!(std::fs::read_to_string(site.path().join("result-notes.html")).unwrap(), "mine");
+}
+
 /// The text of every result page of the site in `site`.
 fn result_pages(site: &Path) -> Vec<String> {
     std::fs::read_dir(site)

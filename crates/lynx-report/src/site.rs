@@ -80,9 +80,20 @@ struct Verified<'a> {
     page: &'a str,
 }
 
+/// A site built: its `index.html`, and the pages an earlier build had left in its folder that
+/// this one removed (results it does not list, or lists at another place).
+#[derive(Debug)]
+pub struct Built {
+    pub index: PathBuf,
+    pub removed: Vec<PathBuf>,
+}
+
 /// Build the site of `listed` (verified by the caller) into `out`, each published result's page
-/// showing the `reproductions` of it. Returns the path of `index.html`.
-pub fn build_site(listed: Vec<Listed>, reproductions: &[Reproduction], out: &Path) -> std::io::Result<PathBuf> {
+/// showing the `reproductions` of it. A page an earlier build left there and this one did not
+/// write is removed: a site copied to a web server must not keep serving the page of a result
+/// that is no longer among the verified ones. Nothing else in `out` is touched, and no page is
+/// written through a symbolic link.
+pub fn build_site(listed: Vec<Listed>, reproductions: &[Reproduction], out: &Path) -> std::io::Result<Built> {
     std::fs::create_dir_all(out)?;
     let entries: Vec<Entry> = listed
         .into_iter()
@@ -99,17 +110,49 @@ pub fn build_site(listed: Vec<Listed>, reproductions: &[Reproduction], out: &Pat
         })
         .collect();
     let index = out.join("index.html");
-    std::fs::write(&index, page("lynx results", index_body(&entries)))?;
+    write_page(&index, &page("lynx results", index_body(&entries)))?;
     for (i, entry) in entries.iter().enumerate() {
         if let Ok((result, signers)) = &entry.verdict {
             let related = Related { index: i, entries: &entries, reproductions };
-            std::fs::write(
-                out.join(&entry.page),
-                page(&format!("lynx: {}", device_label(result)), result_body(entry, result, signers, &related)),
+            write_page(
+                &out.join(&entry.page),
+                &page(&format!("lynx: {}", device_label(result)), result_body(entry, result, signers, &related)),
             )?;
         }
     }
-    Ok(index)
+    let written: std::collections::HashSet<&str> = entries.iter().map(|e| e.page.as_str()).collect();
+    let mut removed = Vec::new();
+    for dir_entry in std::fs::read_dir(out)? {
+        let dir_entry = dir_entry?;
+        let name = dir_entry.file_name().to_string_lossy().into_owned();
+        if is_result_page(&name) && !written.contains(name.as_str()) && !dir_entry.file_type()?.is_dir() {
+            std::fs::remove_file(dir_entry.path())?;
+            removed.push(dir_entry.path());
+        }
+    }
+    removed.sort();
+    Ok(Built { index, removed })
+}
+
+/// `contents` into `path`, replacing a symbolic link there rather than writing through it.
+fn write_page(path: &Path, contents: &str) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        std::fs::remove_file(path)?;
+    }
+    std::fs::write(path, contents)
+}
+
+/// Whether `name` is one [`build_site`] gives a result's page: `result-N-SLUG.html`.
+fn is_result_page(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("result-").and_then(|rest| rest.strip_suffix(".html")) else {
+        return false;
+    };
+    let Some((index, slug)) = rest.split_once('-') else {
+        return false;
+    };
+    !index.is_empty()
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && slug.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// A whole page: the strict policy, the style, `title` and `body`.
@@ -631,6 +674,25 @@ fn timeline(envelope: &Path, result: &RunResult) -> Vec<(String, Vec<(f64, f64)>
 mod tests {
     use super::*;
     use lynx_schema::value::Finite;
+
+    #[test]
+    fn only_the_names_the_site_gives_result_pages_are_its_pages() {
+        for name in ["result-0-20261203t010753z-dd076e65.html", "result-12-.html", "result-3-a-b.html"] {
+            assert!(is_result_page(name), "{name}");
+        }
+        for name in [
+            "index.html",
+            "result-notes.html",
+            "result--x.html",
+            "result-1-Mine.html",
+            "result-1-x.htm",
+            "result-1-x.html.bak",
+            "my-result-1-x.html",
+            "result-1_x.html",
+        ] {
+            assert!(!is_result_page(name), "{name}");
+        }
+    }
 
     /// A result's page shows its serving phase as the summary prints it, a hostile workload
     /// name as inert text.

@@ -12,9 +12,17 @@ pub fn run(dirs: &[PathBuf], out: &Path, trust: TrustArgs) -> anyhow::Result<()>
         verdicts.iter().map(|(_, verdict)| verdict.as_ref().ok().map(|v| v.envelope_sha256.clone())).collect();
     let listed: Vec<Listed> = verdicts.into_iter().map(super::listing).collect();
     let reproductions = reproductions(&listed, &digests);
-    let index = lynx_report::site::build_site(listed, &reproductions, out)
+    let built = lynx_report::site::build_site(listed, &reproductions, out)
         .map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
-    println!("wrote {}", index.display());
+    println!("wrote {}", built.index.display());
+    if !built.removed.is_empty() {
+        let pages = if built.removed.len() == 1 { "page" } else { "pages" };
+        println!(
+            "removed {} result {pages} an earlier build left in {} that this one does not list there",
+            built.removed.len(),
+            out.display()
+        );
+    }
     Ok(())
 }
 
