@@ -431,6 +431,9 @@ pub fn duration_s(text: &str) -> Result<f64, String> {
 fn price(text: &str) -> Result<(String, f64), String> {
     let (device, usd) = text.rsplit_once('=').ok_or("expected DEVICE=USD_PER_HOUR")?;
     let usd = positive(usd.trim()).map_err(|_| "expected DEVICE=USD_PER_HOUR with a positive price".to_owned())?;
+    if lynx_schema::device::slug(device).is_empty() {
+        return Err("expected DEVICE=USD_PER_HOUR naming a device (its name or slug, e.g. nvidia-h200)".to_owned());
+    }
     Ok((device.trim().to_owned(), usd))
 }
 
@@ -474,6 +477,7 @@ mod tests {
         assert!(workload("m:0/1").is_err() && workload("m").is_err() && workload(":1/1").is_err());
         assert_eq!(price("NVIDIA H200 = 3.5"), Ok(("NVIDIA H200".to_owned(), 3.5)));
         assert!(price("h200=0").is_err() && price("h200").is_err());
+        assert!(price("=1").unwrap_err().contains("naming a device") && price(" - =1").is_err());
         assert!(share("1").is_ok() && share("0").is_err() && share("1.5").is_err());
     }
 

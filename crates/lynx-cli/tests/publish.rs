@@ -115,6 +115,23 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
         costs.push(by_hand);
     }
     assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
+    // Every price named a ranked device: no warning. A misspelt one leaves its device unpriced,
+    // and says so.
+    let output = lynx_command().args(args("table")).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("warning"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = lynx_command().args(args("table")).args(["--price", "alpah-gpu=3"]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{said}");
+    assert!(
+        said.starts_with("lynx: warning: --price alpah-gpu=3 names no device among the ranked results (they are ")
+            && said.contains("alpha-gpu, beta-gpu")
+            && said.lines().count() == 1,
+        "{said}"
+    );
     // The same bound and shape as the run's own chat workload under its server bound: the same
     // figure the run derived.
     let own: Value = serde_json::from_slice(&std::fs::read(&measured).unwrap()).unwrap();

@@ -18,6 +18,22 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
         .map(|(file, verdict)| (file.display().to_string(), verdict.map(|(result, signers)| (result, signers.key_id))))
         .collect();
     let list = lynx_analysis::shortlist::rank(listed, &request);
+    // A price that names no ranked device (a typo, say) would leave that device unpriced and
+    // ranked by throughput instead, with nothing to say why.
+    for (device, usd) in &request.prices {
+        let slug = lynx_schema::device::slug(device);
+        if !list.ranked.iter().any(|entry| entry.device_slug == slug) {
+            let mut ranked: Vec<&str> = list.ranked.iter().map(|entry| entry.device_slug.as_str()).collect();
+            ranked.sort_unstable();
+            ranked.dedup();
+            let among =
+                if ranked.is_empty() { "none is ranked".to_owned() } else { format!("they are {}", ranked.join(", ")) };
+            eprintln!(
+                "lynx: warning: --price {}={usd} names no device among the ranked results ({among})",
+                lynx_report::escape::terminal_text(device, 100)
+            );
+        }
+    }
     print!("{}", lynx_report::listing::shortlist(&list, args.format.into())?);
     Ok(())
 }
