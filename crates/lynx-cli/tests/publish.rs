@@ -770,6 +770,16 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
     let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(verdicts[0]["also_signed_by"], serde_json::json!([vendor_id]), "{verdicts}");
     assert_eq!(verdicts[0]["other_signatures"], 1, "{verdicts}");
+    // Its export names both; the lab's own names one.
+    let output = lynx(&["export", countersigned, "--keys", keys_dir]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        said.contains(&format!("| signed by key | {lab_id} |\n| countersigned by key | {vendor_id} |\n")),
+        "{said}"
+    );
+    let output = lynx(&["export", lab, "--keys", keys_dir]);
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("countersigned"));
     // The site names the countersigner beside the signer, in the index and on the result's page;
     // the results signed once name one key.
     let site = tempfile::tempdir().unwrap();

@@ -13,3 +13,22 @@ pub mod listing;
 pub mod site;
 pub mod table;
 pub mod text;
+
+/// Who vouches for a verified result: the trusted key it verified under, and the other trusted
+/// keys whose signatures on it verify too (a vendor's countersignature on a lab's result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signers {
+    pub key_id: String,
+    pub also: Vec<String>,
+}
+
+impl Signers {
+    /// The keys' ids cut to 12 characters, the first and then each other's after "; also ".
+    pub(crate) fn short(&self) -> String {
+        let cut = |id: &str| id.chars().take(12).collect::<String>();
+        std::iter::once(cut(&self.key_id))
+            .chain(self.also.iter().map(|id| format!("also {}", cut(id))))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}

@@ -237,9 +237,9 @@ pub fn warmups(result: &RunResult) -> Vec<String> {
     }
 }
 
-/// A verified result (signed by `key_id`) as CSV or Markdown. Every string from the result is
+/// A verified result (signed by `signers`) as CSV or Markdown. Every string from the result is
 /// escaped for the format.
-pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
+pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> String {
     let mut out = String::new();
     let cells = cells_table(&result.cells);
     if format == Format::Csv {
@@ -255,7 +255,7 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     let facts = [
         ("run", markdown_text(&result.run_id)),
         ("status", result.status.to_string()),
-        ("signed by key", markdown_text(key_id)),
+        ("signed by key", markdown_text(&signers.key_id)),
         ("device", format!("{} ({})", text(&result.device.name), result.device.device)),
         ("host", text(&result.host.cpu_model)),
         ("model", format!("{} at {}", markdown_text(&config.model.name), config.suite.precision)),
@@ -266,6 +266,9 @@ pub fn export(result: &RunResult, key_id: &str, format: Format) -> String {
     ];
     for (what, value) in facts {
         let _ = writeln!(out, "| {what} | {value} |");
+        if what == "signed by key" && !signers.also.is_empty() {
+            let _ = writeln!(out, "| countersigned by key | {} |", markdown_text(&signers.also.join(", ")));
+        }
     }
     if let Some(hooks) = result.harness.test_hooks() {
         let _ = writeln!(out, "| test hooks | {}: a test's figures, not the device's |", markdown_text(&hooks));

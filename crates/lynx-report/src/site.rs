@@ -12,6 +12,7 @@
 
 use crate::chart::{bar_chart, line_chart};
 use crate::escape::Html;
+use crate::Signers;
 use lynx_schema::compare::{Comparison, Outcome};
 use lynx_schema::config::Workload;
 use lynx_schema::derived::LatencyBounded;
@@ -39,25 +40,6 @@ pre{font-size:12px;overflow-x:auto}";
 /// One envelope as the site lists it: its file, and its verified result with who signed it, or
 /// why it is not believed (the kind in a word, and the reason).
 pub type Listed = (PathBuf, Result<(RunResult, Signers), (String, String)>);
-
-/// Who vouches for a verified result: the trusted key it verified under, and the other trusted
-/// keys whose signatures on it verify too (a vendor's countersignature on a lab's result).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signers {
-    pub key_id: String,
-    pub also: Vec<String>,
-}
-
-impl Signers {
-    /// The keys' ids cut to 12 characters, the first and then each other's after "; also ".
-    fn short(&self) -> String {
-        let cut = |id: &str| id.chars().take(12).collect::<String>();
-        std::iter::once(cut(&self.key_id))
-            .chain(self.also.iter().map(|id| format!("also {}", cut(id))))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-}
 
 /// A verified result that reproduces another listed one (its `reproduces` names that envelope's
 /// sha256): their places in the listing, and the two side by side (published first).

@@ -6,6 +6,7 @@ use std::path::Path;
 pub fn run(file: &Path, trust: TrustArgs, format: ExportFormat) -> anyhow::Result<()> {
     let keys = super::trusted_keys(trust)?;
     let verified = super::verified(file, &keys)?;
-    print!("{}", lynx_report::listing::export(&verified.result, &verified.key_id, format.into()));
+    let signers = lynx_report::Signers { key_id: verified.key_id, also: verified.also_signed_by };
+    print!("{}", lynx_report::listing::export(&verified.result, &signers, format.into()));
     Ok(())
 }

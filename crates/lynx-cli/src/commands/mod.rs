@@ -117,7 +117,7 @@ fn verdicts(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<
 /// An envelope's verdict as a listing shows it: its verified result and who signed it, or why
 /// not.
 fn listing((file, verdict): Verdict) -> lynx_report::site::Listed {
-    (file, verdict.map(|v| (v.result, lynx_report::site::Signers { key_id: v.key_id, also: v.also_signed_by })))
+    (file, verdict.map(|v| (v.result, lynx_report::Signers { key_id: v.key_id, also: v.also_signed_by })))
 }
 
 /// Every envelope under `dirs`, each verified against the trusted `keys`: its verified result
