@@ -780,6 +780,20 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
     );
     let output = lynx(&["export", lab, "--keys", keys_dir]);
     assert!(!String::from_utf8_lossy(&output.stdout).contains("countersigned"));
+    // Collected, its index entry names the countersigner; the vendor's own names none.
+    let collected = tempfile::tempdir().unwrap();
+    let into = collected.path().to_str().unwrap();
+    let output = lynx(&["collect", countersigned, vendor, "--into", into, "--keys", keys_dir]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index: Value = serde_json::from_slice(&std::fs::read(collected.path().join("index.json")).unwrap()).unwrap();
+    let entries = index["results"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{index}");
+    for entry in entries {
+        match entry["key_id"].as_str().unwrap() {
+            id if id == lab_id => assert_eq!(entry["also_signed_by"], serde_json::json!([vendor_id]), "{entry}"),
+            _ => assert!(entry.get("also_signed_by").is_none(), "{entry}"),
+        }
+    }
     // The site names the countersigner beside the signer, in the index and on the result's page;
     // the results signed once name one key.
     let site = tempfile::tempdir().unwrap();

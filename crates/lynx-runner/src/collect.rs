@@ -134,6 +134,7 @@ pub fn write_index(into: &Path, keys: &[VerifyingKey]) -> Result<(), RunError> {
                 status: r.status.to_string(),
                 checks_passed: r.checks.iter().all(|c| c.passed),
                 key_id: verified.key_id.clone(),
+                also_signed_by: Some(verified.also_signed_by.clone()).filter(|ids| !ids.is_empty()),
             });
         }
     }

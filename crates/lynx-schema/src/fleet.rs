@@ -141,6 +141,9 @@ pub struct Collected {
     pub checks_passed: bool,
     /// The trusted key that signed it.
     pub key_id: String,
+    /// The other trusted keys that countersigned it (absent where none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub also_signed_by: Option<Vec<String>>,
 }
 
 /// `index.json` of a collected results folder: every verified result in it.
