@@ -780,6 +780,26 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
     );
     let output = lynx(&["export", lab, "--keys", keys_dir]);
     assert!(!String::from_utf8_lossy(&output.stdout).contains("countersigned"));
+    // Collected where the lab's own copy is: refused, saying it is the same result signed
+    // otherwise, and the lab's copy kept.
+    let beside_lab = tempfile::tempdir().unwrap();
+    let into = beside_lab.path().to_str().unwrap();
+    let output = lynx(&["collect", lab, "--into", into, "--keys", keys_dir]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let index_before = std::fs::read(beside_lab.path().join("index.json")).unwrap();
+    let output = lynx(&["collect", countersigned, "--into", into, "--keys", keys_dir]);
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the same signed result with other signatures (this copy: signed by key {lab_id}, also by key {vendor_id})"
+        )),
+        "{said}"
+    );
+    let index_after: Value =
+        serde_json::from_slice(&std::fs::read(beside_lab.path().join("index.json")).unwrap()).unwrap();
+    let index_before: Value = serde_json::from_slice(&index_before).unwrap();
+    assert_eq!(index_after["results"], index_before["results"]);
     // Collected, its index entry names the countersigner; the vendor's own names none.
     let collected = tempfile::tempdir().unwrap();
     let into = collected.path().to_str().unwrap();

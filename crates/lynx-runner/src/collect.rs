@@ -79,6 +79,13 @@ fn beside(envelope: &Path, extension: &str) -> PathBuf {
     envelope.with_file_name(format!("{stem}.{extension}"))
 }
 
+/// Whether two envelopes' bytes carry the same payload of the same type (the same signed
+/// statement, however signed).
+fn same_statement(a: &[u8], b: &[u8]) -> bool {
+    let parse = |bytes: &[u8]| serde_json::from_slice::<lynx_attest::Envelope>(bytes).ok();
+    matches!((parse(a), parse(b)), (Some(a), Some(b)) if a.payload == b.payload && a.payload_type == b.payload_type)
+}
+
 /// Copy a verified envelope (with its samples, result and serving trace) into `into`, unless its
 /// run is there.
 fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, RunError> {
@@ -89,16 +96,24 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     let target = dir.join(format!("{run_id}.intoto.json"));
     if target.exists() {
         let read = |path: &Path| read_envelope(path).map_err(|e| io(path)(std::io::Error::other(e.to_string())));
-        let same = read(&target)? == read(envelope)?;
-        return Ok(if same {
-            Outcome::Duplicate(target)
-        } else {
-            Outcome::Refused(format!(
-                "duplicate: run {} is already collected at {} with different contents",
-                result.run_id,
-                target.display()
-            ))
+        let (there, here) = (read(&target)?, read(envelope)?);
+        if there == here {
+            return Ok(Outcome::Duplicate(target));
+        }
+        let differently_signed = same_statement(&there, &here).then(|| {
+            let also: String = verified.also_signed_by.iter().map(|id| format!(", also by key {id}")).collect();
+            format!(
+                ", the same signed result with other signatures (this copy: signed by key {}{also}); the collected copy \
+                 is kept, as reproductions name an envelope by its sha256",
+                verified.key_id
+            )
         });
+        return Ok(Outcome::Refused(format!(
+            "duplicate: run {} is already collected at {}{}",
+            result.run_id,
+            target.display(),
+            differently_signed.unwrap_or_else(|| " with different contents".to_owned())
+        )));
     }
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let samples = envelope.with_file_name(&verified.samples_file);

@@ -18,7 +18,7 @@ pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result
             Outcome::Duplicate(at) => println!("already collected {shown} (identical to {})", at.display()),
             Outcome::Refused(reason) => {
                 refused += 1;
-                println!("REFUSED {shown}: {}", terminal_text(reason, 300));
+                println!("REFUSED {shown}: {}", terminal_text(reason, 600));
             }
         }
     }
