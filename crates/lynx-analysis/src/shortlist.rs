@@ -7,7 +7,7 @@ use lynx_schema::config::{LatencyBound, Workload};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::device::slug;
 use lynx_schema::result::RunResult;
-use lynx_schema::shortlist::{Entry, Excluded, Request, Shortlist};
+use lynx_schema::shortlist::{DeviceSummary, Entry, Excluded, Range, Request, Shortlist};
 use lynx_schema::value::{Finite, Reported};
 
 /// One envelope as a buyer sees it: its file, and its verified result with the id of the key it
@@ -59,7 +59,79 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
         let (ka, kb) = (key(a), key(b));
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
     });
-    Shortlist { request: request.clone(), ranked, excluded }
+    let devices = by_device(&ranked);
+    Shortlist { request: request.clone(), ranked, excluded, devices }
+}
+
+/// The figures an entry is ranked by: output tok/s per device and, where priced, the cost of a
+/// million output tokens (measured where it was, else simulated); `None` without a figure.
+fn ranked_by(entry: &Entry) -> Option<(f64, Option<f64>, bool)> {
+    if let Some(m) = &entry.measured {
+        return Some((m.output_tok_per_s_per_device.get(), known(&m.usd_per_million_output_tokens), true));
+    }
+    match &entry.point {
+        Reported::Known(p) => {
+            Some((p.output_tok_per_s_per_device.get(), known(&p.usd_per_million_output_tokens), false))
+        }
+        Reported::Unavailable { .. } => None,
+    }
+}
+
+fn known(value: &Reported<Finite>) -> Option<f64> {
+    match value {
+        Reported::Known(v) => Some(v.get()),
+        Reported::Unavailable { .. } => None,
+    }
+}
+
+/// The smallest, median and largest of `values` (not empty).
+fn range(mut values: Vec<f64>) -> Range {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
+    Range { min: values[0], median, max: values[n - 1] }
+}
+
+/// The `ranked` entries with a figure, one summary per device, precision and part measured,
+/// cheapest median first among the priced, then by median throughput (as the ranking orders
+/// its entries).
+fn by_device(ranked: &[Entry]) -> Vec<DeviceSummary> {
+    type Key = (String, Option<lynx_schema::config::Precision>, Option<String>);
+    let mut groups: Vec<(Key, Vec<&Entry>)> = Vec::new();
+    for entry in ranked.iter().filter(|e| ranked_by(e).is_some()) {
+        let key = (entry.device_slug.clone(), entry.precision, entry.measured_part.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(entry),
+            None => groups.push((key, vec![entry])),
+        }
+    }
+    let mut devices: Vec<DeviceSummary> = groups
+        .into_iter()
+        .filter_map(|((device_slug, precision, measured_part), members)| {
+            let figures: Vec<(f64, Option<f64>, bool)> = members.iter().filter_map(|e| ranked_by(e)).collect();
+            let costs: Option<Vec<f64>> = figures.iter().map(|f| f.1).collect();
+            Some(DeviceSummary {
+                device: members[0].device.clone(),
+                device_slug,
+                precision: precision?,
+                measured_part,
+                results: u32::try_from(members.len()).unwrap_or(u32::MAX),
+                checks_passed: u32::try_from(members.iter().filter(|e| e.checks_passed).count()).unwrap_or(u32::MAX),
+                measured: u32::try_from(figures.iter().filter(|f| f.2).count()).unwrap_or(u32::MAX),
+                output_tok_per_s_per_device: range(figures.iter().map(|f| f.0).collect()),
+                usd_per_million_output_tokens: costs.map(range),
+            })
+        })
+        .collect();
+    let key = |d: &DeviceSummary| match &d.usd_per_million_output_tokens {
+        Some(cost) => (0, cost.median),
+        None => (1, -d.output_tok_per_s_per_device.median),
+    };
+    devices.sort_by(|a, b| {
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+    });
+    devices
 }
 
 /// One envelope of the listing: its entry, with the figure re-derived at the buyer's `bound`
@@ -80,6 +152,14 @@ fn judge(
             file: shown,
             kind: "other model".to_owned(),
             reason: format!("measured {}, not {}", result.config.model.name, request.model),
+        });
+    }
+    let precision = result.config.suite.precision;
+    if let Some(asked) = request.precision.filter(|&asked| asked != precision) {
+        return Err(Excluded {
+            file: shown,
+            kind: "other precision".to_owned(),
+            reason: format!("measured at {precision}, not {asked}"),
         });
     }
     if let Some(reason) = result.harness.test_hooks_reason() {
@@ -125,6 +205,7 @@ fn judge(
         device,
         device_slug,
         run_id: result.run_id.clone(),
+        precision: Some(precision),
         key_id,
         usd_per_device_hour: price,
         point,
@@ -187,7 +268,18 @@ fn measured_part(result: &RunResult) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::in_parallel;
+    use super::{in_parallel, range};
+
+    #[test]
+    fn a_range_is_the_smallest_the_median_and_the_largest() {
+        let r = range(vec![4.0, 1.0, 3.0]);
+        assert_eq!((r.min, r.median, r.max), (1.0, 3.0, 4.0));
+        // An even count's median is the mean of its middle two.
+        let r = range(vec![8.0, 2.0, 4.0, 1.0]);
+        assert_eq!((r.min, r.median, r.max), (1.0, 3.0, 8.0));
+        let r = range(vec![5.0]);
+        assert_eq!((r.min, r.median, r.max), (5.0, 5.0, 5.0));
+    }
 
     #[test]
     fn work_shared_over_threads_comes_back_in_the_listings_order() {

@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lynx_report::listing::Format;
-use lynx_schema::config::{Length, Lognormal, Workload};
+use lynx_schema::config::{Length, Lognormal, Precision, Workload};
 use lynx_schema::device::DeviceName;
 use std::path::PathBuf;
 
@@ -282,6 +282,10 @@ pub struct ShortlistArgs {
     /// Share of hours the devices serve at that load, in (0, 1].
     #[arg(long, default_value_t = 1.0, value_parser = share, allow_negative_numbers = true)]
     pub utilisation: f64,
+    /// Rank only results measured at this precision (fp32, bf16, fp16 or fp8); by default every
+    /// precision is ranked, each row saying its own.
+    #[arg(long, value_parser = precision)]
+    pub precision: Option<Precision>,
     #[command(flatten)]
     pub trust: TrustArgs,
     #[arg(long, value_enum, default_value_t = ListFormat::Table)]
@@ -428,6 +432,13 @@ pub fn duration_s(text: &str) -> Result<f64, String> {
     }
 }
 
+fn precision(text: &str) -> Result<Precision, String> {
+    Precision::ALL.into_iter().find(|p| p.to_string() == text.trim()).ok_or_else(|| {
+        let names: Vec<String> = Precision::ALL.iter().map(ToString::to_string).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}
+
 fn price(text: &str) -> Result<(String, f64), String> {
     let (device, usd) = text.rsplit_once('=').ok_or("expected DEVICE=USD_PER_HOUR")?;
     let usd = positive(usd.trim()).map_err(|_| "expected DEVICE=USD_PER_HOUR with a positive price".to_owned())?;
@@ -478,6 +489,8 @@ mod tests {
         assert_eq!(price("NVIDIA H200 = 3.5"), Ok(("NVIDIA H200".to_owned(), 3.5)));
         assert!(price("h200=0").is_err() && price("h200").is_err());
         assert!(price("=1").unwrap_err().contains("naming a device") && price(" - =1").is_err());
+        assert_eq!(precision("fp8"), Ok(Precision::Fp8));
+        assert_eq!(precision("int4").unwrap_err(), "expected one of fp32, bf16, fp16, fp8");
         assert!(share("1").is_ok() && share("0").is_err() && share("1.5").is_err());
     }
 

@@ -100,11 +100,24 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let list: Value = serde_json::from_str(&run("json")).unwrap();
     let ranked = list["ranked"].as_array().unwrap();
     let devices: Vec<&str> = ranked.iter().map(|e| e["device"].as_str().unwrap()).collect();
-    assert_eq!(devices[..3], ["Alpha GPU", "Beta GPU", hostile], "{list}");
+    // The three priced devices first, in whichever order their costs put them (Beta's steps
+    // are three times Alpha's, so how its cost compares with the hostile one's five-fold price
+    // depends on how fast this host ran the measured run); the unpriced one after them.
+    let mut priced: Vec<&str> = devices[..3].to_vec();
+    priced.sort_unstable();
+    let mut expected = vec!["Alpha GPU", "Beta GPU", hostile];
+    expected.sort_unstable();
+    let shown: Vec<String> = devices.iter().map(|d| d.chars().take(40).collect()).collect();
+    assert!(priced == expected, "the priced devices do not rank first: {shown:?}");
     assert_eq!(devices[3].len(), 1 << 20, "the unpriced device ranks after the priced ones");
-    // The ranking matches costs computed by hand from the same figures.
+    let price_of = |device: &str| match device {
+        "Alpha GPU" => 2.0,
+        "Beta GPU" => 1.0,
+        _ => 5.0,
+    };
+    // The ranking matches costs computed by hand from the same figures, cheapest first.
     let mut costs = Vec::new();
-    for (entry, price) in ranked.iter().zip([2.0, 1.0, 5.0]) {
+    for (entry, price) in ranked.iter().map(|e| (e, price_of(e["device"].as_str().unwrap()))).take(3) {
         let point = &entry["point"];
         let tok_per_s = seconds(&point["output_tok_per_s_per_device"]);
         let by_hand = price / (3600.0 * tok_per_s * 0.5) * 1e6;
@@ -137,7 +150,8 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let own: Value = serde_json::from_slice(&std::fs::read(&measured).unwrap()).unwrap();
     let server =
         own["derived"]["latency_bounded"].as_array().unwrap().iter().find(|b| b["bound"]["name"] == "server").unwrap();
-    assert_eq!(ranked[0]["point"]["output_tok_per_s_per_device"], server["point"]["output_tok_per_s_per_device"]);
+    let alpha = ranked.iter().find(|e| e["device"] == "Alpha GPU").unwrap();
+    assert_eq!(alpha["point"]["output_tok_per_s_per_device"], server["point"]["output_tok_per_s_per_device"]);
 
     let excluded = list["excluded"].as_array().unwrap();
     let kind = |stem: &str| {
@@ -164,14 +178,16 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(!markdown.contains("<script>") && markdown.contains("&lt;script&gt;"), "{markdown}");
     assert!(!markdown.contains("<img"), "{markdown}");
     let csv = run("csv");
-    assert_eq!(csv.lines().next().unwrap().split(',').count(), 13, "{csv}");
+    assert_eq!(csv.lines().next().unwrap().split(',').count(), 14, "{csv}");
+    assert!(csv.lines().next().unwrap().starts_with("RANK,DEVICE,PRECISION,"), "{csv}");
     // Each throughput and its steady part's in columns of their own, each a number (or `-`).
     assert!(csv.lines().next().unwrap().contains(",TOK/S/DEVICE,STEADY TOK/S,"), "{csv}");
     let plain = |c: &Vec<&str>| c[1] == "Alpha GPU" || c[1] == "Beta GPU";
     let ranked_rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).filter(plain).collect();
     assert_eq!(ranked_rows.len(), 2, "{csv}");
     for row in &ranked_rows {
-        assert!(row[3].parse::<f64>().is_ok() && (row[4] == "-" || row[4].parse::<f64>().is_ok()), "{csv}");
+        assert!(row[2] == "fp32", "{csv}");
+        assert!(row[4].parse::<f64>().is_ok() && (row[5] == "-" || row[5].parse::<f64>().is_ok()), "{csv}");
     }
     // No result here served the buyer's shape: every figure is the simulated one, and says so.
     assert!(csv.lines().next().unwrap().ends_with(",FIGURE") && csv.contains(",simulated\n"), "{csv}");
@@ -939,6 +955,97 @@ fn a_site_built_again_keeps_no_page_of_a_result_it_no_longer_lists() {
     assert!(!std::fs::symlink_metadata(site.path().join("index.html")).unwrap().file_type().is_symlink());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "not the site's");
     assert_eq!(std::fs::read_to_string(site.path().join("result-notes.html")).unwrap(), "mine");
+}
+
+/// A lab publishes one result per device of a node: the shortlist says each result's
+/// precision, ranks only the precision asked for where one is, and summarises the results of
+/// each device, precision and part measured (how many, how many passed their checks, and the
+/// median and range of the figure each was ranked by).
+#[test]
+fn a_shortlist_says_each_results_precision_and_sums_up_each_devices_results() {
+    let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
+    let lab = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let published = tempfile::tempdir().unwrap();
+    let dir = published.path();
+    for (stem, slower) in [("fleet-0", 1.0), ("fleet-1", 2.0), ("fleet-2", 4.0)] {
+        publish_as(&record, dir, stem, "Fleet GPU", slower, Some(&lab));
+    }
+    publish_as(&record, dir, "lone", "Lone GPU", 1.5, Some(&lab));
+    // The same device measured at another precision (the record re-labelled, then signed).
+    let relabelled = tempfile::tempdir().unwrap();
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    json["config"]["suite"]["precision"] = Value::from("bf16");
+    let samples = json["telemetry"]["samples_file"].as_str().unwrap().to_owned();
+    std::fs::copy(record.with_file_name(&samples), relabelled.path().join(&samples)).unwrap();
+    let bf16 = relabelled.path().join("bf16.json");
+    std::fs::write(&bf16, serde_json::to_vec(&json).unwrap()).unwrap();
+    publish_as(&bf16, dir, "fleet-bf16", "Fleet GPU", 1.0, Some(&lab));
+
+    let key = pubkey();
+    let args = |more: &[&str]| -> Vec<String> {
+        let base = [
+            "shortlist",
+            dir.to_str().unwrap(),
+            "--workload",
+            "lynx-ref-small:128/64",
+            "--ttft-p99",
+            "2s",
+            "--tpot-p99",
+            "200ms",
+            "--price",
+            "fleet-gpu=2",
+            "--pubkey",
+            &key,
+        ];
+        base.iter().chain(more).map(|s| s.to_string()).collect()
+    };
+    let output = lynx_command().args(args(&["--format", "json"])).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let list: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ranked = list["ranked"].as_array().unwrap();
+    assert_eq!(ranked.len(), 5, "{list}");
+    let precisions: Vec<(&str, &str)> =
+        ranked.iter().map(|e| (e["device"].as_str().unwrap(), e["precision"].as_str().unwrap())).collect();
+    assert_eq!(precisions.iter().filter(|p| **p == ("Fleet GPU", "fp32")).count(), 3, "{precisions:?}");
+    assert_eq!(precisions.iter().filter(|p| **p == ("Fleet GPU", "bf16")).count(), 1, "{precisions:?}");
+    // The fp32 Fleet GPU's summary: its three results' costs, median and range, by hand.
+    let cost = |e: &Value| e["point"]["usd_per_million_output_tokens"].as_f64().unwrap();
+    let mut costs: Vec<f64> =
+        ranked.iter().filter(|e| e["device"] == "Fleet GPU" && e["precision"] == "fp32").map(cost).collect();
+    costs.sort_by(f64::total_cmp);
+    let devices = list["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 3, "{devices:?}");
+    let fleet = devices.iter().find(|d| d["device"] == "Fleet GPU" && d["precision"] == "fp32").unwrap();
+    assert_eq!((fleet["results"].as_u64(), fleet["checks_passed"].as_u64()), (Some(3), Some(3)), "{fleet}");
+    let range = &fleet["usd_per_million_output_tokens"];
+    assert_eq!(
+        [range["min"].as_f64(), range["median"].as_f64(), range["max"].as_f64()],
+        [costs[0], costs[1], costs[2]].map(Some),
+        "{fleet}"
+    );
+    let lone = devices.iter().find(|d| d["device"] == "Lone GPU").unwrap();
+    assert!(lone["usd_per_million_output_tokens"].is_null() && lone["results"] == 1, "{lone}");
+    // Priced devices first, cheapest median first; then the unpriced.
+    assert_eq!(devices[2]["device"], "Lone GPU", "{devices:?}");
+
+    let output = lynx_command().args(args(&[])).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success() && said.contains("\nby device ("), "{said}");
+    let row = said.lines().find(|l| l.starts_with("Fleet GPU") && l.contains(" fp32 ")).unwrap();
+    assert!(row.contains(&format!("{:.4} ({:.4}-{:.4})", costs[1], costs[0], costs[2])), "{row}");
+
+    // Only bf16: the one result at it is ranked, the rest are not, each saying why.
+    let output = lynx_command().args(args(&["--precision", "bf16", "--format", "json"])).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let list: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(list["ranked"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["request"]["precision"], "bf16");
+    let excluded = list["excluded"].as_array().unwrap();
+    assert_eq!(excluded.len(), 4, "{list}");
+    assert!(excluded.iter().all(|x| x["kind"] == "other precision" && x["reason"] == "measured at fp32, not bf16"));
+    let bad = args(&["--precision", "int4"]);
+    let line = bad_input(&bad.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(line.contains("expected one of fp32, bf16, fp16, fp8"), "{line}");
 }
 
 /// The text of every result page of the site in `site`.

@@ -8,7 +8,7 @@ use crate::text::{derived_report, ms, roofline_table};
 use lynx_schema::config::Length;
 use lynx_schema::derived::BoundedPoint;
 use lynx_schema::result::{CellRecord, CellShape, RunResult};
-use lynx_schema::shortlist::Shortlist;
+use lynx_schema::shortlist::{Range, Shortlist};
 use lynx_schema::value::{Finite, Reported};
 use std::fmt::Write;
 
@@ -32,8 +32,9 @@ pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json:
         Length::File { file, pairs } => format!("with the {} isl,osl pairs of {file}", pairs.len()),
         isl => format!("{isl}/{}", request.osl),
     };
+    let at = request.precision.map_or(String::new(), |p| format!(" at {p}"));
     let title = format!(
-        "{} {shape} under p99 TTFT {} and TPOT {}, {:.0}% utilisation",
+        "{}{at} {shape} under p99 TTFT {} and TPOT {}, {:.0}% utilisation",
         request.model,
         ms(request.ttft_p99_s),
         ms(request.tpot_p99_s),
@@ -44,6 +45,10 @@ pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json:
         Format::Table => {
             let _ = writeln!(out, "{}", terminal_text(&title, 200));
             out.push_str(&table.text(80));
+            if let Some(devices) = by_device(list) {
+                let _ = writeln!(out, "\nby device (the ranked results of each device, precision and part measured):");
+                out.push_str(&devices.text(80));
+            }
             if !list.excluded.is_empty() {
                 let _ = writeln!(out, "\nnot ranked:");
                 for x in &list.excluded {
@@ -55,6 +60,11 @@ pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json:
         Format::Markdown => {
             let _ = writeln!(out, "**{}**\n", markdown_text(&title));
             out.push_str(&table.markdown());
+            if let Some(devices) = by_device(list) {
+                let _ =
+                    writeln!(out, "\nBy device (the ranked results of each device, precision and part measured):\n");
+                out.push_str(&devices.markdown());
+            }
             if !list.excluded.is_empty() {
                 let _ = writeln!(out, "\nNot ranked:\n");
                 for x in &list.excluded {
@@ -69,7 +79,7 @@ pub fn shortlist(list: &Shortlist, format: Format) -> Result<String, serde_json:
             let mut table = table;
             for x in &list.excluded {
                 let reason = format!("not ranked ({}): {}", x.kind, x.reason);
-                table.row(["", "", &reason, "", "", "", "", "", "", "", "", &x.file]);
+                table.row(["", "", "", &reason, "", "", "", "", "", "", "", "", &x.file]);
             }
             out.push_str(&table.csv());
         }
@@ -83,6 +93,7 @@ fn ranking(list: &Shortlist) -> Table {
     let mut table = Table::new([
         "RANK",
         "DEVICE",
+        "PRECISION",
         "$/M TOKENS",
         "TOK/S/DEVICE",
         "STEADY TOK/S",
@@ -113,7 +124,8 @@ fn ranking(list: &Shortlist) -> Table {
         } else {
             format!("FAILED {}", entry.failed_checks.join(", "))
         };
-        let mut row = vec![(i + 1).to_string(), entry.device.clone()];
+        let precision = entry.precision.map_or("-".to_owned(), |p| p.to_string());
+        let mut row = vec![(i + 1).to_string(), entry.device.clone(), precision.clone()];
         row.extend(figures);
         row.extend([
             checks,
@@ -129,7 +141,7 @@ fn ranking(list: &Shortlist) -> Table {
         // Beside a measured figure, the simulated one, unranked, as the summary and the site
         // show them.
         if entry.measured.is_some() {
-            let mut row = vec![String::new(), entry.device.clone()];
+            let mut row = vec![String::new(), entry.device.clone(), precision];
             row.extend(simulated_figures(&entry.point));
             let how = match &entry.point {
                 Reported::Known(p) => p.how_beside_measured(),
@@ -141,6 +153,39 @@ fn ranking(list: &Shortlist) -> Table {
     }
     table.keep_tail("RESULT");
     table
+}
+
+/// The shortlist's per-device summaries as a table, where a device has more than one ranked
+/// result (with one each, the summary would repeat the ranking).
+fn by_device(list: &Shortlist) -> Option<Table> {
+    if list.devices.iter().all(|d| d.results < 2) {
+        return None;
+    }
+    let mut table = Table::new([
+        "DEVICE",
+        "PRECISION",
+        "MEASURED",
+        "RESULTS",
+        "CHECKS PASSED",
+        "FIGURES",
+        "$/M TOKENS MEDIAN (MIN-MAX)",
+        "TOK/S/DEVICE MEDIAN (MIN-MAX)",
+    ]);
+    let spread = |r: &Range, digits: usize| format!("{:.digits$} ({:.digits$}-{:.digits$})", r.median, r.min, r.max);
+    for d in &list.devices {
+        let simulated = d.results - d.measured;
+        table.row([
+            d.device.clone(),
+            d.precision.to_string(),
+            d.measured_part.clone().unwrap_or_else(|| "whole model".to_owned()),
+            d.results.to_string(),
+            d.checks_passed.to_string(),
+            format!("{} measured, {simulated} simulated", d.measured),
+            d.usd_per_million_output_tokens.as_ref().map_or("no price".to_owned(), |r| spread(r, 4)),
+            spread(&d.output_tok_per_s_per_device, 1),
+        ]);
+    }
+    Some(table)
 }
 
 /// A steady part's output tok/s as the ranking shows it: the figure, or `-` where the window had

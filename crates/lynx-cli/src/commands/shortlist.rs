@@ -12,6 +12,7 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
         tpot_p99_s: args.tpot_p99,
         prices: args.price,
         utilisation: args.utilisation,
+        precision: args.precision,
     };
     let listed = super::listed(&args.dirs, &trusted)?
         .into_iter()
