@@ -38,50 +38,32 @@ pub fn rank(listed: Vec<Listed>, request: &Request) -> Shortlist {
             Err(left_out) => excluded.push(left_out),
         }
     }
-    // Cheapest first among priced entries with a figure; then unpriced by throughput; then
-    // entries with no figure at the bound.
-    let key = |e: &Entry| -> (u8, f64) {
-        if let Some(m) = &e.measured {
-            return match &m.usd_per_million_output_tokens {
-                Reported::Known(cost) => (0, cost.get()),
-                Reported::Unavailable { .. } => (1, -m.output_tok_per_s_per_device.get()),
-            };
-        }
-        match &e.point {
-            Reported::Known(p) => match &p.usd_per_million_output_tokens {
-                Reported::Known(cost) => (0, cost.get()),
-                Reported::Unavailable { .. } => (1, -p.output_tok_per_s_per_device.get()),
-            },
-            Reported::Unavailable { .. } => (2, 0.0),
-        }
-    };
-    ranked.sort_by(|a, b| {
-        let (ka, kb) = (key(a), key(b));
-        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
-    });
+    // Entries with no figure at the bound last.
+    let key = |e: &Entry| ranked_by(e).map_or((2, 0.0), |(tok_per_s, cost, _)| order(tok_per_s, cost));
+    ranked.sort_by(|a, b| in_order(key(a), key(b)));
     let devices = by_device(&ranked);
     Shortlist { request: request.clone(), ranked, excluded, devices }
 }
 
 /// The figures an entry is ranked by: output tok/s per device and, where priced, the cost of a
-/// million output tokens (measured where it was, else simulated); `None` without a figure.
+/// million output tokens, and whether they were measured (else simulated); `None` without a
+/// figure.
 fn ranked_by(entry: &Entry) -> Option<(f64, Option<f64>, bool)> {
+    let cost = |c: &Reported<Finite>| c.known().map(|c| c.get());
     if let Some(m) = &entry.measured {
-        return Some((m.output_tok_per_s_per_device.get(), known(&m.usd_per_million_output_tokens), true));
+        return Some((m.output_tok_per_s_per_device.get(), cost(&m.usd_per_million_output_tokens), true));
     }
-    match &entry.point {
-        Reported::Known(p) => {
-            Some((p.output_tok_per_s_per_device.get(), known(&p.usd_per_million_output_tokens), false))
-        }
-        Reported::Unavailable { .. } => None,
-    }
+    let p = entry.point.known()?;
+    Some((p.output_tok_per_s_per_device.get(), cost(&p.usd_per_million_output_tokens), false))
 }
 
-fn known(value: &Reported<Finite>) -> Option<f64> {
-    match value {
-        Reported::Known(v) => Some(v.get()),
-        Reported::Unavailable { .. } => None,
-    }
+/// Where a figure ranks: cheapest first among the priced, then the unpriced by throughput.
+fn order(tok_per_s: f64, usd_per_million: Option<f64>) -> (u8, f64) {
+    usd_per_million.map_or((1, -tok_per_s), |cost| (0, cost))
+}
+
+fn in_order(a: (u8, f64), b: (u8, f64)) -> std::cmp::Ordering {
+    a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
 }
 
 /// The smallest, median and largest of `values` (not empty).
@@ -97,40 +79,37 @@ fn range(mut values: Vec<f64>) -> Range {
 /// its entries).
 fn by_device(ranked: &[Entry]) -> Vec<DeviceSummary> {
     type Key = (String, Option<lynx_schema::config::Precision>, Option<String>);
-    let mut groups: Vec<(Key, Vec<&Entry>)> = Vec::new();
-    for entry in ranked.iter().filter(|e| ranked_by(e).is_some()) {
+    type Ranked<'a> = (&'a Entry, (f64, Option<f64>, bool));
+    let mut groups: Vec<(Key, Vec<Ranked>)> = Vec::new();
+    for (entry, figures) in ranked.iter().filter_map(|e| Some((e, ranked_by(e)?))) {
         let key = (entry.device_slug.clone(), entry.precision, entry.measured_part.clone());
         match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, members)) => members.push(entry),
-            None => groups.push((key, vec![entry])),
+            Some((_, members)) => members.push((entry, figures)),
+            None => groups.push((key, vec![(entry, figures)])),
         }
     }
     let mut devices: Vec<DeviceSummary> = groups
         .into_iter()
         .filter_map(|((device_slug, precision, measured_part), members)| {
-            let figures: Vec<(f64, Option<f64>, bool)> = members.iter().filter_map(|e| ranked_by(e)).collect();
-            let costs: Option<Vec<f64>> = figures.iter().map(|f| f.1).collect();
+            let costs: Option<Vec<f64>> = members.iter().map(|(_, f)| f.1).collect();
+            let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
             Some(DeviceSummary {
-                device: members[0].device.clone(),
+                device: members[0].0.device.clone(),
                 device_slug,
                 precision: precision?,
                 measured_part,
-                results: u32::try_from(members.len()).unwrap_or(u32::MAX),
-                checks_passed: u32::try_from(members.iter().filter(|e| e.checks_passed).count()).unwrap_or(u32::MAX),
-                measured: u32::try_from(figures.iter().filter(|f| f.2).count()).unwrap_or(u32::MAX),
-                output_tok_per_s_per_device: range(figures.iter().map(|f| f.0).collect()),
+                results: count(members.len()),
+                checks_passed: count(members.iter().filter(|(e, _)| e.checks_passed).count()),
+                measured: count(members.iter().filter(|(_, f)| f.2).count()),
+                output_tok_per_s_per_device: range(members.iter().map(|(_, f)| f.0).collect()),
                 usd_per_million_output_tokens: costs.map(range),
             })
         })
         .collect();
-    let key = |d: &DeviceSummary| match &d.usd_per_million_output_tokens {
-        Some(cost) => (0, cost.median),
-        None => (1, -d.output_tok_per_s_per_device.median),
+    let key = |d: &DeviceSummary| {
+        order(d.output_tok_per_s_per_device.median, d.usd_per_million_output_tokens.map(|cost| cost.median))
     };
-    devices.sort_by(|a, b| {
-        let (ka, kb) = (key(a), key(b));
-        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
-    });
+    devices.sort_by(|a, b| in_order(key(a), key(b)));
     devices
 }
 
