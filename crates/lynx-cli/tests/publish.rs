@@ -348,6 +348,10 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(bad("test-small:64-16/64", "2s", &key).contains("must have lo <= hi"));
     assert!(bad("test-small:256/64", "fast", &key).contains("--ttft-p99"));
     assert!(bad("test-small:256/64", "2s", "/no/such.pub").contains("/no/such.pub"));
+    // A model no verified result here measured (a typo) is named with those they did measure,
+    // not ranked empty with exit 0.
+    let line = bad("test-smal:256/64", "2s", &key);
+    assert!(line.contains("--workload test-smal:") && line.contains("they measured test-small"), "{line}");
     let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
     assert!(line.contains("no trusted keys"), "{line}");
 }

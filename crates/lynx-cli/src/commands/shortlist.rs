@@ -14,10 +14,11 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
         utilisation: args.utilisation,
         precision: args.precision,
     };
-    let listed = super::listed(&args.dirs, &trusted)?
+    let listed: Vec<_> = super::listed(&args.dirs, &trusted)?
         .into_iter()
         .map(|(file, verdict)| (file.display().to_string(), verdict.map(|(result, signers)| (result, signers.key_id))))
         .collect();
+    unmeasured_model(&request.model, &listed)?;
     let list = lynx_analysis::shortlist::rank(listed, &request);
     // A price that names no ranked device (a typo, say) would leave that device unpriced and
     // ranked by throughput instead, with nothing to say why.
@@ -37,4 +38,32 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
     }
     print!("{}", lynx_report::listing::shortlist(&list, args.format.into())?);
     Ok(())
+}
+
+/// A model that no verified result here measured, where some did measure others, is a name the
+/// buyer got wrong (a typo, a catalogue name where the results carry an imported one): one line
+/// naming the models they did measure, not an empty ranking that exits 0. Where nothing verified,
+/// the listing's reasons say more than any guess at the model.
+fn unmeasured_model(model: &str, listed: &[lynx_analysis::shortlist::Listed]) -> Result<(), crate::BadInput> {
+    let mut measured: Vec<&str> = listed
+        .iter()
+        .filter_map(|(_, verdict)| verdict.as_ref().ok())
+        .map(|(r, _)| r.config.model.name.as_str())
+        .collect();
+    if measured.is_empty() || measured.contains(&model) {
+        return Ok(());
+    }
+    measured.sort_unstable();
+    measured.dedup();
+    let shown: Vec<String> = measured.iter().take(20).map(|m| lynx_report::escape::terminal_text(m, 100)).collect();
+    let more = if measured.len() > shown.len() {
+        format!(" and {} more", measured.len() - shown.len())
+    } else {
+        String::new()
+    };
+    Err(crate::BadInput(format!(
+        "--workload {}: no verified result here measured that model (they measured {}{more})",
+        lynx_report::escape::terminal_text(model, 100),
+        shown.join(", ")
+    )))
 }
