@@ -196,6 +196,7 @@ fn devices_run_in_turn_or_by_default_all_at_once() {
     };
     let (output, results) = runs(&["--devices", "cpu,cpu", "--one-at-a-time"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("more than once"), "in turn, nothing is shared");
     assert_eq!(results.len(), 2);
     // RFC 3339 UTC strings of one format order as times: the second began after the first ended.
     assert!(results[1]["started_at"].as_str() >= results[0]["updated_at"].as_str(), "{results:?}");
@@ -206,6 +207,8 @@ fn devices_run_in_turn_or_by_default_all_at_once() {
     // complete and sealed.
     let (output, results) = runs(&["--devices", "cpu,cpu"]);
     assert_eq!(results.len(), 2, "{}", String::from_utf8_lossy(&output.stderr));
+    let warning = "lynx: warning: --devices names cpu more than once: its runs will share it at once";
+    assert!(String::from_utf8_lossy(&output.stderr).contains(warning), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(results[1]["started_at"].as_str() < results[0]["updated_at"].as_str(), "{results:?}");
     for result in &results {
         assert_eq!(result["status"], "complete");

@@ -50,6 +50,13 @@ fn missing_files_are_bad_input() {
     assert!(line.contains("'nonexistent'") && line.contains("no built-in suite"), "{line}");
     let line = bad_input(&["run", "--suite", "/no/such/suite.toml"]);
     assert!(line.contains("/no/such/suite.toml"), "{line}");
+    // A models folder that is not there is not the built-in catalogue's stand-in.
+    for args in [&["run", "--models", "/no/such/models"][..], &["models", "--models", "/no/such/models"]] {
+        let line = bad_input(args);
+        assert!(line.contains("models folder /no/such/models"), "{line}");
+    }
+    let line = bad_input(&["run", "--models", "Cargo.toml"]);
+    assert!(line.contains("models folder Cargo.toml: is not a folder"), "{line}");
 }
 
 #[test]

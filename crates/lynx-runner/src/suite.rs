@@ -87,6 +87,15 @@ impl Catalogue {
 
     /// `relative` in the models folder if it is there, else the built-in `name` of `embedded`.
     fn find(&self, relative: &Path, name: &str, embedded: &[(&str, &str)], what: &str) -> Result<Source, RunError> {
+        // A models folder that is not there (a typo in --models or LYNX_MODELS_DIR) would
+        // otherwise run the built-in shapes in its place, saying nothing.
+        if let Some(dir) = &self.dir {
+            match std::fs::metadata(dir) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return Err(RunError::Config(format!("models folder {}: is not a folder", dir.display()))),
+                Err(e) => return Err(RunError::Config(format!("models folder {}: {e}", dir.display()))),
+            }
+        }
         if let Some(path) = self.dir.as_ref().map(|dir| dir.join(relative)).filter(|path| path.exists()) {
             return Ok(Source { text: read(&path, what)?, shown: path.display().to_string() });
         }

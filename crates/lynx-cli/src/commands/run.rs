@@ -60,7 +60,14 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
             gpus
         }
     } else {
-        for &name in &node.devices {
+        for (i, &name) in node.devices.iter().enumerate() {
+            // Two processes measuring one device at once each measure the other's load too.
+            if !node.one_at_a_time && node.devices[..i].contains(&name) {
+                eprintln!(
+                    "lynx: warning: --devices names {name} more than once: its runs will share it at once, each \
+                     measuring the other's load too (--one-at-a-time runs them in turn)"
+                );
+            }
             devices::find(name, &host)?;
         }
         node.devices.iter().map(DeviceName::to_string).collect()
