@@ -701,6 +701,7 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
         assert!(said.starts_with(&format!("first: {lab} (signed by key {lab_id})\n")), "{said}");
         assert!(said.contains(&format!("\nsecond: {vendor} (signed by key {vendor_id})\n")), "{said}");
         assert!(said.contains("verdict: reproduced: all "), "{said}");
+        assert!(String::from_utf8_lossy(&output.stderr).is_empty(), "two results, not one");
         let output = lynx(&[["compare", lab, vendor, "--json"].as_slice(), &keys].concat());
         let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(comparison["signers"], serde_json::json!([lab_id, vendor_id]), "{comparison}");
@@ -715,6 +716,11 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
         let output = lynx(&[["export", vendor, "--format", "csv"].as_slice(), &keys].concat());
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     }
+
+    // A result compared with itself is said to be so: its verdict holds by construction.
+    let output = lynx(&["compare", lab, lab, "--pubkey", &lab_key]);
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success() && said.contains("both are the same result (run "), "{said}");
 
     // Only the lab's key: the vendor's result does not verify, and the line names its signer.
     let output = lynx(&["compare", lab, vendor, "--pubkey", &lab_key]);

@@ -7,6 +7,14 @@ pub fn run(first: &Path, second: &Path, trust: TrustArgs, json: bool) -> anyhow:
     let keys = super::trusted_keys(trust)?;
     let a = super::verified(first, &keys)?;
     let b = super::verified(second, &keys)?;
+    if a.result == b.result {
+        // One result against itself (the same file, a copy, a countersigned copy): every ratio
+        // is 1 by construction, which the verdict would otherwise call a reproduction.
+        eprintln!(
+            "lynx: warning: both are the same result (run {}): compared with itself, it is within 2% by construction",
+            lynx_report::escape::terminal_text(&a.result.run_id, 100)
+        );
+    }
     let mut comparison = lynx_analysis::compare::compare(
         &first.display().to_string(),
         &a.result,
