@@ -219,47 +219,83 @@ fn hostile_numbers_in_a_signed_result_get_figures_or_one_line_never_a_panic() {
         cases.push((format!("seed{seed}"), json, samples));
     }
 
-    let pubkey = pubkey();
-    let limit = Duration::from_secs(60);
     let mut failures = Vec::new();
     let mut signed = 0;
-    for (name, mut json, samples) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        json["telemetry"]["samples_file"] = Value::from(format!("{name}.samples.jsonl"));
-        let lines: Vec<String> = samples.iter().map(Value::to_string).collect();
-        std::fs::write(dir.path().join(format!("{name}.samples.jsonl")), lines.join("\n") + "\n").unwrap();
-        let Some(envelope) = sign(&json, dir.path(), &name) else { continue };
-        signed += 1;
-        let envelope = envelope.to_str().unwrap();
-        let dir_arg = dir.path().to_str().unwrap();
-        let (site, collected) = (dir.path().join("site"), dir.path().join("collected"));
-        let commands: Vec<Vec<&str>> = vec![
-            vec!["verify", envelope, "--pubkey", &pubkey],
-            vec!["export", envelope, "--pubkey", &pubkey, "--format", "markdown"],
-            vec!["export", envelope, "--pubkey", &pubkey, "--format", "csv"],
-            vec!["compare", envelope, envelope, "--pubkey", &pubkey],
-            vec!["collect", envelope, "--into", collected.to_str().unwrap(), "--pubkey", &pubkey],
-            vec!["report", dir_arg, "--out", site.to_str().unwrap(), "--pubkey", &pubkey],
-            vec![
-                "shortlist",
-                dir_arg,
-                "--workload",
-                "lynx-ref-small:128/16",
-                "--ttft-p99",
-                "2s",
-                "--tpot-p99",
-                "200ms",
-                "--pubkey",
-                &pubkey,
-            ],
-        ];
-        for args in &commands {
-            match answers(args, limit) {
-                Ok(code) => eprintln!("{name}: lynx {} exit {code}", args[0]),
-                Err(failure) => failures.push(format!("{name}: {failure}")),
-            }
-        }
+    for (name, json, samples) in cases {
+        signed += u32::from(read_by_every_command(&name, json, &samples, &mut failures));
     }
     assert!(signed >= 15, "only {signed} mutations were results the schema reads");
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// `json` signed (with `samples` beside it) and given to every command that reads a result:
+/// whether the schema read it, and each command that panicked, hung or said more than one line
+/// of bad input added to `failures`.
+fn read_by_every_command(name: &str, mut json: Value, samples: &[Value], failures: &mut Vec<String>) -> bool {
+    let (pubkey, limit) = (pubkey(), Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    json["telemetry"]["samples_file"] = Value::from(format!("{name}.samples.jsonl"));
+    let lines: Vec<String> = samples.iter().map(Value::to_string).collect();
+    std::fs::write(dir.path().join(format!("{name}.samples.jsonl")), lines.join("\n") + "\n").unwrap();
+    let Some(envelope) = sign(&json, dir.path(), name) else { return false };
+    let envelope = envelope.to_str().unwrap();
+    let dir_arg = dir.path().to_str().unwrap();
+    let (site, collected) = (dir.path().join("site"), dir.path().join("collected"));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["verify", envelope, "--pubkey", &pubkey],
+        vec!["export", envelope, "--pubkey", &pubkey, "--format", "markdown"],
+        vec!["export", envelope, "--pubkey", &pubkey, "--format", "csv"],
+        vec!["compare", envelope, envelope, "--pubkey", &pubkey],
+        vec!["collect", envelope, "--into", collected.to_str().unwrap(), "--pubkey", &pubkey],
+        vec!["report", dir_arg, "--out", site.to_str().unwrap(), "--pubkey", &pubkey],
+        vec![
+            "shortlist",
+            dir_arg,
+            "--workload",
+            "lynx-ref-small:128/16",
+            "--ttft-p99",
+            "2s",
+            "--tpot-p99",
+            "200ms",
+            "--pubkey",
+            &pubkey,
+        ],
+    ];
+    for args in &commands {
+        match answers(args, limit) {
+            Ok(code) => eprintln!("{name}: lynx {} exit {code}", args[0]),
+            Err(failure) => failures.push(format!("{name}: {failure}")),
+        }
+    }
+    true
+}
+
+/// A signed result whose model shape no model file could hold (sizes whose parameter and byte
+/// counts overflow 64 bits, experts whose count overflows 32): the commands that read results
+/// answer without a panic (the debug build checks every overflow).
+#[test]
+fn a_signed_result_of_an_impossible_model_shape_never_panics() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let published_path = PathBuf::from(repo_path(PUBLISHED));
+    let published: Value = serde_json::from_slice(&std::fs::read(&published_path).unwrap()).unwrap();
+    let samples_path = published_path.with_file_name(published["telemetry"]["samples_file"].as_str().unwrap());
+    let samples: Vec<Value> =
+        std::fs::read_to_string(&samples_path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let most = Value::from(u32::MAX);
+    let mut huge = published.clone();
+    for key in ["vocab_size", "hidden_size", "num_layers"] {
+        huge["config"]["model"][key] = most.clone();
+    }
+    huge["config"]["model"]["mlp"]["intermediate_size"] = most.clone();
+    huge["config"]["model"]["attention"]["head_dim"] = Value::from(u32::MAX - 1);
+    let mut experts = published.clone();
+    experts["config"]["model"]["moe"] = serde_json::json!({
+        "num_experts": u32::MAX, "experts_per_token": 2, "intermediate_size": u32::MAX,
+        "shared_experts": u32::MAX, "first_dense_layers": 1, "router": {"kind": "softmax"}
+    });
+    let mut failures = Vec::new();
+    for (name, json) in [("huge", huge), ("experts", experts)] {
+        assert!(read_by_every_command(name, json, &samples, &mut failures), "{name}: the schema reads it");
+    }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

@@ -290,6 +290,41 @@ mod tests {
         assert_eq!(m.kv_bytes(Precision::Fp32, 100), (100 + 4) * per_layer_token);
     }
 
+    /// A shape whose counts would overflow 64 bits is refused, naming what is too large, and
+    /// counting it saturates rather than wrapping or panicking; the largest a file may hold
+    /// counts exactly.
+    #[test]
+    fn shapes_too_large_to_count_are_refused_and_counting_them_saturates() {
+        let refused = |text: String| ModelShape::from_toml(&text, "big.toml").unwrap_err().to_string();
+        let error = refused(MODEL.replace("hidden_size = 64", "hidden_size = 4294967295"));
+        assert!(error.contains("hidden_size must be at most 16777216, got 4294967295"), "{error}");
+        let error = refused(
+            MODEL
+                .replace("hidden_size = 64", &format!("hidden_size = {}", model::MOST_SIZE))
+                .replace("num_layers = 2", &format!("num_layers = {}", model::MOST_SIZE)),
+        );
+        assert!(error.contains("shape counts over 1.8e19 parameters, more than the 1e15"), "{error}");
+        let error = refused(
+            MODEL.replace("num_layers = 2", "num_layers = 100000000").replace("vocab_size = 256", "vocab_size = 1"),
+        );
+        assert!(error.contains("num_layers must be at most"), "{error}");
+        // Just over the bound, counted exactly: 2 layers of a wide MLP.
+        let wide = MODEL.replace("intermediate_size = 172", &format!("intermediate_size = {}", model::MOST_SIZE));
+        let wide =
+            wide.replace("hidden_size = 64", "hidden_size = 16777216").replace("num_heads = 4", "num_heads = 4096");
+        let error = refused(wide.replace("num_kv_heads = 2", "num_kv_heads = 4096"));
+        assert!(error.contains("shape counts 3.") && error.contains("e15 parameters"), "{error}");
+
+        let mut unchecked = ModelShape::from_toml(MODEL, "tiny.toml").unwrap();
+        unchecked.hidden_size = u32::MAX;
+        unchecked.num_layers = u32::MAX;
+        unchecked.vocab_size = u32::MAX;
+        let count = unchecked.parameters();
+        assert_eq!((count.total, count.linear), (u64::MAX, u64::MAX));
+        assert_eq!(unchecked.weight_bytes(Precision::Fp32), u64::MAX);
+        assert_eq!(unchecked.kv_cache_bytes(Precision::Fp32, u64::MAX, 2), u64::MAX);
+    }
+
     #[test]
     fn a_moe_model_without_dense_layers_needs_no_mlp() {
         let text = MODEL.replace("[mlp]\n        intermediate_size = 172", "");

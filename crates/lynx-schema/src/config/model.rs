@@ -8,6 +8,24 @@
 
 use super::{parse, Checker, ConfigError, Precision};
 use serde::{Deserialize, Serialize};
+use std::num::Saturating;
+
+/// The most any one size of a shape may be (a width, a count of layers, heads or experts): 64
+/// times the widest real one (Gemma's 262,144-token vocabulary), and small enough that a sum of
+/// two stays within 32 bits.
+pub const MOST_SIZE: u32 = 1 << 24;
+
+/// The most parameters a shape may count: some five hundred times the largest published models,
+/// and few enough that every byte count of it (4 bytes a parameter, the KV cache of the largest
+/// batch and context a suite allows) is exact in 64 bits. Counting saturates rather than wraps,
+/// so a shape past this is refused, never miscounted.
+pub const MOST_PARAMETERS: u64 = 1_000_000_000_000_000;
+
+/// A count that saturates at `u64::MAX` rather than wrapping (or, in a debug build, panicking)
+/// on a shape no validation has seen: `Saturating<u64>` of `value`.
+fn n(value: impl Into<u64>) -> Saturating<u64> {
+    Saturating(value.into())
+}
 
 /// A model shape. Weights are drawn at this shape from a seeded generator, or loaded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -268,66 +286,66 @@ impl ModelShape {
 
     /// Parameter counts of the whole model.
     pub fn parameters(&self) -> ParameterCount {
-        let hidden = u64::from(self.hidden_size);
-        let vocab = u64::from(self.vocab_size);
+        let hidden = n(self.hidden_size);
+        let vocab = n(self.vocab_size);
         let (attention_linear, attention_other) = self.attention_parameters();
-        let mlp_weights = |intermediate: u32| 3 * hidden * u64::from(intermediate);
-        let dense = self.mlp.as_ref().map_or(0, |mlp| mlp_weights(mlp.intermediate_size));
-        let norms_per_layer = 2 * hidden;
+        let mlp_weights = |intermediate: u32| n(3u32) * hidden * n(intermediate);
+        let dense = self.mlp.as_ref().map_or(n(0u32), |mlp| mlp_weights(mlp.intermediate_size));
+        let norms_per_layer = n(2u32) * hidden;
 
-        let mut total_linear = u64::from(self.num_layers) * attention_linear + u64::from(self.dense_layers()) * dense;
-        let mut other = u64::from(self.num_layers) * (attention_other + norms_per_layer) + hidden;
-        let mut inactive = 0;
+        let mut total_linear = n(self.num_layers) * attention_linear + n(self.dense_layers()) * dense;
+        let mut other = n(self.num_layers) * (attention_other + norms_per_layer) + hidden;
+        let mut inactive = n(0u32);
         if let Some(moe) = &self.moe {
-            let layers = u64::from(self.moe_layers());
+            let layers = n(self.moe_layers());
             let expert_weights = mlp_weights(moe.intermediate_size);
-            let expert_biases = if moe.expert_bias { 2 * u64::from(moe.intermediate_size) + hidden } else { 0 };
-            let router = hidden * u64::from(moe.num_experts)
+            let expert_biases = if moe.expert_bias { n(2u32) * n(moe.intermediate_size) + hidden } else { n(0u32) };
+            let router = hidden * n(moe.num_experts)
                 + match moe.router {
-                    Router::Softmax { bias: true } | Router::SigmoidGrouped { .. } => u64::from(moe.num_experts),
-                    Router::Softmax { bias: false } => 0,
+                    Router::Softmax { bias: true } | Router::SigmoidGrouped { .. } => n(moe.num_experts),
+                    Router::Softmax { bias: false } => n(0u32),
                 };
-            let experts = u64::from(moe.num_experts + moe.shared_experts);
+            let experts = n(moe.num_experts) + n(moe.shared_experts);
             total_linear += layers * experts * expert_weights;
             other += layers * (experts * expert_biases + router);
-            let idle = u64::from(moe.num_experts - moe.experts_per_token.min(moe.num_experts));
+            let idle = n(moe.num_experts - moe.experts_per_token.min(moe.num_experts));
             inactive = layers * idle * (expert_weights + expert_biases);
         }
         let embedding = vocab * hidden;
-        let lm_head = if self.tie_word_embeddings { 0 } else { vocab * hidden };
+        let lm_head = if self.tie_word_embeddings { n(0u32) } else { vocab * hidden };
         let total = total_linear + other + embedding + lm_head;
-        ParameterCount { total, active: total - inactive, embedding, linear: total_linear }
+        ParameterCount { total: total.0, active: (total - inactive).0, embedding: embedding.0, linear: total_linear.0 }
     }
 
     /// (linear weights, other parameters) of one layer's attention.
-    fn attention_parameters(&self) -> (u64, u64) {
-        let hidden = u64::from(self.hidden_size);
+    fn attention_parameters(&self) -> (Saturating<u64>, Saturating<u64>) {
+        let hidden = n(self.hidden_size);
         match &self.attention {
             Attention::Gqa(gqa) => {
-                let head_dim = u64::from(self.head_dim());
-                let q = u64::from(gqa.num_heads) * head_dim;
-                let kv = u64::from(gqa.num_kv_heads) * head_dim;
-                let linear = 2 * hidden * q + 2 * hidden * kv;
+                let head_dim = n(self.head_dim());
+                let q = n(gqa.num_heads) * head_dim;
+                let kv = n(gqa.num_kv_heads) * head_dim;
+                let linear = n(2u32) * hidden * q + n(2u32) * hidden * kv;
                 let bias = match gqa.bias {
-                    AttentionBias::None => 0,
-                    AttentionBias::Qkv => q + 2 * kv,
-                    AttentionBias::All => q + 2 * kv + hidden,
+                    AttentionBias::None => n(0u32),
+                    AttentionBias::Qkv => q + n(2u32) * kv,
+                    AttentionBias::All => q + n(2u32) * kv + hidden,
                 };
-                let qk_norm = if gqa.qk_norm { 2 * head_dim } else { 0 };
-                let sinks = if gqa.sinks { u64::from(gqa.num_heads) } else { 0 };
+                let qk_norm = if gqa.qk_norm { n(2u32) * head_dim } else { n(0u32) };
+                let sinks = if gqa.sinks { n(gqa.num_heads) } else { n(0u32) };
                 (linear, bias + qk_norm + sinks)
             }
             Attention::Mla(mla) => {
-                let heads = u64::from(mla.num_heads);
-                let qk_head = u64::from(mla.qk_nope_head_dim + mla.qk_rope_head_dim);
-                let kv_rank = u64::from(mla.kv_lora_rank);
+                let heads = n(mla.num_heads);
+                let qk_head = n(mla.qk_nope_head_dim) + n(mla.qk_rope_head_dim);
+                let kv_rank = n(mla.kv_lora_rank);
                 let (q_linear, q_norm) = match mla.q_lora_rank {
-                    Some(rank) => (hidden * u64::from(rank) + u64::from(rank) * heads * qk_head, u64::from(rank)),
-                    None => (hidden * heads * qk_head, 0),
+                    Some(rank) => (hidden * n(rank) + n(rank) * heads * qk_head, n(rank)),
+                    None => (hidden * heads * qk_head, n(0u32)),
                 };
-                let kv_down = hidden * (kv_rank + u64::from(mla.qk_rope_head_dim));
-                let kv_up = kv_rank * heads * u64::from(mla.qk_nope_head_dim + mla.v_head_dim);
-                let output = heads * u64::from(mla.v_head_dim) * hidden;
+                let kv_down = hidden * (kv_rank + n(mla.qk_rope_head_dim));
+                let kv_up = kv_rank * heads * (n(mla.qk_nope_head_dim) + n(mla.v_head_dim));
+                let output = heads * n(mla.v_head_dim) * hidden;
                 (q_linear + kv_down + output, q_norm + kv_rank + kv_up)
             }
         }
@@ -338,7 +356,7 @@ impl ModelShape {
     pub fn head_dim(&self) -> u32 {
         match &self.attention {
             Attention::Gqa(gqa) => gqa.head_dim.unwrap_or(self.hidden_size / gqa.num_heads.max(1)),
-            Attention::Mla(mla) => mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+            Attention::Mla(mla) => mla.qk_nope_head_dim.saturating_add(mla.qk_rope_head_dim),
         }
     }
 
@@ -346,9 +364,10 @@ impl ModelShape {
     /// everything else stays bf16 (see [`ParameterCount::linear`]).
     pub fn weight_bytes(&self, precision: Precision) -> u64 {
         let count = self.parameters();
+        let (total, linear) = (n(count.total), n(count.linear));
         match precision {
-            Precision::Fp8 => count.linear + 2 * (count.total - count.linear),
-            other => count.total * other.bytes(),
+            Precision::Fp8 => (linear + n(2u32) * (total - linear)).0,
+            other => (total * n(other.bytes())).0,
         }
     }
 
@@ -356,36 +375,37 @@ impl ModelShape {
     /// (sliding-window layers stop growing at their window). The cache is kept at the
     /// activation precision (bf16 under fp8 weights).
     pub fn kv_bytes_per_token(&self, precision: Precision) -> u64 {
-        self.kv_elements_per_token_per_layer() * u64::from(self.full_attention_layers()) * precision.activation_bytes()
+        (self.kv_elements_per_token_per_layer() * n(self.full_attention_layers()) * n(precision.activation_bytes())).0
     }
 
     /// KV-cache bytes of one sequence holding `ctx` tokens.
     pub fn kv_bytes(&self, precision: Precision, ctx: u64) -> u64 {
-        let sliding = u64::from(self.num_layers - self.full_attention_layers());
+        let sliding = n(self.num_layers - self.full_attention_layers());
         let window = match &self.attention {
             Attention::Gqa(Gqa { sliding_window: Some(w), .. }) => u64::from(w.size),
             _ => 0,
         };
-        let tokens = u64::from(self.full_attention_layers()) * ctx + sliding * ctx.min(window);
-        tokens * self.kv_elements_per_token_per_layer() * precision.activation_bytes()
+        let tokens = n(self.full_attention_layers()) * n(ctx) + sliding * n(ctx.min(window));
+        (tokens * self.kv_elements_per_token_per_layer() * n(precision.activation_bytes())).0
     }
 
     /// Bytes lynx's KV cache allocates for `batch` sequences of `capacity` tokens: every layer
     /// holds `capacity` tokens (a sliding layer's cache is not cut to its window).
     pub fn kv_cache_bytes(&self, precision: Precision, batch: u64, capacity: u64) -> u64 {
-        batch
-            * capacity
-            * u64::from(self.num_layers)
+        (n(batch)
+            * n(capacity)
+            * n(self.num_layers)
             * self.kv_elements_per_token_per_layer()
-            * precision.activation_bytes()
+            * n(precision.activation_bytes()))
+        .0
     }
 
     /// Cached elements per token per layer: key and value heads for GQA, the latent and the
     /// shared RoPE key for MLA.
-    fn kv_elements_per_token_per_layer(&self) -> u64 {
+    fn kv_elements_per_token_per_layer(&self) -> Saturating<u64> {
         match &self.attention {
-            Attention::Gqa(gqa) => 2 * u64::from(gqa.num_kv_heads) * u64::from(self.head_dim()),
-            Attention::Mla(mla) => u64::from(mla.kv_lora_rank + mla.qk_rope_head_dim),
+            Attention::Gqa(gqa) => n(2u32) * n(gqa.num_kv_heads) * n(self.head_dim()),
+            Attention::Mla(mla) => n(mla.kv_lora_rank) + n(mla.qk_rope_head_dim),
         }
     }
 
@@ -403,9 +423,9 @@ impl ModelShape {
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         let check = Checker { origin };
         check.name("name", &self.name)?;
-        check.positive("vocab_size", self.vocab_size)?;
-        check.positive("hidden_size", self.hidden_size)?;
-        check.positive("num_layers", self.num_layers)?;
+        check.count("vocab_size", self.vocab_size, MOST_SIZE)?;
+        check.count("hidden_size", self.hidden_size, MOST_SIZE)?;
+        check.count("num_layers", self.num_layers, MOST_SIZE)?;
         check.positive_real("rms_norm_eps", self.rms_norm_eps)?;
         check.positive_real("init_std", self.init_std)?;
         match &self.attention {
@@ -413,7 +433,7 @@ impl ModelShape {
             Attention::Mla(mla) => validate_mla(&check, mla)?,
         }
         if let Some(mlp) = &self.mlp {
-            check.positive("mlp.intermediate_size", mlp.intermediate_size)?;
+            check.count("mlp.intermediate_size", mlp.intermediate_size, MOST_SIZE)?;
         }
         if self.dense_layers() > 0 && self.mlp.is_none() {
             return Err(check.invalid("mlp", format!("is needed: {} layers have a dense MLP", self.dense_layers())));
@@ -425,13 +445,20 @@ impl ModelShape {
             check.positive_real("activation.alpha", alpha)?;
             check.positive_real("activation.limit", limit)?;
         }
+        let total = self.parameters().total;
+        if total > MOST_PARAMETERS {
+            let counted = if total == u64::MAX { "over 1.8e19".to_owned() } else { super::readable(total as f64) };
+            let most = super::readable(MOST_PARAMETERS as f64);
+            return Err(check
+                .invalid("shape", format!("counts {counted} parameters, more than the {most} a model file may hold")));
+        }
         Ok(())
     }
 
     fn validate_gqa(&self, check: &Checker, gqa: &Gqa) -> Result<(), ConfigError> {
-        check.positive("attention.num_heads", gqa.num_heads)?;
-        check.positive("attention.num_kv_heads", gqa.num_kv_heads)?;
-        check.positive("attention.head_dim", gqa.head_dim.unwrap_or(1))?;
+        check.count("attention.num_heads", gqa.num_heads, MOST_SIZE)?;
+        check.count("attention.num_kv_heads", gqa.num_kv_heads, MOST_SIZE)?;
+        check.count("attention.head_dim", gqa.head_dim.unwrap_or(1), MOST_SIZE)?;
         check.positive_real("attention.rope_theta", gqa.rope_theta)?;
         if !gqa.num_heads.is_multiple_of(gqa.num_kv_heads) {
             return Err(check.invalid(
@@ -452,16 +479,17 @@ impl ModelShape {
             return Err(check.invalid("attention.head_dim", format!("({}) must be even for RoPE", self.head_dim())));
         }
         if let Some(window) = &gqa.sliding_window {
-            check.positive("attention.sliding_window.size", window.size)?;
+            check.count("attention.sliding_window.size", window.size, MOST_SIZE)?;
         }
         check_rope_scaling(check, gqa.rope_scaling.as_ref())?;
         Ok(())
     }
 
     fn validate_moe(&self, check: &Checker, moe: &Moe) -> Result<(), ConfigError> {
-        check.positive("moe.num_experts", moe.num_experts)?;
-        check.positive("moe.experts_per_token", moe.experts_per_token)?;
-        check.positive("moe.intermediate_size", moe.intermediate_size)?;
+        check.count("moe.num_experts", moe.num_experts, MOST_SIZE)?;
+        check.count("moe.experts_per_token", moe.experts_per_token, MOST_SIZE)?;
+        check.count("moe.intermediate_size", moe.intermediate_size, MOST_SIZE)?;
+        check.at_most("moe.shared_experts", moe.shared_experts, MOST_SIZE)?;
         if moe.experts_per_token > moe.num_experts {
             return Err(check.invalid(
                 "moe.experts_per_token",
@@ -475,8 +503,8 @@ impl ModelShape {
             ));
         }
         if let Router::SigmoidGrouped { groups, topk_groups, scaling } = moe.router {
-            check.positive("moe.router.groups", groups)?;
-            check.positive("moe.router.topk_groups", topk_groups)?;
+            check.count("moe.router.groups", groups, MOST_SIZE)?;
+            check.count("moe.router.topk_groups", topk_groups, MOST_SIZE)?;
             check.positive_real("moe.router.scaling", scaling)?;
             if !moe.num_experts.is_multiple_of(groups) || topk_groups > groups {
                 return Err(check.invalid(
@@ -500,12 +528,12 @@ impl ModelShape {
 }
 
 fn validate_mla(check: &Checker, mla: &Mla) -> Result<(), ConfigError> {
-    check.positive("attention.num_heads", mla.num_heads)?;
-    check.positive("attention.q_lora_rank", mla.q_lora_rank.unwrap_or(1))?;
-    check.positive("attention.kv_lora_rank", mla.kv_lora_rank)?;
-    check.positive("attention.qk_nope_head_dim", mla.qk_nope_head_dim)?;
-    check.positive("attention.qk_rope_head_dim", mla.qk_rope_head_dim)?;
-    check.positive("attention.v_head_dim", mla.v_head_dim)?;
+    check.count("attention.num_heads", mla.num_heads, MOST_SIZE)?;
+    check.count("attention.q_lora_rank", mla.q_lora_rank.unwrap_or(1), MOST_SIZE)?;
+    check.count("attention.kv_lora_rank", mla.kv_lora_rank, MOST_SIZE)?;
+    check.count("attention.qk_nope_head_dim", mla.qk_nope_head_dim, MOST_SIZE)?;
+    check.count("attention.qk_rope_head_dim", mla.qk_rope_head_dim, MOST_SIZE)?;
+    check.count("attention.v_head_dim", mla.v_head_dim, MOST_SIZE)?;
     check.positive_real("attention.rope_theta", mla.rope_theta)?;
     if !mla.qk_rope_head_dim.is_multiple_of(2) {
         return Err(check.invalid("attention.qk_rope_head_dim", "must be even for RoPE".to_owned()));
