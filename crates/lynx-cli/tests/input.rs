@@ -59,6 +59,37 @@ fn missing_files_are_bad_input() {
     assert!(line.contains("models folder Cargo.toml: is not a folder"), "{line}");
 }
 
+/// Weights that cannot fit in the memory free now are refused before anything is built, where
+/// building them had the kernel's out-of-memory killer end every worker the supervisor started:
+/// the whole model on the device, and the parity check's float64 reference on the host. No
+/// host has the 43 and 24 TiB these need.
+#[test]
+fn a_model_whose_weights_cannot_fit_is_refused_before_anything_is_built() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for (edit, says) in [
+        (
+            &(|s: &str| s.replace("num_layers = 2", "num_layers = 16777216")) as &dyn Fn(&str) -> String,
+            "test-small: its weights need ",
+        ),
+        (
+            &|s: &str| s.replace("vocab_size = 4096", "vocab_size = 16777216").replace("hidden_size = 256", "hidden_size = 65536"),
+            "test-small: the parity check's float64 reference (2 of its layers, with its whole embedding and head) needs",
+        ),
+    ] {
+        let models = models(str::to_owned);
+        let shape = models.path().join("test-small.toml");
+        std::fs::write(&shape, edit(&std::fs::read_to_string(&shape).unwrap())).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let output = lynx(&run_args(models.path(), out.path()));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        let line = stderr.lines().last().unwrap_or_default();
+        assert!(line.contains(says) && line.contains(" is free (the host's MemAvailable)"), "{stderr}");
+        assert!(!stderr.contains("killed"), "{stderr}");
+        assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a refused run left a folder");
+    }
+}
+
 #[test]
 fn arguments_clap_refuses_are_one_line_and_no_command_shows_the_usage() {
     let line = bad_input(&["export", "x.intoto.json", "--pubkey", "k.pub", "--format", "yaml"]);

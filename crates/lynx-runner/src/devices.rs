@@ -14,6 +14,12 @@ fn stated_free_memory() -> Option<u64> {
     std::env::var(FREE_MEMORY_VAR).ok().and_then(|v| v.trim().parse().ok())
 }
 
+/// Whether [`FREE_MEMORY_VAR`] states the free memory (what is free beside the model's weights,
+/// for planning cells) rather than it being read.
+pub fn free_memory_is_stated() -> bool {
+    stated_free_memory().is_some()
+}
+
 /// The CPU's free memory: as stated by [`FREE_MEMORY_VAR`], else the host's `MemAvailable`
 /// (which reading nothing allocates to obtain).
 pub fn host_free_memory() -> Reported<(u64, &'static str)> {

@@ -131,6 +131,10 @@ pub fn execute(
         let measured = std::fs::metadata(run.journal_path()).is_ok_and(|m| m.len() > 0);
         if !resuming && !measured {
             let _ = std::fs::remove_dir_all(&run.dir);
+            // And the device's folder it made, where no other run is in it.
+            if let Some(device) = run.dir.parent() {
+                let _ = std::fs::remove_dir(device);
+            }
         }
         return Err(Exit(2).into());
     }

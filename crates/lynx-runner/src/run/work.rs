@@ -57,6 +57,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         }
     }
     let setup = Setup::new(&plan, &device)?;
+    setup.weights_fit(&device, earlier.is_none())?;
     let graphs = Graphs::for_device(device.torch);
     // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
     // anything is measured.
@@ -131,6 +132,56 @@ impl Setup {
             None => Model::new(shape, suite.precision, self.torch, suite.seed),
         }
         .map_err(|e| model_error(context, e))
+    }
+
+    /// Refuse, before anything is built, weights that cannot fit in the memory free now: the
+    /// parity check's float64 reference (where `parity` is still to run) in the host's, the
+    /// measured model in the device's. Building them would fail part-way, or on a host end the
+    /// worker (and perhaps others) at the kernel's out-of-memory killer, again for every fresh
+    /// worker. A stated free memory ([`crate::devices::FREE_MEMORY_VAR`]) is what is free
+    /// beside the weights, for planning cells, so it refuses nothing here; nor does a free
+    /// memory that cannot be read.
+    fn weights_fit(&self, device: &Device, parity: bool) -> Result<(), RunError> {
+        if crate::devices::free_memory_is_stated() {
+            return Ok(());
+        }
+        let suite = &self.config.suite;
+        let gib = |bytes: u64| format!("{:.2} GiB", bytes as f64 / f64::from(1u32 << 30));
+        let scaled = "measure a layer subset (scale.layers) or a tensor-parallel shard (scale.tp)";
+        if parity {
+            let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
+            // float64: twice fp32's bytes; on the CPU its copy at the run's precision beside it.
+            let mut need = cut.weight_bytes(lynx_schema::config::Precision::Fp32).saturating_mul(2);
+            if self.torch == tch::Device::Cpu {
+                need = need.saturating_add(cut.weight_bytes(suite.precision));
+            }
+            if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
+                if need > free {
+                    return Err(RunError::Config(format!(
+                        "{}: the parity check's float64 reference ({} of its layers, with its whole embedding \
+                         and head) needs {} of host memory and {} is free ({source})",
+                        suite.model,
+                        cut.num_layers,
+                        gib(need),
+                        gib(free)
+                    )));
+                }
+            }
+        }
+        let need = self.shape.weight_bytes(suite.precision);
+        if let Reported::Known((free, source)) = device.free_memory() {
+            if need > free {
+                return Err(RunError::Config(format!(
+                    "{}: its weights need {} at {} on {} and {} is free ({source}); {scaled}",
+                    suite.model,
+                    gib(need),
+                    suite.precision,
+                    device.record.device,
+                    gib(free)
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The parity check of the device's logits against the float64 reference.
