@@ -87,7 +87,7 @@ pub fn pool_memory(shape: &ModelShape, precision: Precision, pool: Pool) -> Cell
     let rows = u64::from(pool.rows);
     let capacity = u64::from(pool.capacity);
     let graphs = if pool.graphs { 2 } else { 1 };
-    let decode = graphs * workspace_bytes(shape, precision, rows, 1, capacity);
+    let decode = workspace_bytes(shape, precision, rows, 1, capacity).saturating_mul(graphs);
     let prefill = workspace_bytes(
         shape,
         precision,
@@ -108,7 +108,9 @@ fn workspace_bytes(shape: &ModelShape, precision: Precision, batch: u64, tokens_
     let moe_width = shape.moe.as_ref().map_or(0.0, |m| f64::from(m.intermediate_size));
     let (heads, head_width) = match &shape.attention {
         Attention::Gqa(gqa) => (f64::from(gqa.num_heads), f64::from(shape.head_dim())),
-        Attention::Mla(mla) => (f64::from(mla.num_heads), f64::from(mla.kv_lora_rank + mla.qk_rope_head_dim)),
+        Attention::Mla(mla) => {
+            (f64::from(mla.num_heads), f64::from(mla.kv_lora_rank) + f64::from(mla.qk_rope_head_dim))
+        }
     };
     // One layer's activations: the residual and its norm, queries, keys and values, attention
     // output, and the MLP's gate, up and product, each alive at once at worst.
@@ -250,6 +252,30 @@ mod tests {
         let near = pool_memory(&mla, Precision::Fp32, chunk(64)).workspace_bytes;
         let far = pool_memory(&mla, Precision::Fp32, chunk(4096)).workspace_bytes;
         assert!(far > 16 * near, "{near} {far}");
+    }
+
+    /// A pool past what 64 bits count (a shape no validation has seen) saturates: it is
+    /// refused at any free memory, and counting it does not overflow.
+    #[test]
+    fn a_pool_too_large_to_count_saturates() {
+        let mut mla = shape(
+            "[attention]\nkind = \"mla\"\nnum_heads = 8\nkv_lora_rank = 32\nqk_nope_head_dim = 16\nqk_rope_head_dim = 8\n\
+             v_head_dim = 16\nrope_theta = 1e4\n[mlp]\nintermediate_size = 128\n",
+        );
+        if let Attention::Mla(attention) = &mut mla.attention {
+            (attention.num_heads, attention.kv_lora_rank, attention.qk_rope_head_dim) = (u32::MAX, u32::MAX, u32::MAX);
+        }
+        let pool = Pool {
+            rows: 65_536,
+            capacity: 1 << 24,
+            prefill_batch: 1,
+            prefill_tokens: 1,
+            prefill_keys: 1,
+            graphs: true,
+        };
+        let memory = pool_memory(&mla, Precision::Fp32, pool);
+        assert_eq!(memory.total_bytes(), u64::MAX);
+        assert!(memory.refusal(u64::MAX - 1).is_some());
     }
 
     #[test]

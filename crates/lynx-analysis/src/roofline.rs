@@ -176,9 +176,11 @@ fn attention_flops(shape: &ModelShape, cell: CellShape, ctx_end: Option<u32>, at
             let d = f64::from(shape.head_dim());
             (f64::from(gqa.num_heads), d, d)
         }
-        Attention::Mla(mla) => {
-            (f64::from(mla.num_heads), f64::from(mla.kv_lora_rank + mla.qk_rope_head_dim), f64::from(mla.kv_lora_rank))
-        }
+        Attention::Mla(mla) => (
+            f64::from(mla.num_heads),
+            f64::from(mla.kv_lora_rank) + f64::from(mla.qk_rope_head_dim),
+            f64::from(mla.kv_lora_rank),
+        ),
     };
     let window = match &shape.attention {
         Attention::Gqa(Gqa { sliding_window: Some(w), .. }) => f64::from(w.size),

@@ -293,8 +293,13 @@ fn a_signed_result_of_an_impossible_model_shape_never_panics() {
         "num_experts": u32::MAX, "experts_per_token": 2, "intermediate_size": u32::MAX,
         "shared_experts": u32::MAX, "first_dense_layers": 1, "router": {"kind": "softmax"}
     });
+    let mut latent = published.clone();
+    latent["config"]["model"]["attention"] = serde_json::json!({
+        "kind": "mla", "num_heads": u32::MAX, "q_lora_rank": u32::MAX, "kv_lora_rank": u32::MAX,
+        "qk_nope_head_dim": u32::MAX, "qk_rope_head_dim": u32::MAX, "v_head_dim": u32::MAX, "rope_theta": 1e4
+    });
     let mut failures = Vec::new();
-    for (name, json) in [("huge", huge), ("experts", experts)] {
+    for (name, json) in [("huge", huge), ("experts", experts), ("latent", latent)] {
         assert!(read_by_every_command(name, json, &samples, &mut failures), "{name}: the schema reads it");
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
