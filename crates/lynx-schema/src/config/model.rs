@@ -23,7 +23,7 @@ pub const MOST_PARAMETERS: u64 = 1_000_000_000_000_000;
 
 /// A count that saturates at `u64::MAX` rather than wrapping (or, in a debug build, panicking)
 /// on a shape no validation has seen: `Saturating<u64>` of `value`.
-fn n(value: impl Into<u64>) -> Saturating<u64> {
+fn saturating(value: impl Into<u64>) -> Saturating<u64> {
     Saturating(value.into())
 }
 
@@ -286,66 +286,70 @@ impl ModelShape {
 
     /// Parameter counts of the whole model.
     pub fn parameters(&self) -> ParameterCount {
-        let hidden = n(self.hidden_size);
-        let vocab = n(self.vocab_size);
+        let hidden = saturating(self.hidden_size);
+        let vocab = saturating(self.vocab_size);
         let (attention_linear, attention_other) = self.attention_parameters();
-        let mlp_weights = |intermediate: u32| n(3u32) * hidden * n(intermediate);
-        let dense = self.mlp.as_ref().map_or(n(0u32), |mlp| mlp_weights(mlp.intermediate_size));
-        let norms_per_layer = n(2u32) * hidden;
+        let mlp_weights = |intermediate: u32| Saturating(3) * hidden * saturating(intermediate);
+        let dense = self.mlp.as_ref().map_or(Saturating(0), |mlp| mlp_weights(mlp.intermediate_size));
+        let norms_per_layer = Saturating(2) * hidden;
 
-        let mut total_linear = n(self.num_layers) * attention_linear + n(self.dense_layers()) * dense;
-        let mut other = n(self.num_layers) * (attention_other + norms_per_layer) + hidden;
-        let mut inactive = n(0u32);
+        let mut total_linear = saturating(self.num_layers) * attention_linear + saturating(self.dense_layers()) * dense;
+        let mut other = saturating(self.num_layers) * (attention_other + norms_per_layer) + hidden;
+        let mut inactive = Saturating(0);
         if let Some(moe) = &self.moe {
-            let layers = n(self.moe_layers());
+            let layers = saturating(self.moe_layers());
             let expert_weights = mlp_weights(moe.intermediate_size);
-            let expert_biases = if moe.expert_bias { n(2u32) * n(moe.intermediate_size) + hidden } else { n(0u32) };
-            let router = hidden * n(moe.num_experts)
+            let expert_biases = if moe.expert_bias {
+                Saturating(2) * saturating(moe.intermediate_size) + hidden
+            } else {
+                Saturating(0)
+            };
+            let router = hidden * saturating(moe.num_experts)
                 + match moe.router {
-                    Router::Softmax { bias: true } | Router::SigmoidGrouped { .. } => n(moe.num_experts),
-                    Router::Softmax { bias: false } => n(0u32),
+                    Router::Softmax { bias: true } | Router::SigmoidGrouped { .. } => saturating(moe.num_experts),
+                    Router::Softmax { bias: false } => Saturating(0),
                 };
-            let experts = n(moe.num_experts) + n(moe.shared_experts);
+            let experts = saturating(moe.num_experts) + saturating(moe.shared_experts);
             total_linear += layers * experts * expert_weights;
             other += layers * (experts * expert_biases + router);
-            let idle = n(moe.num_experts - moe.experts_per_token.min(moe.num_experts));
+            let idle = saturating(moe.num_experts - moe.experts_per_token.min(moe.num_experts));
             inactive = layers * idle * (expert_weights + expert_biases);
         }
         let embedding = vocab * hidden;
-        let lm_head = if self.tie_word_embeddings { n(0u32) } else { vocab * hidden };
+        let lm_head = if self.tie_word_embeddings { Saturating(0) } else { vocab * hidden };
         let total = total_linear + other + embedding + lm_head;
         ParameterCount { total: total.0, active: (total - inactive).0, embedding: embedding.0, linear: total_linear.0 }
     }
 
     /// (linear weights, other parameters) of one layer's attention.
     fn attention_parameters(&self) -> (Saturating<u64>, Saturating<u64>) {
-        let hidden = n(self.hidden_size);
+        let hidden = saturating(self.hidden_size);
         match &self.attention {
             Attention::Gqa(gqa) => {
-                let head_dim = n(self.head_dim());
-                let q = n(gqa.num_heads) * head_dim;
-                let kv = n(gqa.num_kv_heads) * head_dim;
-                let linear = n(2u32) * hidden * q + n(2u32) * hidden * kv;
+                let head_dim = saturating(self.head_dim());
+                let q = saturating(gqa.num_heads) * head_dim;
+                let kv = saturating(gqa.num_kv_heads) * head_dim;
+                let linear = Saturating(2) * hidden * q + Saturating(2) * hidden * kv;
                 let bias = match gqa.bias {
-                    AttentionBias::None => n(0u32),
-                    AttentionBias::Qkv => q + n(2u32) * kv,
-                    AttentionBias::All => q + n(2u32) * kv + hidden,
+                    AttentionBias::None => Saturating(0),
+                    AttentionBias::Qkv => q + Saturating(2) * kv,
+                    AttentionBias::All => q + Saturating(2) * kv + hidden,
                 };
-                let qk_norm = if gqa.qk_norm { n(2u32) * head_dim } else { n(0u32) };
-                let sinks = if gqa.sinks { n(gqa.num_heads) } else { n(0u32) };
+                let qk_norm = if gqa.qk_norm { Saturating(2) * head_dim } else { Saturating(0) };
+                let sinks = if gqa.sinks { saturating(gqa.num_heads) } else { Saturating(0) };
                 (linear, bias + qk_norm + sinks)
             }
             Attention::Mla(mla) => {
-                let heads = n(mla.num_heads);
-                let qk_head = n(mla.qk_nope_head_dim) + n(mla.qk_rope_head_dim);
-                let kv_rank = n(mla.kv_lora_rank);
+                let heads = saturating(mla.num_heads);
+                let qk_head = saturating(mla.qk_nope_head_dim) + saturating(mla.qk_rope_head_dim);
+                let kv_rank = saturating(mla.kv_lora_rank);
                 let (q_linear, q_norm) = match mla.q_lora_rank {
-                    Some(rank) => (hidden * n(rank) + n(rank) * heads * qk_head, n(rank)),
-                    None => (hidden * heads * qk_head, n(0u32)),
+                    Some(rank) => (hidden * saturating(rank) + saturating(rank) * heads * qk_head, saturating(rank)),
+                    None => (hidden * heads * qk_head, Saturating(0)),
                 };
-                let kv_down = hidden * (kv_rank + n(mla.qk_rope_head_dim));
-                let kv_up = kv_rank * heads * (n(mla.qk_nope_head_dim) + n(mla.v_head_dim));
-                let output = heads * n(mla.v_head_dim) * hidden;
+                let kv_down = hidden * (kv_rank + saturating(mla.qk_rope_head_dim));
+                let kv_up = kv_rank * heads * (saturating(mla.qk_nope_head_dim) + saturating(mla.v_head_dim));
+                let output = heads * saturating(mla.v_head_dim) * hidden;
                 (q_linear + kv_down + output, q_norm + kv_rank + kv_up)
             }
         }
@@ -364,10 +368,10 @@ impl ModelShape {
     /// everything else stays bf16 (see [`ParameterCount::linear`]).
     pub fn weight_bytes(&self, precision: Precision) -> u64 {
         let count = self.parameters();
-        let (total, linear) = (n(count.total), n(count.linear));
+        let (total, linear) = (saturating(count.total), saturating(count.linear));
         match precision {
-            Precision::Fp8 => (linear + n(2u32) * (total - linear)).0,
-            other => (total * n(other.bytes())).0,
+            Precision::Fp8 => (linear + Saturating(2) * (total - linear)).0,
+            other => (total * saturating(other.bytes())).0,
         }
     }
 
@@ -375,28 +379,31 @@ impl ModelShape {
     /// (sliding-window layers stop growing at their window). The cache is kept at the
     /// activation precision (bf16 under fp8 weights).
     pub fn kv_bytes_per_token(&self, precision: Precision) -> u64 {
-        (self.kv_elements_per_token_per_layer() * n(self.full_attention_layers()) * n(precision.activation_bytes())).0
+        (self.kv_elements_per_token_per_layer()
+            * saturating(self.full_attention_layers())
+            * saturating(precision.activation_bytes()))
+        .0
     }
 
     /// KV-cache bytes of one sequence holding `ctx` tokens.
     pub fn kv_bytes(&self, precision: Precision, ctx: u64) -> u64 {
-        let sliding = n(self.num_layers - self.full_attention_layers());
+        let sliding = saturating(self.num_layers - self.full_attention_layers());
         let window = match &self.attention {
             Attention::Gqa(Gqa { sliding_window: Some(w), .. }) => u64::from(w.size),
             _ => 0,
         };
-        let tokens = n(self.full_attention_layers()) * n(ctx) + sliding * n(ctx.min(window));
-        (tokens * self.kv_elements_per_token_per_layer() * n(precision.activation_bytes())).0
+        let tokens = saturating(self.full_attention_layers()) * saturating(ctx) + sliding * saturating(ctx.min(window));
+        (tokens * self.kv_elements_per_token_per_layer() * saturating(precision.activation_bytes())).0
     }
 
     /// Bytes lynx's KV cache allocates for `batch` sequences of `capacity` tokens: every layer
     /// holds `capacity` tokens (a sliding layer's cache is not cut to its window).
     pub fn kv_cache_bytes(&self, precision: Precision, batch: u64, capacity: u64) -> u64 {
-        (n(batch)
-            * n(capacity)
-            * n(self.num_layers)
+        (saturating(batch)
+            * saturating(capacity)
+            * saturating(self.num_layers)
             * self.kv_elements_per_token_per_layer()
-            * n(precision.activation_bytes()))
+            * saturating(precision.activation_bytes()))
         .0
     }
 
@@ -404,8 +411,8 @@ impl ModelShape {
     /// shared RoPE key for MLA.
     fn kv_elements_per_token_per_layer(&self) -> Saturating<u64> {
         match &self.attention {
-            Attention::Gqa(gqa) => n(2u32) * n(gqa.num_kv_heads) * n(self.head_dim()),
-            Attention::Mla(mla) => n(mla.kv_lora_rank) + n(mla.qk_rope_head_dim),
+            Attention::Gqa(gqa) => Saturating(2) * saturating(gqa.num_kv_heads) * saturating(self.head_dim()),
+            Attention::Mla(mla) => saturating(mla.kv_lora_rank) + saturating(mla.qk_rope_head_dim),
         }
     }
 
