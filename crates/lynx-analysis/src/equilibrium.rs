@@ -19,6 +19,7 @@
 use crate::stats::{Sorted, StatsError};
 use lynx_schema::config::WarmupConfig;
 use lynx_schema::equilibrium::WindowStats;
+use lynx_schema::result::CellShape;
 use lynx_schema::telemetry::{Sample, ThrottleReason};
 use std::collections::VecDeque;
 
@@ -31,11 +32,29 @@ pub const MIN_SIGNAL_SAMPLES: usize = 8;
 pub const WARMUP_MAX_BATCH: u32 = 64;
 
 /// The decode step warm-up loops: the suite's largest decode batch (at most
-/// [`WARMUP_MAX_BATCH`]; the runner halves it where it does not fit) at its longest context,
-/// the heaviest decode step.
-pub fn warmup_shape(suite: &lynx_schema::config::Suite) -> (u32, u32) {
-    let batch = suite.decode.ladder().batches().into_iter().max().unwrap_or(1).min(WARMUP_MAX_BATCH);
-    (batch, suite.decode.ctxs.iter().copied().max().unwrap_or(1))
+/// [`WARMUP_MAX_BATCH`]) at its longest context, the heaviest decode step, among those `fits`
+/// lets through (the memory planner's verdict on that decode cell): the batch halves, then the
+/// next shorter context is tried, so warm-up never loops a step the sweep would skip as not
+/// fitting. Where none fits, batch 1 at the shortest context (the runner still halves a batch
+/// that runs out of memory).
+pub fn warmup_shape(suite: &lynx_schema::config::Suite, fits: impl Fn(CellShape) -> bool) -> (u32, u32) {
+    let largest = suite.decode.ladder().batches().into_iter().max().unwrap_or(1).min(WARMUP_MAX_BATCH);
+    let mut ctxs = suite.decode.ctxs.clone();
+    ctxs.sort_unstable();
+    ctxs.dedup();
+    for &ctx in ctxs.iter().rev() {
+        let mut batch = largest;
+        loop {
+            if fits(CellShape::decode(batch, ctx)) {
+                return (batch, ctx);
+            }
+            if batch == 1 {
+                break;
+            }
+            batch /= 2;
+        }
+    }
+    (1, ctxs.first().copied().unwrap_or(1))
 }
 
 /// What the detector says at one moment.
@@ -166,6 +185,28 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Warm-up loops the heaviest decode step the memory planner lets through: the largest
+    /// batch (at most 64) at the longest context, halved, then at a shorter context; and batch 1
+    /// at the shortest where none fits.
+    #[test]
+    fn warm_up_loops_the_heaviest_decode_step_that_fits() {
+        let suite =
+            lynx_schema::config::Suite::from_toml(&crate::catalogue("suites/standard.toml"), "standard").unwrap();
+        let batches = suite.decode.ladder().batches();
+        let (most_batch, most_ctx) = (*batches.iter().max().unwrap(), *suite.decode.ctxs.iter().max().unwrap());
+        assert!(most_batch > WARMUP_MAX_BATCH && suite.decode.ctxs.len() > 1, "{batches:?} {:?}", suite.decode.ctxs);
+        assert_eq!(warmup_shape(&suite, |_| true), (WARMUP_MAX_BATCH, most_ctx));
+        let least_ctx = *suite.decode.ctxs.iter().min().unwrap();
+        assert_eq!(warmup_shape(&suite, |_| false), (1, least_ctx));
+        // Room for 8 sequences' worth of the longest context's tokens: batch 8 there.
+        let room = |cell: CellShape| u64::from(cell.batch()) * u64::from(cell.length()) <= 8 * u64::from(most_ctx);
+        assert_eq!(warmup_shape(&suite, room), (8, most_ctx));
+        // Room for less than one sequence of the longest context: the next shorter one.
+        let next = *suite.decode.ctxs.iter().filter(|&&c| c < most_ctx).max().unwrap();
+        let room = |cell: CellShape| cell.length() <= next;
+        assert_eq!(warmup_shape(&suite, room), (WARMUP_MAX_BATCH, next));
+    }
 
     fn config() -> WarmupConfig {
         WarmupConfig { min_s: 5.0, max_s: 20.0, window_s: 2.0, ..WarmupConfig::default() }

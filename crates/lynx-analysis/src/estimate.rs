@@ -199,7 +199,9 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         measured += 1;
     }
     // The warm-up's step timed again after the sweep, as long as a cell.
-    let (batch, ctx) = crate::equilibrium::warmup_shape(suite);
+    let (batch, ctx) = crate::equilibrium::warmup_shape(suite, |cell| {
+        run.free_bytes.is_none_or(|free| fit_memory(run.shape, precision, cell, &suite.measure).refusal(free).is_none())
+    });
     let again = CellShape::Decode { batch, ctx, mode: StepMode::Eager };
     total_s += cell_s(suite, again, step_s(run.shape, precision, again, rates));
     // The serving phase: each rate's simulated window over the planned step times.

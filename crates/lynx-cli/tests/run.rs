@@ -375,6 +375,12 @@ fn a_cell_that_cannot_fit_is_skipped_with_both_figures_and_ends_its_ladder() {
     let ends: Vec<&str> =
         result["derived"]["sweep"].as_array().unwrap().iter().map(|l| l["end"].as_str().unwrap()).collect();
     assert!(ends.contains(&"does not fit at batch 8"), "{ends:?}");
+    // Warm-up looped no step the sweep skipped: the largest batch that fits at that context.
+    let fitting = [8, 4, 2, 1].into_iter().find(|&batch| need(batch) <= free).unwrap();
+    assert_eq!(
+        (fitting, &result["warmup"]["batch"], &result["warmup"]["ctx"]),
+        (4, &Value::from(4), &Value::from(512))
+    );
 }
 
 /// Issue 15: where graph parity passed, each decode context is climbed eager and as a graph; a

@@ -9,7 +9,7 @@ use lynx_analysis::equilibrium::{Detector, Verdict};
 use lynx_analysis::stats::StatsError;
 use lynx_models::{KvCache, Model, ModelError};
 use lynx_schema::config::{MeasureConfig, Suite};
-use lynx_schema::result::{CellStatus, PaceRecheck, WarmupRecord};
+use lynx_schema::result::{CellShape, CellStatus, PaceRecheck, WarmupRecord};
 use lynx_schema::stats::StepAutocorrelation;
 use lynx_schema::telemetry::Sample;
 use lynx_schema::value::{Finite, Reported};
@@ -32,17 +32,19 @@ fn warmup_state(model: &Model, batch: u32, ctx: u32) -> Result<(KvCache, tch::Te
 
 /// Loop the decode step at the suite's largest decode batch (at most
 /// [`lynx_analysis::equilibrium::WARMUP_MAX_BATCH`]) and
-/// context, the heaviest decode step, until the detector, fed the step times and the device's
-/// telemetry, sees equilibrium or gives up. A batch that does not fit is halved until one does.
-/// `None` when `stop` was raised.
+/// context, the heaviest decode step among those `fits` lets through
+/// ([`lynx_analysis::equilibrium::warmup_shape`]), until the detector, fed the step times and the
+/// device's telemetry, sees equilibrium or gives up. A batch that runs out of memory all the same
+/// is halved until one does not. `None` when `stop` was raised.
 pub(super) fn warm_up(
     model: &Model,
     suite: &Suite,
+    fits: impl Fn(CellShape) -> bool,
     observer: &mut dyn Observer,
     telemetry: &RunTelemetry,
     stop: &AtomicBool,
 ) -> Result<Option<WarmupRecord>, RunError> {
-    let (mut batch, ctx) = lynx_analysis::equilibrium::warmup_shape(suite);
+    let (mut batch, ctx) = lynx_analysis::equilibrium::warmup_shape(suite, fits);
     let model_error = |source| RunError::Model { context: "warm-up".to_owned(), source };
     let (mut cache, mut tokens) = loop {
         match warmup_state(model, batch, ctx) {

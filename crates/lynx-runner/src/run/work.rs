@@ -918,8 +918,15 @@ impl Turn<'_> {
     /// Warm up to equilibrium (or give up) and record it; `false` when `stop` was raised.
     fn warm(&mut self, model: &Model, setup: &Setup) -> Result<bool, RunError> {
         let start_s = self.telemetry.now_s();
-        let Some(mut warmup) = warm_up(model, &setup.config.suite, &mut *self.observer, &self.telemetry, self.stop)?
-        else {
+        // Warm-up loops no step the sweep would skip as not fitting (`Turn::does_not_fit`).
+        let suite = &setup.config.suite;
+        let free = self.device.free_memory().known().map(|(free, _)| *free);
+        let fits = |cell| {
+            free.is_none_or(|free| {
+                fit_memory(&setup.shape, suite.precision, cell, &suite.measure).refusal(free).is_none()
+            })
+        };
+        let Some(mut warmup) = warm_up(model, suite, fits, &mut *self.observer, &self.telemetry, self.stop)? else {
             return Ok(false);
         };
         warmup.telemetry = self.telemetry.summaries(start_s, self.telemetry.now_s());
