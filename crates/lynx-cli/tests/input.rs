@@ -90,6 +90,29 @@ fn a_model_whose_weights_cannot_fit_is_refused_before_anything_is_built() {
     }
 }
 
+/// A suite none of whose cells fits beside the weights (its smallest prefill and decode cells
+/// both skipped) is refused once the model is built, before warm-up loops a step no cell
+/// measures; nothing is left in OUT.
+#[test]
+fn a_suite_no_cell_of_which_fits_is_refused_before_warm_up() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output =
+        lynx_command().args(run_args(models.path(), out.path())).env("LYNX_FREE_MEMORY_BYTES", "1").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let line = stderr.lines().last().unwrap_or_default();
+    assert!(line.contains("suite test: no cell fits on cpu beside the weights of test-small: the smallest prefill batch 1 prompt 16 needs"), "{line}");
+    assert!(
+        line.contains("and the smallest decode batch 1 ctx 512 needs")
+            && line.contains("stated by LYNX_FREE_MEMORY_BYTES"),
+        "{line}"
+    );
+    assert!(!stderr.contains("lynx: warm-up ") && !stderr.contains("equilibrium"), "{stderr}");
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a refused run left a folder");
+}
+
 #[test]
 fn arguments_clap_refuses_are_one_line_and_no_command_shows_the_usage() {
     let line = bad_input(&["export", "x.intoto.json", "--pubkey", "k.pub", "--format", "yaml"]);

@@ -496,6 +496,40 @@ impl Turn<'_> {
         Some(cell)
     }
 
+    /// Refuse a suite none of whose cells fits in the free memory beside the weights: its
+    /// smallest prefill and its smallest decode cell (memory grows with batch and length) both
+    /// skipped, the run would warm up on a step no cell measures and publish nothing.
+    fn some_cell_fits(&self, setup: &Setup) -> Result<(), RunError> {
+        let suite = &setup.config.suite;
+        let least = |values: Vec<u32>| values.into_iter().min().unwrap_or(1);
+        let smallest = [
+            CellShape::Prefill {
+                batch: least(suite.prefill.ladder().batches()),
+                prompt_len: least(suite.prefill.prompt_lens.clone()),
+            },
+            CellShape::decode(least(suite.decode.ladder().batches()), least(suite.decode.ctxs.clone())),
+        ];
+        let refused: Vec<String> = smallest
+            .iter()
+            .filter_map(|&shape| self.does_not_fit(setup, shape).map(|cell| (shape, cell)))
+            .filter_map(|(shape, cell)| match cell.status {
+                CellStatus::Skipped { message, .. } => Some(format!("{shape} {message}")),
+                _ => None,
+            })
+            .collect();
+        if refused.len() < smallest.len() {
+            return Ok(());
+        }
+        Err(RunError::Config(format!(
+            "suite {}: no cell fits on {} beside the weights of {}: the smallest {}; shorten the lengths, lower \
+             the batches, or measure a layer subset (scale.layers)",
+            suite.name,
+            self.device.record.device,
+            suite.model,
+            refused.join(", and the smallest ")
+        )))
+    }
+
     /// Measure a cell with the host's other load beside it; a cell that is not stable (its CV
     /// or the host's other load past the suite's bounds) is measured once more, and the second
     /// measurement kept with why the first was set aside. `None` when `stop` was raised.
@@ -554,6 +588,9 @@ impl Turn<'_> {
         let model = setup.build(&setup.shape, &setup.layers, &context)?;
         self.result.fp8_input_scales =
             crate::parity::calibrate_fp8(&model, suite).map_err(|e| model_error(&context, e))?;
+        if self.result.cells.is_empty() {
+            self.some_cell_fits(setup)?;
+        }
         self.check_graphs(&model, suite.precision)?;
         if !self.warm(&model, setup)? {
             return Ok(WorkEnd::Stopped);
