@@ -348,10 +348,27 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     assert!(bad("test-small:64-16/64", "2s", &key).contains("must have lo <= hi"));
     assert!(bad("test-small:256/64", "fast", &key).contains("--ttft-p99"));
     assert!(bad("test-small:256/64", "2s", "/no/such.pub").contains("/no/such.pub"));
-    // A model no verified result here measured (a typo) is named with those they did measure,
-    // not ranked empty with exit 0.
-    let line = bad("test-smal:256/64", "2s", &key);
-    assert!(line.contains("--workload test-smal:") && line.contains("they measured test-small"), "{line}");
+    // A model none of the results measured (a typo), every one verified, is named with those
+    // they did measure, not ranked empty with exit 0; where some did not verify, the listing
+    // says why each is not ranked (one may be of that model).
+    let (published, keys) = (repo_path("results"), repo_path("results/keys"));
+    let args = ["shortlist", &published, "--workload", "lynx-ref-smal:256/64", "--ttft-p99", "2s", "--tpot-p99", "1s"];
+    let line = bad_input(&[args.as_slice(), &["--keys", &keys]].concat());
+    assert!(line.contains("--workload lynx-ref-smal:") && line.contains("(they measured lynx-ref-small)"), "{line}");
+    let output = lynx(&[
+        "shortlist",
+        dir_arg,
+        "--workload",
+        "test-smal:256/64",
+        "--ttft-p99",
+        "2s",
+        "--tpot-p99",
+        "1s",
+        "--pubkey",
+        &key,
+    ]);
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && said.contains("(other model): measured test-small, not test-smal"), "{said}");
     let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
     assert!(line.contains("no trusted keys"), "{line}");
 }

@@ -40,17 +40,18 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A model that no verified result here measured, where some did measure others, is a name the
-/// buyer got wrong (a typo, a catalogue name where the results carry an imported one): one line
-/// naming the models they did measure, not an empty ranking that exits 0. Where nothing verified,
-/// the listing's reasons say more than any guess at the model.
+/// A model that none of the results here measured, where every one verified and some measured
+/// others, is a name the buyer got wrong (a typo, a catalogue name where the results carry an
+/// imported one): one line naming the models they did measure, not an empty ranking that exits
+/// 0. Where a result did not verify, it may be of that model: the listing says why it is not
+/// ranked.
 fn unmeasured_model(model: &str, listed: &[lynx_analysis::shortlist::Listed]) -> Result<(), crate::BadInput> {
     let mut measured: Vec<&str> = listed
         .iter()
         .filter_map(|(_, verdict)| verdict.as_ref().ok())
         .map(|(r, _)| r.config.model.name.as_str())
         .collect();
-    if measured.is_empty() || measured.contains(&model) {
+    if measured.is_empty() || measured.contains(&model) || listed.iter().any(|(_, verdict)| verdict.is_err()) {
         return Ok(());
     }
     measured.sort_unstable();
@@ -62,7 +63,7 @@ fn unmeasured_model(model: &str, listed: &[lynx_analysis::shortlist::Listed]) ->
         String::new()
     };
     Err(crate::BadInput(format!(
-        "--workload {}: no verified result here measured that model (they measured {}{more})",
+        "--workload {}: no result here measured that model (they measured {}{more})",
         lynx_report::escape::terminal_text(model, 100),
         shown.join(", ")
     )))
