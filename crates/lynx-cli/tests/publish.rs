@@ -905,9 +905,25 @@ fn verify_given_a_folder_verifies_every_envelope_under_it() {
     assert_eq!(named, expected, "{said}");
     assert!(said.lines().all(|line| line.contains(": valid (signed by key ")), "{said}");
 
+    // So do the other commands that read results folders: an empty folder, or one that is not
+    // there (a typo), is bad input, not an empty site, ranking or collection that exits 0.
     let empty = tempfile::tempdir().unwrap();
-    let line = bad_input(&["verify", empty.path().to_str().unwrap(), "--keys", &keys]);
-    assert!(line.contains("a folder with no *.intoto.json envelope under it"), "{line}");
+    let (empty, missing) = (empty.path().to_str().unwrap(), "/no/such/results");
+    let into = tempfile::tempdir().unwrap();
+    let (site, collected) = (into.path().join("site"), into.path().join("collected"));
+    for (folder, says) in [(empty, "a folder with no *.intoto.json envelope under it"), (missing, "No such file")] {
+        let shortlist = ["shortlist", folder, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"];
+        for args in [
+            &["verify", folder][..],
+            &shortlist,
+            &["report", folder, "--out", site.to_str().unwrap()],
+            &["collect", folder, "--into", collected.to_str().unwrap()],
+        ] {
+            let line = bad_input(&[args, &["--keys", &keys]].concat());
+            assert!(line.contains(&format!("{folder}: {says}")), "{args:?}: {line}");
+        }
+    }
+    assert!(!site.exists() && !collected.exists(), "nothing is written for bad input");
 
     // A copy of one published result, beside an envelope that is no envelope, in a subfolder.
     let mixed = tempfile::tempdir().unwrap();

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result<()> {
     let trusted = super::trusted_keys(trust)?;
+    super::envelopes_named(sources)?;
     std::fs::create_dir_all(into).map_err(|e| BadInput(format!("--into {}: {e}", into.display())))?;
     let outcomes = lynx_runner::collect::collect(sources, into, &trusted)?;
     let mut refused = 0;

@@ -101,8 +101,10 @@ fn trusted_keys(trust: TrustArgs) -> Result<Vec<lynx_attest::VerifyingKey>, BadI
 /// An envelope and its verdict: what verified, or why it is not believed (kind, reason).
 type Verdict = (PathBuf, Result<lynx_attest::Verified, (String, String)>);
 
-/// Every envelope under `dirs`, each verified against the trusted `keys`.
+/// Every envelope under `dirs` (each there, each folder holding one: [`envelopes_named`]), one
+/// copy of each, each verified against the trusted `keys`.
 fn verdicts(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<Verdict>, BadInput> {
+    envelopes_named(dirs)?;
     let files = lynx_attest::trust::find_envelopes(dirs).map_err(|e| BadInput(format!("results folder: {e}")))?;
     Ok(files
         .into_iter()
@@ -112,6 +114,34 @@ fn verdicts(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<
             (file, verdict)
         })
         .collect())
+}
+
+/// Every `*.intoto.json` under `folder`, in name order. A folder with none, or one that cannot
+/// be walked, is bad input: a command that found nothing to read must not verify, rank, report
+/// or collect as if it had read something (a misspelt or empty folder).
+fn envelopes_in(folder: &Path) -> Result<Vec<PathBuf>, BadInput> {
+    let found = lynx_attest::trust::envelopes_under(folder)
+        .map_err(|e| BadInput(format!("{}: cannot be searched for envelopes: {e}", folder.display())))?;
+    if found.is_empty() {
+        return Err(BadInput(format!("{}: a folder with no *.intoto.json envelope under it", folder.display())));
+    }
+    Ok(found)
+}
+
+/// The envelopes the paths a command was given name: a file as it is (whatever its name: its
+/// verdict says what it holds), a folder as every `*.intoto.json` under it ([`envelopes_in`]),
+/// in name order. A path that is not there, or a folder with none, is bad input.
+fn envelopes_named(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BadInput> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+        if meta.is_dir() {
+            files.extend(envelopes_in(path)?);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
 }
 
 /// An envelope's verdict as a listing shows it: its verified result and who signed it, or why

@@ -2,13 +2,12 @@
 //! names.
 
 use crate::args::TrustArgs;
-use crate::BadInput;
 use lynx_schema::result::VerifyVerdict;
 use std::path::PathBuf;
 
 pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()> {
     let keys = super::trusted_keys(trust)?;
-    let files = envelopes(paths)?;
+    let files = super::envelopes_named(paths)?;
     let verdicts: Vec<VerifyVerdict> = files
         .iter()
         .map(|file| {
@@ -68,24 +67,4 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
     } else {
         Err(anyhow::anyhow!("{invalid} of {} results failed verification", verdicts.len()))
     }
-}
-
-/// The envelopes `paths` name: a file as it is (whatever its name: its verdict says what it
-/// holds), a folder as every `*.intoto.json` under it, in name order. A folder with none, or one
-/// that cannot be walked, is bad input: a verification that checked nothing must not pass.
-fn envelopes(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BadInput> {
-    let mut files = Vec::new();
-    for path in paths {
-        if !path.is_dir() {
-            files.push(path.clone());
-            continue;
-        }
-        let found = lynx_attest::trust::envelopes_under(path)
-            .map_err(|e| BadInput(format!("{}: cannot be searched for envelopes: {e}", path.display())))?;
-        if found.is_empty() {
-            return Err(BadInput(format!("{}: a folder with no *.intoto.json envelope under it", path.display())));
-        }
-        files.extend(found);
-    }
-    Ok(files)
 }
