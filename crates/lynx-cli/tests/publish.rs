@@ -924,6 +924,17 @@ fn verify_given_a_folder_verifies_every_envelope_under_it() {
         }
     }
     assert!(!site.exists() && !collected.exists(), "nothing is written for bad input");
+    // And the commands that read one result: a folder, or a file that is not there.
+    let one = envelopes[0].to_str().unwrap();
+    for (path, says) in [(results.as_str(), "is a folder; give one envelope"), (missing, "No such file")] {
+        for args in
+            [&["export", path][..], &["compare", one, path], &["reproduce", path, "--out", collected.to_str().unwrap()]]
+        {
+            let line = bad_input(&[args, &["--keys", &keys]].concat());
+            assert!(line.contains(&format!("{path}: {says}")), "{args:?}: {line}");
+        }
+    }
+    assert!(!collected.exists(), "nothing is written for bad input");
 
     // A copy of one published result, beside an envelope that is no envelope, in a subfolder.
     let mixed = tempfile::tempdir().unwrap();

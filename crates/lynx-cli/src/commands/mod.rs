@@ -68,8 +68,16 @@ fn warn_of_test_hooks() {
 }
 
 /// Verify `path` under the trusted key its signature names, or say why not (exit 1: a result
-/// that does not verify is not an input error, it is the answer).
+/// that does not verify is not an input error, it is the answer). A path that is not there, or
+/// a folder where one envelope is asked for, is bad input.
 fn verified(path: &Path, keys: &[lynx_attest::VerifyingKey]) -> anyhow::Result<lynx_attest::Verified> {
+    match std::fs::metadata(path) {
+        Err(e) => return Err(BadInput(format!("{}: {e}", path.display())).into()),
+        Ok(meta) if meta.is_dir() => {
+            return Err(BadInput(format!("{}: is a folder; give one envelope (*.intoto.json)", path.display())).into());
+        }
+        Ok(_) => {}
+    }
     lynx_attest::trust::verify_against(path, keys).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
 }
 
