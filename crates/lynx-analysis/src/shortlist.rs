@@ -3,6 +3,7 @@
 //! Nothing unverified is ranked.
 
 use crate::derived::latency_bounded_from_cells;
+use crate::stats::Sorted;
 use lynx_schema::config::{LatencyBound, Workload};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::device::slug;
@@ -66,12 +67,11 @@ fn in_order(a: (u8, f64), b: (u8, f64)) -> std::cmp::Ordering {
     a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
 }
 
-/// The smallest, median and largest of `values` (not empty).
-fn range(mut values: Vec<f64>) -> Range {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
-    Range { min: values[0], median, max: values[n - 1] }
+/// The smallest, median and largest of `values`, by the project's one median
+/// ([`Sorted::median`]); `None` where there are none (or one is not finite).
+fn range(values: Vec<f64>) -> Option<Range> {
+    let sorted = Sorted::new(values).ok()?;
+    Some(Range { min: sorted.min(), median: sorted.median(), max: sorted.max() })
 }
 
 /// The `ranked` entries with a figure, one summary per device, precision and part measured,
@@ -101,8 +101,8 @@ fn by_device(ranked: &[Entry]) -> Vec<DeviceSummary> {
                 results: count(members.len()),
                 checks_passed: count(members.iter().filter(|(e, _)| e.checks_passed).count()),
                 measured: count(members.iter().filter(|(_, f)| f.2).count()),
-                output_tok_per_s_per_device: range(members.iter().map(|(_, f)| f.0).collect()),
-                usd_per_million_output_tokens: costs.map(range),
+                output_tok_per_s_per_device: range(members.iter().map(|(_, f)| f.0).collect())?,
+                usd_per_million_output_tokens: costs.and_then(range),
             })
         })
         .collect();
@@ -251,13 +251,14 @@ mod tests {
 
     #[test]
     fn a_range_is_the_smallest_the_median_and_the_largest() {
-        let r = range(vec![4.0, 1.0, 3.0]);
+        let r = range(vec![4.0, 1.0, 3.0]).unwrap();
         assert_eq!((r.min, r.median, r.max), (1.0, 3.0, 4.0));
         // An even count's median is the mean of its middle two.
-        let r = range(vec![8.0, 2.0, 4.0, 1.0]);
+        let r = range(vec![8.0, 2.0, 4.0, 1.0]).unwrap();
         assert_eq!((r.min, r.median, r.max), (1.0, 3.0, 8.0));
-        let r = range(vec![5.0]);
+        let r = range(vec![5.0]).unwrap();
         assert_eq!((r.min, r.median, r.max), (5.0, 5.0, 5.0));
+        assert!(range(Vec::new()).is_none());
     }
 
     #[test]
