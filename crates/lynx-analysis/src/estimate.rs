@@ -200,7 +200,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     }
     // The warm-up's step timed again after the sweep, as long as a cell.
     let (batch, ctx) = crate::equilibrium::warmup_shape(suite, |cell| {
-        run.free_bytes.is_none_or(|free| fit_memory(run.shape, precision, cell, &suite.measure).refusal(free).is_none())
+        crate::memory::fits(run.shape, precision, cell, &suite.measure, run.free_bytes)
     });
     let again = CellShape::Decode { batch, ctx, mode: StepMode::Eager };
     total_s += cell_s(suite, again, step_s(run.shape, precision, again, rates));

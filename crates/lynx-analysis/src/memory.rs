@@ -43,7 +43,8 @@ impl CellMemory {
     }
 }
 
-fn gib(bytes: u64) -> String {
+/// `bytes` in GiB, two decimals: how refusals state memory.
+pub fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
@@ -147,6 +148,18 @@ pub fn fit_memory(shape: &ModelShape, precision: Precision, cell: CellShape, lim
         CellShape::Decode { ctx, .. } => decode_capacity(ctx, limits.min_steps),
     };
     cell_memory(shape, precision, cell, capacity)
+}
+
+/// Whether `cell` fits in `free_bytes` by the skip test's estimate ([`fit_memory`]); where the
+/// free memory is not known, it is taken to fit (a cell that then runs out is recorded so).
+pub fn fits(
+    shape: &ModelShape,
+    precision: Precision,
+    cell: CellShape,
+    limits: &MeasureConfig,
+    free_bytes: Option<u64>,
+) -> bool {
+    free_bytes.is_none_or(|free| fit_memory(shape, precision, cell, limits).refusal(free).is_none())
 }
 
 /// Timed steps a decode cell is expected to take, from an untimed step's time: enough for

@@ -71,12 +71,8 @@ fn warn_of_test_hooks() {
 /// that does not verify is not an input error, it is the answer). A path that is not there, or
 /// a folder where one envelope is asked for, is bad input.
 fn verified(path: &Path, keys: &[lynx_attest::VerifyingKey]) -> anyhow::Result<lynx_attest::Verified> {
-    match std::fs::metadata(path) {
-        Err(e) => return Err(BadInput(format!("{}: {e}", path.display())).into()),
-        Ok(meta) if meta.is_dir() => {
-            return Err(BadInput(format!("{}: is a folder; give one envelope (*.intoto.json)", path.display())).into());
-        }
-        Ok(_) => {}
+    if given(path)?.is_dir() {
+        return Err(BadInput(format!("{}: is a folder; give one envelope (*.intoto.json)", path.display())).into());
     }
     lynx_attest::trust::verify_against(path, keys).map_err(|e| anyhow::anyhow!("{}: INVALID at {e}", path.display()))
 }
@@ -124,6 +120,11 @@ fn verdicts(dirs: &[PathBuf], keys: &[lynx_attest::VerifyingKey]) -> Result<Vec<
         .collect())
 }
 
+/// What a path given on the command line is; one that is not there is bad input, naming it.
+fn given(path: &Path) -> Result<std::fs::Metadata, BadInput> {
+    std::fs::metadata(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))
+}
+
 /// Every `*.intoto.json` under `folder`, in name order. A folder with none, or one that cannot
 /// be walked, is bad input: a command that found nothing to read must not verify, rank, report
 /// or collect as if it had read something (a misspelt or empty folder).
@@ -142,8 +143,7 @@ fn envelopes_in(folder: &Path) -> Result<Vec<PathBuf>, BadInput> {
 fn envelopes_named(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BadInput> {
     let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-        if meta.is_dir() {
+        if given(path)?.is_dir() {
             files.extend(envelopes_in(path)?);
         } else {
             files.push(path.clone());

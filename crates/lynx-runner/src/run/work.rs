@@ -17,7 +17,7 @@ use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
 use lynx_analysis::lengths::Lengths;
-use lynx_analysis::memory::fit_memory;
+use lynx_analysis::memory::{fit_memory, gib};
 use lynx_analysis::serving::LoopStep;
 use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
@@ -146,7 +146,6 @@ impl Setup {
             return Ok(());
         }
         let suite = &self.config.suite;
-        let gib = |bytes: u64| format!("{:.2} GiB", bytes as f64 / f64::from(1u32 << 30));
         let scaled = "measure a layer subset (scale.layers) or a tensor-parallel shard (scale.tp)";
         if parity {
             let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
@@ -483,17 +482,20 @@ impl Turn<'_> {
     /// a decode cell is measured with) exceeds the device's free memory; `None` when it fits or
     /// the free memory is not known.
     fn does_not_fit(&self, setup: &Setup, shape: CellShape) -> Option<CellRecord> {
+        let (message, needed_bytes, free_bytes) = self.refusal(setup, shape)?;
+        let mut cell = CellRecord::failed(shape, String::new());
+        cell.status = CellStatus::Skipped { message, needed_bytes, free_bytes };
+        Some(cell)
+    }
+
+    /// Why `shape` cannot fit in the device's free memory, where it cannot (naming where the
+    /// free figure came from), with the bytes it is estimated to need and the bytes free.
+    fn refusal(&self, setup: &Setup, shape: CellShape) -> Option<(String, u64, u64)> {
         let (free_bytes, source) = *self.device.free_memory().known()?;
         let suite = &setup.config.suite;
         let estimate = fit_memory(&setup.shape, suite.precision, shape, &suite.measure);
         let reason = estimate.refusal(free_bytes)?;
-        let mut cell = CellRecord::failed(shape, String::new());
-        cell.status = CellStatus::Skipped {
-            message: format!("{reason} ({source})"),
-            needed_bytes: estimate.total_bytes(),
-            free_bytes,
-        };
-        Some(cell)
+        Some((format!("{reason} ({source})"), estimate.total_bytes(), free_bytes))
     }
 
     /// Refuse a suite none of whose cells fits in the free memory beside the weights: its
@@ -511,11 +513,7 @@ impl Turn<'_> {
         ];
         let refused: Vec<String> = smallest
             .iter()
-            .filter_map(|&shape| self.does_not_fit(setup, shape).map(|cell| (shape, cell)))
-            .filter_map(|(shape, cell)| match cell.status {
-                CellStatus::Skipped { message, .. } => Some(format!("{shape} {message}")),
-                _ => None,
-            })
+            .filter_map(|&shape| self.refusal(setup, shape).map(|(message, ..)| format!("{shape} {message}")))
             .collect();
         if refused.len() < smallest.len() {
             return Ok(());
@@ -958,11 +956,7 @@ impl Turn<'_> {
         // Warm-up loops no step the sweep would skip as not fitting (`Turn::does_not_fit`).
         let suite = &setup.config.suite;
         let free = self.device.free_memory().known().map(|(free, _)| *free);
-        let fits = |cell| {
-            free.is_none_or(|free| {
-                fit_memory(&setup.shape, suite.precision, cell, &suite.measure).refusal(free).is_none()
-            })
-        };
+        let fits = |cell| lynx_analysis::memory::fits(&setup.shape, suite.precision, cell, &suite.measure, free);
         let Some(mut warmup) = warm_up(model, suite, fits, &mut *self.observer, &self.telemetry, self.stop)? else {
             return Ok(false);
         };
