@@ -594,6 +594,7 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
 /// hook.
 #[test]
 fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
     let mut json: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert!(json["harness"].get("test_hooks").is_none(), "the record was made without test hooks");
@@ -694,6 +695,7 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
 /// trusted keys. Given only the lab's key, the vendor's result is refused, naming its signer.
 #[test]
 fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
     let lab_signing = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
     let vendor_keys = tempfile::tempdir().unwrap();
@@ -894,6 +896,7 @@ fn results_signed_by_two_parties_verify_and_compare_under_their_own_keys() {
 /// the whole, naming it.
 #[test]
 fn verify_given_a_folder_verifies_every_envelope_under_it() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (results, keys) = (repo_path("results"), repo_path("results/keys"));
     let envelopes = lynx_attest::trust::find_envelopes(&[PathBuf::from(&results)]).unwrap();
     assert!(envelopes.len() >= 2, "{envelopes:?}");
@@ -962,6 +965,7 @@ fn verify_given_a_folder_verifies_every_envelope_under_it() {
 /// writing through it.
 #[test]
 fn a_site_built_again_keeps_no_page_of_a_result_it_no_longer_lists() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (results, keys) = (repo_path("results"), repo_path("results/keys"));
     let envelopes = lynx_attest::trust::find_envelopes(&[PathBuf::from(&results)]).unwrap();
     assert!(envelopes.len() >= 2, "{envelopes:?}");
@@ -1017,6 +1021,7 @@ fn a_site_built_again_keeps_no_page_of_a_result_it_no_longer_lists() {
 /// median and range of the figure each was ranked by).
 #[test]
 fn a_shortlist_says_each_results_precision_and_sums_up_each_devices_results() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
     let lab = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
     let published = tempfile::tempdir().unwrap();
