@@ -48,9 +48,15 @@ pub struct NotTrusted {
 /// it was given nor loops; and envelopes of the same bytes (the same file reached twice, a copy
 /// in another folder) are counted once, by their sha256, the first path in order kept.
 pub fn find_envelopes(dirs: &[PathBuf]) -> walkdir::Result<Vec<PathBuf>> {
+    find_envelopes_except(dirs, |_| false)
+}
+
+/// [`find_envelopes`] less the envelopes `left_out` names, left out before copies are counted
+/// once: a copy left out never stands in for one kept.
+pub fn find_envelopes_except(dirs: &[PathBuf], left_out: impl Fn(&Path) -> bool) -> walkdir::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for dir in dirs {
-        found.extend(envelopes_under(dir)?);
+        found.extend(envelopes_under(dir)?.into_iter().filter(|path| !left_out(path)));
     }
     found.sort();
     found.dedup();

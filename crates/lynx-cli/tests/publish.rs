@@ -315,6 +315,21 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let again = lynx(&["collect", dir_arg, "--into", into, "--pubkey", &pubkey()]);
     let said = String::from_utf8_lossy(&again.stdout).into_owned();
     assert_eq!(said.lines().filter(|l| l.starts_with("already collected ")).count(), 4, "{said}");
+    // Collected into a folder inside the source, named by another path: what is already there
+    // is never read back as a source (it would be "already collected", identical to itself).
+    let inside = dir.join("all");
+    let aliased = format!("{dir_arg}/../{}", dir.file_name().unwrap().to_string_lossy());
+    for round in ["collected ", "already collected "] {
+        let output = lynx(&["collect", &aliased, "--into", inside.to_str().unwrap(), "--pubkey", &pubkey()]);
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(said.lines().filter(|l| l.starts_with(round)).count(), 4, "{said}");
+        let sources = said.lines().filter(|l| !l.starts_with("index: "));
+        let sources = sources.map(|l| l.split(" -> ").next().unwrap().split(" (identical to ").next().unwrap());
+        let sources: Vec<&str> = sources.collect();
+        assert!(sources.iter().all(|l| !l.contains("/all/")), "{said}");
+        assert_eq!(said.lines().filter(|l| l.starts_with("REFUSED ")).count(), 4, "{said}");
+    }
+    std::fs::remove_dir_all(&inside).unwrap();
     let other = tempfile::tempdir().unwrap();
     publish_as(&measured, other.path(), "alpha-again", "Alpha GPU", 2.0, Some(&trusted));
     let output = lynx(&["collect", other.path().to_str().unwrap(), "--into", into, "--pubkey", &pubkey()]);

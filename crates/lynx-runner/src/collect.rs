@@ -10,7 +10,7 @@ use crate::store::{write_atomic, write_json_atomic};
 use crate::RunError;
 use lynx_attest::envelope::read_envelope;
 use lynx_attest::files::{open_regular, Links};
-use lynx_attest::trust::{find_envelopes, verify_trusted};
+use lynx_attest::trust::{find_envelopes, find_envelopes_except, verify_trusted};
 use lynx_attest::Verified;
 use lynx_attest::VerifyingKey;
 use lynx_schema::device::slug;
@@ -43,11 +43,19 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
 /// Collect the envelopes under `sources` into `into`, trusting `keys`; then rewrite its index.
 pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Result<Vec<(PathBuf, Outcome)>, RunError> {
     let mut outcomes = Vec::new();
-    let found = find_envelopes(sources).map_err(|e| io(into)(e.into()))?;
+    // What is already in `into` is never a source, however a source names it (`src` collected
+    // into `src/all` as `src/../src`, or through a link to `src`): the folder an envelope lies
+    // in is compared as the file system resolves it.
+    let into_resolved = std::fs::canonicalize(into).map_err(io(into))?;
+    let inside_into = |envelope: &Path| {
+        envelope.starts_with(into)
+            || envelope
+                .parent()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .is_some_and(|p| p.starts_with(&into_resolved))
+    };
+    let found = find_envelopes_except(sources, inside_into).map_err(|e| io(into)(e.into()))?;
     for envelope in found {
-        if envelope.starts_with(into) {
-            continue;
-        }
         let outcome = match verify_trusted(&envelope, keys) {
             Err(not) => Outcome::Refused(format!("{}: {}", not.kind, not.reason)),
             Ok(verified) => match verified.result.harness.test_hooks_reason() {
