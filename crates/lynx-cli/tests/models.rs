@@ -9,6 +9,7 @@ use std::process::Command;
 
 #[test]
 fn models_lists_the_catalogue() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // Built into the binary: listed from any folder, with no models folder.
     let elsewhere = tempfile::tempdir().unwrap();
     let output =
@@ -31,6 +32,7 @@ fn models_lists_the_catalogue() {
 
 #[test]
 fn models_import_writes_a_catalogue_file() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     // A Hugging Face snapshot folder: the model is named after it.
     let snapshot = dir.path().join("Qwen3-32B");
@@ -76,6 +78,7 @@ fn models_import_writes_a_catalogue_file() {
 
 #[test]
 fn importing_what_lynx_cannot_model_is_bad_input() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.json");
     std::fs::write(&config, r#"{"model_type": "gemma2", "hidden_size": 8}"#).unwrap();
@@ -148,6 +151,7 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
 
 #[test]
 fn a_scale_the_model_cannot_take_is_bad_input() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     bad_suite(|s| format!("{s}\n[scale]\ntp = 3\n"), &["not divisible by scale.tp (3)"]);
     bad_suite(|s| format!("{s}\n[scale]\nlayers = 5\n"), &["scale.layers (5)"]);
 }

@@ -208,6 +208,7 @@ fn a_run_writes_every_cell_with_sane_figures() {
 
 #[test]
 fn a_run_without_a_readable_key_is_refused_before_measuring() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(str::to_owned);
     let out = tempfile::tempdir().unwrap();
     let mut args = run_args(models.path(), out.path());
@@ -259,6 +260,7 @@ fn a_first_run_makes_its_signing_key_and_says_where_it_is() {
 
 #[test]
 fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unasked() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
@@ -296,6 +298,7 @@ fn keygen_makes_a_private_key_only_its_owner_reads_and_never_overwrites_it_unask
 
 #[test]
 fn devices_lists_the_cpu_with_its_libtorch() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let output = lynx(&["devices"]);
     assert!(output.status.success());
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
-/// Held by every test that runs a model, and by every test whose lynx keeps a core busy beside
-/// one (a shortlist's simulations, a site's verifications): two of them sharing this machine's
-/// cores would distort each other's timings (libtorch's threads spin while they wait), and a
-/// roofline probe measured beside a busy core is a ceiling the cells then exceed.
+/// Held by every test that runs a model, and by every test that keeps a core busy beside one (a
+/// shortlist's simulations, a site's verifications, a validator's install, even a lynx started
+/// only to list or refuse, whose libtorch load takes a core for a moment) in a file with one:
+/// two of them sharing this machine's cores would distort each other's timings (libtorch's
+/// threads spin while they wait), and a roofline probe measured beside a busy core is a ceiling
+/// the cells then exceed.
 pub static DEVICE: Mutex<()> = Mutex::new(());
 
 /// `relative` in the repository.
