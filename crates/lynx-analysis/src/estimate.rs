@@ -3,12 +3,15 @@
 //! device's datasheet (peak memory bandwidth and dense matmul rate, each at the share of it
 //! that measurements elsewhere reach) and the host's cost of issuing an eager step's kernels;
 //! the phases before the cells (building the model, the probes, warm-up) are added. The run
-//! prints it once its inputs are accepted (after the parity check, which it does not count). It is an estimate, never a figure of
-//! the device: nothing it says enters a result.
+//! prints it once its inputs are accepted (after the parity check, which it does not count),
+//! and again from the ceilings its burst probes measured ([`Rates::measured`]) once they have
+//! run. It is an estimate, never a figure of the device: nothing it says enters a result.
 
 use crate::memory::fit_memory;
+use crate::roofline::{matmul_dtype, Ceilings};
 use lynx_schema::config::{LatencyBound, ModelShape, Precision, Suite};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, StepMode};
+use lynx_schema::roofline::{Probe, RooflineRecord};
 use lynx_schema::value::Finite;
 
 /// One device's datasheet: HBM bandwidth and dense bf16 matmul rate (fp8: twice that on every
@@ -94,6 +97,31 @@ impl Rates {
         }
     }
 
+    /// A device's rates from the ceilings its burst probes measured: the best bandwidth probe and
+    /// the best matmul probe at `precision`'s element type, each taken whole (a step reaches
+    /// less, so the estimate leans short). Why not, where either was not measured.
+    pub fn measured(ceilings: &RooflineRecord, precision: Precision, gpu: bool) -> Result<Rates, String> {
+        let dtype = matmul_dtype(precision);
+        let value = |probe: Option<&Probe>| probe.and_then(|p| p.value.known().map(|v| (v.get(), p.name.clone())));
+        let (bandwidth, copy) = value(ceilings.bandwidth()).ok_or("no bandwidth probe measured a ceiling")?;
+        let (flops, matmul) =
+            value(ceilings.matmul(dtype)).ok_or_else(|| format!("no {dtype} matmul probe measured a ceiling"))?;
+        let issue_s_per_kernel = if gpu { ISSUE_S_PER_KERNEL } else { 0.0 };
+        let issue =
+            if gpu { format!(", {:.0} µs to issue an eager kernel", ISSUE_S_PER_KERNEL * 1e6) } else { String::new() };
+        Ok(Rates {
+            bandwidth_bytes_per_s: bandwidth,
+            flops_per_s: flops,
+            issue_s_per_kernel,
+            gpu,
+            basis: format!(
+                "this device's measured ceilings: {:.1} GB/s ({copy}), {:.1} GFLOP/s {dtype} ({matmul}){issue}",
+                bandwidth / 1e9,
+                flops / 1e9
+            ),
+        })
+    }
+
     /// A host CPU's assumed rates.
     pub fn cpu() -> Rates {
         Rates {
@@ -162,6 +190,8 @@ pub struct Planned<'a> {
     pub free_bytes: Option<u64>,
     /// Cells a resumed run already has.
     pub done: &'a [CellRecord],
+    /// Whether the burst roofline probes have run (the sustained one runs after warm-up).
+    pub burst_probed: bool,
 }
 
 /// The wall time of `run` at `rates`.
@@ -171,7 +201,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     let draw = |bytes: f64| bytes / if rates.gpu { rates.bandwidth_bytes_per_s / 4.0 } else { HOST_DRAW_BYTES_PER_S };
     let mut total_s = 0.0;
     if run.done.is_empty() && suite.roofline.probe {
-        total_s += BURST_PROBES_S + suite.roofline.sustained_s;
+        total_s += if run.burst_probed { 0.0 } else { BURST_PROBES_S } + suite.roofline.sustained_s;
     }
     total_s += draw(run.shape.weight_bytes(precision) as f64) + suite.warmup.min_s;
     let head = run.suite.scale.layers.map(|_| crate::cell::head_only_shape(run.shape));
@@ -301,6 +331,7 @@ mod tests {
             modes: &StepMode::ALL,
             free_bytes: Some(120 << 30),
             done: &[],
+            burst_probed: false,
         };
         let estimate = wall_time(&planned, &rates);
         println!("{estimate} ({:.0} s)", estimate.total_s);
@@ -331,6 +362,7 @@ mod tests {
             modes: &[StepMode::Eager],
             free_bytes: None,
             done: &[],
+            burst_probed: false,
         };
         let estimate = wall_time(&planned, &Rates::cpu());
         println!("{estimate} ({:.0} s, {:.0} s more under)", estimate.total_s, estimate.under_extra_s);
@@ -339,6 +371,62 @@ mod tests {
         // And a budget for the run up to the phase's end, with room left of the 5 minutes.
         let run_s = suite.serve.as_ref().and_then(|s| s.run_s);
         assert!(run_s.is_some_and(|run_s| run_s <= 5.0 * 60.0 - 15.0), "{run_s:?}");
+    }
+
+    /// Once the burst probes have run, the estimate is made again from the ceilings they
+    /// measured (the best bandwidth probe, the matmul probe at the run's element type), and no
+    /// longer counts the probes; without a ceiling for either there is no such estimate.
+    #[test]
+    fn the_estimate_made_again_from_measured_ceilings() {
+        use lynx_schema::roofline::{ElementType, ProbeKind, ProbePhase};
+        use lynx_schema::value::Reported;
+        let probe = |name: &str, kind, dtype, value: f64| Probe {
+            name: name.to_owned(),
+            kind,
+            dtype,
+            phase: ProbePhase::Burst,
+            value: Reported::Known(Finite::new(value, "probe").unwrap()),
+            method: String::new(),
+        };
+        let mut ceilings = RooflineRecord {
+            probes: vec![
+                probe("torch copy", ProbeKind::Bandwidth, ElementType::F32, 15e9),
+                probe("cpu copy", ProbeKind::Bandwidth, ElementType::F64, 17e9),
+                probe("torch matmul", ProbeKind::Matmul, ElementType::Bf16, 900e9),
+                probe("torch matmul", ProbeKind::Matmul, ElementType::F32, 80e9),
+            ],
+            ..RooflineRecord::default()
+        };
+        let rates = Rates::measured(&ceilings, Precision::Fp32, false).unwrap();
+        assert_eq!((rates.bandwidth_bytes_per_s, rates.flops_per_s, rates.issue_s_per_kernel), (17e9, 80e9, 0.0));
+        assert_eq!(
+            rates.basis,
+            "this device's measured ceilings: 17.0 GB/s (cpu copy), 80.0 GFLOP/s f32 (torch matmul)"
+        );
+        assert_eq!(Rates::measured(&ceilings, Precision::Bf16, true).unwrap().issue_s_per_kernel, ISSUE_S_PER_KERNEL);
+        let why = Rates::measured(&ceilings, Precision::Fp8, true).unwrap_err();
+        assert_eq!(why, "no fp8 matmul probe measured a ceiling");
+        ceilings.probes.retain(|p| p.kind == ProbeKind::Matmul);
+        assert_eq!(
+            Rates::measured(&ceilings, Precision::Fp32, false).unwrap_err(),
+            "no bandwidth probe measured a ceiling"
+        );
+
+        let (suite, model) = catalogued("cpu");
+        let bounds = crate::latency::bounds_for(&suite.bounds, &model);
+        let planned = Planned {
+            suite: &suite,
+            shape: &model,
+            model_layers: model.num_layers,
+            bounds: &bounds,
+            modes: &[StepMode::Eager],
+            free_bytes: None,
+            done: &[],
+            burst_probed: false,
+        };
+        let before = wall_time(&planned, &Rates::cpu());
+        let after = wall_time(&Planned { burst_probed: true, ..planned }, &Rates::cpu());
+        assert!((before.total_s - after.total_s - BURST_PROBES_S).abs() < 1e-9, "{before:?} {after:?}");
     }
 
     /// The time limit `scripts/gpu-check.sh` gives a suite (its `want=` line for the suite, or
@@ -373,6 +461,7 @@ mod tests {
                 modes: &StepMode::ALL,
                 free_bytes: Some(120 << 30),
                 done: &[],
+                burst_probed: false,
             };
             let estimate = wall_time(&planned, &Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision));
             let longest = estimate.total_s + estimate.warmup_extra_s + estimate.under_extra_s;

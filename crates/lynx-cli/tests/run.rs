@@ -413,6 +413,12 @@ fn graph_cells_are_measured_beside_eager_ones_once_graph_parity_passed() {
         .unwrap_or_else(|| panic!("{stderr}"));
     // Two prefill cells, and each decode batch eager and as a graph.
     assert!(estimate.contains(", 6 cells;") && estimate.contains("a host CPU assumed"), "{estimate}");
+    // Made again once the burst probes have measured the CPU's ceilings.
+    let again = stderr
+        .lines()
+        .find(|l| l.starts_with("lynx: after the probes, estimated wall time about "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(again.contains(", 6 cells;") && again.contains("from this device's measured ceilings: "), "{again}");
     // The test suite decodes its 256/64 workload at 256..319 tokens and measures 512 only.
     assert!(
         stderr.contains(

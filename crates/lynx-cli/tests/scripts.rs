@@ -92,6 +92,14 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     );
     assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
     let verdict = |claim: &str| verdict(&table, claim);
+    // Each run's estimates, the assumed rates' and the measured ceilings', beside its time.
+    let estimates = table.lines().find(|l| l.starts_with("(gpu-check-quick) estimate against the run")).unwrap();
+    assert!(
+        estimates.contains("estimated wall time about ")
+            && estimates.contains(" | after the probes, estimated wall time about ")
+            && estimates.contains("; the process took "),
+        "{estimates}"
+    );
     // What only a GPU can answer is skipped with its reason; the rest is judged and passes.
     for gpu_only in [
         "best native kernel >= 85%",

@@ -13,7 +13,7 @@ mod work;
 pub use assemble::{assemble, record_worker_death, DiedIn};
 pub(crate) use graph::Graphs;
 pub use serve::loop_overhead;
-pub use start::{estimate, start, start_reproduction};
+pub use start::{estimate, estimate_from_ceilings, start, start_reproduction};
 pub use work::work;
 
 use crate::devices::Device;

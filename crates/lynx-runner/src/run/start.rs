@@ -56,21 +56,38 @@ fn random_u32() -> u32 {
 }
 
 /// The wall time the rest of `result`'s run is expected to take (the cells it lacks, with the
-/// checks made so far), as one line for the user, or why there is no estimate. Nothing is read
-/// from the device: a GPU's free memory is taken as its memory less the weights.
+/// checks made so far), as one line for the user, or why there is no estimate: from the device's
+/// datasheet (a CPU's assumed rates). Nothing is read from the device: a GPU's free memory is
+/// taken as its memory less the weights.
 pub fn estimate(result: &RunResult) -> Result<String, String> {
+    let gpu = crate::devices::torch_device(result.device.device) != tch::Device::Cpu;
+    let rates = if gpu {
+        let name = result.device.name.known().cloned().unwrap_or_default();
+        let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
+        Rates::gpu(sheet, result.config.suite.precision)
+    } else {
+        Rates::cpu()
+    };
+    estimate_at(result, &rates)
+}
+
+/// [`estimate`] made again from the ceilings `result`'s burst probes measured, once they have
+/// run: for every device, a datasheet lynx lacks included.
+pub fn estimate_from_ceilings(result: &RunResult) -> Result<String, String> {
+    let gpu = crate::devices::torch_device(result.device.device) != tch::Device::Cpu;
+    let ceilings = result.roofline.as_ref().ok_or("the roofline probes have not run")?;
+    estimate_at(result, &Rates::measured(ceilings, result.config.suite.precision, gpu)?)
+}
+
+/// The wall time the rest of `result`'s run is expected to take at `rates`.
+fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
     let config = &result.config;
     let shape = config.device_shape();
     let precision = config.suite.precision;
     let torch = crate::devices::torch_device(result.device.device);
-    let (rates, free_bytes) = match torch {
-        tch::Device::Cpu => (Rates::cpu(), crate::devices::host_free_memory().known().map(|(free, _)| *free)),
-        _ => {
-            let name = result.device.name.known().cloned().unwrap_or_default();
-            let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
-            let weights = shape.weight_bytes(precision);
-            (Rates::gpu(sheet, precision), result.device.memory_bytes.known().map(|m| m.saturating_sub(weights)))
-        }
+    let free_bytes = match torch {
+        tch::Device::Cpu => crate::devices::host_free_memory().known().map(|(free, _)| *free),
+        _ => result.device.memory_bytes.known().map(|m| m.saturating_sub(shape.weight_bytes(precision))),
     };
     let modes = if result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
         lynx_analysis::sweep::decode_modes(&result.checks)
@@ -88,6 +105,7 @@ pub fn estimate(result: &RunResult) -> Result<String, String> {
         modes: &modes,
         free_bytes,
         done: &result.cells,
+        burst_probed: result.roofline.is_some(),
     };
-    Ok(wall_time(&planned, &rates).to_string())
+    Ok(wall_time(&planned, rates).to_string())
 }
