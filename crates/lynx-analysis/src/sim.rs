@@ -811,8 +811,8 @@ pub struct Served {
 pub struct Figures {
     pub ttft_p50_s: f64,
     pub ttft_p99_s: f64,
-    /// MLPerf's TPOT, (latency − TTFT) / (output tokens − 1) a request; 0 when every request has
-    /// one output token.
+    /// MLPerf's TPOT, (latency − TTFT) / (output tokens − 1) a request, over the requests of more
+    /// than one output token (figures are refused where there are none).
     pub tpot_p50_s: f64,
     pub tpot_p99_s: f64,
     /// Output tokens of every request over the time from the first arrival to the last token.
@@ -843,10 +843,17 @@ pub fn figures(served: impl Iterator<Item = Served>) -> Result<Figures, SimError
     let ttft = Sorted::new(measured.iter().map(|r| r.first_token_s - r.arrival_s).collect::<Vec<f64>>())?;
     let tpots: Vec<f64> =
         measured.iter().filter(|r| r.osl > 1).map(|r| (r.finish_s - r.first_token_s) / f64::from(r.osl - 1)).collect();
-    let (tpot_p99_s, tpot_p50_s) = match Sorted::new(tpots) {
-        Ok(tpot) => (tpot.quantile(0.99), tpot.median()),
-        Err(_) => (0.0, 0.0),
-    };
+    // TPOT is measured over the tokens after the first: where no request had any, there is no
+    // TPOT (nor a user's token rate, its inverse) to state.
+    if tpots.is_empty() {
+        return Err(SimError::Setup(
+            "no request measured had more than one output token: TPOT, and a user's token rate, are measured \
+             over the tokens after the first"
+                .to_owned(),
+        ));
+    }
+    let tpot = Sorted::new(tpots)?;
+    let (tpot_p99_s, tpot_p50_s) = (tpot.quantile(0.99), tpot.median());
     let first = served.iter().map(|r| r.arrival_s).fold(f64::INFINITY, f64::min);
     let last = served.iter().map(|r| r.finish_s).fold(0.0, f64::max);
     let tokens: f64 = served.iter().map(|r| f64::from(r.osl)).sum();
@@ -1307,6 +1314,20 @@ mod tests {
         assert_eq!(none, NoSteadyPart { arrivals_s: 3.0, lifetime_s: 2.5 });
         assert!(none.to_string().contains("spanned 3.0 s, under two request lifetimes"), "{none}");
         assert_eq!(figures(served[..4].iter().copied()).unwrap().steady_output_tok_per_s, Err(none));
+    }
+
+    /// Requests of one output token have no TPOT: where no request measured had more, there are
+    /// no figures (before, TPOT was 0 and a user's token rate 1/0, printed as a 308-digit
+    /// number); one request of two tokens among them is enough.
+    #[test]
+    fn requests_of_one_output_token_have_no_tpot() {
+        let request = |a: f64, osl| Served { arrival_s: a, first_token_s: a + 0.5, finish_s: a + 1.5, isl: 8, osl };
+        let ones: Vec<Served> = (0..20).map(|a| request(f64::from(a), 1)).collect();
+        let error = figures(ones.iter().copied()).unwrap_err().to_string();
+        assert!(error.contains("no request measured had more than one output token"), "{error}");
+        let mut mixed = ones;
+        mixed[15] = request(15.0, 2);
+        assert_eq!(figures(mixed.into_iter()).unwrap().tpot_p99_s, 1.0);
     }
 
     /// Where a request lives long against the span of the arrivals, the window's throughput lies

@@ -426,8 +426,11 @@ pub fn duration_s(text: &str) -> Result<f64, String> {
     } else {
         (text, 1.0)
     };
+    // At most a suite's bound may be (a day), so a bound prints as the number it is.
+    let most = lynx_schema::config::Suite::MOST_SECONDS;
     match number.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        Ok(v) if v.is_finite() && v > 0.0 && v * scale <= most => Ok(v * scale),
+        Ok(v) if v.is_finite() && v > 0.0 => Err(format!("{text}: at most {most} s")),
         _ => Err(format!("{text}: expected a positive duration such as 2s, 450ms or 0.2")),
     }
 }
@@ -483,6 +486,8 @@ mod tests {
         assert!((duration_s("200us").unwrap() - 2e-4).abs() < 1e-15);
         assert!(duration_s("fast").unwrap_err().contains("positive duration"));
         assert!(duration_s("-1s").is_err());
+        assert_eq!(duration_s("86400s"), Ok(86400.0));
+        assert_eq!(duration_s("1e300s").unwrap_err(), "1e300s: at most 86400 s");
         let w = workload("llama-3.1-8b:1024/128").unwrap();
         assert_eq!((w.model.as_str(), w.isl, w.osl), ("llama-3.1-8b", Length::Fixed(1024), Length::Fixed(128)));
         assert!(workload("m:0/1").is_err() && workload("m").is_err() && workload(":1/1").is_err());

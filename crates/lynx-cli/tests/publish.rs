@@ -384,7 +384,7 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     ]);
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success() && said.contains("(other model): measured test-small, not test-smal"), "{said}");
-    let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
+    let line = bad_input(&["shortlist", dir_arg, "--workload", "m:1/2", "--ttft-p99", "1s", "--tpot-p99", "1s"]);
     assert!(line.contains("no trusted keys"), "{line}");
 }
 
@@ -930,7 +930,7 @@ fn verify_given_a_folder_verifies_every_envelope_under_it() {
     let into = tempfile::tempdir().unwrap();
     let (site, collected) = (into.path().join("site"), into.path().join("collected"));
     for (folder, says) in [(empty, "a folder with no *.intoto.json envelope under it"), (missing, "No such file")] {
-        let shortlist = ["shortlist", folder, "--workload", "m:1/1", "--ttft-p99", "1s", "--tpot-p99", "1s"];
+        let shortlist = ["shortlist", folder, "--workload", "m:1/2", "--ttft-p99", "1s", "--tpot-p99", "1s"];
         for args in [
             &["verify", folder][..],
             &shortlist,

@@ -249,6 +249,9 @@ mod tests {
             ("{ lognormal = { median = 10.0, sigma = 1.0, min = 50, max = 10 } }", "1", "lognormal.max"),
             ("{ file = \"a.csv\" }", "5", "one of isl and osl only"),
             ("{ file = \"a.csv\", pairs = [[0, 1]] }", "{ file = \"a.csv\" }", "pair 1 has a length of 0"),
+            ("5", "1", "workload[0].osl gives every request one output token"),
+            ("5", "{ uniform = [1, 1] }", "workload[0].osl gives every request one output token"),
+            ("{ file = \"a.csv\", pairs = [[3, 1], [4, 1]] }", "{ file = \"a.csv\" }", "one output token"),
         ] {
             let error = workload(isl, osl).unwrap_err();
             assert!(error.contains(needle), "{isl}/{osl}: {error}");

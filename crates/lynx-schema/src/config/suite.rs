@@ -215,6 +215,17 @@ impl Workload {
                 return Err(check.invalid(&format!("{key}.osl.pairs"), "belong to isl's file only".to_owned()));
             }
         }
+        // TPOT, and a user's token rate, are measured over the tokens after the first (MLPerf:
+        // (latency - TTFT) / (output tokens - 1)): requests of one output token have none. (A
+        // file not yet read has no pairs, and is judged once it is.)
+        if self.osl.max(self.file_pairs(), 1) == 1 {
+            return Err(check.invalid(
+                &format!("{key}.osl"),
+                "gives every request one output token: TPOT, and a user's token rate, are measured over the \
+                 tokens after the first; give at least 2"
+                    .to_owned(),
+            ));
+        }
         Ok(())
     }
 }
