@@ -210,9 +210,9 @@ pub struct RunArgs {
     pub resume: Option<PathBuf>,
     /// Price of one device-hour in USD, for the cost per million output tokens (no price, no
     /// cost figure).
-    #[arg(long, value_name = "USD", value_parser = positive, allow_negative_numbers = true)]
+    #[arg(long, value_name = "USD", value_parser = usd_per_hour, allow_negative_numbers = true)]
     pub price_per_hour: Option<f64>,
-    /// Share of hours the device serves at the latency-bounded load, in (0, 1].
+    /// Share of hours the device serves at the latency-bounded load, in [0.01, 1].
     #[arg(long, default_value_t = 1.0, value_parser = share, allow_negative_numbers = true)]
     pub utilisation: f64,
     #[command(flatten)]
@@ -279,7 +279,7 @@ pub struct ShortlistArgs {
     /// the result, or its slug (e.g. nvidia-h200; a name holding a comma must be given by slug).
     #[arg(long, value_delimiter = ',', value_parser = price)]
     pub price: Vec<(String, f64)>,
-    /// Share of hours the devices serve at that load, in (0, 1].
+    /// Share of hours the devices serve at that load, in [0.01, 1].
     #[arg(long, default_value_t = 1.0, value_parser = share, allow_negative_numbers = true)]
     pub utilisation: f64,
     /// Rank only results measured at this precision (fp32, bf16, fp16 or fp8); by default every
@@ -444,24 +444,32 @@ fn precision(text: &str) -> Result<Precision, String> {
 
 fn price(text: &str) -> Result<(String, f64), String> {
     let (device, usd) = text.rsplit_once('=').ok_or("expected DEVICE=USD_PER_HOUR")?;
-    let usd = positive(usd.trim()).map_err(|_| "expected DEVICE=USD_PER_HOUR with a positive price".to_owned())?;
+    let usd = usd_per_hour(usd.trim()).map_err(|why| format!("expected DEVICE=USD_PER_HOUR: the price {why}"))?;
     if lynx_schema::device::slug(device).is_empty() {
         return Err("expected DEVICE=USD_PER_HOUR naming a device (its name or slug, e.g. nvidia-h200)".to_owned());
     }
     Ok((device.trim().to_owned(), usd))
 }
 
-fn positive(text: &str) -> Result<f64, String> {
+/// The most a device-hour may be priced at, USD: far above any device's, so that a cost is a
+/// figure a table can show.
+const MOST_USD_PER_HOUR: f64 = 1e6;
+
+/// The least share of hours a device may be said to serve: below 1%, a cost per token says more
+/// about the idle hours than about the device.
+const LEAST_UTILISATION: f64 = 0.01;
+
+fn usd_per_hour(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err("must be a positive number".to_owned()),
+        Ok(v) if v.is_finite() && v > 0.0 && v <= MOST_USD_PER_HOUR => Ok(v),
+        _ => Err(format!("must be a positive number of USD, at most {MOST_USD_PER_HOUR}")),
     }
 }
 
 fn share(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
-        _ => Err("must be in (0, 1]".to_owned()),
+        Ok(v) if v.is_finite() && (LEAST_UTILISATION..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("must be in [{LEAST_UTILISATION}, 1]")),
     }
 }
 
@@ -497,6 +505,14 @@ mod tests {
         assert_eq!(precision("fp8"), Ok(Precision::Fp8));
         assert_eq!(precision("int4").unwrap_err(), "expected one of fp32, bf16, fp16, fp8");
         assert!(share("1").is_ok() && share("0").is_err() && share("1.5").is_err());
+        // Figures a table can show: a price of at most a million USD a device-hour, a share of
+        // hours of at least 1% (1e300 and 1e-300 printed costs of 300 digits).
+        assert_eq!(share("0.01"), Ok(0.01));
+        assert_eq!(share("1e-300").unwrap_err(), "must be in [0.01, 1]");
+        assert_eq!(price("h200=1000000"), Ok(("h200".to_owned(), 1e6)));
+        let why = price("h200=1e300").unwrap_err();
+        assert_eq!(why, "expected DEVICE=USD_PER_HOUR: the price must be a positive number of USD, at most 1000000");
+        assert_eq!(usd_per_hour("1e7").unwrap_err(), "must be a positive number of USD, at most 1000000");
     }
 
     /// Each length form `--workload` takes, as the suite's table form of the same length; and

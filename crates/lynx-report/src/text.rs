@@ -247,8 +247,11 @@ pub fn ms(seconds: f64) -> String {
         format!("{ms:.0} ms")
     } else if ms >= 10.0 {
         format!("{ms:.1} ms")
-    } else {
+    } else if ms >= 0.01 {
         format!("{ms:.2} ms")
+    } else {
+        // Under 10 µs (a bound a buyer gave, never a step lynx timed): in µs, not "0.00 ms".
+        format!("{:.1} µs", ms * 1e3)
     }
 }
 
@@ -1086,6 +1089,16 @@ mod tests {
 
     /// A signed result may hold zeros where figures should be: no NaN or infinity is printed for
     /// a ratio or a relative error over them.
+    /// Milliseconds with the decimals their size needs; under 10 µs, microseconds.
+    #[test]
+    fn durations_print_in_ms_or_under_10_us_in_us() {
+        assert_eq!(ms(2.0), "2000 ms");
+        assert_eq!(ms(0.0123), "12.3 ms");
+        assert_eq!(ms(0.00049), "0.49 ms");
+        assert_eq!(ms(1e-5), "0.01 ms");
+        assert_eq!(ms(1e-6), "1.0 µs");
+    }
+
     #[test]
     fn ratios_over_zero_print_as_undefined() {
         let show = |v: f64| format!("{v:.1}");
