@@ -182,6 +182,12 @@ fn a_file_where_a_folder_is_expected_and_negative_prices_are_one_line() {
     let line = bad_input(&["keygen", "--out", path]);
     assert!(line.contains(path) && line.contains("not a folder"), "{line}");
     assert_eq!(line.matches(path).count(), 1, "the path once: {line}");
+    // A site or a collection written where a file is: said before anything is verified.
+    let (results, keys) = (repo_path("results"), repo_path("results/keys"));
+    for (flag, command) in [("--out", "report"), ("--into", "collect")] {
+        let line = bad_input(&[command, &results, flag, path, "--keys", &keys]);
+        assert_eq!(line.trim_end(), format!("lynx: error: {flag} {path}: is not a folder"), "{command}");
+    }
     let line = bad_input(&["run", "--suite", "test", "--price-per-hour", "-1"]);
     assert!(line.contains("--price-per-hour") && line.contains("positive"), "{line}");
     let line = bad_input(&["roofline", "--sustained-s", "1e300"]);

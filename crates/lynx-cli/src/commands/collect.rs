@@ -7,6 +7,7 @@ use lynx_runner::collect::Outcome;
 use std::path::{Path, PathBuf};
 
 pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result<()> {
+    super::folder_or_absent("--into", into)?;
     let trusted = super::trusted_keys(trust)?;
     super::envelopes_named(sources)?;
     std::fs::create_dir_all(into).map_err(|e| BadInput(format!("--into {}: {e}", into.display())))?;

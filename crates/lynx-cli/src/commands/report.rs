@@ -6,6 +6,7 @@ use lynx_report::site::{Listed, Reproduction};
 use std::path::{Path, PathBuf};
 
 pub fn run(dirs: &[PathBuf], out: &Path, trust: TrustArgs) -> anyhow::Result<()> {
+    super::folder_or_absent("--out", out)?;
     let trusted = super::trusted_keys(trust)?;
     let verdicts = super::verdicts(dirs, &trusted)?;
     let digests: Vec<Option<String>> =
