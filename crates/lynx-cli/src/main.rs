@@ -4,6 +4,28 @@
 //! device, missing or malformed suite or model file, bad arguments), 128 + N for a run stopped by
 //! signal N.
 
+/// `println!`, `print!` and `eprintln!` that never panic where nobody reads any more (a closed
+/// pipe: `lynx run … | head`). What lynx prints is for its reader; a run, a collection or a site
+/// goes on to its end and its own exit code whoever stopped listening, its files the record.
+macro_rules! sayln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! esayln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod commands;
 mod output;
@@ -35,7 +57,7 @@ fn main() -> ExitCode {
             // clap's first paragraph (what was wrong, and the values it takes where it lists them).
             let rendered = error.render().to_string();
             let first: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
-            eprintln!("lynx: {}", lynx_report::escape::inert(&first.join(" ")));
+            esayln!("lynx: {}", lynx_report::escape::inert(&first.join(" ")));
             return ExitCode::from(2);
         }
         Err(help_or_version) => {
@@ -52,7 +74,7 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             // One line, whatever the input it names held (control characters, bidi overrides).
-            eprintln!("lynx: error: {}", lynx_report::escape::inert(&format!("{error:#}")));
+            esayln!("lynx: error: {}", lynx_report::escape::inert(&format!("{error:#}")));
             let bad_input = error.downcast_ref::<BadInput>().is_some()
                 || error.downcast_ref::<RunError>().is_some_and(RunError::is_bad_input);
             ExitCode::from(if bad_input { 2 } else { 1 })

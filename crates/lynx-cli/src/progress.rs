@@ -41,7 +41,7 @@ impl Progress {
     fn say(&self, line: String) {
         match &self.bar {
             Some(bar) => bar.println(format!("lynx: {line}")),
-            None => eprintln!("lynx: {line}"),
+            None => esayln!("lynx: {line}"),
         }
     }
 

@@ -231,6 +231,46 @@ fn a_run_without_a_readable_key_is_refused_before_measuring() {
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a run started with an exposed key");
 }
 
+/// Nobody reading any more (`lynx run … | head`, a log reader that died) ends nothing: the run
+/// goes on to its signed result and the exit code its checks give. Before, the first line
+/// printed after the reader left panicked (exit 101) and the run was left incomplete. A command
+/// that only prints ends with its own exit code too.
+#[test]
+fn a_run_whose_output_nobody_reads_goes_on_to_its_signed_result() {
+    use std::process::Stdio;
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both readers gone before lynx prints its first line.
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    let path = result_file(out.path());
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{status:?}");
+    let passed = result["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true);
+    assert_eq!(status.code(), Some(if passed { 0 } else { 1 }), "{}", result["checks"]);
+    let envelope = path.with_file_name(format!("{}.intoto.json", result["run_id"].as_str().unwrap()));
+    let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+
+    let mut export = lynx_command()
+        .args(["export", envelope.to_str().unwrap(), "--pubkey", &pubkey(), "--format", "csv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(export.stdout.take());
+    let output = export.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
 #[test]
 fn a_first_run_makes_its_signing_key_and_says_where_it_is() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -16,15 +16,15 @@ pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result
     for (envelope, outcome) in &outcomes {
         let shown = terminal_text(&envelope.display().to_string(), 300);
         match outcome {
-            Outcome::Collected(to) => println!("collected {shown} -> {}", to.display()),
-            Outcome::Duplicate(at) => println!("already collected {shown} (identical to {})", at.display()),
+            Outcome::Collected(to) => sayln!("collected {shown} -> {}", to.display()),
+            Outcome::Duplicate(at) => sayln!("already collected {shown} (identical to {})", at.display()),
             Outcome::Refused(reason) => {
                 refused += 1;
-                println!("REFUSED {shown}: {}", terminal_text(reason, 600));
+                sayln!("REFUSED {shown}: {}", terminal_text(reason, 600));
             }
         }
     }
-    println!("index: {}", into.join("index.json").display());
+    sayln!("index: {}", into.join("index.json").display());
     if refused == 0 {
         Ok(())
     } else {

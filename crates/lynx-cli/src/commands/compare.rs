@@ -10,7 +10,7 @@ pub fn run(first: &Path, second: &Path, trust: TrustArgs, json: bool) -> anyhow:
     if a.result == b.result {
         // One result against itself (the same file, a copy, a countersigned copy): every ratio
         // is 1 by construction, which the verdict would otherwise call a reproduction.
-        eprintln!(
+        esayln!(
             "lynx: warning: both are the same result (run {}): compared with itself, it is within 2% by construction",
             lynx_report::escape::terminal_text(&a.result.run_id, 100)
         );
@@ -24,9 +24,9 @@ pub fn run(first: &Path, second: &Path, trust: TrustArgs, json: bool) -> anyhow:
     // Who vouches for each side: a lab's result and a vendor's reproduction are two signers.
     comparison.signers = Some([a.key_id, b.key_id]);
     if json {
-        println!("{}", serde_json::to_string_pretty(&comparison)?);
+        sayln!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {
-        print!("{}", lynx_report::text::comparison(&comparison, "first", "second"));
+        say!("{}", lynx_report::text::comparison(&comparison, "first", "second"));
     }
     Ok(())
 }

@@ -9,9 +9,9 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     let runtime = libtorch::load_gpu_backends();
     if json {
         let records: Vec<_> = list.iter().map(|d| &d.record).collect();
-        println!("{}", serde_json::to_string_pretty(&records)?);
+        sayln!("{}", serde_json::to_string_pretty(&records)?);
     } else {
-        print!("{}", output::devices_table(&list, runtime));
+        say!("{}", output::devices_table(&list, runtime));
     }
     Ok(())
 }

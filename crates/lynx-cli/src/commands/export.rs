@@ -7,6 +7,6 @@ pub fn run(file: &Path, trust: TrustArgs, format: ExportFormat) -> anyhow::Resul
     let keys = super::trusted_keys(trust)?;
     let verified = super::verified(file, &keys)?;
     let signers = lynx_report::Signers { key_id: verified.key_id, also: verified.also_signed_by };
-    print!("{}", lynx_report::listing::export(&verified.result, &signers, format.into()));
+    say!("{}", lynx_report::listing::export(&verified.result, &signers, format.into()));
     Ok(())
 }

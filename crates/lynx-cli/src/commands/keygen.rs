@@ -12,6 +12,6 @@ pub fn run(out: Option<PathBuf>, force: bool) -> anyhow::Result<()> {
     })?;
     let id = lynx_attest::generate(&dir, force).map_err(|e| BadInput(e.to_string()))?;
     let (private, public) = lynx_attest::keys::key_paths(&dir);
-    println!("wrote {} and {} (key id {id})", private.display(), public.display());
+    sayln!("wrote {} and {} (key id {id})", private.display(), public.display());
     Ok(())
 }

@@ -59,7 +59,7 @@ fn pubkey(path: &Path) -> Result<lynx_attest::VerifyingKey, BadInput> {
 /// test session is caught before the run's minutes are spent, not after).
 fn warn_of_test_hooks() {
     if let Some(hooks) = lynx_runner::test_hooks_set() {
-        eprintln!(
+        esayln!(
             "lynx: warning: test hooks set ({}): this run's figures will describe a test, not the device; its \
              result records the hooks, and lynx shortlist and lynx collect will not take it",
             lynx_report::escape::terminal_text(&hooks.join(", "), 300)
@@ -193,7 +193,7 @@ fn signing_key(signing: &SigningArgs) -> Result<Option<lynx_attest::SigningKey>,
             let (private, public) = lynx_attest::keys::key_paths(&dir);
             if !private.exists() {
                 let id = lynx_attest::generate(&dir, false).map_err(|e| BadInput(format!("signing key {e}")))?;
-                eprintln!(
+                esayln!(
                     "lynx: made a signing key for this run and the next: {} (key id {id}); publish its public half, {}, \
                      beside your results (results/keys/) so others can verify them",
                     private.display(),

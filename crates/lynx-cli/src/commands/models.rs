@@ -11,16 +11,16 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<()> {
             let shapes = suite::Catalogue::new(args.models).models()?;
             let summaries: Vec<_> = shapes.iter().map(ModelSummary::of).collect();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&summaries)?);
+                sayln!("{}", serde_json::to_string_pretty(&summaries)?);
             } else {
-                print!("{}", lynx_report::text::models_table(&summaries));
+                say!("{}", lynx_report::text::models_table(&summaries));
             }
         }
         Some(ModelsAction::Import { file, name, out, force }) => {
             let name = name.unwrap_or_else(|| suite::model_name_for(&file));
             let out = out.unwrap_or_else(|| PathBuf::from("models").join(format!("{name}.toml")));
             let shape = suite::import_model(&file, &name, &out, force)?;
-            println!("wrote {} ({})", out.display(), lynx_report::text::parameters_line(&ModelSummary::of(&shape)));
+            sayln!("wrote {} ({})", out.display(), lynx_report::text::parameters_line(&ModelSummary::of(&shape)));
         }
     }
     Ok(())

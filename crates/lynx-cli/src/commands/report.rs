@@ -15,10 +15,10 @@ pub fn run(dirs: &[PathBuf], out: &Path, trust: TrustArgs) -> anyhow::Result<()>
     let reproductions = reproductions(&listed, &digests);
     let built = lynx_report::site::build_site(listed, &reproductions, out)
         .map_err(|e| BadInput(format!("--out {}: {e}", out.display())))?;
-    println!("wrote {}", built.index.display());
+    sayln!("wrote {}", built.index.display());
     if !built.removed.is_empty() {
         let pages = if built.removed.len() == 1 { "page" } else { "pages" };
-        println!(
+        sayln!(
             "removed {} result {pages} an earlier build left in {} that this one does not list there",
             built.removed.len(),
             out.display()

@@ -37,7 +37,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         }
     }
     for warning in output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()) {
-        eprintln!("lynx: warning: {warning}");
+        esayln!("lynx: warning: {warning}");
     }
     super::warn_of_test_hooks();
     let plan = Plan {
@@ -76,6 +76,6 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     if let (Ok(_), Some(key)) = (&outcome, &signing_key) {
         comparison.signers = Some([publisher, lynx_attest::key_id(key.verifying_key())]);
     }
-    print!("\n{}", lynx_report::text::comparison(&comparison, "published", "local"));
+    say!("\n{}", lynx_report::text::comparison(&comparison, "published", "local"));
     outcome.map(|_| ())
 }

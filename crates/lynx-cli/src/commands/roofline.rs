@@ -20,14 +20,14 @@ pub fn run(device: Option<DeviceName>, sustained_s: f64, json: bool) -> anyhow::
     let mut record = lynx_probes::roofline::burst(&target, &plan);
     if !lynx_probes::roofline::sustained(&target, &plan, &mut record) {
         let signal = lynx_runner::supervisor::stop_signal().unwrap_or(libc::SIGTERM);
-        eprintln!("lynx: roofline: stopped by signal {signal} during the sustained probe; nothing printed");
+        esayln!("lynx: roofline: stopped by signal {signal} during the sustained probe; nothing printed");
         return Err(crate::Exit(128 + signal as u8).into());
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&record)?);
+        sayln!("{}", serde_json::to_string_pretty(&record)?);
     } else {
-        println!("{} ({})", device.record.device, device.record.name);
-        print!("{}", lynx_report::text::roofline_table(&record));
+        sayln!("{} ({})", device.record.device, device.record.name);
+        say!("{}", lynx_report::text::roofline_table(&record));
     }
     Ok(())
 }

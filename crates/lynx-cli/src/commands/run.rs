@@ -63,7 +63,7 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
         for (i, &name) in node.devices.iter().enumerate() {
             // Two processes measuring one device at once each measure the other's load too.
             if !node.one_at_a_time && node.devices[..i].contains(&name) {
-                eprintln!(
+                esayln!(
                     "lynx: warning: --devices names {name} more than once: its runs will share it at once, each \
                      measuring the other's load too (--one-at-a-time runs them in turn)"
                 );
@@ -86,9 +86,9 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
             .stdin(Stdio::null())
             .spawn()
     };
-    let (summary, path) = lynx_runner::node::run_node(&plan, &mut spawn, &mut |line| eprintln!("lynx: {line}"))?;
-    print!("{}", lynx_report::text::node_summary(&summary));
-    println!("node summary: {}", path.display());
+    let (summary, path) = lynx_runner::node::run_node(&plan, &mut spawn, &mut |line| esayln!("lynx: {line}"))?;
+    say!("{}", lynx_report::text::node_summary(&summary));
+    sayln!("node summary: {}", path.display());
     if summary.runs.iter().all(|r| r.exit.succeeded()) {
         Ok(())
     } else {
@@ -113,7 +113,7 @@ pub fn execute(
     };
     // A full disk, in the worker or here, is said once, in one line naming the folder.
     let disk_full = || -> anyhow::Error {
-        eprintln!(
+        esayln!(
             "lynx: the disk holding {} is full: the run stopped, and everything measured so far is kept whole; free \
              space and resume with `lynx run --resume {}`",
             run.dir.display(),
@@ -122,7 +122,7 @@ pub fn execute(
         Exit(1).into()
     };
     let said = |error: lynx_runner::RunError| if error.is_disk_full() { disk_full() } else { error.into() };
-    let supervised = supervisor::supervise(run, &mut worker, &mut |line| eprintln!("lynx: {line}")).map_err(said)?;
+    let supervised = supervisor::supervise(run, &mut worker, &mut |line| esayln!("lynx: {line}")).map_err(said)?;
     if let supervisor::Supervised::DiskFull = supervised {
         return Err(disk_full());
     }
@@ -143,17 +143,17 @@ pub fn execute(
         .with_context(|| format!("sealing {}", outcome.path.display()))?;
     let envelope_path = lynx_attest::envelope_path(&outcome.path);
     lynx_runner::write_json_atomic(&envelope_path, &envelope).map_err(said)?;
-    print!("{}", lynx_report::text::run_summary(&outcome.result, &outcome.path));
+    say!("{}", lynx_report::text::run_summary(&outcome.result, &outcome.path));
     match signing_key {
         Some(key) => {
-            println!("signed: {} (key id {})", envelope_path.display(), lynx_attest::key_id(key.verifying_key()))
+            sayln!("signed: {} (key id {})", envelope_path.display(), lynx_attest::key_id(key.verifying_key()))
         }
-        None => println!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
+        None => sayln!("UNSIGNED: {} (--unsigned)", envelope_path.display()),
     }
     let sealed = if signing_key.is_some() { "signed" } else { "unsigned (--unsigned)" };
     match supervised {
         supervisor::Supervised::Stopped(signal) => {
-            eprintln!(
+            esayln!(
                 "lynx: stopped by signal {signal}: the partial result above is {sealed}; resume with `lynx run --resume {}`",
                 run.dir.display()
             );
@@ -168,7 +168,7 @@ pub fn execute(
         _ => {}
     }
     if let Some(signal) = supervisor::stopped_in_assembly() {
-        eprintln!(
+        esayln!(
             "lynx: stopped by signal {signal} while the result was assembled: the result above is {sealed} without the \
              latency-bounded figures the simulation had not reached; `lynx run --resume {}` assembles it again",
             run.dir.display()

@@ -30,13 +30,13 @@ pub fn run(args: ShortlistArgs) -> anyhow::Result<()> {
             ranked.dedup();
             let among =
                 if ranked.is_empty() { "none is ranked".to_owned() } else { format!("they are {}", ranked.join(", ")) };
-            eprintln!(
+            esayln!(
                 "lynx: warning: --price {}={usd} names no device among the ranked results ({among})",
                 lynx_report::escape::terminal_text(device, 100)
             );
         }
     }
-    print!("{}", lynx_report::listing::shortlist(&list, args.format.into())?);
+    say!("{}", lynx_report::listing::shortlist(&list, args.format.into())?);
     Ok(())
 }
 

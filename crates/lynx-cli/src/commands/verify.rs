@@ -30,7 +30,7 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
         })
         .collect();
     if json {
-        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+        sayln!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
         use lynx_report::escape::{inert, terminal_text};
         for v in &verdicts {
@@ -55,9 +55,9 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
                             terminal_text(&hooks.join(", "), 300)
                         )
                     });
-                    println!("{}: valid (signed by key {}{also_words}{others}){hooks}", v.file, v.key_id);
+                    sayln!("{}: valid (signed by key {}{also_words}{others}){hooks}", v.file, v.key_id);
                 }
-                Some(message) => println!("{}: INVALID at {message}", v.file),
+                Some(message) => sayln!("{}: INVALID at {message}", v.file),
             }
         }
     }
