@@ -51,7 +51,8 @@ pub enum Command {
     },
     /// Warm the device up to equilibrium, sweep the suite's cells, derive the figures, sign the
     /// result. The run lives in OUT/<device>/<run id>/; a run that was killed resumes with
-    /// --resume that folder. SIGINT or SIGTERM finish the current step and sign a partial result.
+    /// --resume that folder. SIGINT or SIGTERM finish the current step and sign a partial result;
+    /// a hangup (SIGHUP) is ignored.
     Run(RunArgs),
     /// Measure the device's ceilings and print them: memory bandwidth (libtorch copy; STREAM on
     /// the CPU; native CUDA kernels on NVIDIA GPUs) and matmul rates (libtorch in every precision

@@ -234,7 +234,8 @@ fn a_run_without_a_readable_key_is_refused_before_measuring() {
 /// Nobody reading any more (`lynx run … | head`, a log reader that died) ends nothing: the run
 /// goes on to its signed result and the exit code its checks give. Before, the first line
 /// printed after the reader left panicked (exit 101) and the run was left incomplete. A command
-/// that only prints ends with its own exit code too.
+/// that only prints ends with its own exit code too. Nor does a hangup (SIGHUP), which killed
+/// the run.
 #[test]
 fn a_run_whose_output_nobody_reads_goes_on_to_its_signed_result() {
     use std::process::Stdio;
@@ -269,6 +270,35 @@ fn a_run_whose_output_nobody_reads_goes_on_to_its_signed_result() {
     drop(export.stdout.take());
     let output = export.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // A hangup (the terminal closed) mid-run, to the supervisor and its worker, ends nothing
+    // either: the run goes on to its signed result.
+    let out = tempfile::tempdir().unwrap();
+    let mut child = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let worker = loop {
+        assert!(std::time::Instant::now() < deadline, "no worker within 120 s");
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            break pid.parse::<i32>().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: kill takes no pointers.
+    unsafe {
+        libc::kill(worker, libc::SIGHUP);
+        libc::kill(child.id() as i32, libc::SIGHUP);
+    }
+    let status = child.wait().unwrap();
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{status:?}");
+    let passed = result["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true);
+    assert_eq!(status.code(), Some(if passed { 0 } else { 1 }), "{}", result["checks"]);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! CUDA error left unusable journals that cell and exits with [`EXIT_POISONED`]; the supervisor
 //! starts a fresh worker the same way.
 //!
-//! Signals: SIGINT and SIGTERM raise a flag. The worker finishes its current step, leaves the
+//! Signals: SIGHUP is ignored ([`ignore_hangup`]). SIGINT and SIGTERM raise a flag. The worker finishes its current step, leaves the
 //! cell it was in unjournaled and exits with [`EXIT_STOPPED`]; the supervisor forwards SIGTERM
 //! to the worker, waits for it, then assembles and signs a `partial` result. The worker asks the
 //! kernel to kill it when the supervisor dies (PR_SET_PDEATHSIG), so a killed `lynx run` leaves
@@ -66,6 +66,15 @@ pub fn catch_stop_signals() {
             };
         }
     });
+}
+
+/// Go on through a hangup (SIGHUP: the terminal `lynx run` was started in closed, an SSH
+/// session dropped). A run measures on to its signed result whoever stopped watching, as it
+/// does where nobody reads its output any more; its workers, started after this, inherit it.
+/// SIGINT and SIGTERM still stop it.
+pub fn ignore_hangup() {
+    // SAFETY: SIG_IGN installs no handler; signal() with it is async-signal-safe.
+    unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
 }
 
 /// The flag that ends assembly's simulation: raised by a stop signal from now on (one that

@@ -74,6 +74,8 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
     };
     let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
     super::warn_of_test_hooks();
+    // The node goes on through a hangup as each of its runs does, to write its summary.
+    supervisor::ignore_hangup();
     let exe = std::env::current_exe()?;
     let mut spawn = |device: &str, report: &Path, log: std::fs::File| {
         Command::new(&exe)
@@ -105,6 +107,7 @@ pub fn execute(
     price: PriceInputs,
 ) -> anyhow::Result<lynx_runner::Outcome> {
     supervisor::catch_stop_signals();
+    supervisor::ignore_hangup();
     let exe = std::env::current_exe()?;
     let mut worker = || {
         let mut command = Command::new(&exe);
