@@ -27,6 +27,12 @@ fn malformed_toml_is_bad_input() {
 #[test]
 fn unknown_keys_are_bad_input() {
     bad_suite(|s| s.replace("seed = 11", "seed = 11\nbatchez = [2]"), &["suites/test.toml", "batchez"]);
+    // A bound the serving phase names that the run does not hold to (its model's defaults
+    // here) would serve nothing, saying nothing.
+    bad_suite(
+        |s| s.replace("[roofline]", "[serve]\nrequests = 20\nbounds = [\"Server\"]\n\n[roofline]"),
+        &["suites/test.toml", "serve.bounds names 'Server'", "(server, interactive)"],
+    );
 }
 
 #[test]

@@ -48,6 +48,8 @@ impl Catalogue {
             Suite::from_toml(&source.text, &source.shown).map_err(|e| RunError::Config(format!("suite file {e}")))?;
         read_length_files(&mut suite, folder.as_deref(), &source.shown)?;
         let model = self.model(&suite.model)?;
+        serves_known_bounds(&suite, &model)
+            .map_err(|e| RunError::Config(format!("suite file {}: {e}", source.shown)))?;
         Ok((suite, model))
     }
 
@@ -117,6 +119,25 @@ const MOST_LENGTHS_BYTES: u64 = 4 << 20;
 
 /// Read the lengths file each workload of `suite` names (relative to `folder`) into its pairs
 /// ([`read_length_pairs`]). A suite whose pairs are already there (one from a result) reads none.
+/// Whether every bound `[serve]` names is one the run holds to (the suite's own, else its
+/// model's defaults): a name that is none, `Server` for `server` say, would serve nothing and say
+/// nothing. Its names are known only with the model, so this is checked here, not with the
+/// rest of the suite.
+fn serves_known_bounds(suite: &Suite, model: &ModelShape) -> Result<(), String> {
+    let Some(serve) = &suite.serve else { return Ok(()) };
+    let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, model);
+    match serve.bounds.iter().find(|name| !bounds.iter().any(|b| &b.name == *name)) {
+        None => Ok(()),
+        Some(name) => {
+            let known: Vec<&str> = bounds.iter().map(|b| b.name.as_str()).collect();
+            Err(format!(
+                "serve.bounds names '{name}', which is none of the bounds the run holds to ({})",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
 pub fn read_length_files(suite: &mut Suite, folder: Option<&Path>, shown: &str) -> Result<(), RunError> {
     for (i, workload) in suite.workloads.iter_mut().enumerate() {
         let lynx_schema::config::Length::File { file, pairs } = &mut workload.isl else { continue };
