@@ -123,9 +123,10 @@ pub fn measurement_checks(
     checks
 }
 
-/// Why `cell` is not stable under the bounds: its step-time CV above `max_cv`, or other
-/// processes keeping more than `max_other_cpu_cores` of the host's CPUs busy while it was
-/// measured; `None` when it is stable (or was not measured).
+/// Why `cell` is not stable under the bounds: its step-time CV above `max_cv`, other processes
+/// keeping more than `max_other_cpu_cores` of the host's CPUs busy while it was measured, or
+/// another process holding a context on the device; `None` when it is stable (or was not
+/// measured).
 pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Option<String> {
     let mut reasons = Vec::new();
     if let Some(cv) = cell.step_time.as_ref().and_then(|t| t.cv).map(Finite::get).filter(|&cv| cv > max_cv) {
@@ -137,6 +138,10 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
     }
     if let Some(cores) = cell.other_cpu_cores.map(Finite::get).filter(|&c| c > max_other_cpu_cores) {
         reasons.push(format!("other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2})"));
+    }
+    // The device is lynx's alone while it measures: any other context on it shares its time.
+    if let Some(others) = cell.other_device_processes.filter(|&n| n > 0) {
+        reasons.push(format!("{others} other process(es) held a context on the device"));
     }
     (!reasons.is_empty()).then(|| reasons.join(", "))
 }
@@ -154,10 +159,16 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
         .collect();
     let again = measured.iter().filter(|c| c.remeasured.is_some()).count();
     let worst_cv = measured.iter().filter_map(|c| c.step_time.as_ref()?.cv.map(Finite::get)).fold(0.0, f64::max);
+    // Said where the device says who else holds a context on it (NVML), never assumed.
+    let device = if measured.iter().any(|c| c.other_device_processes.is_some()) {
+        ", with no other process on the device"
+    } else {
+        ""
+    };
     let detail = if faults.is_empty() {
         format!(
-            "every cell's step-time CV within {:.1}% (worst {:.1}%) and the host's other load within {:.2} cores; {again} \
-             cell(s) measured once more to get there",
+            "every cell's step-time CV within {:.1}% (worst {:.1}%) and the host's other load within {:.2} cores{device}; \
+             {again} cell(s) measured once more to get there",
             100.0 * max_cv,
             100.0 * worst_cv,
             max_other_cpu_cores
@@ -341,6 +352,22 @@ mod tests {
         assert!(just.contains("CV 38.49% above 38.46%"), "{just}");
         let busy = measured(&[1.0, 1.0, 1.0, 1.0], Some(1.3), false);
         assert!(unstable(&busy, 0.1, 0.25).unwrap().contains("1.30 host CPU cores"));
+        // Another process on the device (NVML's count less the worker) makes a cell unstable,
+        // however steady its steps; none, or a device that does not say, does not.
+        let mut shared = measured(&[1.0, 1.0, 1.0, 1.0], Some(0.0), false);
+        assert_eq!(unstable(&shared, 0.1, 0.25), None);
+        shared.other_device_processes = Some(0);
+        assert_eq!(unstable(&shared, 0.1, 0.25), None);
+        let alone = stability(std::slice::from_ref(&shared), 0.1, 0.25).unwrap();
+        assert!(
+            alone.passed && alone.detail.contains("cores, with no other process on the device;"),
+            "{}",
+            alone.detail
+        );
+        shared.other_device_processes = Some(2);
+        assert_eq!(unstable(&shared, 0.1, 0.25).unwrap(), "2 other process(es) held a context on the device");
+        let failed = stability(std::slice::from_ref(&shared), 0.1, 0.25).unwrap();
+        assert!(!failed.passed && failed.detail.contains("2 other process(es) held a context"), "{}", failed.detail);
         let passed = stability(std::slice::from_ref(&steady), 0.1, 0.25).unwrap();
         assert!(passed.passed && passed.detail.contains("1 cell(s) measured once more"), "{}", passed.detail);
         let failed = stability(&[steady, varied, busy], 0.1, 0.25).unwrap();

@@ -64,6 +64,9 @@ struct device {
     unsigned long long memory_total, memory_used;
     int throttle_supported;
     unsigned long long throttle_bits;
+    /* Processes with a context on the device; processes_supported 0: not supported. */
+    int processes_supported;
+    unsigned int compute_pids[4], compute_count, graphics_pids[4], graphics_count;
     atomic_ullong energy_reads;
 };
 
@@ -79,6 +82,8 @@ static struct device devices[] = {
         .gpu_temp_c = 55, .memory_temp_c = 61, .sm_mhz = 1980, .mem_mhz = 3201, .utilisation_pct = 87,
         .memory_total = 150754820096ULL, .memory_used = 85899345920ULL,
         .throttle_supported = 1, .throttle_bits = 0x4 | 0x40,
+        .processes_supported = 1,
+        .compute_pids = {4001, 4002, 4003}, .compute_count = 3, .graphics_pids = {4003}, .graphics_count = 1,
     },
     {
         .name = "NVIDIA A100 (lynx fake, older driver features)", .uuid = "GPU-f4ce0001-1111-2222-3333-444444444444",
@@ -91,6 +96,7 @@ static struct device devices[] = {
         .gpu_temp_c = 48, .memory_temp_c = 0, .sm_mhz = 1410, .mem_mhz = 1215, .utilisation_pct = 0,
         .memory_total = 42949672960ULL, .memory_used = 1073741824ULL,
         .throttle_supported = 0, .throttle_bits = 0,
+        .processes_supported = 0,
     },
 };
 #define DEVICE_COUNT (sizeof devices / sizeof devices[0])
@@ -245,4 +251,37 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long lo
     if (!d->throttle_supported) return NVML_ERROR_NOT_SUPPORTED;
     *bits = d->throttle_bits;
     return NVML_SUCCESS;
+}
+
+/* nvmlProcessInfo_t (v2 and v3 share it). */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* As NVML answers: too small a buffer gets the count and NVML_ERROR_INSUFFICIENT_SIZE. */
+static nvmlReturn_t processes(struct device *d, const unsigned int *pids, unsigned int n, unsigned int *count,
+                              nvmlProcessInfo_t *infos) {
+    if (!d->processes_supported) return NVML_ERROR_NOT_SUPPORTED;
+    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < n || (n > 0 && infos == NULL)) {
+        *count = n;
+        return n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        infos[i].pid = pids[i];
+        infos[i].usedGpuMemory = 1ULL << 30;
+        infos[i].gpuInstanceId = 0xFFFFFFFFu;
+        infos[i].computeInstanceId = 0xFFFFFFFFu;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count, nvmlProcessInfo_t *infos) {
+    DEVICE(h) return processes(d, d->compute_pids, d->compute_count, count, infos);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(void *h, unsigned int *count, nvmlProcessInfo_t *infos) {
+    DEVICE(h) return processes(d, d->graphics_pids, d->graphics_count, count, infos);
 }

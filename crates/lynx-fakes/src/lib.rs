@@ -11,10 +11,11 @@
 //!   total energy 5000000 mJ plus 125 mJ at every read of it; GPU 55 °C, memory 61 °C; SM 1980
 //!   and memory 3201 MHz; 87% busy; 80 GiB of 140.4 GiB used; throttle reasons 0x44 (SW power
 //!   cap, HW thermal slowdown); power limits 700 W default, 650 W enforced; ECC on, MIG off,
-//!   persistence on; serial 1650924000001, bus 00000000:19:00.0, VBIOS 96.00.AF.00.01.
+//!   persistence on; serial 1650924000001, bus 00000000:19:00.0, VBIOS 96.00.AF.00.01;
+//!   compute contexts of processes 4001, 4002 and 4003, a graphics one of 4003.
 //! - device 1, `GPU-f4ce0001-1111-2222-3333-444444444444` (an older board): no power or energy
-//!   field, no memory temperature, no energy counter, no throttle reasons, no serial, ECC or MIG
-//!   (each `NVML_ERROR_NOT_SUPPORTED`); `nvmlDeviceGetPowerUsage` 250500 mW; GPU 48 °C.
+//!   field, no memory temperature, no energy counter, no throttle reasons, no serial, ECC, MIG
+//!   or process list (each `NVML_ERROR_NOT_SUPPORTED`); `nvmlDeviceGetPowerUsage` 250500 mW; GPU 48 °C.
 //!
 //! **ROCm SMI** ([`ROCM_SMI_5`] reports version 5.7, [`ROCM_SMI_6`] 6.2), one device: power
 //! cap 290 W, default 300 W, average power 280.25 W, current socket power 287.5 W (6.x only);

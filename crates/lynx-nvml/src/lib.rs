@@ -107,6 +107,32 @@ pub fn board_of(nvml: &'static Nvml, uuid: &str) -> Reported<BoardRecord> {
     })
 }
 
+/// How many processes hold a context on the GPU with `uuid` (compute or graphics, each process
+/// once), or why NVML cannot say. The pids are not compared with lynx's own: in a container
+/// NVML gives the host's pids, which the container's are not.
+pub fn processes(uuid: &str) -> Reported<u32> {
+    match nvml() {
+        Ok(nvml) => processes_of(nvml, uuid),
+        Err(reason) => Reported::unavailable(reason.to_string()),
+    }
+}
+
+/// [`processes`], read through `nvml`.
+pub fn processes_of(nvml: &'static Nvml, uuid: &str) -> Reported<u32> {
+    let device = match device(nvml, uuid) {
+        Ok(device) => device,
+        Err(reason) => return Reported::unavailable(reason.to_string()),
+    };
+    let listed = device.running_compute_processes().and_then(|compute| {
+        let graphics = device.running_graphics_processes()?;
+        Ok(compute.into_iter().chain(graphics).map(|p| p.pid).collect::<std::collections::BTreeSet<u32>>())
+    });
+    match listed {
+        Ok(pids) => Reported::Known(u32::try_from(pids.len()).unwrap_or(u32::MAX)),
+        Err(e) => Reported::unavailable(format!("nvmlDeviceGetComputeRunningProcesses_v3: {e}")),
+    }
+}
+
 /// The telemetry of one NVIDIA GPU.
 pub struct NvmlSource {
     device: Device<'static>,

@@ -3,7 +3,7 @@
 //! calls a real driver answers. The expected values are the readings lynx-fakes documents.
 
 use lynx_fakes::{NVML, NVML_FULL_UUID, NVML_OLDER_UUID};
-use lynx_nvml::{board_of, open, NvmlSource};
+use lynx_nvml::{board_of, open, processes_of, NvmlSource};
 use lynx_schema::telemetry::{Sample, ThrottleReason};
 use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
@@ -102,4 +102,19 @@ fn an_older_board_falls_back_and_says_what_it_lacks() {
     assert_eq!(sample.temperature_c, Some(48.0));
     assert_eq!(sample.utilisation, Some(0.0));
     assert!(sample.throttle.is_empty());
+}
+
+/// The processes holding a context on a device, each once whether compute, graphics or both
+/// (the full board: 4001, 4002 and 4003, the last in both lists); a device whose driver lists
+/// none says why; a device NVML does not know says so.
+#[test]
+fn the_processes_on_a_device_are_counted_once_each() {
+    assert_eq!(processes_of(fake(), NVML_FULL_UUID), Reported::Known(3));
+    let older = processes_of(fake(), NVML_OLDER_UUID).reason().expect("unavailable").to_owned();
+    assert!(
+        older.starts_with("nvmlDeviceGetComputeRunningProcesses_v3: ") && older.contains("not available"),
+        "{older}"
+    );
+    let unknown = processes_of(fake(), "GPU-00000000-0000-0000-0000-000000000000");
+    assert!(unknown.reason().is_some_and(|r| r.starts_with("NVML has no device")), "{unknown:?}");
 }

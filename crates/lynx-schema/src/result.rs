@@ -778,6 +778,12 @@ pub struct CellRecord {
     /// measured (from /proc; absent where the host does not say, and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_cores: Option<Finite>,
+    /// Processes other than the worker measuring that held a context on the device while the
+    /// cell was measured: the larger of the driver's count less one, asked as the cell began and
+    /// as it ended (NVML; absent where the device does not say, a CPU's included, and in older
+    /// results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_device_processes: Option<u32>,
     /// Why the cell's first measurement was set aside and the cell measured once more (it was
     /// not stable: its CV or the host's other load passed the suite's bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -912,6 +918,7 @@ impl CellRecord {
             launch_bound: None,
             attended: None,
             other_cpu_cores: None,
+            other_device_processes: None,
             remeasured: None,
         }
     }

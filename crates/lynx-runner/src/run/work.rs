@@ -542,9 +542,11 @@ impl Turn<'_> {
         let (max_cv, max_other) = (limits.max_cv_on(gpu), limits.max_other_cpu_cores());
         let measure = || {
             let load = crate::host_load::HostLoad::now();
+            let sharing = crate::devices::other_processes(&self.device.record);
             let mut cell = measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)?;
             cell.other_cpu_cores =
                 load.and_then(|l| l.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
+            cell.other_device_processes = sharing.max(crate::devices::other_processes(&self.device.record));
             Some(cell)
         };
         let first = measure()?;
