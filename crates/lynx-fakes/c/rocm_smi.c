@@ -163,3 +163,41 @@ rsmi_status_t rsmi_dev_gpu_clk_freq_get(uint32_t dv, int type, rsmi_frequencies_
     }
     return RSMI_STATUS_SUCCESS;
 }
+
+/* Processes with compute resources (KFD): 5001 on device 0, 5002 on devices 0 and 1, 5003 on
+ * device 1 (of the devices this build sees). */
+typedef struct {
+    uint32_t process_id, pasid;
+    uint64_t vram_usage, sdma_usage;
+    uint32_t cu_occupancy;
+} rsmi_process_info_t;
+
+static const uint32_t pids[] = {5001, 5002, 5003};
+#define PROCESSES (sizeof pids / sizeof pids[0])
+
+rsmi_status_t rsmi_compute_process_info_get(rsmi_process_info_t *procs, uint32_t *num_items) {
+    if (!atomic_load(&initialised)) return RSMI_STATUS_INIT_ERROR;
+    if (num_items == NULL) return RSMI_STATUS_INVALID_ARGS;
+    if (procs == NULL) { *num_items = PROCESSES; return RSMI_STATUS_SUCCESS; }
+    uint32_t n = *num_items < PROCESSES ? *num_items : PROCESSES;
+    for (uint32_t i = 0; i < n; i++) {
+        memset(&procs[i], 0, sizeof procs[i]);
+        procs[i].process_id = pids[i];
+        procs[i].vram_usage = 1ULL << 30;
+    }
+    *num_items = n;
+    return n < PROCESSES ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+}
+
+rsmi_status_t rsmi_compute_process_gpus_get(uint32_t pid, uint32_t *dv_indices, uint32_t *num_devices) {
+    if (!atomic_load(&initialised)) return RSMI_STATUS_INIT_ERROR;
+    if (num_devices == NULL) return RSMI_STATUS_INVALID_ARGS;
+    uint32_t on[2], n = 0;
+    if (pid == 5001 || pid == 5002) on[n++] = 0;
+    if ((pid == 5002 || pid == 5003) && DEVICES > 1) on[n++] = 1;
+    if (pid < 5001 || pid > 5003) return RSMI_STATUS_NOT_SUPPORTED;
+    if (dv_indices != NULL)
+        for (uint32_t i = 0; i < n && i < *num_devices; i++) dv_indices[i] = on[i];
+    *num_devices = n;
+    return RSMI_STATUS_SUCCESS;
+}

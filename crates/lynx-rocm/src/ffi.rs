@@ -45,6 +45,17 @@ pub struct Frequencies5 {
     pub frequency: [u64; 32],
 }
 
+/// `rsmi_process_info_t`: a process holding compute resources on some device (KFD).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct ProcessInfo {
+    process_id: u32,
+    pasid: u32,
+    vram_usage: u64,
+    sdma_usage: u64,
+    cu_occupancy: u32,
+}
+
 /// `f(uint32_t dv_ind, T *out)`.
 type Get<T> = unsafe extern "C" fn(u32, *mut T) -> Status;
 /// `f(uint32_t dv_ind, uint32_t index, T *out)` (sensor index, memory type, clock type: enum
@@ -72,6 +83,8 @@ struct Symbols {
     temp_metric: Option<unsafe extern "C" fn(u32, u32, u32, *mut i64) -> Status>,
     busy_percent: Option<Get<u32>>,
     gpu_clk_freq: Option<GetIndexed<Frequencies5>>,
+    compute_processes: Option<unsafe extern "C" fn(*mut ProcessInfo, *mut u32) -> Status>,
+    process_gpus: Option<unsafe extern "C" fn(u32, *mut u32, *mut u32) -> Status>,
 }
 
 /// The function `name` of `lib` as the pointer type `F`, or `None` when the library lacks it.
@@ -108,6 +121,8 @@ impl Symbols {
                 temp_metric: symbol(lib, b"rsmi_dev_temp_metric_get\0"),
                 busy_percent: symbol(lib, b"rsmi_dev_busy_percent_get\0"),
                 gpu_clk_freq: symbol(lib, b"rsmi_dev_gpu_clk_freq_get\0"),
+                compute_processes: symbol(lib, b"rsmi_compute_process_info_get\0"),
+                process_gpus: symbol(lib, b"rsmi_compute_process_gpus_get\0"),
             }
         }
     }
@@ -211,6 +226,34 @@ impl RocmSmiLib {
         self.check(call, unsafe { f(device, buffer.as_mut_ptr().cast(), buffer.len() as u32) })?;
         let text = CStr::from_bytes_until_nul(&buffer).map_err(|e| SmiError::Unreadable(format!("{call}: {e}")))?;
         Ok(text.to_string_lossy().into_owned())
+    }
+
+    /// How many processes hold compute resources on device `d`: each process ROCm SMI lists,
+    /// asked which devices it uses. One that ended between the two calls is not counted.
+    pub fn processes_on(&self, d: u32) -> Result<u32, SmiError> {
+        const CALL: &str = "rsmi_compute_process_info_get";
+        let info = need(self.symbols.compute_processes, CALL)?;
+        let gpus = need(self.symbols.process_gpus, "rsmi_compute_process_gpus_get")?;
+        let mut count = 0u32;
+        // SAFETY: a null list asks only for the number of processes, written to `count`.
+        self.check(CALL, unsafe { info(std::ptr::null_mut(), &mut count) })?;
+        // Room for processes that start between the two calls.
+        let mut list = vec![ProcessInfo::default(); count as usize + 8];
+        let mut filled = u32::try_from(list.len()).unwrap_or(u32::MAX);
+        // SAFETY: `list` holds `filled` elements of the type rsmi_process_info_t lays out.
+        self.check(CALL, unsafe { info(list.as_mut_ptr(), &mut filled) })?;
+        list.truncate(filled as usize);
+        let mut on = 0;
+        for process in &list {
+            let mut devices = [0u32; 64];
+            let mut n = devices.len() as u32;
+            // SAFETY: `devices` holds `n` uint32 device indices for the call to fill.
+            let status = unsafe { gpus(process.process_id, devices.as_mut_ptr(), &mut n) };
+            if status == RSMI_STATUS_SUCCESS && devices[..(n as usize).min(devices.len())].contains(&d) {
+                on += 1;
+            }
+        }
+        Ok(on)
     }
 
     pub fn device_count(&self) -> Result<u32, SmiError> {

@@ -82,6 +82,23 @@ pub fn name_and_memory(index: u32) -> (Reported<String>, Reported<u64>) {
     }
 }
 
+/// How many processes hold compute resources on `rocm:index` (found by its PCI bus id), or why
+/// ROCm SMI cannot say.
+pub fn processes(index: u32) -> Reported<u32> {
+    match device(index) {
+        Ok((smi, d)) => processes_of(smi, d),
+        Err(reason) => Reported::unavailable(reason),
+    }
+}
+
+/// [`processes`] on SMI device `index` of `smi`.
+pub fn processes_of(smi: &'static RocmSmiLib, index: u32) -> Reported<u32> {
+    match device_of(smi, index) {
+        Ok((smi, d)) => smi.processes_on(d).into(),
+        Err(reason) => Reported::unavailable(reason),
+    }
+}
+
 fn not_by_smi<T>(what: &str) -> Reported<T> {
     Reported::unavailable(format!("ROCm SMI does not report {what}"))
 }

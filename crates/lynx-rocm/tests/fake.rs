@@ -5,7 +5,7 @@
 
 use lynx_fakes::{HIP, ROCM_SMI_5, ROCM_SMI_6, ROCM_SMI_6_THREE};
 use lynx_rocm::metrics::v1_3_table;
-use lynx_rocm::{board_of, open, smi_device_of, Hip, RocmSource};
+use lynx_rocm::{board_of, open, processes_of, smi_device_of, Hip, RocmSource};
 use lynx_schema::telemetry::ThrottleReason;
 use lynx_schema::value::Reported;
 use lynx_telemetry::TelemetrySource;
@@ -137,4 +137,19 @@ fn a_hip_ordinal_is_its_smi_device_by_pci_bus_id_not_by_index() {
     let missing = smi_device_of(one, &hip, 0).unwrap_err();
     assert!(missing.contains("0000:85:00.0") && missing.contains("none of the 1 devices"), "{missing}");
     assert_eq!(smi_device_of(one, &hip, 1), Ok(0));
+}
+
+/// The processes holding compute resources on a device: of the three the stand-in lists (5001 on
+/// device 0, 5002 on devices 0 and 1, 5003 on device 1), those on it; a device the library does
+/// not see says so.
+#[test]
+fn the_processes_on_a_device_are_those_rocm_smi_lists_on_it() {
+    let one = open(Path::new(ROCM_SMI_6)).unwrap();
+    assert_eq!(processes_of(one, 0), Reported::Known(2));
+    assert!(processes_of(one, 1).reason().is_some_and(|r| r.contains("rocm:1 is not among them")));
+    let three = open(Path::new(ROCM_SMI_6_THREE)).unwrap();
+    assert_eq!(
+        (processes_of(three, 0), processes_of(three, 1), processes_of(three, 2)),
+        (Reported::Known(2), Reported::Known(2), Reported::Known(0))
+    );
 }

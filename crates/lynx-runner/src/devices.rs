@@ -218,14 +218,15 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
     Device { torch: torch_device(record.device), record, cache_bytes }
 }
 
-/// Processes other than this worker holding a context on `device` now: the driver's count less
-/// one, the worker's own context (it holds one while it measures; the pids are not compared, as
-/// in a container NVML gives the host's); `None` where the device does not say: a CPU, a ROCm
-/// GPU, a driver without the process lists.
+/// Processes other than this worker holding a context on `device` now: the driver's count (NVML,
+/// or ROCm SMI's compute processes) less one, the worker's own (it holds one while it measures;
+/// the pids are not compared, as in a container the driver gives the host's); `None` where the
+/// device does not say: a CPU, a driver without the process lists.
 pub fn other_processes(device: &DeviceRecord) -> Option<u32> {
     match device.device {
         DeviceName::Cuda(_) => device.uuid.known().and_then(|uuid| lynx_nvml::processes(uuid).known().copied()),
-        DeviceName::Cpu | DeviceName::Rocm(_) => None,
+        DeviceName::Rocm(index) => lynx_rocm::processes(index).known().copied(),
+        DeviceName::Cpu => None,
     }
     .map(|count| count.saturating_sub(1))
 }

@@ -780,8 +780,8 @@ pub struct CellRecord {
     pub other_cpu_cores: Option<Finite>,
     /// Processes other than the worker measuring that held a context on the device while the
     /// cell was measured: the larger of the driver's count less one, asked as the cell began and
-    /// as it ended (NVML; absent where the device does not say, a CPU's included, and in older
-    /// results).
+    /// as it ended (NVML, ROCm SMI; absent where the device does not say, a CPU's included, and
+    /// in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_device_processes: Option<u32>,
     /// Why the cell's first measurement was set aside and the cell measured once more (it was
