@@ -514,6 +514,19 @@ for name, result in results.items():
                 over.append(f"{name} {cell['step']} b{cell['batch']}: {key} {r[key]:.2f}")
 claim("every cell <= 105% of its ceilings", judged(bool(results) and not over),
       "; ".join(over) or f"{sum(len(r['cells']) for r in results.values())} cells")
+# The device was lynx's alone: each cell's count of other processes with a context on it (NVML's
+# less the worker's own), which the stability check holds to 0.
+what = "no other process held a context on the device during a cell"
+if not gpu:
+    claim(what, "SKIP", no_gpu)
+else:
+    counted = [(name, c) for name, r in results.items() for c in r["cells"] if "other_device_processes" in c]
+    shared = [f"{name} {c['step']} b{c['batch']}: {c['other_device_processes']}"
+              for name, c in counted if c["other_device_processes"] > 0]
+    if not counted:
+        claim(what, "FAIL", "no cell recorded the count" if results else "no run produced a result")
+    else:
+        claim(what, judged(not shared), "; ".join(shared) or f"{len(counted)} cells counted, none shared")
 for name, result in sorted(results.items()):
     for check in result["checks"]:
         if check["name"] == "parity":

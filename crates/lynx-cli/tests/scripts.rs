@@ -102,6 +102,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     );
     // What only a GPU can answer is skipped with its reason; the rest is judged and passes.
     for gpu_only in [
+        "no other process held a context on the device",
         "best native kernel >= 85%",
         "power is instantaneous",
         "fp8 decode faster",
@@ -302,6 +303,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 nvml["power_mean_w"] = json!(500.0);
                 nvml["energy"] = json!({"joules": 500.0 * seconds * 1.01, "method": "counter"});
                 cell["telemetry"].as_array_mut().unwrap().push(nvml);
+                cell["other_device_processes"] = json!(0);
                 if cell["step"] == "decode" && cell["batch"] == 16 {
                     cell["batch"] = json!(64);
                     let faster = (suite == "gpu-check-llama-fp8") == fp8_faster;
@@ -352,6 +354,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "fp8 decode faster than bf16",
         "MoE and MLA cells complete",
         "every cell <= 105%",
+        "no other process held a context on the device",
         "every suite produced a result",
         "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs",
         "gpu-check-llama-bf16: simulated server is the loop's",
@@ -416,7 +419,14 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(parsed.graph_steps_failed.is_some(), "the schema's field");
     make(&bad, 3.0e12, 0.3, false, &eager_serving);
     std::fs::write(bad.join("roofline.json"), r#"{"probes": [{"name": "native copy", "kind": "bandwidth", "dtype": "f32", "phase": "burst", "value": 3.0e12, "method": "test"}]}"#).unwrap();
+    // Another process on the device while a cell was measured.
+    let moe_path = bad.join("runs/h200/run/gpu-check-moe.json");
+    let mut moe: Value = serde_json::from_slice(&std::fs::read(&moe_path).unwrap()).unwrap();
+    moe["cells"][0]["other_device_processes"] = json!(2);
+    std::fs::write(&moe_path, moe.to_string()).unwrap();
     let (code, table) = claims(&bad);
+    let shared = table.lines().find(|l| l.starts_with("no other process held a context on the device")).unwrap();
+    assert!(shared.contains("FAIL") && shared.contains("gpu-check-moe ") && shared.contains(": 2"), "{shared}");
     for short in [
         "best native kernel >= 85%",
         "cuBLASLt bf16 >= 95%",
