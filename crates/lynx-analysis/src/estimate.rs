@@ -367,6 +367,9 @@ mod tests {
         let estimate = wall_time(&planned, &Rates::cpu());
         println!("{estimate} ({:.0} s, {:.0} s more under)", estimate.total_s, estimate.under_extra_s);
         assert!(estimate.total_s + estimate.under_extra_s <= 5.0 * 60.0, "{estimate}");
+        // Made again once the burst probes have run, it no longer counts them.
+        let after = wall_time(&Planned { burst_probed: true, ..planned }, &Rates::cpu());
+        assert!((estimate.total_s - after.total_s - BURST_PROBES_S).abs() < 1e-9, "{estimate:?} {after:?}");
         assert!(suite.serve.as_ref().and_then(|s| s.total_s).is_some(), "the cpu suite's serving has a budget");
         // And a budget for the run up to the phase's end, with room left of the 5 minutes.
         let run_s = suite.serve.as_ref().and_then(|s| s.run_s);
@@ -374,8 +377,9 @@ mod tests {
     }
 
     /// Once the burst probes have run, the estimate is made again from the ceilings they
-    /// measured (the best bandwidth probe, the matmul probe at the run's element type), and no
-    /// longer counts the probes; without a ceiling for either there is no such estimate.
+    /// measured (the best bandwidth probe, the matmul probe at the run's element type; the
+    /// probes are then no longer counted: the cpu suite's test); without a ceiling for either
+    /// there is no such estimate.
     #[test]
     fn the_estimate_made_again_from_measured_ceilings() {
         use lynx_schema::roofline::{ElementType, ProbeKind, ProbePhase};
@@ -411,22 +415,6 @@ mod tests {
             Rates::measured(&ceilings, Precision::Fp32, false).unwrap_err(),
             "no bandwidth probe measured a ceiling"
         );
-
-        let (suite, model) = catalogued("cpu");
-        let bounds = crate::latency::bounds_for(&suite.bounds, &model);
-        let planned = Planned {
-            suite: &suite,
-            shape: &model,
-            model_layers: model.num_layers,
-            bounds: &bounds,
-            modes: &[StepMode::Eager],
-            free_bytes: None,
-            done: &[],
-            burst_probed: false,
-        };
-        let before = wall_time(&planned, &Rates::cpu());
-        let after = wall_time(&Planned { burst_probed: true, ..planned }, &Rates::cpu());
-        assert!((before.total_s - after.total_s - BURST_PROBES_S).abs() < 1e-9, "{before:?} {after:?}");
     }
 
     /// The time limit `scripts/gpu-check.sh` gives a suite (its `want=` line for the suite, or

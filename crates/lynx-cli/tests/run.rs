@@ -241,6 +241,15 @@ fn a_run_whose_output_nobody_reads_goes_on_to_its_signed_result() {
     use std::process::Stdio;
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(str::to_owned);
+    // A run that ended whole: complete, its exit code the one its checks give; its result file.
+    let whole = |out: &std::path::Path, status: std::process::ExitStatus| {
+        let path = result_file(out);
+        let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(result["status"], "complete", "{status:?}");
+        let passed = result["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true);
+        assert_eq!(status.code(), Some(if passed { 0 } else { 1 }), "{}", result["checks"]);
+        path
+    };
     let out = tempfile::tempdir().unwrap();
     let mut child = lynx_command()
         .args(run_args(models.path(), out.path()))
@@ -251,13 +260,9 @@ fn a_run_whose_output_nobody_reads_goes_on_to_its_signed_result() {
     // Both readers gone before lynx prints its first line.
     drop(child.stdout.take());
     drop(child.stderr.take());
-    let status = child.wait().unwrap();
-    let path = result_file(out.path());
-    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    assert_eq!(result["status"], "complete", "{status:?}");
-    let passed = result["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true);
-    assert_eq!(status.code(), Some(if passed { 0 } else { 1 }), "{}", result["checks"]);
-    let envelope = path.with_file_name(format!("{}.intoto.json", result["run_id"].as_str().unwrap()));
+    let path = whole(out.path(), child.wait().unwrap());
+    let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let envelope = path.with_file_name(format!("{stem}.intoto.json"));
     let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
 
@@ -294,11 +299,7 @@ fn a_run_whose_output_nobody_reads_goes_on_to_its_signed_result() {
         libc::kill(worker, libc::SIGHUP);
         libc::kill(child.id() as i32, libc::SIGHUP);
     }
-    let status = child.wait().unwrap();
-    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
-    assert_eq!(result["status"], "complete", "{status:?}");
-    let passed = result["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true);
-    assert_eq!(status.code(), Some(if passed { 0 } else { 1 }), "{}", result["checks"]);
+    whole(out.path(), child.wait().unwrap());
 }
 
 #[test]

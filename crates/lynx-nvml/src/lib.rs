@@ -77,12 +77,17 @@ fn reported<T>(result: Result<T, NvmlError>) -> Reported<T> {
     result.map_err(|e| e.to_string()).into()
 }
 
-/// The board record of the GPU with `uuid`, or why NVML cannot give it.
-pub fn board(uuid: &str) -> Reported<BoardRecord> {
+/// `read` through the process's NVML, or why NVML cannot be used.
+fn through_nvml<T>(read: impl FnOnce(&'static Nvml) -> Reported<T>) -> Reported<T> {
     match nvml() {
-        Ok(nvml) => board_of(nvml, uuid),
+        Ok(nvml) => read(nvml),
         Err(reason) => Reported::unavailable(reason.to_string()),
     }
+}
+
+/// The board record of the GPU with `uuid`, or why NVML cannot give it.
+pub fn board(uuid: &str) -> Reported<BoardRecord> {
+    through_nvml(|nvml| board_of(nvml, uuid))
 }
 
 /// The board record of the GPU with `uuid`, read through `nvml`.
@@ -111,10 +116,7 @@ pub fn board_of(nvml: &'static Nvml, uuid: &str) -> Reported<BoardRecord> {
 /// once), or why NVML cannot say. The pids are not compared with lynx's own: in a container
 /// NVML gives the host's pids, which the container's are not.
 pub fn processes(uuid: &str) -> Reported<u32> {
-    match nvml() {
-        Ok(nvml) => processes_of(nvml, uuid),
-        Err(reason) => Reported::unavailable(reason.to_string()),
-    }
+    through_nvml(|nvml| processes_of(nvml, uuid))
 }
 
 /// [`processes`], read through `nvml`.
