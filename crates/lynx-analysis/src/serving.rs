@@ -640,9 +640,13 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                         });
                     // And how busy other processes kept the host meanwhile: a host's load, not
                     // a step the simulation leaves out, where it was high.
-                    let others = rate.other_cpu_cores.map_or(String::new(), |c| {
+                    let mut others = rate.other_cpu_cores.map_or(String::new(), |c| {
                         format!(", while other processes kept {:.2} host CPU cores busy", c.get())
                     });
+                    // And whether another process shared the device itself.
+                    if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
+                        others.push_str(&format!(", while {n} other process(es) held a context on the device"));
+                    }
                     // And how far the steps' variation alone moves the simulated p99s: a
                     // measurement well outside that is more than the luck of the draw.
                     let draws = rate.simulated_draws.as_ref().map_or(String::new(), |d| {
@@ -824,6 +828,7 @@ mod tests {
             prefill_step_ratio_after_idle: None,
             unfinished: None,
             other_cpu_cores: None,
+            other_device_processes: None,
             simulated_draws: None,
             at_loop_pace: None,
             at_loop_steps: None,
@@ -1006,6 +1011,17 @@ mod tests {
             checks[0].detail
         );
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
+        // Beside the host's other load, whether another process shared the device itself.
+        let mut shared = far.clone();
+        shared.other_device_processes = Some(1);
+        let detail = &super::checks(&record(vec![shared]))[0].detail;
+        assert!(
+            detail.contains(
+                ", while other processes kept 0.75 host CPU cores busy, while 1 other process(es) held a context on \
+                 the device"
+            ),
+            "{detail}"
+        );
         // Where the simulation fed the loop's own steps misses too, the server is what differs.
         let mut unexplained = far.clone();
         unexplained.at_loop_steps = against(figures(1.3, 0.05));

@@ -167,6 +167,11 @@ pub struct ServedRate {
     /// out, where the two disagree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_cores: Option<Finite>,
+    /// Processes other than the worker that held a context on the device over the rate's
+    /// serving, as for a cell (the larger of the counts as it began and as it ended; absent where
+    /// the device does not say, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_device_processes: Option<u32>,
     /// Where `simulated` is each figure's median over several draws of the steps' variation
     /// (the same requests and arrivals each time), how many and how far the p99s spread; absent
     /// where it is one draw's (results before the field).

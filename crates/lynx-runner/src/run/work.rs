@@ -860,6 +860,7 @@ impl Turn<'_> {
         let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
         let clock = || self.telemetry.now_s();
         let host = crate::host_load::HostLoad::now();
+        let sharing = crate::devices::other_processes(&self.device.record);
         let load = match super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop) {
             Ok(Some(load)) => load,
             Ok(None) => return Ok(None),
@@ -867,6 +868,7 @@ impl Turn<'_> {
         };
         let other_cpu_cores =
             host.and_then(|h| h.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
+        let other_device_processes = sharing.max(crate::devices::other_processes(&self.device.record));
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
@@ -923,6 +925,7 @@ impl Turn<'_> {
                 decode_step_ratio_after_idle: median_ratio(&step_ratios(&steps, false, true)),
                 prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
                 other_cpu_cores,
+                other_device_processes,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
                 at_loop_pace: None,
                 at_loop_steps: paced.ok(),
