@@ -104,6 +104,15 @@ impl Observer for Progress {
             Err(why) => self.say(format!("no wall-time estimate: {why}")),
         }
         self.started = Some(result.clone());
+        // Said now, not only after every cell was measured twice: another process on the device
+        // makes each cell measured while it is there unstable.
+        if let Some(others) = lynx_runner::devices::other_processes(&result.device).filter(|&n| n > 0) {
+            self.say(format!(
+                "warning: {others} other process(es) hold a context on {}: each cell measured while one does is \
+                 unstable, measured again, then failed by the stability check",
+                result.device.device
+            ));
+        }
         for gap in lynx_analysis::sweep::uncovered(&config.suite) {
             self.say(format!("warning: {gap}"));
         }
