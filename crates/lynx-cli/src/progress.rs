@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lynx_report::text::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
 use lynx_runner::{Observer, WarmupProgress};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
-use lynx_schema::roofline::{ProbePhase, RooflineRecord};
+use lynx_schema::roofline::ProbePhase;
 use lynx_schema::telemetry::Sample;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -21,9 +21,6 @@ pub struct Progress {
     pub result_path: Option<PathBuf>,
     bar: Option<ProgressBar>,
     next_warmup_report_s: f64,
-    /// The result as the run started, for the wall-time estimate made again once the burst
-    /// probes have measured the device's ceilings.
-    started: Option<RunResult>,
 }
 
 impl Progress {
@@ -34,7 +31,7 @@ impl Progress {
             bar.enable_steady_tick(std::time::Duration::from_millis(200));
             bar
         });
-        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S, started: None }
+        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S }
     }
 
     /// A line that stays (above the status line on a terminal).
@@ -103,7 +100,6 @@ impl Observer for Progress {
             Ok(line) => self.say(line),
             Err(why) => self.say(format!("no wall-time estimate: {why}")),
         }
-        self.started = Some(result.clone());
         // Said now, not only after every cell was measured twice: another process on the device
         // makes each cell measured while it is there unstable.
         if let Some(others) = lynx_runner::devices::other_processes(&result.device).filter(|&n| n > 0) {
@@ -152,17 +148,16 @@ impl Observer for Progress {
         self.say(check_line(check));
     }
 
-    fn probed(&mut self, roofline: &RooflineRecord) {
+    fn probed(&mut self, result: &RunResult) {
+        let Some(roofline) = &result.roofline else { return };
         for line in roofline_table(roofline).lines() {
             self.say(format!("roofline: {line}"));
         }
         // After the burst probes (the sustained one comes after warm-up), the estimate again
         // from what they measured: the datasheet's, or a CPU's assumed rates, replaced by the
         // device's own.
-        let burst = roofline.probes.iter().all(|p| p.phase != ProbePhase::Sustained);
-        if let Some(mut result) = self.started.take().filter(|_| burst) {
-            result.roofline = Some(roofline.clone());
-            match lynx_runner::estimate_from_ceilings(&result) {
+        if roofline.probes.iter().all(|p| p.phase != ProbePhase::Sustained) {
+            match lynx_runner::estimate_from_ceilings(result) {
                 Ok(line) => self.say(format!("after the probes, {line}")),
                 Err(why) => self.say(format!("no wall-time estimate from the measured ceilings: {why}")),
             }

@@ -230,3 +230,11 @@ pub fn other_processes(device: &DeviceRecord) -> Option<u32> {
     }
     .map(|count| count.saturating_sub(1))
 }
+
+/// `work` done, with the other processes on `device` over it: the larger of [`other_processes`]
+/// as it begins and as it ends.
+pub fn other_processes_over<T>(device: &DeviceRecord, work: impl FnOnce() -> T) -> (T, Option<u32>) {
+    let before = other_processes(device);
+    let done = work();
+    (done, before.max(other_processes(device)))
+}

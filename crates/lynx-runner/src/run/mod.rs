@@ -22,7 +22,6 @@ use lynx_models::ModelError;
 use lynx_schema::config::{ModelShape, Suite};
 use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::result::{CellRecord, CellShape, Check, RunResult, WarmupRecord};
-use lynx_schema::roofline::RooflineRecord;
 use lynx_schema::telemetry::{Sample, SamplesLine};
 use std::path::{Path, PathBuf};
 
@@ -52,8 +51,9 @@ pub trait Observer {
     /// Cell `index` (from 1) of at most `total` is starting (a ladder may stop early).
     fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
     fn cell_done(&mut self, _cell: &CellRecord) {}
-    /// The roofline probes ran (burst before warm-up, sustained after).
-    fn probed(&mut self, _roofline: &RooflineRecord) {}
+    /// The roofline probes ran (burst before warm-up, sustained after): `result.roofline` holds
+    /// what they measured.
+    fn probed(&mut self, _result: &RunResult) {}
     /// The serving phase is about to serve `what` (a workload, bound and rate).
     fn serving(&mut self, _what: &str) {}
     /// The serving phase finished a workload and bound.

@@ -542,11 +542,13 @@ impl Turn<'_> {
         let (max_cv, max_other) = (limits.max_cv_on(gpu), limits.max_other_cpu_cores());
         let measure = || {
             let load = crate::host_load::HostLoad::now();
-            let sharing = crate::devices::other_processes(&self.device.record);
-            let mut cell = measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)?;
+            let (cell, others) = crate::devices::other_processes_over(&self.device.record, || {
+                measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)
+            });
+            let mut cell = cell?;
             cell.other_cpu_cores =
                 load.and_then(|l| l.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
-            cell.other_device_processes = sharing.max(crate::devices::other_processes(&self.device.record));
+            cell.other_device_processes = others;
             Some(cell)
         };
         let first = measure()?;
@@ -579,9 +581,8 @@ impl Turn<'_> {
             stop: self.stop,
         };
         if suite.roofline.probe && self.result.roofline.is_none() {
-            let record = lynx_probes::roofline::burst(&self.device.probe_target(), &probes);
-            self.observer.probed(&record);
-            self.result.roofline = Some(record);
+            self.result.roofline = Some(lynx_probes::roofline::burst(&self.device.probe_target(), &probes));
+            self.observer.probed(&self.result);
             self.save()?;
         }
         let context = format!("building {} on {}", suite.model, self.device.record.device);
@@ -602,7 +603,7 @@ impl Turn<'_> {
             if !lynx_probes::roofline::sustained(&self.device.probe_target(), &probes, record) {
                 return Ok(WorkEnd::Stopped);
             }
-            self.observer.probed(record);
+            self.observer.probed(&self.result);
             self.save()?;
         }
         let head_only = setup.head_only()?;
@@ -860,15 +861,16 @@ impl Turn<'_> {
         let requests = super::serve::Requests { lengths: &plan.lengths, arrivals_s: &arrivals, seed: plan.seed };
         let clock = || self.telemetry.now_s();
         let host = crate::host_load::HostLoad::now();
-        let sharing = crate::devices::other_processes(&self.device.record);
-        let load = match super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop) {
+        let (served, other_device_processes) = crate::devices::other_processes_over(&self.device.record, || {
+            super::serve::serve(model, &server, &requests, max_s, &clock, false, self.stop)
+        });
+        let load = match served {
             Ok(Some(load)) => load,
             Ok(None) => return Ok(None),
             Err(error) => return Ok(Some(Err(error))),
         };
         let other_cpu_cores =
             host.and_then(|h| h.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
-        let other_device_processes = sharing.max(crate::devices::other_processes(&self.device.record));
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
