@@ -7,7 +7,7 @@
 //! and again from the ceilings its burst probes measured ([`Rates::measured`]) once they have
 //! run. It is an estimate, never a figure of the device: nothing it says enters a result.
 
-use crate::memory::fit_memory;
+use crate::memory::{fit_memory, CellMemory};
 use crate::roofline::{matmul_dtype, Ceilings};
 use lynx_schema::config::{LatencyBound, ModelShape, Precision, Suite};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, StepMode};
@@ -151,6 +151,35 @@ pub struct WallTime {
     /// Cells the planned sweep measures (skipped ones not counted).
     pub cells: usize,
     pub basis: String,
+    /// Each cell the sweep is planned to reach over the predicted step times, in the order it
+    /// would reach them, skipped ones included.
+    pub planned: Vec<PlannedCell>,
+    /// What the serving phase is planned to serve over the predicted step times.
+    pub serving: Vec<PlannedServing>,
+}
+
+/// A cell of the planned sweep: its predicted step, and its memory beyond the weights, or why
+/// it would be skipped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    pub shape: CellShape,
+    pub step_s: f64,
+    pub memory: CellMemory,
+    /// Why it would not fit (then it is never run), or `None`.
+    pub skipped: Option<String>,
+}
+
+/// One workload served under one bound, as planned over the predicted step times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedServing {
+    pub workload: String,
+    pub bound: String,
+    /// (label, requests per second) of each rate, or why nothing would be served.
+    pub rates: Result<Vec<(String, f64)>, String>,
+    /// Requests served at each rate.
+    pub requests: usize,
+    /// Seconds expected, the rates together (0 where none is served).
+    pub expected_s: f64,
 }
 
 impl std::fmt::Display for WallTime {
@@ -207,16 +236,19 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     let head = run.suite.scale.layers.map(|_| crate::cell::head_only_shape(run.shape));
     let mut cells = run.done.to_vec();
     let mut measured = 0;
+    let mut planned = Vec::new();
     while let Some(cell) = crate::sweep::plan(suite, run.bounds, &cells, run.modes).next {
         let step = step_s(run.shape, precision, cell, rates);
         let memory = fit_memory(run.shape, precision, cell, &suite.measure);
         if let Some(refusal) = run.free_bytes.and_then(|free| memory.refusal(free)) {
             let mut skipped = CellRecord::failed(cell, String::new());
             skipped.status =
-                CellStatus::Skipped { message: refusal, needed_bytes: memory.total_bytes(), free_bytes: 0 };
+                CellStatus::Skipped { message: refusal.clone(), needed_bytes: memory.total_bytes(), free_bytes: 0 };
             cells.push(skipped);
+            planned.push(PlannedCell { shape: cell, step_s: step, memory, skipped: Some(refusal) });
             continue;
         }
+        planned.push(PlannedCell { shape: cell, step_s: step, memory, skipped: None });
         let head_step = head.as_ref().map(|h| step_s(h, precision, cell, rates));
         total_s += cell_s(suite, cell, step) + head_step.map_or(0.0, |s| cell_s(suite, cell, s));
         total_s += draw(memory.kv_cache_bytes as f64) * if head.is_some() { 2.0 } else { 1.0 };
@@ -236,6 +268,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     total_s += cell_s(suite, again, step_s(run.shape, precision, again, rates));
     // The serving phase: each rate's simulated window over the planned step times.
     let mut under_extra_s = 0.0;
+    let mut serving = Vec::new();
     if let Some(serve) = &suite.serve {
         // The loop replays graph steps where the run measures them (and their check passes).
         let mode = if run.modes.contains(&StepMode::Graph) { StepMode::Graph } else { StepMode::Eager };
@@ -244,6 +277,19 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         // The phase's budget, cut to what serve.run_s leaves after everything before it.
         let budget_s = serve.budget_s(total_s);
         for plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), (serve, budget_s), mode, None) {
+            // As the run: a layer subset is not served.
+            if let Some(layers) = suite.scale.layers {
+                serving.push(PlannedServing {
+                    workload: plan.workload.name.clone(),
+                    bound: plan.bound.name.clone(),
+                    rates: Err(format!(
+                        "the run measures {layers} of the model's layers: a serving loop serves whole models only"
+                    )),
+                    requests: 0,
+                    expected_s: 0.0,
+                });
+                continue;
+            }
             let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
             let planned_s = plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
             total_s += planned_s;
@@ -252,6 +298,13 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             if plan.fits_budget(planned_s, under_s) {
                 under_extra_s += under_s;
             }
+            serving.push(PlannedServing {
+                workload: plan.workload.name.clone(),
+                bound: plan.bound.name.clone(),
+                rates: plan.rates.clone(),
+                requests: plan.lengths.len(),
+                expected_s: planned_s,
+            });
         }
     }
     WallTime {
@@ -260,6 +313,8 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         warmup_extra_s: (suite.warmup.max_s - suite.warmup.min_s).max(0.0),
         cells: measured,
         basis: rates.basis.clone(),
+        planned,
+        serving,
     }
 }
 
@@ -374,6 +429,46 @@ mod tests {
         // And a budget for the run up to the phase's end, with room left of the 5 minutes.
         let run_s = suite.serve.as_ref().and_then(|s| s.run_s);
         assert!(run_s.is_some_and(|run_s| run_s <= 5.0 * 60.0 - 15.0), "{run_s:?}");
+    }
+
+    /// The estimate lists the cells it planned (what `lynx run --plan` prints), skipped ones
+    /// marked and not counted, and the serving it planned; a layer subset is planned no serving,
+    /// as a run serves none.
+    #[test]
+    fn the_plan_behind_the_estimate_is_listed() {
+        let (suite, model) = catalogued("cpu");
+        let bounds = crate::latency::bounds_for(&suite.bounds, &model);
+        let planned = Planned {
+            suite: &suite,
+            shape: &model,
+            model_layers: model.num_layers,
+            bounds: &bounds,
+            modes: &[StepMode::Eager],
+            free_bytes: None,
+            done: &[],
+            burst_probed: false,
+        };
+        let all = wall_time(&planned, &Rates::cpu());
+        assert_eq!(all.planned.len(), all.cells);
+        assert!(all.planned.iter().all(|c| c.skipped.is_none() && c.step_s > 0.0 && c.memory.total_bytes() > 0));
+        let served: Vec<_> = all.serving.iter().filter(|s| s.rates.is_ok()).collect();
+        assert!(!served.is_empty() && served.iter().all(|s| s.requests > 0 && s.expected_s > 0.0), "{all:?}");
+        // Free memory between the smallest and the largest cell's: some skipped, not counted.
+        let largest = all.planned.iter().map(|c| c.memory.total_bytes()).max().unwrap();
+        let some = wall_time(&Planned { free_bytes: Some(largest / 2), ..planned }, &Rates::cpu());
+        let skipped = some.planned.iter().filter(|c| c.skipped.is_some()).count();
+        assert!(skipped > 0 && some.cells == some.planned.len() - skipped, "{some:?}");
+        // A layer subset: no serving planned, none counted.
+        let mut subset = suite.clone();
+        subset.scale.layers = Some(1);
+        let scaled = wall_time(&Planned { suite: &subset, ..planned }, &Rates::cpu());
+        assert!(!scaled.serving.is_empty(), "{scaled:?}");
+        for serving in &scaled.serving {
+            let why = serving.rates.as_ref().unwrap_err();
+            assert!(why.contains("a serving loop serves whole models only"), "{why}");
+            assert_eq!(serving.expected_s, 0.0);
+        }
+        assert_eq!(scaled.under_extra_s, 0.0);
     }
 
     /// Once the burst probes have run, the estimate is made again from the ceilings they

@@ -218,6 +218,11 @@ pub struct RunArgs {
     pub utilisation: f64,
     #[command(flatten)]
     pub node: NodeArgs,
+    /// Plan the run and print the plan, measuring and writing nothing: its inputs checked as a
+    /// run checks them, the cells the sweep would measure with their predicted steps and memory
+    /// (and those that would not fit), the serving phase, and the estimated wall time.
+    #[arg(long)]
+    pub plan: bool,
     /// (internal) Write the run's folder to this file once it exists.
     #[arg(long, hide = true)]
     pub report_run_dir: Option<PathBuf>,

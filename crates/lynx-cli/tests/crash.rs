@@ -201,6 +201,27 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(said), "{stderr}");
     assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
 
+    // The rest of the run, planned, writes nothing to its folder.
+    let files = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    let before = files(&dir);
+    let planned = lynx(&["run", "--resume", dir.to_str().unwrap(), "--plan"]);
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    assert!(
+        plan.contains(&format!("resuming: {partial_cells} cells are in the journal; the rest is planned")),
+        "{plan}"
+    );
+    assert!(plan.contains("estimated wall time about "), "{plan}");
+    assert!(files(&dir) == before, "a plan wrote to the run's folder");
+
     let output = lynx(&["run", "--resume", dir.to_str().unwrap()]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

@@ -93,6 +93,11 @@ fn a_model_whose_weights_cannot_fit_is_refused_before_anything_is_built() {
         assert!(line.contains(says) && line.contains(" is free (the host's MemAvailable)"), "{stderr}");
         assert!(!stderr.contains("killed"), "{stderr}");
         assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a refused run left a folder");
+        // Its plan is refused with the same line (the host's free memory read again).
+        let planned = bad_input(&[run_args(models.path(), out.path()).as_slice(), &["--plan"]].concat());
+        let need = |line: &str| line.split(" and ").next().unwrap_or_default().to_owned();
+        assert_eq!(need(&planned), need(line), "{planned}");
+        assert!(planned.contains(" is free (the host's MemAvailable)"), "{planned}");
     }
 }
 
@@ -117,6 +122,14 @@ fn a_suite_no_cell_of_which_fits_is_refused_before_warm_up() {
     );
     assert!(!stderr.contains("lynx: warm-up ") && !stderr.contains("equilibrium"), "{stderr}");
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a refused run left a folder");
+    // Its plan is refused with the same line, before anything is built.
+    let planned = lynx_command()
+        .args([run_args(models.path(), out.path()).as_slice(), &["--plan"]].concat())
+        .env("LYNX_FREE_MEMORY_BYTES", "1")
+        .output()
+        .unwrap();
+    assert_eq!(planned.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&planned.stderr).trim_end(), line);
 }
 
 #[test]

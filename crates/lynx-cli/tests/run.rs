@@ -411,6 +411,80 @@ fn roofline_measures_and_prints_the_cpus_ceilings() {
     assert!(line.contains("--sustained-s"), "{line}");
 }
 
+/// `lynx run --plan` plans a run and measures and writes nothing (no run folder, no signing
+/// key): every cell of the planned sweep with its predicted step and memory, those that would
+/// not fit marked and not counted, the serving phase, and the estimate a run prints as it
+/// starts. A suite none of whose cells fits is refused as the run refuses it.
+#[test]
+fn a_plan_measures_and_writes_nothing() {
+    let out = tempfile::tempdir().unwrap();
+    let runs = out.path().join("runs");
+    let keys = tempfile::tempdir().unwrap();
+    let plan = |free: Option<&str>, extra: &[&str]| {
+        let mut command = lynx_command();
+        command.args([["run", "--plan", "--out", runs.to_str().unwrap()].as_slice(), extra].concat());
+        command.env("XDG_CONFIG_HOME", keys.path());
+        if let Some(free) = free {
+            command.env("LYNX_FREE_MEMORY_BYTES", free);
+        }
+        command.output().unwrap()
+    };
+    // The cells a plan lists: (shape, whether it is measured).
+    let cells = |stdout: &str| -> Vec<(String, bool)> {
+        let table = stdout.split_once("CELL  ").expect("a table of cells").1;
+        table
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("prefill") || l.starts_with("decode"))
+            .map(|l| (l.split("  ").next().unwrap().to_owned(), l.trim_end().ends_with("  measure")))
+            .collect()
+    };
+    let counted = |stdout: &str| -> usize {
+        let estimate = stdout.lines().find(|l| l.starts_with("estimated wall time about ")).expect("an estimate");
+        let before = estimate.split(" cells; ").next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+
+    let output = plan(None, &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.starts_with("plan: suite cpu: lynx-ref-small ("), "{stdout}");
+    assert!(stdout.contains("nothing is measured or written"), "{stdout}");
+    assert!(stdout.contains("free beside the weights: ") && stdout.contains("less the weights'"), "{stdout}");
+    let all = cells(&stdout);
+    assert!(all.len() > 20 && all.iter().all(|(_, measured)| *measured), "{stdout}");
+    assert_eq!(counted(&stdout), all.len(), "{stdout}");
+    assert!(stdout.contains("serving short under the server bound: bounded "), "{stdout}");
+    assert!(!runs.exists(), "a plan made the run folder");
+    assert!(std::fs::read_dir(keys.path()).unwrap().next().is_none(), "a plan made a signing key");
+
+    // With less free memory than the largest cells need, those are marked and not counted.
+    let output = plan(Some("60000000"), &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let some = cells(&stdout);
+    let measured = some.iter().filter(|(_, measured)| *measured).count();
+    assert!(measured > 0 && measured < some.len(), "{stdout}");
+    assert_eq!(counted(&stdout), measured, "{stdout}");
+    assert!(stdout.contains("skip: it needs an estimated "), "{stdout}");
+    assert!(stdout.contains("free beside the weights: 0.06 GiB (stated by LYNX_FREE_MEMORY_BYTES)"), "{stdout}");
+
+    // None fits: refused as the run refuses it, in one line, and nothing written.
+    let output = plan(Some("100"), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("suite cpu: no cell fits on cpu beside the weights of lynx-ref-small"), "{stderr}");
+    assert!(output.stdout.is_empty() && !runs.exists());
+
+    // A node's plan is each device's: here the CPU, planned once for each time it is named.
+    let output = plan(None, &["--devices", "cpu,cpu", "--one-at-a-time"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.matches("plan: suite cpu: ").count(), 2, "{stdout}");
+    assert!(!runs.exists(), "a node's plan made the run folder");
+}
+
 /// Regression (issue 15): a cell whose estimated memory exceeds the device's free memory is
 /// recorded as skipped with both figures, never allocated, and ends its batch ladder as out of
 /// memory would. The free memory is stated, so the planner is tested on any host.
@@ -428,6 +502,17 @@ fn a_cell_that_cannot_fit_is_skipped_with_both_figures_and_ends_its_ladder() {
     let free = (need(1) + need(8)) / 2;
     let models = models(str::to_owned);
     let out = tempfile::tempdir().unwrap();
+    // Its plan says so before anything runs.
+    let planned = lynx_command()
+        .args([run_args(models.path(), out.path()).as_slice(), &["--plan"]].concat())
+        .env("LYNX_FREE_MEMORY_BYTES", free.to_string())
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let row = plan.lines().find(|l| l.starts_with("decode batch 8 ctx 512 ")).expect("the cell is planned");
+    assert!(row.contains("skip: it needs an estimated"), "{plan}");
+    assert!(plan.lines().any(|l| l.starts_with("decode batch 1 ctx 512 ") && l.ends_with("  measure")), "{plan}");
     let output = lynx_command()
         .args(run_args(models.path(), out.path()))
         .env("LYNX_FREE_MEMORY_BYTES", free.to_string())

@@ -123,6 +123,17 @@ impl Journal {
         Journal::open_waiting(path, LOCK_WAIT)
     }
 
+    /// The cells of the journal at `path` (none where there is none yet), read and nothing
+    /// written: a last line cut short is left out, as [`Journal::open`] would cut it off.
+    pub fn read(path: &Path) -> Result<Vec<CellRecord>, RunError> {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(RunError::Io { path: path.to_path_buf(), source }),
+        };
+        cells_of(&bytes, path)
+    }
+
     /// [`Journal::open`], waiting at most `wait` for the lock before saying another process holds
     /// it.
     fn open_waiting(path: &Path, wait: Duration) -> Result<(Journal, Vec<CellRecord>), RunError> {
@@ -146,17 +157,7 @@ impl Journal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let mut cells = Vec::new();
-        for (number, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
-            if line.is_empty() {
-                continue;
-            }
-            let cell = serde_json::from_slice(line).map_err(|e| RunError::Corrupt {
-                path: path.to_path_buf(),
-                detail: format!("journal line {}: {e}", number + 1),
-            })?;
-            cells.push(cell);
-        }
+        let cells = cells_of(&bytes, path)?;
         if complete < bytes.len() {
             file.set_len(complete as u64).map_err(io)?;
             file.sync_all().map_err(io)?;
@@ -169,6 +170,23 @@ impl Journal {
     pub fn append(&mut self, cell: &CellRecord) -> Result<(), RunError> {
         crate::store::write_json_line(&mut self.file, &self.path, cell)
     }
+}
+
+/// The cells of a journal's `bytes` (read from `path`), its complete lines only.
+fn cells_of(bytes: &[u8], path: &Path) -> Result<Vec<CellRecord>, RunError> {
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut cells = Vec::new();
+    for (number, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let cell = serde_json::from_slice(line).map_err(|e| RunError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("journal line {}: {e}", number + 1),
+        })?;
+        cells.push(cell);
+    }
+    Ok(cells)
 }
 
 #[cfg(test)]

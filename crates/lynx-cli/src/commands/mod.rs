@@ -7,6 +7,7 @@ mod devices;
 mod export;
 mod keygen;
 mod models;
+mod plan;
 mod report;
 mod reproduce;
 mod roofline;

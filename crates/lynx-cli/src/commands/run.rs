@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.plan {
+        return super::plan::plan(&args);
+    }
     super::folder_or_absent("--out", &args.out)?;
     let price = super::price_inputs(args.price_per_hour, args.utilisation)?;
     // The key is read before anything is measured: a run that cannot be signed is refused.
@@ -43,35 +46,33 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     execute(&run, resuming, signing_key.as_ref(), price).map(|_| ())
 }
 
+/// The devices a node runs on: every GPU (or the CPU on a host without one), or those listed,
+/// each checked to be here.
+pub(super) fn node_devices(node: &NodeArgs, host: &lynx_schema::result::HostRecord) -> anyhow::Result<Vec<DeviceName>> {
+    if node.devices.is_empty() {
+        let gpus: Vec<DeviceName> =
+            devices::list(host).iter().map(|d| d.record.device).filter(|d| *d != DeviceName::Cpu).collect();
+        return Ok(if gpus.is_empty() { vec![DeviceName::Cpu] } else { gpus });
+    }
+    for (i, &name) in node.devices.iter().enumerate() {
+        // Two processes measuring one device at once each measure the other's load too.
+        if !node.one_at_a_time && node.devices[..i].contains(&name) {
+            esayln!(
+                "lynx: warning: --devices names {name} more than once: its runs will share it at once, each \
+                 measuring the other's load too (--one-at-a-time runs them in turn)"
+            );
+        }
+        devices::find(name, host)?;
+    }
+    Ok(node.devices.clone())
+}
+
 /// One `lynx run` per device of the node, each given this process's own command line unchanged
 /// and `--node-device` naming its device (so every option the user set reaches it as given),
 /// and the node summary.
 fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
     let host = lynx_runner::host_record();
-    let names: Vec<String> = if node.devices.is_empty() {
-        let gpus: Vec<String> = devices::list(&host)
-            .iter()
-            .filter(|d| d.record.device != DeviceName::Cpu)
-            .map(|d| d.record.device.to_string())
-            .collect();
-        if gpus.is_empty() {
-            vec!["cpu".to_owned()]
-        } else {
-            gpus
-        }
-    } else {
-        for (i, &name) in node.devices.iter().enumerate() {
-            // Two processes measuring one device at once each measure the other's load too.
-            if !node.one_at_a_time && node.devices[..i].contains(&name) {
-                esayln!(
-                    "lynx: warning: --devices names {name} more than once: its runs will share it at once, each \
-                     measuring the other's load too (--one-at-a-time runs them in turn)"
-                );
-            }
-            devices::find(name, &host)?;
-        }
-        node.devices.iter().map(DeviceName::to_string).collect()
-    };
+    let names: Vec<String> = node_devices(node, &host)?.iter().map(DeviceName::to_string).collect();
     let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
     super::warn_of_test_hooks();
     // The node goes on through a hangup as each of its runs does, to write its summary.
@@ -193,7 +194,7 @@ pub fn execute(
 
 /// The run in `dir`, after checking that whatever the command line also gave matches how it was
 /// started, and that this is the binary that started it.
-fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runner::RunDir> {
+pub(super) fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runner::RunDir> {
     let refuse = |what: String| BadInput(format!("--resume {}: {what}", dir.display()));
     let run = lynx_runner::RunDir::open(dir)?;
     let plan = run.read_plan()?;

@@ -147,6 +147,9 @@ pub fn bad_suite(edit: impl Fn(&str) -> String, names: &[&str]) {
         assert!(line.contains(name), "{line} does not name {name}");
     }
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a result was written for bad input");
+    // A plan checks its inputs as the run does, and says the same.
+    let planned = bad_input(&[run_args(models.path(), out.path()).as_slice(), &["--plan"]].concat());
+    assert_eq!(planned, line, "the plan and the run refuse the suite differently");
 }
 
 /// A run of the test suite: its models folder, its results folder (both kept while in scope),

@@ -4,6 +4,7 @@
 
 mod assemble;
 mod cell;
+mod forecast;
 mod graph;
 mod serve;
 mod start;
@@ -11,6 +12,7 @@ mod warmup;
 mod work;
 
 pub use assemble::{assemble, record_worker_death, DiedIn};
+pub use forecast::{forecast, forecast_resume, Forecast};
 pub(crate) use graph::Graphs;
 pub use serve::loop_overhead;
 pub use start::{estimate, estimate_from_ceilings, start, start_reproduction};

@@ -6,9 +6,13 @@ use crate::journal::RunDir;
 use crate::store::write_json_atomic;
 use crate::unix_now_s;
 use crate::RunError;
-use lynx_analysis::estimate::{datasheet, wall_time, Planned, Rates};
+use lynx_analysis::estimate::{datasheet, wall_time, Planned, Rates, WallTime};
 use lynx_models::Checkpoint;
-use lynx_schema::result::{CheckName, ConfigRecord, Reproduces, RunPlan, RunResult, StepMode, WeightsRecord};
+use lynx_schema::config::Precision;
+use lynx_schema::device::DeviceName;
+use lynx_schema::result::{
+    CellRecord, Check, CheckName, ConfigRecord, DeviceRecord, Reproduces, RunPlan, RunResult, StepMode, WeightsRecord,
+};
 use lynx_schema::time::{compact_utc, rfc3339_utc};
 use std::hash::{BuildHasher, Hasher};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -60,15 +64,18 @@ fn random_u32() -> u32 {
 /// datasheet (a CPU's assumed rates). Nothing is read from the device: a GPU's free memory is
 /// taken as its memory less the weights.
 pub fn estimate(result: &RunResult) -> Result<String, String> {
-    let gpu = crate::devices::torch_device(result.device.device) != tch::Device::Cpu;
-    let rates = if gpu {
-        let name = result.device.name.known().cloned().unwrap_or_default();
-        let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
-        Rates::gpu(sheet, result.config.suite.precision)
-    } else {
-        Rates::cpu()
-    };
-    estimate_at(result, &rates)
+    estimate_at(result, &rates_of(&result.device, result.config.suite.precision)?)
+}
+
+/// The rates a step on `device` at `precision` is predicted from before anything is measured:
+/// a GPU's datasheet (or why lynx has none), a CPU's assumed rates.
+pub(super) fn rates_of(device: &DeviceRecord, precision: Precision) -> Result<Rates, String> {
+    if crate::devices::torch_device(device.device) == tch::Device::Cpu {
+        return Ok(Rates::cpu());
+    }
+    let name = device.name.known().cloned().unwrap_or_default();
+    let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
+    Ok(Rates::gpu(sheet, precision))
 }
 
 /// [`estimate`] made again from the ceilings `result`'s burst probes measured, once they have
@@ -83,15 +90,36 @@ pub fn estimate_from_ceilings(result: &RunResult) -> Result<String, String> {
 fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
     let config = &result.config;
     let shape = config.device_shape();
-    let precision = config.suite.precision;
-    let torch = crate::devices::torch_device(result.device.device);
-    let free_bytes = match torch {
+    let free_bytes = match crate::devices::torch_device(result.device.device) {
         tch::Device::Cpu => crate::devices::host_free_memory().known().map(|(free, _)| *free),
-        _ => result.device.memory_bytes.known().map(|m| m.saturating_sub(shape.weight_bytes(precision))),
+        _ => result.device.memory_bytes.known().map(|m| m.saturating_sub(shape.weight_bytes(config.suite.precision))),
     };
-    let modes = if result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
-        lynx_analysis::sweep::decode_modes(&result.checks)
-    } else if super::graph::Graphs::for_device(torch).available() {
+    let so_far = SoFar { checks: &result.checks, cells: &result.cells, burst_probed: result.roofline.is_some() };
+    Ok(planned_wall_time(config, result.device.device, so_far, free_bytes, rates).to_string())
+}
+
+/// What a run has done so far, for the wall time of the rest of it.
+#[derive(Clone, Copy)]
+pub(super) struct SoFar<'a> {
+    pub checks: &'a [Check],
+    pub cells: &'a [CellRecord],
+    /// Whether the burst roofline probes have run.
+    pub burst_probed: bool,
+}
+
+/// The wall time the rest of a run of `config` on `device` is expected to take at `rates`, with
+/// `free_bytes` free beside the weights where known: its decode modes those its graph parity
+/// check allowed, or (before the check) graphs wherever this process can capture them.
+pub(super) fn planned_wall_time(
+    config: &ConfigRecord,
+    device: DeviceName,
+    so_far: SoFar,
+    free_bytes: Option<u64>,
+    rates: &Rates,
+) -> WallTime {
+    let modes = if so_far.checks.iter().any(|c| c.name == CheckName::GraphParity) {
+        lynx_analysis::sweep::decode_modes(so_far.checks)
+    } else if super::graph::Graphs::for_device(crate::devices::torch_device(device)).available() {
         StepMode::ALL.to_vec()
     } else {
         vec![StepMode::Eager]
@@ -99,13 +127,13 @@ fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
     let bounds = lynx_analysis::latency::bounds_for(&config.suite.bounds, &config.model);
     let planned = Planned {
         suite: &config.suite,
-        shape,
+        shape: config.device_shape(),
         model_layers: config.model.num_layers,
         bounds: &bounds,
         modes: &modes,
         free_bytes,
-        done: &result.cells,
-        burst_probed: result.roofline.is_some(),
+        done: so_far.cells,
+        burst_probed: so_far.burst_probed,
     };
-    Ok(wall_time(&planned, rates).to_string())
+    wall_time(&planned, rates)
 }

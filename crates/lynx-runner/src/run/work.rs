@@ -23,6 +23,7 @@ use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
 use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
+use lynx_schema::device::DeviceName;
 use lynx_schema::result::{
     CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, Harness, HostRecord, RunPlan, RunResult,
     RunStatus, StepMode, WeightsRecord, RESULT_SCHEMA,
@@ -91,16 +92,16 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
 
 /// What a turn builds its models from: the configuration as run, the shape the device holds,
 /// the checkpoint layers it stands for, and where its weights come from.
-struct Setup {
-    config: ConfigRecord,
-    shape: ModelShape,
+pub(super) struct Setup {
+    pub(super) config: ConfigRecord,
+    pub(super) shape: ModelShape,
     layers: Vec<u32>,
     checkpoint: Option<Checkpoint>,
     torch: tch::Device,
 }
 
 impl Setup {
-    fn new(plan: &RunPlan, device: &Device) -> Result<Setup, RunError> {
+    pub(super) fn new(plan: &RunPlan, device: &Device) -> Result<Setup, RunError> {
         let checkpoint = match &plan.weights {
             Some(dir) if plan.suite.scale.tp > 1 => {
                 return Err(RunError::Config(format!(
@@ -124,6 +125,46 @@ impl Setup {
         Ok(Setup { config, shape, layers, checkpoint, torch: device.torch })
     }
 
+    /// Why `shape` cannot fit in `free` bytes, where it cannot (naming `source`, where the figure
+    /// came from), with the bytes it is estimated to need and the bytes free.
+    pub(super) fn refusal(&self, shape: CellShape, (free_bytes, source): (u64, &str)) -> Option<(String, u64, u64)> {
+        let suite = &self.config.suite;
+        let estimate = fit_memory(&self.shape, suite.precision, shape, &suite.measure);
+        let reason = estimate.refusal(free_bytes)?;
+        Some((format!("{reason} ({source})"), estimate.total_bytes(), free_bytes))
+    }
+
+    /// Refuse a suite none of whose cells fits in `free`, the memory beside the weights on
+    /// `device`, where it is known: its smallest prefill and its smallest decode cell (memory
+    /// grows with batch and length) both skipped, the run would warm up on a step no cell
+    /// measures and publish nothing.
+    pub(super) fn some_cell_fits(&self, device: DeviceName, free: Option<(u64, &str)>) -> Result<(), RunError> {
+        let Some(free) = free else { return Ok(()) };
+        let suite = &self.config.suite;
+        let least = |values: Vec<u32>| values.into_iter().min().unwrap_or(1);
+        let smallest = [
+            CellShape::Prefill {
+                batch: least(suite.prefill.ladder().batches()),
+                prompt_len: least(suite.prefill.prompt_lens.clone()),
+            },
+            CellShape::decode(least(suite.decode.ladder().batches()), least(suite.decode.ctxs.clone())),
+        ];
+        let refused: Vec<String> = smallest
+            .iter()
+            .filter_map(|&shape| self.refusal(shape, free).map(|(message, ..)| format!("{shape} {message}")))
+            .collect();
+        if refused.len() < smallest.len() {
+            return Ok(());
+        }
+        Err(RunError::Config(format!(
+            "suite {}: no cell fits on {device} beside the weights of {}: the smallest {}; shorten the lengths, \
+             lower the batches, or measure a layer subset (scale.layers)",
+            suite.name,
+            suite.model,
+            refused.join(", and the smallest ")
+        )))
+    }
+
     /// `shape` on the device, with the checkpoint's `layers` or weights drawn from the seed.
     fn build(&self, shape: &ModelShape, layers: &[u32], context: &str) -> Result<Model, RunError> {
         let suite = &self.config.suite;
@@ -141,7 +182,7 @@ impl Setup {
     /// worker. A stated free memory ([`crate::devices::FREE_MEMORY_VAR`]) is what is free
     /// beside the weights, for planning cells, so it refuses nothing here; nor does a free
     /// memory that cannot be read.
-    fn weights_fit(&self, device: &Device, parity: bool) -> Result<(), RunError> {
+    pub(super) fn weights_fit(&self, device: &Device, parity: bool) -> Result<(), RunError> {
         if crate::devices::free_memory_is_stated() {
             return Ok(());
         }
@@ -488,44 +529,9 @@ impl Turn<'_> {
         Some(cell)
     }
 
-    /// Why `shape` cannot fit in the device's free memory, where it cannot (naming where the
-    /// free figure came from), with the bytes it is estimated to need and the bytes free.
+    /// Why `shape` cannot fit in the device's free memory, where it cannot.
     fn refusal(&self, setup: &Setup, shape: CellShape) -> Option<(String, u64, u64)> {
-        let (free_bytes, source) = *self.device.free_memory().known()?;
-        let suite = &setup.config.suite;
-        let estimate = fit_memory(&setup.shape, suite.precision, shape, &suite.measure);
-        let reason = estimate.refusal(free_bytes)?;
-        Some((format!("{reason} ({source})"), estimate.total_bytes(), free_bytes))
-    }
-
-    /// Refuse a suite none of whose cells fits in the free memory beside the weights: its
-    /// smallest prefill and its smallest decode cell (memory grows with batch and length) both
-    /// skipped, the run would warm up on a step no cell measures and publish nothing.
-    fn some_cell_fits(&self, setup: &Setup) -> Result<(), RunError> {
-        let suite = &setup.config.suite;
-        let least = |values: Vec<u32>| values.into_iter().min().unwrap_or(1);
-        let smallest = [
-            CellShape::Prefill {
-                batch: least(suite.prefill.ladder().batches()),
-                prompt_len: least(suite.prefill.prompt_lens.clone()),
-            },
-            CellShape::decode(least(suite.decode.ladder().batches()), least(suite.decode.ctxs.clone())),
-        ];
-        let refused: Vec<String> = smallest
-            .iter()
-            .filter_map(|&shape| self.refusal(setup, shape).map(|(message, ..)| format!("{shape} {message}")))
-            .collect();
-        if refused.len() < smallest.len() {
-            return Ok(());
-        }
-        Err(RunError::Config(format!(
-            "suite {}: no cell fits on {} beside the weights of {}: the smallest {}; shorten the lengths, lower \
-             the batches, or measure a layer subset (scale.layers)",
-            suite.name,
-            self.device.record.device,
-            suite.model,
-            refused.join(", and the smallest ")
-        )))
+        setup.refusal(shape, *self.device.free_memory().known()?)
     }
 
     /// Measure a cell with the host's other load beside it; a cell that is not stable (its CV
@@ -538,7 +544,7 @@ impl Turn<'_> {
         shape: CellShape,
         limits: &lynx_schema::config::MeasureConfig,
     ) -> Option<CellRecord> {
-        let gpu = self.device.record.device != lynx_schema::device::DeviceName::Cpu;
+        let gpu = self.device.record.device != DeviceName::Cpu;
         let (max_cv, max_other) = (limits.max_cv_on(gpu), limits.max_other_cpu_cores());
         let measure = || {
             let load = crate::host_load::HostLoad::now();
@@ -590,7 +596,7 @@ impl Turn<'_> {
         self.result.fp8_input_scales =
             crate::parity::calibrate_fp8(&model, suite).map_err(|e| model_error(&context, e))?;
         if self.result.cells.is_empty() {
-            self.some_cell_fits(setup)?;
+            setup.some_cell_fits(self.device.record.device, self.device.free_memory().known().copied())?;
         }
         self.check_graphs(&model, suite.precision)?;
         if !self.warm(&model, setup)? {

@@ -1,0 +1,140 @@
+//! `lynx run --plan`: a run planned and printed, nothing measured or written (no run folder, no
+//! key): for one device, each device of a node, or the rest of a run to resume.
+
+use crate::args::RunArgs;
+use lynx_analysis::estimate::WallTime;
+use lynx_analysis::memory::gib;
+use lynx_report::table::Table;
+use lynx_report::text::ms;
+use lynx_runner::{devices, suite, Forecast, Plan};
+use lynx_schema::device::DeviceName;
+use lynx_schema::value::Reported;
+use std::fmt::Write;
+
+pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
+    let host = lynx_runner::host_record();
+    if let Some(dir) = &args.resume {
+        let run = super::run::resumable(dir, args)?;
+        let device = devices::find(run.read_plan()?.device, &host)?;
+        say!("{}", plan_text(&lynx_runner::forecast_resume(&run, &device)?));
+        return Ok(());
+    }
+    let names = if args.node.is_node() {
+        super::run::node_devices(&args.node, &host)?
+    } else {
+        vec![match args.node.node_device.or(args.device) {
+            Some(name) => name,
+            None => devices::best(&host).record.device,
+        }]
+    };
+    let catalogue = suite::Catalogue::new(args.models.clone());
+    for (i, name) in names.into_iter().enumerate() {
+        let device = devices::find(name, &host)?;
+        let default_suite = if name == DeviceName::Cpu { "cpu" } else { "standard" };
+        let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
+        let plan = Plan { suite, model, device, results_dir: args.out.clone(), weights: args.weights.clone() };
+        if i > 0 {
+            sayln!();
+        }
+        say!("{}", plan_text(&lynx_runner::forecast(&plan)?));
+    }
+    Ok(())
+}
+
+/// The plan as the user reads it.
+fn plan_text(forecast: &Forecast) -> String {
+    let config = &forecast.config;
+    let suite = &config.suite;
+    let mut out = String::new();
+    let device_name = forecast.device.name.known().map_or_else(String::new, |name| format!(" ({name})"));
+    let _ = writeln!(
+        out,
+        "plan: suite {}: {} ({:.0} M parameters) at {} on {}{device_name}; nothing is measured or written",
+        suite.name,
+        config.model.name,
+        config.model_parameters as f64 / 1e6,
+        suite.precision,
+        forecast.device.device,
+    );
+    if forecast.done > 0 {
+        let _ = writeln!(out, "resuming: {} cells are in the journal; the rest is planned", forecast.done);
+    }
+    let _ = match &forecast.free {
+        Reported::Known((bytes, source)) => writeln!(out, "free beside the weights: {} ({source})", gib(*bytes)),
+        Reported::Unavailable { unavailable } => writeln!(
+            out,
+            "free beside the weights: not known ({unavailable}); every cell is planned, and one that does not fit \
+             is recorded as out of memory"
+        ),
+    };
+    let _ = match &forecast.graphs {
+        Reported::Known(true) => writeln!(out, "decode steps: eager and graph, once the graph parity check passes"),
+        Reported::Known(false) => writeln!(out, "decode steps: eager"),
+        Reported::Unavailable { unavailable } => writeln!(out, "decode steps: eager (graphs: {unavailable})"),
+    };
+    for gap in &forecast.gaps {
+        let _ = writeln!(out, "warning: {gap}");
+    }
+    match &forecast.wall_time {
+        Ok(wall_time) => out.push_str(&planned_text(wall_time)),
+        Err(why) => {
+            let _ = writeln!(
+                out,
+                "no cells planned and no wall-time estimate: {why}; a run plans its cells over the steps it \
+                 measures, and estimates its wall time once its probes have measured the device's ceilings"
+            );
+        }
+    }
+    out
+}
+
+/// The planned cells, serving phase and wall time.
+fn planned_text(wall_time: &WallTime) -> String {
+    let mut out = String::new();
+    let mut cells = Table::new(["CELL", "PREDICTED STEP", "MEMORY BEYOND WEIGHTS", "PLAN"]);
+    for cell in &wall_time.planned {
+        let planned = match &cell.skipped {
+            Some(why) => format!("skip: it {why}"),
+            None => "measure".to_owned(),
+        };
+        cells.row([cell.shape.to_string(), ms(cell.step_s), memory(cell.memory.total_bytes()), planned]);
+    }
+    if cells.is_empty() {
+        let _ = writeln!(out, "cells: none left to measure");
+    } else {
+        let _ = writeln!(out, "cells, over step times predicted from {}:", wall_time.basis);
+        out.push_str(&cells.text(240));
+    }
+    for serving in &wall_time.serving {
+        let what = format!("serving {} under the {} bound", serving.workload, serving.bound);
+        let _ = match &serving.rates {
+            Ok(rates) => {
+                let rates: Vec<String> = rates.iter().map(|(label, rate)| format!("{label} {rate:.3}/s")).collect();
+                writeln!(
+                    out,
+                    "{what}: {}; {} requests a rate, about {:.0} s",
+                    rates.join(", "),
+                    serving.requests,
+                    serving.expected_s
+                )
+            }
+            Err(why) => writeln!(out, "{what}: not served: {why}"),
+        };
+    }
+    let _ = writeln!(out, "{wall_time}");
+    let _ = writeln!(
+        out,
+        "the sweep adapts to the steps it measures: a run may measure other cells than these, planned over \
+         predicted steps"
+    );
+    out
+}
+
+/// `bytes` in GiB from 1 GiB up, else in MiB: a small cell's memory is not "0.00 GiB".
+fn memory(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        gib(bytes)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
+}
