@@ -398,8 +398,7 @@ pub(crate) fn bounded(
     }
     let (max_batch, outcome) = best.ok_or_else(|| {
         format!(
-            "no load keeps p99 TTFT within {} s and p99 TPOT within {} s at any batch cap: the measured steps are \
-             too slow",
+            "no load keeps p99 TTFT within {} s and p99 TPOT within {} s at any batch cap: the steps are too slow",
             bound.ttft_p99_s, bound.tpot_p99_s
         )
     })?;
