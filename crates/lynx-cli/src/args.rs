@@ -317,6 +317,10 @@ pub struct ReproduceArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub signing: SigningArgs,
+    /// Plan the reproduction and print the plan (as `lynx run --plan`), measuring and writing
+    /// nothing.
+    #[arg(long)]
+    pub plan: bool,
 }
 
 /// `lynx shortlist`'s listing formats.

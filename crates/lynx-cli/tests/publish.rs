@@ -433,6 +433,23 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     // The reproduction needs no models folder: the configuration comes from the signed result.
     let local_out = tempfile::tempdir().unwrap();
     let key = pubkey();
+    // Planned first: the published suite and model, and nothing written.
+    let planned = lynx(&[
+        "reproduce",
+        published.to_str().unwrap(),
+        "--pubkey",
+        &key,
+        "--out",
+        local_out.path().to_str().unwrap(),
+        "--plan",
+    ]);
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let suite = original["config"]["suite"]["name"].as_str().unwrap();
+    let model = original["config"]["model"]["name"].as_str().unwrap();
+    assert!(plan.starts_with(&format!("plan: suite {suite}: {model} (")), "{plan}");
+    assert!(plan.contains("estimated wall time about "), "{plan}");
+    assert!(std::fs::read_dir(local_out.path()).unwrap().next().is_none(), "a plan wrote a run");
     let output = lynx(&[
         "reproduce",
         published.to_str().unwrap(),

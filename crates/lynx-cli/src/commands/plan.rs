@@ -1,5 +1,6 @@
 //! `lynx run --plan`: a run planned and printed, nothing measured or written (no run folder, no
-//! key): for one device, each device of a node, or the rest of a run to resume.
+//! key): for one device, each device of a node, or the rest of a run to resume; and the text
+//! `lynx reproduce --plan` prints too.
 
 use crate::args::RunArgs;
 use lynx_analysis::estimate::WallTime;
@@ -42,7 +43,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// The plan as the user reads it.
-fn plan_text(forecast: &Forecast) -> String {
+pub(super) fn plan_text(forecast: &Forecast) -> String {
     let config = &forecast.config;
     let suite = &config.suite;
     let mut out = String::new();

@@ -22,7 +22,8 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         .model
         .validate(&format!("the model of {}", published.display()))
         .map_err(|e| BadInput(e.to_string()))?;
-    let signing_key = super::signing_key(&args.signing)?;
+    // A plan reads no key: it signs nothing.
+    let signing_key = if args.plan { None } else { super::signing_key(&args.signing)? };
     let host = lynx_runner::host_record();
     let device = match args.device {
         Some(name) => devices::find(name, &host)?,
@@ -39,7 +40,6 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     for warning in output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()) {
         esayln!("lynx: warning: {warning}");
     }
-    super::warn_of_test_hooks();
     let plan = Plan {
         suite: original.config.suite.clone(),
         model: original.config.model.clone(),
@@ -47,6 +47,11 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         results_dir: args.out,
         weights: args.weights,
     };
+    if args.plan {
+        say!("{}", super::plan::plan_text(&lynx_runner::forecast(&plan)?));
+        return Ok(());
+    }
+    super::warn_of_test_hooks();
     let reproduces = Reproduces {
         envelope: published.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         envelope_sha256: digest,
