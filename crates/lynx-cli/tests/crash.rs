@@ -196,8 +196,8 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let stderr = String::from_utf8_lossy(&graphs.stderr);
     assert_eq!(graphs.status.code(), Some(2), "{stderr}");
     let said = "its decode cells were measured eagerly only (graphs: graphs are captured on CUDA and ROCm devices \
-                only, and this run is on Cpu), and this process can capture graphs; resume it as it was started, or \
-                start a new run";
+                only, and this run is on the CPU), and this process can capture graphs; resume it as it was \
+                started, or start a new run";
     assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(said), "{stderr}");
     assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
 

@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn a_resume_is_told_when_graphs_would_be_measured_differently() {
         let eager = published();
-        let cpu = "graphs are captured on CUDA and ROCm devices only, and this run is on Cpu";
+        let cpu = "graphs are captured on CUDA and ROCm devices only, and this run is on the CPU";
         let unavailable = Graphs::Unavailable("the CUDA shim did not load".to_owned());
         assert_eq!(graph_difference(&eager, &Graphs::Unavailable(cpu.to_owned())), None);
         assert_eq!(

@@ -42,6 +42,9 @@ impl Graphs {
                 Err(reason) => Graphs::Unavailable(reason),
             },
             _ if std::env::var(SIMULATE_GRAPHS_VAR).is_ok_and(|v| v == "reissue") => Graphs::Reissue,
+            tch::Device::Cpu => Graphs::Unavailable(
+                "graphs are captured on CUDA and ROCm devices only, and this run is on the CPU".to_owned(),
+            ),
             other => Graphs::Unavailable(format!(
                 "graphs are captured on CUDA and ROCm devices only, and this run is on {other:?}"
             )),
