@@ -175,7 +175,8 @@ mod tests {
     #[test]
     fn a_resume_is_told_when_graphs_would_be_measured_differently() {
         let eager = published();
-        let cpu = "graphs are captured on CUDA and ROCm devices only, and this run is on the CPU";
+        // The reason the published fixture recorded (as lynx then worded it), quoted as it stands.
+        let cpu = "graphs are captured on CUDA and ROCm devices only, and this run is on Cpu";
         let unavailable = Graphs::Unavailable("the CUDA shim did not load".to_owned());
         assert_eq!(graph_difference(&eager, &Graphs::Unavailable(cpu.to_owned())), None);
         assert_eq!(
