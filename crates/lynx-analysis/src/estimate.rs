@@ -364,6 +364,20 @@ mod tests {
     use super::*;
     use crate::catalogue;
 
+    /// A new run of `suite` on `model` under `bounds`, eager, its free memory not known.
+    fn fresh<'a>(suite: &'a Suite, model: &'a ModelShape, bounds: &'a [LatencyBound]) -> Planned<'a> {
+        Planned {
+            suite,
+            shape: model,
+            model_layers: model.num_layers,
+            bounds,
+            modes: &[StepMode::Eager],
+            free_bytes: None,
+            done: &[],
+            burst_probed: false,
+        }
+    }
+
     /// The catalogue's suite `name` and its model.
     fn catalogued(name: &str) -> (Suite, ModelShape) {
         let suite = Suite::from_toml(&catalogue(&format!("suites/{name}.toml")), name).unwrap();
@@ -378,16 +392,7 @@ mod tests {
         let (suite, model) = catalogued("standard");
         let bounds = crate::latency::bounds_for(&suite.bounds, &model);
         let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision);
-        let planned = Planned {
-            suite: &suite,
-            shape: &model,
-            model_layers: model.num_layers,
-            bounds: &bounds,
-            modes: &StepMode::ALL,
-            free_bytes: Some(120 << 30),
-            done: &[],
-            burst_probed: false,
-        };
+        let planned = Planned { modes: &StepMode::ALL, free_bytes: Some(120 << 30), ..fresh(&suite, &model, &bounds) };
         let estimate = wall_time(&planned, &rates);
         println!("{estimate} ({:.0} s)", estimate.total_s);
         assert!(estimate.total_s <= 20.0 * 60.0, "{estimate}");
@@ -409,16 +414,7 @@ mod tests {
     fn the_cpu_suite_is_estimated_within_5_minutes() {
         let (suite, model) = catalogued("cpu");
         let bounds = crate::latency::bounds_for(&suite.bounds, &model);
-        let planned = Planned {
-            suite: &suite,
-            shape: &model,
-            model_layers: model.num_layers,
-            bounds: &bounds,
-            modes: &[StepMode::Eager],
-            free_bytes: None,
-            done: &[],
-            burst_probed: false,
-        };
+        let planned = fresh(&suite, &model, &bounds);
         let estimate = wall_time(&planned, &Rates::cpu());
         println!("{estimate} ({:.0} s, {:.0} s more under)", estimate.total_s, estimate.under_extra_s);
         assert!(estimate.total_s + estimate.under_extra_s <= 5.0 * 60.0, "{estimate}");
@@ -438,16 +434,7 @@ mod tests {
     fn the_plan_behind_the_estimate_is_listed() {
         let (suite, model) = catalogued("cpu");
         let bounds = crate::latency::bounds_for(&suite.bounds, &model);
-        let planned = Planned {
-            suite: &suite,
-            shape: &model,
-            model_layers: model.num_layers,
-            bounds: &bounds,
-            modes: &[StepMode::Eager],
-            free_bytes: None,
-            done: &[],
-            burst_probed: false,
-        };
+        let planned = fresh(&suite, &model, &bounds);
         let all = wall_time(&planned, &Rates::cpu());
         assert_eq!(all.planned.len(), all.cells);
         assert!(all.planned.iter().all(|c| c.skipped.is_none() && c.step_s > 0.0 && c.memory.total_bytes() > 0));
@@ -537,14 +524,10 @@ mod tests {
             let shape = lynx_schema::config::shard(&full, &suite.scale).unwrap();
             let bounds = crate::latency::bounds_for(&suite.bounds, &full);
             let planned = Planned {
-                suite: &suite,
                 shape: &shape,
-                model_layers: full.num_layers,
-                bounds: &bounds,
                 modes: &StepMode::ALL,
                 free_bytes: Some(120 << 30),
-                done: &[],
-                burst_probed: false,
+                ..fresh(&suite, &full, &bounds)
             };
             let estimate = wall_time(&planned, &Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision));
             let longest = estimate.total_s + estimate.warmup_extra_s + estimate.under_extra_s;

@@ -433,16 +433,10 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     // The reproduction needs no models folder: the configuration comes from the signed result.
     let local_out = tempfile::tempdir().unwrap();
     let key = pubkey();
+    let reproduce =
+        ["reproduce", published.to_str().unwrap(), "--pubkey", &key, "--out", local_out.path().to_str().unwrap()];
     // Planned first: the published suite and model, and nothing written.
-    let planned = lynx(&[
-        "reproduce",
-        published.to_str().unwrap(),
-        "--pubkey",
-        &key,
-        "--out",
-        local_out.path().to_str().unwrap(),
-        "--plan",
-    ]);
+    let planned = lynx(&[reproduce.as_slice(), &["--plan"]].concat());
     let plan = String::from_utf8_lossy(&planned.stdout);
     assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
     let suite = original["config"]["suite"]["name"].as_str().unwrap();
@@ -450,14 +444,7 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     assert!(plan.starts_with(&format!("plan: suite {suite}: {model} (")), "{plan}");
     assert!(plan.contains("estimated wall time about "), "{plan}");
     assert!(std::fs::read_dir(local_out.path()).unwrap().next().is_none(), "a plan wrote a run");
-    let output = lynx(&[
-        "reproduce",
-        published.to_str().unwrap(),
-        "--pubkey",
-        &key,
-        "--out",
-        local_out.path().to_str().unwrap(),
-    ]);
+    let output = lynx(&reproduce);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let local_result = result_file(local_out.path());

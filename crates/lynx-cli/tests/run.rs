@@ -477,11 +477,18 @@ fn a_plan_measures_and_writes_nothing() {
     assert!(stderr.contains("suite cpu: no cell fits on cpu beside the weights of lynx-ref-small"), "{stderr}");
     assert!(output.stdout.is_empty() && !runs.exists());
 
+    // An --out the run could not write into is refused as the run refuses it.
+    let file = out.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let line = bad_input(&["run", "--plan", "--out", file.to_str().unwrap()]);
+    assert!(line.contains(&format!("--out {}: is not a folder", file.display())), "{line}");
+
     // A node's plan is each device's: here the CPU, planned once for each time it is named.
     let output = plan(None, &["--devices", "cpu,cpu", "--one-at-a-time"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(stdout.matches("plan: suite cpu: ").count(), 2, "{stdout}");
+    assert!(stdout.contains("\nnode: 2 device(s), one after another, the sum of their estimates: about "), "{stdout}");
     assert!(!runs.exists(), "a node's plan made the run folder");
 }
 

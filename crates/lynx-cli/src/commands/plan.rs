@@ -13,6 +13,8 @@ use lynx_schema::value::Reported;
 use std::fmt::Write;
 
 pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
+    // The run's inputs, its key aside: a plan signs nothing.
+    super::folder_or_absent("--out", &args.out)?;
     let host = lynx_runner::host_record();
     if let Some(dir) = &args.resume {
         let run = super::run::resumable(dir, args)?;
@@ -29,17 +31,50 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
         }]
     };
     let catalogue = suite::Catalogue::new(args.models.clone());
-    for (i, name) in names.into_iter().enumerate() {
-        let device = devices::find(name, &host)?;
-        let default_suite = if name == DeviceName::Cpu { "cpu" } else { "standard" };
+    // Each device's estimate, in seconds: (first figure, longest case), where it has one.
+    let mut estimates = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let device = devices::find(*name, &host)?;
+        let default_suite = if *name == DeviceName::Cpu { "cpu" } else { "standard" };
         let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
         let plan = Plan { suite, model, device, results_dir: args.out.clone(), weights: args.weights.clone() };
         if i > 0 {
             sayln!();
         }
-        say!("{}", plan_text(&lynx_runner::forecast(&plan)?));
+        let forecast = lynx_runner::forecast(&plan)?;
+        say!("{}", plan_text(&forecast));
+        if let Ok(w) = &forecast.wall_time {
+            estimates.push((w.total_s, w.total_s + w.warmup_extra_s + w.under_extra_s));
+        }
+    }
+    if args.node.is_node() {
+        sayln!("\n{}", node_line(&estimates, names.len(), args.node.one_at_a_time));
     }
     Ok(())
+}
+
+/// A node's wall time from its devices' `estimates` (first figure, longest case) of `devices`:
+/// the longest device's where they run at once, their sum where one after another.
+fn node_line(estimates: &[(f64, f64)], devices: usize, one_at_a_time: bool) -> String {
+    let minutes = |s: f64| (s / 60.0).ceil();
+    let (how, first, longest) = if one_at_a_time {
+        ("one after another, the sum", estimates.iter().map(|e| e.0).sum(), estimates.iter().map(|e| e.1).sum())
+    } else {
+        (
+            "all at once, the longest",
+            estimates.iter().map(|e| e.0).fold(0.0, f64::max),
+            estimates.iter().map(|e| e.1).fold(0.0, f64::max),
+        )
+    };
+    let missing = devices - estimates.len();
+    let unknown =
+        if missing > 0 { format!("; {missing} device(s) without an estimate not counted") } else { String::new() };
+    format!(
+        "node: {devices} device(s), {how} of their estimates: about {} min ({} at the longest){unknown}; an \
+         estimate, not a measurement",
+        minutes(first),
+        minutes(longest)
+    )
 }
 
 /// The plan as the user reads it.
@@ -137,5 +172,26 @@ fn memory(bytes: u64) -> String {
         gib(bytes)
     } else {
         format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node's devices run at once take the longest one's time, one after another the sum;
+    /// a device without an estimate is said to be left out, not counted as nothing.
+    #[test]
+    fn a_nodes_estimate_is_its_longest_device_or_their_sum() {
+        let estimates = [(61.0, 130.0), (300.0, 400.0)];
+        assert_eq!(
+            node_line(&estimates, 2, false),
+            "node: 2 device(s), all at once, the longest of their estimates: about 5 min (7 at the longest); an \
+             estimate, not a measurement"
+        );
+        assert!(
+            node_line(&estimates, 2, true).contains("one after another, the sum of their estimates: about 7 min (9 at")
+        );
+        assert!(node_line(&estimates, 3, true).contains("; 1 device(s) without an estimate not counted;"));
     }
 }
