@@ -223,6 +223,9 @@ pub struct RunArgs {
     /// (and those that would not fit), the serving phase, and the estimated wall time.
     #[arg(long)]
     pub plan: bool,
+    /// With --plan: print the plan as JSON.
+    #[arg(long, requires = "plan")]
+    pub json: bool,
     /// (internal) Write the run's folder to this file once it exists.
     #[arg(long, hide = true)]
     pub report_run_dir: Option<PathBuf>,

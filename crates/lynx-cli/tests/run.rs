@@ -490,6 +490,25 @@ fn a_plan_measures_and_writes_nothing() {
     assert_eq!(stdout.matches("plan: suite cpu: ").count(), 2, "{stdout}");
     assert!(stdout.contains("\nnode: 2 device(s), one after another, the sum of their estimates: about "), "{stdout}");
     assert!(!runs.exists(), "a node's plan made the run folder");
+
+    // As JSON: the same cells, each predicted step and memory, and the node's estimate.
+    let output = plan(Some("60000000"), &["--json", "--devices", "cpu,cpu"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let first = &json["plans"][0];
+    let rows = first["cells"].as_array().unwrap();
+    assert_eq!(rows.len(), some.len());
+    assert_eq!(first["estimate"]["cells"], measured);
+    assert_eq!(rows.iter().filter(|r| r["skipped"].is_null()).count(), measured);
+    assert!(rows
+        .iter()
+        .all(|r| r["predicted_step_s"].as_f64().unwrap() > 0.0 && r["memory_bytes"].as_u64().unwrap() > 0));
+    assert_eq!(first["free_beside_weights"]["bytes"], 60000000);
+    assert!(first["predicted"].as_str().unwrap().starts_with("a host CPU assumed to reach"), "{first}");
+    let total = first["estimate"]["total_s"].as_f64().unwrap();
+    assert_eq!(json["node"]["devices"], 2);
+    assert_eq!(json["node"]["estimated_s"].as_f64().unwrap(), total, "at once, the longest device's");
+    assert!(!runs.exists(), "a plan made the run folder");
 }
 
 /// Regression (issue 15): a cell whose estimated memory exceeds the device's free memory is

@@ -19,7 +19,12 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.resume {
         let run = super::run::resumable(dir, args)?;
         let device = devices::find(run.read_plan()?.device, &host)?;
-        say!("{}", plan_text(&lynx_runner::forecast_resume(&run, &device)?));
+        let forecast = lynx_runner::forecast_resume(&run, &device)?;
+        if args.json {
+            sayln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "plans": [plan_json(&forecast)] }))?);
+        } else {
+            say!("{}", plan_text(&forecast));
+        }
         return Ok(());
     }
     let names = if args.node.is_node() {
@@ -33,39 +38,60 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
     let catalogue = suite::Catalogue::new(args.models.clone());
     // Each device's estimate, in seconds: (first figure, longest case), where it has one.
     let mut estimates = Vec::new();
+    let mut plans = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let device = devices::find(*name, &host)?;
         let default_suite = if *name == DeviceName::Cpu { "cpu" } else { "standard" };
         let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
         let plan = Plan { suite, model, device, results_dir: args.out.clone(), weights: args.weights.clone() };
-        if i > 0 {
-            sayln!();
-        }
         let forecast = lynx_runner::forecast(&plan)?;
-        say!("{}", plan_text(&forecast));
         if let Ok(w) = &forecast.wall_time {
             estimates.push((w.total_s, w.total_s + w.warmup_extra_s + w.under_extra_s));
         }
+        if args.json {
+            plans.push(plan_json(&forecast));
+            continue;
+        }
+        if i > 0 {
+            sayln!();
+        }
+        say!("{}", plan_text(&forecast));
     }
-    if args.node.is_node() {
+    let node = args.node.is_node().then(|| node_estimate(&estimates, args.node.one_at_a_time));
+    if args.json {
+        let mut out = serde_json::json!({ "plans": plans });
+        if let Some((first, longest)) = node {
+            out["node"] = serde_json::json!({
+                "devices": names.len(),
+                "devices_estimated": estimates.len(),
+                "one_at_a_time": args.node.one_at_a_time,
+                "estimated_s": first,
+                "estimated_longest_s": longest,
+            });
+        }
+        sayln!("{}", serde_json::to_string_pretty(&out)?);
+    } else if node.is_some() {
         sayln!("\n{}", node_line(&estimates, names.len(), args.node.one_at_a_time));
     }
     Ok(())
+}
+
+/// A node's wall time in seconds (first figure, longest case) from its devices' `estimates`:
+/// the longest device's where they run at once, their sum where one after another.
+fn node_estimate(estimates: &[(f64, f64)], one_at_a_time: bool) -> (f64, f64) {
+    if one_at_a_time {
+        (estimates.iter().map(|e| e.0).sum(), estimates.iter().map(|e| e.1).sum())
+    } else {
+        (estimates.iter().map(|e| e.0).fold(0.0, f64::max), estimates.iter().map(|e| e.1).fold(0.0, f64::max))
+    }
 }
 
 /// A node's wall time from its devices' `estimates` (first figure, longest case) of `devices`:
 /// the longest device's where they run at once, their sum where one after another.
 fn node_line(estimates: &[(f64, f64)], devices: usize, one_at_a_time: bool) -> String {
     let minutes = |s: f64| (s / 60.0).ceil();
-    let (how, first, longest) = if one_at_a_time {
-        ("one after another, the sum", estimates.iter().map(|e| e.0).sum(), estimates.iter().map(|e| e.1).sum())
-    } else {
-        (
-            "all at once, the longest",
-            estimates.iter().map(|e| e.0).fold(0.0, f64::max),
-            estimates.iter().map(|e| e.1).fold(0.0, f64::max),
-        )
-    };
+    let how = if one_at_a_time { "one after another, the sum" } else { "all at once, the longest" };
+    let (first, longest) = node_estimate(estimates, one_at_a_time);
     let missing = devices - estimates.len();
     let unknown =
         if missing > 0 { format!("; {missing} device(s) without an estimate not counted") } else { String::new() };
@@ -119,6 +145,76 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
                 "no cells planned and no wall-time estimate: {why}; a run plans its cells over the steps it \
                  measures, and estimates its wall time once its probes have measured the device's ceilings"
             );
+        }
+    }
+    out
+}
+
+/// The plan as JSON: every figure in it predicted, none measured (`predicted` says from what).
+fn plan_json(forecast: &Forecast) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let reported = |value: &Reported<Value>| match value {
+        Reported::Known(value) => value.clone(),
+        Reported::Unavailable { unavailable } => json!({ "unavailable": unavailable }),
+    };
+    let free = match &forecast.free {
+        Reported::Known((bytes, source)) => Reported::Known(json!({ "bytes": bytes, "source": source })),
+        Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
+    };
+    let graphs = match &forecast.graphs {
+        Reported::Known(known) => Reported::Known(Value::from(*known)),
+        Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
+    };
+    let config = &forecast.config;
+    let mut out = json!({
+        "device": forecast.device.device.to_string(),
+        "device_name": forecast.device.name.known(),
+        "suite": config.suite.name,
+        "model": config.model.name,
+        "precision": config.suite.precision.to_string(),
+        "resumed_cells": forecast.done,
+        "free_beside_weights": reported(&free),
+        "graphs": reported(&graphs),
+        "warnings": forecast.gaps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    match &forecast.wall_time {
+        Err(why) => out["estimate"] = json!({ "unavailable": why }),
+        Ok(wall_time) => {
+            out["predicted"] = Value::from(wall_time.basis.clone());
+            out["estimate"] = json!({
+                "total_s": wall_time.total_s,
+                "warmup_extra_s": wall_time.warmup_extra_s,
+                "under_extra_s": wall_time.under_extra_s,
+                "cells": wall_time.cells,
+            });
+            out["cells"] = wall_time
+                .planned
+                .iter()
+                .map(|cell| {
+                    let mut row = serde_json::to_value(cell.shape).unwrap_or(Value::Null);
+                    row["predicted_step_s"] = Value::from(cell.step_s);
+                    row["memory_bytes"] = Value::from(cell.memory.total_bytes());
+                    row["skipped"] = cell.skipped.clone().map_or(Value::Null, Value::from);
+                    row
+                })
+                .collect();
+            out["serving"] = wall_time
+                .serving
+                .iter()
+                .map(|serving| {
+                    let mut row = json!({ "workload": serving.workload, "bound": serving.bound });
+                    match &serving.rates {
+                        Ok(rates) => {
+                            row["rates"] =
+                                rates.iter().map(|(label, rate)| json!({ "label": label, "per_s": rate })).collect();
+                            row["requests"] = Value::from(serving.requests);
+                            row["expected_s"] = Value::from(serving.expected_s);
+                        }
+                        Err(why) => row["not_served"] = Value::from(why.clone()),
+                    }
+                    row
+                })
+                .collect();
         }
     }
     out
