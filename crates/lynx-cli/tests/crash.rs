@@ -227,6 +227,12 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(result["status"], "complete");
     assert_eq!(result["cells"].as_array().unwrap().len(), 14);
+    // Planned once it is complete: nothing left but assembling it again, and no estimate.
+    let planned = lynx(&["run", "--resume", dir.to_str().unwrap(), "--plan"]);
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    assert!(plan.contains("nothing is left to measure or serve: a resume assembles the result"), "{plan}");
+    assert!(!plan.contains("estimated wall time"), "{plan}");
     // Its first cells were measured under the hook: the resumed process, without it, keeps it.
     assert_eq!(result["harness"]["test_hooks"], hooks, "a resume forgot the hooks the first cells ran under");
     let cells = result["cells"].as_array().unwrap();

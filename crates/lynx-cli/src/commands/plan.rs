@@ -137,6 +137,13 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
     for gap in &forecast.gaps {
         let _ = writeln!(out, "warning: {gap}");
     }
+    if forecast.nothing_left {
+        let _ = writeln!(
+            out,
+            "nothing is left to measure or serve: a resume assembles the result from its journal and signs it again"
+        );
+        return out;
+    }
     match &forecast.wall_time {
         Ok(wall_time) => out.push_str(&planned_text(wall_time)),
         Err(why) => {
@@ -173,11 +180,13 @@ fn plan_json(forecast: &Forecast) -> serde_json::Value {
         "model": config.model.name,
         "precision": config.suite.precision.to_string(),
         "resumed_cells": forecast.done,
+        "nothing_left": forecast.nothing_left,
         "free_beside_weights": reported(&free),
         "graphs": reported(&graphs),
         "warnings": forecast.gaps.iter().map(ToString::to_string).collect::<Vec<_>>(),
     });
     match &forecast.wall_time {
+        _ if forecast.nothing_left => {}
         Err(why) => out["estimate"] = json!({ "unavailable": why }),
         Ok(wall_time) => {
             out["predicted"] = Value::from(wall_time.basis.clone());

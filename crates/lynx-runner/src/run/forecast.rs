@@ -26,6 +26,9 @@ pub struct Forecast {
     pub graphs: Reported<bool>,
     /// Cells a resumed run already has.
     pub done: usize,
+    /// Whether a resume would measure and serve nothing more (it assembles and signs the result
+    /// again).
+    pub nothing_left: bool,
     /// Workloads the suite's measured lengths do not cover ([`lynx_analysis::sweep::uncovered`]).
     pub gaps: Vec<lynx_analysis::sweep::LengthGap>,
     /// The planned sweep, serving phase and wall time, or why there is no estimate.
@@ -90,6 +93,12 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
         cells,
         burst_probed: earlier.is_some_and(|r| r.roofline.is_some()),
     };
+    // As a worker finds it: no cell left to plan and every workload served.
+    let nothing_left = earlier.is_some_and(|r| {
+        let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, &setup.config.model);
+        lynx_analysis::sweep::plan(suite, &bounds, cells, &lynx_analysis::sweep::decode_modes(&r.checks)).next.is_none()
+            && super::work::serving_done(suite, &bounds, r.serving.as_ref())
+    });
     let wall_time = rates_of(&device.record, suite.precision).map(|rates| {
         planned_wall_time(&setup.config, device.record.device, so_far, free.known().map(|(bytes, _)| *bytes), &rates)
     });
@@ -99,6 +108,7 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
         free,
         graphs,
         done: cells.len(),
+        nothing_left,
         gaps: lynx_analysis::sweep::uncovered(suite),
         wall_time,
     })
