@@ -131,7 +131,7 @@ impl Journal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => return Err(RunError::Io { path: path.to_path_buf(), source }),
         };
-        cells_of(&bytes, path)
+        Ok(complete_cells(&bytes, path)?.0)
     }
 
     /// [`Journal::open`], waiting at most `wait` for the lock before saying another process holds
@@ -156,8 +156,7 @@ impl Journal {
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
-        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let cells = cells_of(&bytes, path)?;
+        let (cells, complete) = complete_cells(&bytes, path)?;
         if complete < bytes.len() {
             file.set_len(complete as u64).map_err(io)?;
             file.sync_all().map_err(io)?;
@@ -172,8 +171,9 @@ impl Journal {
     }
 }
 
-/// The cells of a journal's `bytes` (read from `path`), its complete lines only.
-fn cells_of(bytes: &[u8], path: &Path) -> Result<Vec<CellRecord>, RunError> {
+/// The cells of a journal's `bytes` (read from `path`), its complete lines only, and the length
+/// of those lines (a last line cut short lies beyond it).
+fn complete_cells(bytes: &[u8], path: &Path) -> Result<(Vec<CellRecord>, usize), RunError> {
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let mut cells = Vec::new();
     for (number, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
@@ -186,7 +186,7 @@ fn cells_of(bytes: &[u8], path: &Path) -> Result<Vec<CellRecord>, RunError> {
         })?;
         cells.push(cell);
     }
-    Ok(cells)
+    Ok((cells, complete))
 }
 
 #[cfg(test)]

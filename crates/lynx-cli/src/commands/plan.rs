@@ -16,53 +16,51 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
     // The run's inputs, its key aside: a plan signs nothing.
     super::folder_or_absent("--out", &args.out)?;
     let host = lynx_runner::host_record();
-    if let Some(dir) = &args.resume {
-        let run = super::run::resumable(dir, args)?;
-        let device = devices::find(run.read_plan()?.device, &host)?;
-        let forecast = lynx_runner::forecast_resume(&run, &device)?;
-        if args.json {
-            sayln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "plans": [plan_json(&forecast)] }))?);
-        } else {
-            say!("{}", plan_text(&forecast));
+    let forecasts = match &args.resume {
+        Some(dir) => {
+            let run = super::run::resumable(dir, args)?;
+            let device = devices::find(run.read_plan()?.device, &host)?;
+            vec![lynx_runner::forecast_resume(&run, &device)?]
         }
-        return Ok(());
-    }
-    let names = if args.node.is_node() {
-        super::run::node_devices(&args.node, &host)?
-    } else {
-        vec![match args.node.node_device.or(args.device) {
-            Some(name) => name,
-            None => devices::best(&host).record.device,
-        }]
+        None => {
+            let names = if args.node.is_node() {
+                super::run::node_devices(&args.node, &host)?
+            } else {
+                vec![match args.node.node_device.or(args.device) {
+                    Some(name) => name,
+                    None => devices::best(&host).record.device,
+                }]
+            };
+            let catalogue = suite::Catalogue::new(args.models.clone());
+            let mut forecasts = Vec::new();
+            for name in names {
+                let device = devices::find(name, &host)?;
+                let default_suite = if name == DeviceName::Cpu { "cpu" } else { "standard" };
+                let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
+                let weights = args.weights.clone();
+                forecasts.push(lynx_runner::forecast(&Plan {
+                    suite,
+                    model,
+                    device,
+                    results_dir: args.out.clone(),
+                    weights,
+                })?);
+            }
+            forecasts
+        }
     };
-    let catalogue = suite::Catalogue::new(args.models.clone());
     // Each device's estimate, in seconds: (first figure, longest case), where it has one.
-    let mut estimates = Vec::new();
-    let mut plans = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let device = devices::find(*name, &host)?;
-        let default_suite = if *name == DeviceName::Cpu { "cpu" } else { "standard" };
-        let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
-        let plan = Plan { suite, model, device, results_dir: args.out.clone(), weights: args.weights.clone() };
-        let forecast = lynx_runner::forecast(&plan)?;
-        if let Ok(w) = &forecast.wall_time {
-            estimates.push((w.total_s, w.total_s + w.warmup_extra_s + w.under_extra_s));
-        }
-        if args.json {
-            plans.push(plan_json(&forecast));
-            continue;
-        }
-        if i > 0 {
-            sayln!();
-        }
-        say!("{}", plan_text(&forecast));
-    }
+    let estimates: Vec<(f64, f64)> = forecasts
+        .iter()
+        .filter_map(|f| f.wall_time.as_ref().ok())
+        .map(|w| (w.total_s, w.total_s + w.warmup_extra_s + w.under_extra_s))
+        .collect();
     let node = args.node.is_node().then(|| node_estimate(&estimates, args.node.one_at_a_time));
     if args.json {
-        let mut out = serde_json::json!({ "plans": plans });
+        let mut out = serde_json::json!({ "plans": forecasts.iter().map(plan_json).collect::<Vec<_>>() });
         if let Some((first, longest)) = node {
             out["node"] = serde_json::json!({
-                "devices": names.len(),
+                "devices": forecasts.len(),
                 "devices_estimated": estimates.len(),
                 "one_at_a_time": args.node.one_at_a_time,
                 "estimated_s": first,
@@ -70,8 +68,12 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
             });
         }
         sayln!("{}", serde_json::to_string_pretty(&out)?);
-    } else if node.is_some() {
-        sayln!("\n{}", node_line(&estimates, names.len(), args.node.one_at_a_time));
+        return Ok(());
+    }
+    let texts: Vec<String> = forecasts.iter().map(plan_text).collect();
+    say!("{}", texts.join("\n"));
+    if node.is_some() {
+        sayln!("\n{}", node_line(&estimates, forecasts.len(), args.node.one_at_a_time));
     }
     Ok(())
 }
@@ -160,18 +162,8 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
 /// The plan as JSON: every figure in it predicted, none measured (`predicted` says from what).
 fn plan_json(forecast: &Forecast) -> serde_json::Value {
     use serde_json::{json, Value};
-    let reported = |value: &Reported<Value>| match value {
-        Reported::Known(value) => value.clone(),
-        Reported::Unavailable { unavailable } => json!({ "unavailable": unavailable }),
-    };
-    let free = match &forecast.free {
-        Reported::Known((bytes, source)) => Reported::Known(json!({ "bytes": bytes, "source": source })),
-        Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
-    };
-    let graphs = match &forecast.graphs {
-        Reported::Known(known) => Reported::Known(Value::from(*known)),
-        Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
-    };
+    // A known figure bare, an unknown one as `{"unavailable": why}`, as a result writes them.
+    let free = forecast.free.clone().map_known(|(bytes, source)| json!({ "bytes": bytes, "source": source }));
     let config = &forecast.config;
     let mut out = json!({
         "device": forecast.device.device.to_string(),
@@ -181,8 +173,8 @@ fn plan_json(forecast: &Forecast) -> serde_json::Value {
         "precision": config.suite.precision.to_string(),
         "resumed_cells": forecast.done,
         "nothing_left": forecast.nothing_left,
-        "free_beside_weights": reported(&free),
-        "graphs": reported(&graphs),
+        "free_beside_weights": free,
+        "graphs": forecast.graphs,
         "warnings": forecast.gaps.iter().map(ToString::to_string).collect::<Vec<_>>(),
     });
     match &forecast.wall_time {

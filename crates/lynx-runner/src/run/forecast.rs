@@ -55,13 +55,14 @@ pub fn forecast(plan: &Plan) -> Result<Forecast, RunError> {
 /// probes it has so far.
 pub fn forecast_resume(run: &RunDir, device: &Device) -> Result<Forecast, RunError> {
     let plan = run.read_plan()?;
-    let earlier: Option<RunResult> =
-        if run.result_path().exists() { Some(crate::journal::read_json(&run.result_path(), "result")?) } else { None };
-    let mut earlier = earlier;
-    if let Some(result) = &mut earlier {
+    let earlier = if run.result_path().exists() {
+        let mut result: RunResult = crate::journal::read_json(&run.result_path(), "result")?;
         // The journal is the record of the cells.
         result.cells = crate::journal::Journal::read(&run.journal_path())?;
-    }
+        Some(result)
+    } else {
+        None
+    };
     forecast_of(&plan, device, earlier.as_ref())
 }
 
@@ -93,12 +94,9 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
         cells,
         burst_probed: earlier.is_some_and(|r| r.roofline.is_some()),
     };
-    // As a worker finds it: no cell left to plan and every workload served.
-    let nothing_left = earlier.is_some_and(|r| {
-        let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, &setup.config.model);
-        lynx_analysis::sweep::plan(suite, &bounds, cells, &lynx_analysis::sweep::decode_modes(&r.checks)).next.is_none()
-            && super::work::serving_done(suite, &bounds, r.serving.as_ref())
-    });
+    // As a worker finds it as it starts.
+    let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, &setup.config.model);
+    let nothing_left = earlier.is_some_and(|r| super::work::nothing_left(suite, &bounds, cells, r));
     let wall_time = rates_of(&device.record, suite.precision).map(|rates| {
         planned_wall_time(&setup.config, device.record.device, so_far, free.known().map(|(bytes, _)| *bytes), &rates)
     });

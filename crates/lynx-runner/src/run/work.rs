@@ -50,12 +50,8 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     let host = crate::host_record();
     let device = crate::devices::find(plan.device, &host)?;
     let earlier = earlier_result(run, &plan, &device)?;
-    if let Some(earlier) = &earlier {
-        if sweep::plan(&plan.suite, &bounds, &done, &sweep::decode_modes(&earlier.checks)).next.is_none()
-            && serving_done(&plan.suite, &bounds, earlier.serving.as_ref())
-        {
-            return Ok(WorkEnd::Done);
-        }
+    if earlier.as_ref().is_some_and(|earlier| nothing_left(&plan.suite, &bounds, &done, earlier)) {
+        return Ok(WorkEnd::Done);
     }
     let setup = Setup::new(&plan, &device)?;
     setup.weights_fit(&device, earlier.is_none())?;
@@ -316,6 +312,18 @@ fn simulated_capture_failure(what: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("at batch 1: capturing the step: libtorch: {error} (simulated by {SIMULATE_POISON_VAR}={what})"))
+}
+
+/// Whether a run of `suite` under `bounds` whose journal holds `done` and whose result so far is
+/// `earlier` has nothing left to measure or serve: no cell left to plan, every workload served.
+pub(super) fn nothing_left(
+    suite: &lynx_schema::config::Suite,
+    bounds: &[LatencyBound],
+    done: &[CellRecord],
+    earlier: &RunResult,
+) -> bool {
+    sweep::plan(suite, bounds, done, &sweep::decode_modes(&earlier.checks)).next.is_none()
+        && serving_done(suite, bounds, earlier.serving.as_ref())
 }
 
 /// Whether the serving phase has served (or said why it could not serve) every workload and
