@@ -647,9 +647,12 @@ impl Model {
         if inputs.is_empty() {
             return Ok(0);
         }
+        // The prompt may be drawn on the host (the parity check's is): the model's own device
+        // runs it (a host prompt failed the first GPU run's fp8 parity in `index_select`).
+        let tokens = tokens.f_to_device(self.device())?;
         inputs.iter().for_each(|input| input.begin_calibration());
         let mut cache = KvCache::new(self, tokens.size()[0], tokens.size()[1])?;
-        let pass = self.forward(tokens, &mut cache, Logits::Last);
+        let pass = self.forward(&tokens, &mut cache, Logits::Last);
         let mut calibrated = 0;
         for input in &inputs {
             calibrated += usize::from(input.end_calibration()?);
