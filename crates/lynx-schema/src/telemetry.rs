@@ -36,6 +36,12 @@ pub enum ThrottleReason {
 }
 
 impl ThrottleReason {
+    /// Whether the reason is the board holding its power limit (NVIDIA's software power cap, AMD's
+    /// package power limits): a slowdown, but the one a board at its rated power runs under.
+    pub fn is_power_cap(self) -> bool {
+        matches!(self, ThrottleReason::SwPowerCap | ThrottleReason::AmdPowerLimit)
+    }
+
     /// Whether the reason is the hardware slowing the device down (as opposed to idling or a
     /// setting): these block equilibrium.
     pub fn is_hardware_slowdown(self) -> bool {

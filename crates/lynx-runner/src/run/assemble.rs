@@ -125,7 +125,7 @@ pub fn assemble(run: &RunDir, price: PriceInputs, stop: Option<&AtomicBool>) -> 
     result.checks.retain(|c| matches!(c.name, CheckName::Parity | CheckName::GraphParity));
     let warmups: Vec<&WarmupRecord> = result.warmup.iter().chain(&result.resumed_warmups).collect();
     let device_source = result.telemetry.sources.iter().find(|s| s.name == result.telemetry.device_source);
-    let checks = measurement_checks(&warmups, &result.cells, device_source);
+    let checks = measurement_checks(&warmups, &result.cells, device_source, result.device.board.known());
     result.checks.extend(checks);
     let measure = &result.config.suite.measure;
     let gpu = result.device.device != lynx_schema::device::DeviceName::Cpu;
