@@ -1,6 +1,14 @@
-// libtorch's InferenceMode for lynx: tch exposes only NoGradGuard. Under InferenceMode the
-// dispatcher skips the autograd and view/version-counter keys for every operation, as Python's
+// libtorch settings lynx needs that tch does not expose.
+//
+// InferenceMode: tch exposes only NoGradGuard. Under InferenceMode the dispatcher skips the
+// autograd and view/version-counter keys for every operation, as Python's
 // torch.inference_mode() does.
+//
+// cuDNN attention off: on sm90/sm100 with a recent cuDNN, ATen's SDPA tries cuDNN first, and
+// cuDNN builds one execution graph per problem shape (the key length among its keys), which
+// costs tens of milliseconds of host time on every miss. A decode step attends one key more
+// than the last, so every eager step paid a build (about 50 ms a step, measured on an H200).
+#include <ATen/Context.h>
 #include <c10/core/InferenceMode.h>
 
 extern "C" void *lynx_inference_mode_enter() noexcept { return new c10::InferenceMode(true); }
@@ -8,3 +16,7 @@ extern "C" void *lynx_inference_mode_enter() noexcept { return new c10::Inferenc
 extern "C" void lynx_inference_mode_exit(void *guard) noexcept {
   delete static_cast<c10::InferenceMode *>(guard);
 }
+
+extern "C" void lynx_sdpa_exclude_cudnn() noexcept { at::globalContext().setSDPUseCuDNN(false); }
+
+extern "C" bool lynx_sdpa_cudnn_enabled() noexcept { return at::globalContext().userEnabledCuDNNSDP(); }

@@ -6,8 +6,9 @@
 //! any device is queried. Where the library is absent (a CPU-only libtorch) or cannot load (no
 //! CUDA libraries on this host), the reason is recorded and the run goes on on CPU.
 //!
-//! [`InferenceMode`] enters libtorch's inference mode through a small C++ shim
-//! (`csrc/inference_mode.cpp`), since tch exposes only the no-grad guard.
+//! [`InferenceMode`] enters libtorch's inference mode, and [`exclude_cudnn_attention`] takes
+//! cuDNN out of SDPA's choice, through a small C++ shim (`csrc/inference_mode.cpp`), since tch
+//! exposes neither.
 //!
 //! This is the only module with `unsafe` code.
 
@@ -20,6 +21,27 @@ use std::sync::OnceLock;
 extern "C" {
     fn lynx_inference_mode_enter() -> *mut c_void;
     fn lynx_inference_mode_exit(guard: *mut c_void);
+    fn lynx_sdpa_exclude_cudnn();
+    fn lynx_sdpa_cudnn_enabled() -> bool;
+}
+
+/// Take cuDNN out of SDPA's choice for the rest of the process. On sm90 and sm100 with a recent
+/// cuDNN, ATen tries cuDNN's attention first, and cuDNN builds one execution graph per problem
+/// shape, the key length among its keys: tens of milliseconds of host time on every new shape. A
+/// decode step attends one key more than the step before, and a serving loop's prompts vary in
+/// length, so each paid a build (about 50 ms an eager decode step on an H200, where the graph
+/// replay of the same step took 6.5 ms): figures of cuDNN's planner, not of the device. Flash,
+/// memory-efficient and math attention keep no per-shape plan. Each cell still records the
+/// kernel SDPA chose for it.
+pub fn exclude_cudnn_attention() {
+    // SAFETY: the shim sets one flag of libtorch's global context; it takes no arguments.
+    unsafe { lynx_sdpa_exclude_cudnn() }
+}
+
+/// Whether SDPA may still choose cuDNN's attention in this process.
+pub fn cudnn_attention_enabled() -> bool {
+    // SAFETY: the shim reads one flag of libtorch's global context.
+    unsafe { lynx_sdpa_cudnn_enabled() }
 }
 
 /// libtorch's inference mode on this thread while it lives: no autograd, no version counters,
@@ -136,6 +158,14 @@ fn load(path: &Path) -> Reported<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shim reaches libtorch's own flag: SDPA may choose cuDNN until a worker takes it out
+    /// (the flag is the process's; no other test of this binary sets it back).
+    #[test]
+    fn a_worker_takes_cudnn_out_of_sdpas_choice() {
+        exclude_cudnn_attention();
+        assert!(!cudnn_attention_enabled());
+    }
 
     #[test]
     fn finds_the_libtorch_this_test_runs_against() {

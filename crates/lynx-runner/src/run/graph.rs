@@ -144,12 +144,19 @@ const PARITY_CTX: i64 = 16;
 const PARITY_ROWS: [i64; 2] = [PARITY_CTX, PARITY_CTX / 2 + 1];
 
 /// The graph parity check: on `model` (the measured one), a captured step replayed twice gives
-/// the eager step's logits for the same cache and tokens within the parity bound of
+/// the eager step's logits for the same cache and tokens within twice the parity bound of
 /// `precision`, each replay advancing the position and feeding its own tokens back; and a
 /// captured step of rows at their own positions over a pool of more keys than any row holds (the
 /// serving loop's graph step) gives each row the logits of its eager step alone.
+///
+/// Twice the bound, because neither side is exact: the eager step attends the keys it holds and
+/// the graph step a padded cache under a mask, so SDPA may choose a different kernel for each
+/// (on an H200, flash for the one, while the other's masked call cannot take flash), and each is held to the
+/// parity bound against float64. Two answers each within the bound of the exact one differ by at
+/// most twice it. A replay that reads a stale position, token or cache row gives other logits
+/// altogether (a relative error of order one), far above either bound.
 pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision) -> Check {
-    let limit = crate::parity::tolerance(precision);
+    let limit = 2.0 * crate::parity::tolerance(precision);
     let outcome = replayed_errors(model, graphs)
         .map_err(|e| format!("the graph step could not be captured or replayed: {e}"))
         .and_then(|steps| {
@@ -169,15 +176,37 @@ pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision)
                 "a replayed graph step's logits against the eager step's, two steps at batch {PARITY_BATCH} after \
                  {PARITY_CTX} cached tokens (worst {:.2e}), and one step of rows after {first} and {second} cached \
                  tokens against each row's eager step alone (worst {:.2e}): worst relative error {worst:.2e} at \
-                 {precision} (limit {limit:.0e}){how}",
+                 {precision} (limit {limit:.0e}, twice the parity bound: {}){how}",
                 most(&steps),
                 most(&rows),
+                kernels(model),
             );
             (passed, detail, Finite::new(worst, "graph parity error").ok())
         }
         Err(error) => (false, error, None),
     };
     Check { name: CheckName::GraphParity, passed, detail, measured, limit: Finite::new(limit, "parity limit").ok() }
+}
+
+/// The attention kernels the two sides of the check run, where SDPA chooses them.
+fn kernels(model: &Model) -> String {
+    let chosen = || -> Result<(String, String), ModelError> {
+        let mut cache = KvCache::new(model, PARITY_BATCH, PARITY_CTX + 2)?;
+        let graph = model.device_attention_kernel(&cache)?;
+        cache.fill_random(PARITY_CTX)?;
+        let eager = model.attention_kernel(&cache, 1)?;
+        let name = |k: Option<lynx_schema::result::AttentionKernel>| k.map_or("none", |k| k.as_str()).to_owned();
+        Ok((name(eager), name(graph)))
+    };
+    match chosen() {
+        Ok((eager, graph)) if eager == graph => {
+            format!("each side is held to it against float64; both attend with {eager}")
+        }
+        Ok((eager, graph)) => {
+            format!("each side is held to it against float64, and they attend with different kernels, {eager} eager and {graph} in the graph")
+        }
+        Err(error) => format!("each side is held to it against float64; their attention kernels unknown: {error}"),
+    }
 }
 
 /// Each sequence's relative logit error of two replays against two eager steps.
@@ -266,6 +295,16 @@ mod tests {
             assert!(check.passed, "{}: {check:?}", shape.name);
             assert!(check.measured.unwrap().get() < 1e-5, "{}: {check:?}", shape.name);
             assert!(check.detail.contains("simulated by LYNX_TEST_GRAPHS"), "{}", check.detail);
+            // Neither side is exact: the limit is twice the parity bound, and the detail names
+            // the kernels each side attends with.
+            let twice = 2.0 * crate::parity::tolerance(Precision::Fp32);
+            assert_eq!(check.limit.unwrap().get(), twice, "{}", shape.name);
+            assert!(
+                check.detail.contains("twice the parity bound: each side is held to it against float64"),
+                "{}",
+                check.detail
+            );
+            assert!(check.detail.contains(" attend with "), "{}", check.detail);
         }
     }
 

@@ -44,6 +44,8 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     // Nothing a run does needs gradients: inference mode skips autograd and version-counter
     // bookkeeping on every operation, as Python's torch.inference_mode() does.
     let _inference = crate::libtorch::InferenceMode::enter();
+    // Before any model attends: cuDNN's per-shape planning would be timed as the device's.
+    crate::libtorch::exclude_cudnn_attention();
     let plan = run.read_plan()?;
     let (journal, done) = Journal::open(&run.journal_path())?;
     let bounds = bounds_for(&plan.suite.bounds, &plan.model);
