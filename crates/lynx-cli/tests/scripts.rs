@@ -363,6 +363,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     }
     assert!(table.contains("worst 4% (p99 TTFT or TPOT) at 12.50/s (bounded), over 1 rate(s) served"), "{table}");
     assert!(table.contains("native copy: 4.30 TB/s of 4.80"), "the best kernel is named: {table}");
+    // Beside the worst window, each run's windows summed (the first H200 runs' counter read low
+    // in every run), shown and not judged.
+    assert_eq!(verdict(&table, "(energy) counter against integrated power, each run's windows summed"), "INFO");
     assert!(table.contains("(eager/graph) gpu-check-llama-bf16"), "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: simulation within 15%"), "INFO", "{table}");
