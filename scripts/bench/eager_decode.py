@@ -26,41 +26,44 @@ def build(shape, device, dtype):
     layers = [
         dict(
             attn_norm=torch.ones(h, device=device, dtype=dtype),
-            wq=w(heads * hd, h), wk=w(kv_heads * hd, h), wv=w(kv_heads * hd, h), wo=w(h, heads * hd),
+            # q, k and v as one projection, and gate and up as one, as lynx merges them.
+            wqkv=torch.cat((w(heads * hd, h), w(kv_heads * hd, h), w(kv_heads * hd, h))), wo=w(h, heads * hd),
             mlp_norm=torch.ones(h, device=device, dtype=dtype),
-            gate=w(ffn, h), up=w(ffn, h), down=w(h, ffn),
+            gate_up=torch.cat((w(ffn, h), w(ffn, h))), down=w(h, ffn),
         )
         for _ in range(shape["num_layers"])
     ]
     inv_freq = 1.0 / (shape["rope_theta"] ** (torch.arange(0, hd, 2, device=device, dtype=torch.float32) / hd))
     return dict(embed=w(v, h), layers=layers, norm=torch.ones(h, device=device, dtype=dtype), head=w(v, h),
-                inv_freq=inv_freq, heads=heads, kv_heads=kv_heads, hd=hd, eps=shape["rms_norm_eps"])
+                inv_freq=inv_freq, heads=heads, kv_heads=kv_heads, hd=hd, ffn=ffn, eps=shape["rms_norm_eps"])
 
 
-def rotate_half(x):
+def rope(x, cos, signed_sin):
+    """x·cos + rotate_half(x)·sin in three kernels, the sines' first half negated (as lynx's)."""
     x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
+    return (x * cos).addcmul_(torch.cat((x2, x1), dim=-1), signed_sin)
 
 
 def decode_step(m, tokens, caches, pos):
     b = tokens.shape[0]
     x = F.embedding(tokens, m["embed"])
     angles = torch.arange(pos, pos + 1, device=x.device, dtype=torch.float32)[:, None] * m["inv_freq"][None, :]
-    angles = torch.cat((angles, angles), dim=-1)
+    angles = torch.cat((-angles, angles), dim=-1)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     for layer, (k_cache, v_cache) in zip(m["layers"], caches):
         h = F.rms_norm(x, (x.shape[-1],), layer["attn_norm"], m["eps"])
-        q = F.linear(h, layer["wq"]).view(b, 1, m["heads"], m["hd"]).transpose(1, 2)
-        k = F.linear(h, layer["wk"]).view(b, 1, m["kv_heads"], m["hd"]).transpose(1, 2)
-        v = F.linear(h, layer["wv"]).view(b, 1, m["kv_heads"], m["hd"]).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        heads, kv_heads, hd = m["heads"], m["kv_heads"], m["hd"]
+        qkv = F.linear(h, layer["wqkv"])
+        qk = rope(qkv[..., :(heads + kv_heads) * hd].view(b, 1, heads + kv_heads, hd).transpose(1, 2), cos, sin)
+        q, k = qk[:, :heads], qk[:, heads:]
+        v = qkv[..., (heads + kv_heads) * hd:].view(b, 1, kv_heads, hd).transpose(1, 2)
         k_cache[:, :, pos:pos + 1].copy_(k)
         v_cache[:, :, pos:pos + 1].copy_(v)
         o = F.scaled_dot_product_attention(q, k_cache[:, :, :pos + 1], v_cache[:, :, :pos + 1], enable_gqa=True)
         x = x + F.linear(o.transpose(1, 2).reshape(b, 1, -1), layer["wo"])
         h = F.rms_norm(x, (x.shape[-1],), layer["mlp_norm"], m["eps"])
-        x = x + F.linear(F.silu(F.linear(h, layer["gate"])) * F.linear(h, layer["up"]), layer["down"])
+        gate_up = F.linear(h, layer["gate_up"])
+        x = x + F.linear(F.silu(gate_up[..., :m["ffn"]]) * gate_up[..., m["ffn"]:], layer["down"])
     x = F.rms_norm(x, (x.shape[-1],), m["norm"], m["eps"])
     logits = F.linear(x, m["head"]).float()
     return logits.argmax(-1)

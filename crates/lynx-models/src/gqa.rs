@@ -25,9 +25,9 @@ pub struct GqaCache {
 }
 
 pub struct GqaAttention {
-    wq: Linear,
-    wk: Linear,
-    wv: Linear,
+    /// The q, k and v projections as one layer ([`Linear::concat`]): the heads' queries, then
+    /// the key heads, then the value heads, along its output.
+    wqkv: Linear,
     wo: Linear,
     /// Per-head RMSNorm of queries and keys (Qwen3).
     qk_norm: Option<(RmsNorm, RmsNorm)>,
@@ -65,9 +65,11 @@ impl GqaAttention {
             lynx_schema::config::SlidingLayers::Even => layer.is_multiple_of(2).then_some(i64::from(w.size)),
         });
         Ok(GqaAttention {
-            wq: linear("q_proj", q_width, hidden, qkv_bias)?,
-            wk: linear("k_proj", kv_width, hidden, qkv_bias)?,
-            wv: linear("v_proj", kv_width, hidden, qkv_bias)?,
+            wqkv: Linear::concat(&[
+                &linear("q_proj", q_width, hidden, qkv_bias)?,
+                &linear("k_proj", kv_width, hidden, qkv_bias)?,
+                &linear("v_proj", kv_width, hidden, qkv_bias)?,
+            ])?,
             wo: linear("o_proj", hidden, q_width, config.bias == AttentionBias::All)?,
             qk_norm: if config.qk_norm {
                 Some((
@@ -94,9 +96,7 @@ impl GqaAttention {
 
     pub fn to(&self, convert: &Convert) -> Result<GqaAttention, ModelError> {
         Ok(GqaAttention {
-            wq: self.wq.to(convert)?,
-            wk: self.wk.to(convert)?,
-            wv: self.wv.to(convert)?,
+            wqkv: self.wqkv.to(convert)?,
             wo: self.wo.to(convert)?,
             qk_norm: match &self.qk_norm {
                 Some((q, k)) => Some((q.to(convert)?, k.to(convert)?)),
@@ -127,18 +127,24 @@ impl GqaAttention {
     ) -> Result<Tensor, ModelError> {
         let size = x.size();
         let (batch, n) = (size[0], size[1]);
-        let heads = |w: &Linear, count: i64| -> Result<Tensor, ModelError> {
-            Ok(w.forward(x)?.f_view([batch, n, count, self.head_dim])?.f_transpose(1, 2)?)
+        let (heads, kv_heads, width) = (self.num_heads, self.num_kv_heads, self.head_dim);
+        let qkv = self.wqkv.forward(x)?;
+        // `count` heads from head `first` of the merged output: `[batch, count, n, head dim]`.
+        let heads_of = |first: i64, count: i64| -> Result<Tensor, ModelError> {
+            Ok(qkv.f_narrow(-1, first * width, count * width)?.f_view([batch, n, count, width])?.f_transpose(1, 2)?)
         };
-        let mut q = heads(&self.wq, self.num_heads)?;
-        let mut k = heads(&self.wk, self.num_kv_heads)?;
-        let v = heads(&self.wv, self.num_kv_heads)?;
-        if let Some((q_norm, k_norm)) = &self.qk_norm {
-            q = q_norm.forward(&q)?;
-            k = k_norm.forward(&k)?;
-        }
-        let q = rope::apply(&q, rope)?;
-        let k = rope::apply(&k, rope)?;
+        let v = heads_of(heads + kv_heads, kv_heads)?;
+        let (q, k) = match &self.qk_norm {
+            // Queries and keys rotate alike: one rotation over both, then split.
+            None => {
+                let turned = rope::apply(&heads_of(0, heads + kv_heads)?, rope)?;
+                (turned.f_narrow(1, 0, heads)?, turned.f_narrow(1, heads, kv_heads)?)
+            }
+            Some((q_norm, k_norm)) => (
+                rope::apply(&q_norm.forward(&heads_of(0, heads)?)?, rope)?,
+                rope::apply(&k_norm.forward(&heads_of(heads, kv_heads)?)?, rope)?,
+            ),
+        };
         let attended = match place {
             Place::Host(start) => self.attend_at(&q, &k, &v, cache, start)?,
             Place::Device { position, keys } => {
@@ -209,7 +215,7 @@ impl GqaAttention {
 
     /// The layer's linear projections.
     pub(crate) fn linears(&self) -> Vec<&Linear> {
-        vec![&self.wq, &self.wk, &self.wv, &self.wo]
+        vec![&self.wqkv, &self.wo]
     }
 
     /// The first key a chunk of `n` queries at `start` sees: 0, or the window's start.

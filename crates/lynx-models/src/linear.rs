@@ -166,6 +166,42 @@ impl Linear {
         }
     }
 
+    /// Layers that read the same input, as one: their `[out, in]` weights stacked along the
+    /// output and their biases likewise, as serving engines merge a block's q/k/v projections
+    /// and its gate/up projections (vLLM's `QKVParallelLinear`, `MergedColumnParallelLinear`):
+    /// one matmul, and in fp8 one input quantisation, where there were several. The parts' output
+    /// features follow one another in `parts`' order. An fp8 whole is quantised again as one
+    /// tensor (one weight scale, its largest part's), as engines requantise merged fp8 weights.
+    pub fn concat(parts: &[&Linear]) -> Result<Linear, ModelError> {
+        let fp8 = match parts.first() {
+            Some(Linear::Fp8 { input, .. }) => Some(input.format()),
+            Some(Linear::Dense { .. }) => None,
+            None => return Err(ModelError::Shape("no layers to merge".to_owned())),
+        };
+        if parts.iter().any(|p| p.fp8_input().map(Fp8Input::format) != fp8) {
+            return Err(ModelError::Shape("layers of different precisions cannot be merged".to_owned()));
+        }
+        let kind = match parts[0] {
+            Linear::Dense { weight, .. } => weight.kind(),
+            Linear::Fp8 { .. } => Kind::Float,
+        };
+        let weights = parts.iter().map(|p| p.dense_weight(kind)).collect::<Result<Vec<_>, _>>()?;
+        let biases: Vec<&Tensor> = parts.iter().filter_map(|p| p.bias()).collect();
+        let bias = match biases.len() {
+            0 => None,
+            n if n == parts.len() => Some(Tensor::f_cat(&biases, 0)?),
+            _ => return Err(ModelError::Shape("layers with and without a bias cannot be merged".to_owned())),
+        };
+        Linear::new(Tensor::f_cat(&weights, 0)?, bias, fp8)
+    }
+
+    /// The layer's input features.
+    pub fn in_features(&self) -> i64 {
+        match self {
+            Linear::Dense { weight, .. } | Linear::Fp8 { weight, .. } => weight.size()[1],
+        }
+    }
+
     /// How an fp8 layer scales its input; `None` for a dense layer.
     pub fn fp8_input(&self) -> Option<&Fp8Input> {
         match self {

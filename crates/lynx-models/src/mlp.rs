@@ -48,6 +48,36 @@ impl Mlp {
     }
 }
 
+/// A dense block's MLP, or a MoE layer's shared experts, as it runs: the gate and up projections
+/// as one layer ([`Linear::concat`], gate's features first), then down. Routed experts keep
+/// their three projections ([`Mlp`]), stacked across experts instead.
+pub struct MergedMlp {
+    gate_up: Linear,
+    down: Linear,
+}
+
+impl MergedMlp {
+    pub fn new(mlp: Mlp) -> Result<MergedMlp, ModelError> {
+        Ok(MergedMlp { gate_up: Linear::concat(&[&mlp.gate, &mlp.up])?, down: mlp.down })
+    }
+
+    pub fn to(&self, convert: &Convert) -> Result<MergedMlp, ModelError> {
+        Ok(MergedMlp { gate_up: self.gate_up.to(convert)?, down: self.down.to(convert)? })
+    }
+
+    pub fn forward(&self, x: &Tensor, activation: &Activation) -> Result<Tensor, ModelError> {
+        let both = self.gate_up.forward(x)?;
+        let width = self.down.in_features();
+        let hidden = activate(&both.f_narrow(-1, 0, width)?, &both.f_narrow(-1, width, width)?, activation)?;
+        self.down.forward(&hidden)
+    }
+
+    /// Its layers: the merged gate/up, then down.
+    pub fn linears(&self) -> [&Linear; 2] {
+        [&self.gate_up, &self.down]
+    }
+}
+
 /// The gated activation of `gate` and `up`.
 pub fn activate(gate: &Tensor, up: &Tensor, activation: &Activation) -> Result<Tensor, ModelError> {
     match *activation {

@@ -7,7 +7,7 @@
 use crate::gqa::{GqaAttention, GqaCache};
 use crate::linear::{Fp8Input, Linear};
 use crate::mla::{MlaAttention, MlaCache};
-use crate::mlp::{Mlp, GATE_UP_DOWN};
+use crate::mlp::{MergedMlp, Mlp, GATE_UP_DOWN};
 use crate::moe::{MoeLayer, MoeLayout};
 use crate::rope::RopeTable;
 use crate::scalar_call;
@@ -74,7 +74,7 @@ enum AttentionLayer {
 }
 
 enum MlpLayer {
-    Dense(Mlp),
+    Dense(MergedMlp),
     Moe(Box<MoeLayer>),
 }
 
@@ -435,14 +435,14 @@ impl Model {
                     let width = shape.mlp.as_ref().map(|m| m.intermediate_size).ok_or_else(|| {
                         ModelError::Shape(format!("layer {layer} has a dense MLP but the model has no [mlp]"))
                     })?;
-                    MlpLayer::Dense(Mlp::new(
+                    MlpLayer::Dense(MergedMlp::new(Mlp::new(
                         source,
                         &format!("{prefix}.mlp"),
                         GATE_UP_DOWN,
                         hidden,
                         i64::from(width),
                         false,
-                    )?)
+                    )?)?)
                 }
             };
             blocks.push(Block {
@@ -676,9 +676,7 @@ impl Model {
             };
             inputs.extend(attention.into_iter().filter_map(Linear::fp8_input));
             match &block.mlp {
-                MlpLayer::Dense(m) => {
-                    inputs.extend([&m.gate, &m.up, &m.down].into_iter().filter_map(Linear::fp8_input))
-                }
+                MlpLayer::Dense(m) => inputs.extend(m.linears().into_iter().filter_map(Linear::fp8_input)),
                 MlpLayer::Moe(m) => inputs.extend(m.fp8_inputs()),
             }
         }

@@ -11,7 +11,7 @@
 
 use crate::experts::{ExpertBank, ExpertKernel};
 use crate::linear::Linear;
-use crate::mlp::{Mlp, GATE_UP_DOWN, W1_W3_W2};
+use crate::mlp::{MergedMlp, Mlp, GATE_UP_DOWN, W1_W3_W2};
 use crate::scalar_call;
 use crate::weights::{Checkpoint, Init, WeightSource};
 use crate::{accumulation_kind, Convert, ModelError};
@@ -26,7 +26,7 @@ pub struct MoeLayer {
     experts_per_token: i64,
     experts: ExpertBank,
     /// All shared experts as one MLP of `shared × intermediate` width, as DeepSeek builds them.
-    shared: Option<Mlp>,
+    shared: Option<MergedMlp>,
 }
 
 /// gpt-oss's stacked expert tensors, split into one MLP per expert.
@@ -109,7 +109,8 @@ impl MoeLayer {
         };
         let shared = if config.shared_experts > 0 {
             let width = intermediate * i64::from(config.shared_experts);
-            Some(Mlp::new(source, &format!("{prefix}.shared_experts"), GATE_UP_DOWN, hidden, width, false)?)
+            let shared = Mlp::new(source, &format!("{prefix}.shared_experts"), GATE_UP_DOWN, hidden, width, false)?;
+            Some(MergedMlp::new(shared)?)
         } else {
             None
         };
@@ -239,7 +240,7 @@ impl MoeLayer {
 
     /// How the layer's e4m3 projections scale their inputs: shared and routed experts'.
     pub(crate) fn fp8_inputs(&self) -> Vec<&crate::linear::Fp8Input> {
-        let shared = self.shared.iter().flat_map(|m| [&m.gate, &m.up, &m.down]).filter_map(Linear::fp8_input);
+        let shared = self.shared.iter().flat_map(MergedMlp::linears).filter_map(Linear::fp8_input);
         shared.chain(self.experts.fp8_inputs()).collect()
     }
 

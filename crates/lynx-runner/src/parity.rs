@@ -291,7 +291,8 @@ pub(crate) mod tests {
         let fp8 = Model::new(&shape(DENSE), Precision::Fp8, Device::Cpu, 3).unwrap();
         let how = calibrate_fp8(&fp8, &suite("fp8")).unwrap().unwrap();
         assert!(
-            how.starts_with("static: one input scale per e4m3fn layer (28 layers)")
+            // Four blocks of four layers: q/k/v merged, o, gate/up merged, down.
+            how.starts_with("static: one input scale per e4m3fn layer (16 layers)")
                 && how.contains("2x16 calibration prompt / 448,"),
             "{how}"
         );
