@@ -50,9 +50,9 @@ def decode_step(m, tokens, caches, pos):
     angles = torch.arange(pos, pos + 1, device=x.device, dtype=torch.float32)[:, None] * m["inv_freq"][None, :]
     angles = torch.cat((-angles, angles), dim=-1)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    heads, kv_heads, hd, ffn = m["heads"], m["kv_heads"], m["hd"], m["ffn"]
     for layer, (k_cache, v_cache) in zip(m["layers"], caches):
         h = F.rms_norm(x, (x.shape[-1],), layer["attn_norm"], m["eps"])
-        heads, kv_heads, hd = m["heads"], m["kv_heads"], m["hd"]
         qkv = F.linear(h, layer["wqkv"])
         qk = rope(qkv[..., :(heads + kv_heads) * hd].view(b, 1, heads + kv_heads, hd).transpose(1, 2), cos, sin)
         q, k = qk[:, :heads], qk[:, heads:]
@@ -63,7 +63,7 @@ def decode_step(m, tokens, caches, pos):
         x = x + F.linear(o.transpose(1, 2).reshape(b, 1, -1), layer["wo"])
         h = F.rms_norm(x, (x.shape[-1],), layer["mlp_norm"], m["eps"])
         gate_up = F.linear(h, layer["gate_up"])
-        x = x + F.linear(F.silu(gate_up[..., :m["ffn"]]) * gate_up[..., m["ffn"]:], layer["down"])
+        x = x + F.linear(F.silu(gate_up[..., :ffn]) * gate_up[..., ffn:], layer["down"])
     x = F.rms_norm(x, (x.shape[-1],), m["norm"], m["eps"])
     logits = F.linear(x, m["head"]).float()
     return logits.argmax(-1)

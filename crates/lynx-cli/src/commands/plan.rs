@@ -72,8 +72,8 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
     }
     let texts: Vec<String> = forecasts.iter().map(plan_text).collect();
     say!("{}", texts.join("\n"));
-    if node.is_some() {
-        sayln!("\n{}", node_line(&estimates, forecasts.len(), args.node.one_at_a_time));
+    if let Some(node) = node {
+        sayln!("\n{}", node_line(node, estimates.len(), forecasts.len(), args.node.one_at_a_time));
     }
     Ok(())
 }
@@ -88,13 +88,12 @@ fn node_estimate(estimates: &[(f64, f64)], one_at_a_time: bool) -> (f64, f64) {
     }
 }
 
-/// A node's wall time from its devices' `estimates` (first figure, longest case) of `devices`:
-/// the longest device's where they run at once, their sum where one after another.
-fn node_line(estimates: &[(f64, f64)], devices: usize, one_at_a_time: bool) -> String {
+/// The line saying a node's wall time, `(first, longest)` from [`node_estimate`] over the
+/// `estimated` of its `devices` that have an estimate.
+fn node_line((first, longest): (f64, f64), estimated: usize, devices: usize, one_at_a_time: bool) -> String {
     let minutes = |s: f64| (s / 60.0).ceil();
     let how = if one_at_a_time { "one after another, the sum" } else { "all at once, the longest" };
-    let (first, longest) = node_estimate(estimates, one_at_a_time);
-    let missing = devices - estimates.len();
+    let missing = devices - estimated;
     let unknown =
         if missing > 0 { format!("; {missing} device(s) without an estimate not counted") } else { String::new() };
     format!(
@@ -281,14 +280,15 @@ mod tests {
     #[test]
     fn a_nodes_estimate_is_its_longest_device_or_their_sum() {
         let estimates = [(61.0, 130.0), (300.0, 400.0)];
+        let line = |devices, one_at_a_time| {
+            node_line(node_estimate(&estimates, one_at_a_time), estimates.len(), devices, one_at_a_time)
+        };
         assert_eq!(
-            node_line(&estimates, 2, false),
+            line(2, false),
             "node: 2 device(s), all at once, the longest of their estimates: about 5 min (7 at the longest); an \
              estimate, not a measurement"
         );
-        assert!(
-            node_line(&estimates, 2, true).contains("one after another, the sum of their estimates: about 7 min (9 at")
-        );
-        assert!(node_line(&estimates, 3, true).contains("; 1 device(s) without an estimate not counted;"));
+        assert!(line(2, true).contains("one after another, the sum of their estimates: about 7 min (9 at"));
+        assert!(line(3, true).contains("; 1 device(s) without an estimate not counted;"));
     }
 }

@@ -151,10 +151,10 @@ const PARITY_ROWS: [i64; 2] = [PARITY_CTX, PARITY_CTX / 2 + 1];
 ///
 /// Twice the bound, because neither side is exact: the eager step attends the keys it holds and
 /// the graph step a padded cache under a mask, so SDPA may choose a different kernel for each
-/// (on an H200, flash for the one, while the other's masked call cannot take flash), and each is held to the
-/// parity bound against float64. Two answers each within the bound of the exact one differ by at
-/// most twice it. A replay that reads a stale position, token or cache row gives other logits
-/// altogether (a relative error of order one), far above either bound.
+/// (on an H200, flash for the one, while the other's masked call cannot take flash), and each
+/// is held to the parity bound against float64. Two answers each within the bound of the exact
+/// one differ by at most twice it. A replay that reads a stale position, token or cache row gives
+/// other logits altogether (a relative error of order one), far above either bound.
 pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision) -> Check {
     let limit = 2.0 * crate::parity::tolerance(precision);
     let outcome = replayed_errors(model, graphs)
@@ -198,15 +198,14 @@ fn kernels(model: &Model) -> String {
         let name = |k: Option<lynx_schema::result::AttentionKernel>| k.map_or("none", |k| k.as_str()).to_owned();
         Ok((name(eager), name(graph)))
     };
-    match chosen() {
-        Ok((eager, graph)) if eager == graph => {
-            format!("each side is held to it against float64; both attend with {eager}")
-        }
+    let kernels = match chosen() {
+        Ok((eager, graph)) if eager == graph => format!("; both attend with {eager}"),
         Ok((eager, graph)) => {
-            format!("each side is held to it against float64, and they attend with different kernels, {eager} eager and {graph} in the graph")
+            format!(", and they attend with different kernels, {eager} eager and {graph} in the graph")
         }
-        Err(error) => format!("each side is held to it against float64; their attention kernels unknown: {error}"),
-    }
+        Err(error) => format!("; their attention kernels unknown: {error}"),
+    };
+    format!("each side is held to it against float64{kernels}")
 }
 
 /// Each sequence's relative logit error of two replays against two eager steps.
