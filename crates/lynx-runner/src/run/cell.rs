@@ -240,7 +240,7 @@ fn measure_graph_decode(
     })
     .map_err(model_error)?;
     buffers.rewind(start).map_err(model_error)?;
-    let attention = model.device_attention_kernel(&cache).map_err(model_error)?;
+    let attention = graphs.attention_kernel(model, &cache).map_err(model_error)?;
     let mut captured = graphs.capture(|| buffers.step(model, &cache))?;
     // The first replay uploads the graph: untimed, and its position is used again.
     captured.replay()?;

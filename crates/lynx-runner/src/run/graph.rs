@@ -9,7 +9,7 @@
 use crate::cuda::CudaGraph;
 use lynx_models::{KvCache, Logits, Model, ModelError};
 use lynx_schema::config::Precision;
-use lynx_schema::result::{Check, CheckName};
+use lynx_schema::result::{AttentionKernel, Check, CheckName};
 use lynx_schema::value::{Finite, Reported};
 use tch::{Kind, Tensor};
 
@@ -65,16 +65,39 @@ impl Graphs {
     }
 
     /// Capture the work `step` issues, to be run by [`Captured::replay`]. On a GPU the capture
-    /// records the work without running it.
+    /// records the work without running it, with cuDNN's attention among SDPA's choices
+    /// ([`Graphs::as_captured`]).
     pub(crate) fn capture<'a>(
         &self,
         step: impl FnMut() -> Result<(), ModelError> + 'a,
     ) -> Result<Captured<'a>, String> {
         match self {
-            Graphs::Cuda(index) => CudaGraph::capture(*index, step).map(|(graph, ())| Captured::Cuda(graph)),
+            Graphs::Cuda(index) => {
+                self.as_captured(|| CudaGraph::capture(*index, step)).map(|(graph, ())| Captured::Cuda(graph))
+            }
             Graphs::Reissue => Ok(Captured::Reissue(Box::new(step))),
             Graphs::Unavailable(reason) => Err(reason.clone()),
         }
+    }
+
+    /// `work` as a capture issues it: on a GPU, with cuDNN's attention among SDPA's choices,
+    /// which eager steps exclude (libtorch::CudnnAttentionForCapture: a graph's one shape pays
+    /// cuDNN's plan once, and its masked call over a padded cache has no flash kernel). For the
+    /// eager run before a capture and for the kernel a graph step will attend with. The stand-in
+    /// issues its step again at each replay, eagerly, so it changes nothing there.
+    pub(crate) fn as_captured<T>(&self, work: impl FnOnce() -> T) -> T {
+        let _cudnn = matches!(self, Graphs::Cuda(_)).then(crate::libtorch::CudnnAttentionForCapture::allow);
+        work()
+    }
+
+    /// The attention kernel the graph step over `cache` records: SDPA's choice as a capture
+    /// makes it.
+    pub(crate) fn attention_kernel(
+        &self,
+        model: &Model,
+        cache: &KvCache,
+    ) -> Result<Option<AttentionKernel>, ModelError> {
+        self.as_captured(|| model.device_attention_kernel(cache))
     }
 }
 
@@ -179,7 +202,7 @@ pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision)
                  {precision} (limit {limit:.0e}, twice the parity bound: {}){how}",
                 most(&steps),
                 most(&rows),
-                kernels(model),
+                kernels(model, graphs),
             );
             (passed, detail, Finite::new(worst, "graph parity error").ok())
         }
@@ -189,13 +212,13 @@ pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision)
 }
 
 /// The attention kernels the two sides of the check run, where SDPA chooses them.
-fn kernels(model: &Model) -> String {
+fn kernels(model: &Model, graphs: &Graphs) -> String {
     let chosen = || -> Result<(String, String), ModelError> {
         let mut cache = KvCache::new(model, PARITY_BATCH, PARITY_CTX + 2)?;
-        let graph = model.device_attention_kernel(&cache)?;
+        let graph = graphs.attention_kernel(model, &cache)?;
         cache.fill_random(PARITY_CTX)?;
         let eager = model.attention_kernel(&cache, 1)?;
-        let name = |k: Option<lynx_schema::result::AttentionKernel>| k.map_or("none", |k| k.as_str()).to_owned();
+        let name = |k: Option<AttentionKernel>| k.map_or("none", |k| k.as_str()).to_owned();
         Ok((name(eager), name(graph)))
     };
     let kernels = match chosen() {
@@ -221,7 +244,7 @@ fn replayed_errors(model: &Model, graphs: &Graphs) -> Result<Vec<f64>, String> {
     let buffers = StepBuffers::new(&first, PARITY_CTX, Some(logits)).map_err(model_error)?;
     // One eager run of the graph step first, as capture wants (libraries initialise lazily);
     // it writes the same keys and values the first replay does.
-    buffers.step(model, &cache).map_err(model_error)?;
+    graphs.as_captured(|| buffers.step(model, &cache)).map_err(model_error)?;
     buffers.tokens.shallow_clone().f_copy_(&first).map_err(torch)?;
     buffers.rewind(PARITY_CTX).map_err(model_error)?;
     let mut captured = graphs.capture(|| buffers.step(model, &cache))?;
@@ -263,7 +286,7 @@ fn row_errors(model: &Model, graphs: &Graphs) -> Result<Vec<f64>, String> {
         logits.shallow_clone().f_copy_(&out)?;
         Ok(())
     };
-    step().map_err(model_error)?;
+    graphs.as_captured(step).map_err(model_error)?;
     let _ = logits.shallow_clone().f_zero_().map_err(torch)?;
     let mut captured = graphs.capture(step)?;
     captured.replay()?;

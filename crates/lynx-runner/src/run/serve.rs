@@ -176,7 +176,7 @@ pub(super) fn serve(
         let rewind = || lynx_models::scalar_call(|| positions.shallow_clone().f_fill_(0)).map(|_| ());
         let mut capture = |b: i64| -> Result<(), String> {
             rewind().map_err(|e| e.to_string())?;
-            graph_step(b).map_err(|e| format!("the eager run before capture at batch {b}: {e}"))?;
+            how.as_captured(|| graph_step(b)).map_err(|e| format!("the eager run before capture at batch {b}: {e}"))?;
             let mut captured = how.capture(move || graph_step(b)).map_err(|e| format!("at batch {b}: {e}"))?;
             rewind().map_err(|e| e.to_string())?;
             captured.replay().map_err(|e| format!("the first replay at batch {b}: {e}"))?;
