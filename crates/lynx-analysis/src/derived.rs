@@ -171,6 +171,8 @@ pub fn eager_graph(cells: &[CellRecord]) -> Vec<EagerGraph> {
             eager_step_s,
             graph_step_s,
             eager_over_graph: ratio,
+            eager_attention: eager.attention,
+            graph_attention: graph.attention,
         });
     }
     pairs
@@ -430,6 +432,7 @@ pub(crate) fn bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lynx_schema::result::AttentionKernel;
 
     #[test]
     fn a_tight_tpot_bound_is_met_by_capping_the_batch() {
@@ -641,9 +644,13 @@ mod tests {
     /// nothing about modes.
     #[test]
     fn the_faster_mode_at_each_shape_is_used_and_named() {
+        let attending = |mut cell: CellRecord, kernel| {
+            cell.attention = Some(kernel);
+            cell
+        };
         let cells = [
-            decode_cell(1, 128, StepMode::Eager, 0.020),
-            decode_cell(1, 128, StepMode::Graph, 0.010),
+            attending(decode_cell(1, 128, StepMode::Eager, 0.020), AttentionKernel::Flash),
+            attending(decode_cell(1, 128, StepMode::Graph, 0.010), AttentionKernel::Cudnn),
             decode_cell(8, 128, StepMode::Eager, 0.030),
             decode_cell(8, 128, StepMode::Graph, 0.040),
             decode_cell(16, 128, StepMode::Eager, 0.050),
@@ -656,6 +663,12 @@ mod tests {
         let pairs = eager_graph(&cells);
         assert_eq!(pairs.len(), 2);
         assert_eq!((pairs[0].batch, pairs[0].eager_over_graph.get()), (1, 2.0));
+        assert_eq!(
+            (pairs[0].eager_attention, pairs[0].graph_attention),
+            (Some(AttentionKernel::Flash), Some(AttentionKernel::Cudnn)),
+            "each mode's kernel is carried beside the ratio"
+        );
+        assert_eq!((pairs[1].eager_attention, pairs[1].graph_attention), (None, None));
         assert!((pairs[1].eager_over_graph.get() - 0.75).abs() < 1e-12);
         let (_, decode) = step_tables(&cells);
         assert_eq!(decode.max_batch(128, 128), Some(16));

@@ -588,16 +588,18 @@ fn modes(derived: &lynx_schema::derived::Derived) -> Markup {
             h2 { "Eager against graph" }
             p {
                 "The median decode step issued kernel by kernel (eager) and replayed as one captured graph: the "
-                "ratio is what the host CPU and libtorch's dispatcher cost a step on this device."
+                "ratio is what the host CPU and libtorch's dispatcher cost a step on this device, and where the "
+                "attention column names two kernels, their difference too."
             }
             table {
-                tr { th { "ctx" } th { "batch" } th { "eager" } th { "graph" } th { "eager/graph" } }
+                tr { th { "ctx" } th { "batch" } th { "eager" } th { "graph" } th { "eager/graph" } th { "attention" } }
                 @for pair in &derived.eager_graph {
                     tr {
                         td { (pair.ctx) } td { (pair.batch) }
                         td { (format!("{:.3} ms", pair.eager_step_s.get() * 1e3)) }
                         td { (format!("{:.3} ms", pair.graph_step_s.get() * 1e3)) }
                         td { (format!("{:.2}x", pair.eager_over_graph.get())) }
+                        td { (crate::text::attention_pair(pair.eager_attention, pair.graph_attention)) }
                     }
                 }
             }

@@ -7,7 +7,9 @@ use lynx_schema::catalogue::ModelSummary;
 use lynx_schema::config::Precision;
 use lynx_schema::derived::Derived;
 use lynx_schema::equilibrium::WindowStats;
-use lynx_schema::result::{CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord};
+use lynx_schema::result::{
+    AttentionKernel, CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord,
+};
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
 use lynx_schema::serving::ServedRate;
 use lynx_schema::sweep::LineEnd;
@@ -537,7 +539,7 @@ fn frontier_section(derived: &Derived) -> String {
 }
 
 /// Each decode shape measured eager and as a graph: what the host and the dispatcher cost a
-/// step on the device.
+/// step on the device, and each mode's attention kernel.
 fn eager_graph_section(derived: &Derived) -> String {
     let mut out = String::new();
     if derived.eager_graph.is_empty() {
@@ -545,9 +547,10 @@ fn eager_graph_section(derived: &Derived) -> String {
     }
     let _ = writeln!(
         out,
-        "\neager against graph (median step; the ratio is what issuing each kernel from the host costs):"
+        "\neager against graph (median step; the ratio is what issuing each kernel from the host costs, and where \
+         ATTENTION names two kernels, their difference too):"
     );
-    let mut rows = Table::new(["CTX", "BATCH", "EAGER", "GRAPH", "EAGER/GRAPH"]);
+    let mut rows = Table::new(["CTX", "BATCH", "EAGER", "GRAPH", "EAGER/GRAPH", "ATTENTION"]);
     for pair in &derived.eager_graph {
         rows.row([
             pair.ctx.to_string(),
@@ -555,10 +558,22 @@ fn eager_graph_section(derived: &Derived) -> String {
             ms(pair.eager_step_s.get()),
             ms(pair.graph_step_s.get()),
             format!("{:.2}x", pair.eager_over_graph.get()),
+            attention_pair(pair.eager_attention, pair.graph_attention),
         ]);
     }
     out.push_str(&indent(&rows.text(usize::MAX)));
     out
+}
+
+/// Each mode's attention kernel, eager first: one name where both ran the same, `-` where
+/// neither cell says.
+pub(crate) fn attention_pair(eager: Option<AttentionKernel>, graph: Option<AttentionKernel>) -> String {
+    let name = |k: Option<AttentionKernel>| k.map_or("-", AttentionKernel::as_str);
+    match (eager, graph) {
+        (None, None) => "-".to_owned(),
+        (e, g) if e == g => name(e).to_owned(),
+        (e, g) => format!("{} eager, {} graph", name(e), name(g)),
+    }
 }
 
 /// The prefill table.
@@ -938,6 +953,17 @@ pub(crate) fn serving_fixture(server: &str, workload: &str) -> lynx_schema::serv
 mod tests {
     use super::*;
     use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict};
+
+    /// The eager/graph table names one kernel where both modes ran it, both where they differ,
+    /// and says nothing where neither cell recorded one (results made before kernels were).
+    #[test]
+    fn the_eager_graph_table_names_each_modes_attention_kernel() {
+        use AttentionKernel::{Cudnn, Flash};
+        assert_eq!(attention_pair(Some(Flash), Some(Cudnn)), "flash eager, cudnn graph");
+        assert_eq!(attention_pair(Some(Flash), Some(Flash)), "flash");
+        assert_eq!(attention_pair(None, Some(Cudnn)), "- eager, cudnn graph");
+        assert_eq!(attention_pair(None, None), "-");
+    }
 
     /// The warm-up line names how alike the warm-up's steps were, and how its step timed again
     /// after the sweep compares, where it recorded them, and reads as before where it did not

@@ -4,7 +4,7 @@
 //! price the user gives. docs/SWEEPS.md states the method.
 
 use crate::config::{LatencyBound, Workload};
-use crate::result::StepMode;
+use crate::result::{AttentionKernel, StepMode};
 use crate::sweep::SweepLine;
 use crate::value::{Finite, Reported};
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,14 @@ pub struct EagerGraph {
     pub graph_step_s: Finite,
     /// eager_step_s / graph_step_s: above 1 where the graph is faster.
     pub eager_over_graph: Finite,
+    /// The attention kernel each mode's cell ran. Where they differ (on an H200, flash eager and
+    /// cuDNN in the graph, whose masked call over a padded cache no flash kernel takes), the ratio
+    /// holds the kernels' difference beside the host's cost. Absent in results made before lynx
+    /// derived them, and where a cell does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager_attention: Option<AttentionKernel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_attention: Option<AttentionKernel>,
 }
 
 /// The Pareto set of (tok/s/user, tok/s/device) over the decode cells at one context, ascending
