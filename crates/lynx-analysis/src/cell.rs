@@ -2,7 +2,7 @@
 //! times, and the full-depth extrapolation of a layer subset.
 
 use lynx_schema::config::ModelShape;
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth, ReadingOverlap, SlowSteps};
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::{Finite, NotFinite};
 
@@ -69,6 +69,64 @@ pub fn launch_bound(issue_median_s: f64, step_median_s: f64) -> bool {
     issue_median_s >= LAUNCH_BOUND_SHARE * step_median_s
 }
 
+/// A step is slow above this many times its cell's median step ([`slow_steps`]).
+pub const SLOW_STEP_FACTOR: f64 = 1.2;
+
+/// One telemetry source's readings over a cell: its name and each reading's (start, end) on the
+/// run's clock, in the order it read them (one source reads one reading at a time).
+pub type Readings = (String, Vec<(f64, f64)>);
+
+/// Where a cell's slow steps fell against the telemetry readings: the steps (each starting at
+/// `starts_s[i]` on the run's clock and lasting `step_s[i]`) over [`SLOW_STEP_FACTOR`] times their
+/// median, and for each source how many of them overlapped one of its readings beside the share
+/// of the other steps that did. `None` where the steps and their starts disagree in number or
+/// there are fewer than two steps. Sources without readings are left out.
+pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings]) -> Option<SlowSteps> {
+    if starts_s.len() != step_s.len() || step_s.len() < 2 {
+        return None;
+    }
+    let threshold = SLOW_STEP_FACTOR * crate::stats::median(step_s).ok()?;
+    let slow: Vec<bool> = step_s.iter().map(|&s| s > threshold).collect();
+    let slow_count = slow.iter().filter(|&&s| s).count();
+    let during_readings = readings
+        .iter()
+        .filter(|(_, reads)| !reads.is_empty())
+        .filter_map(|(source, reads)| {
+            let mut reads = reads.clone();
+            reads.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // One source's readings follow one another, so the last to start before a step ends
+            // is the last to end: the step overlaps a reading if and only if that one ends after
+            // the step starts.
+            let overlaps = |start: f64, end: f64| {
+                let before_end = reads.partition_point(|r| r.0 < end);
+                before_end > 0 && reads[before_end - 1].1 > start
+            };
+            let (mut slow_hit, mut other_hit) = (0u32, 0u32);
+            for ((&start, &length), &is_slow) in starts_s.iter().zip(step_s).zip(&slow) {
+                if overlaps(start, start + length) {
+                    *(if is_slow { &mut slow_hit } else { &mut other_hit }) += 1;
+                }
+            }
+            let others = step_s.len() - slow_count;
+            let others_share = if others == 0 { 0.0 } else { f64::from(other_hit) / others as f64 };
+            let durations: Vec<f64> = reads.iter().map(|(start, end)| end - start).collect();
+            Some(ReadingOverlap {
+                source: source.clone(),
+                readings: u32::try_from(reads.len()).unwrap_or(u32::MAX),
+                reading_median_s: Finite::new(crate::stats::median(&durations).ok()?, "reading time").ok()?,
+                slow: slow_hit,
+                others_share: Finite::new(others_share, "share of steps").ok()?,
+            })
+        })
+        .collect();
+    Some(SlowSteps {
+        factor: Finite::new(SLOW_STEP_FACTOR, "slow-step factor").ok()?,
+        steps: u32::try_from(step_s.len()).unwrap_or(u32::MAX),
+        slow: u32::try_from(slow_count).unwrap_or(u32::MAX),
+        during_readings,
+    })
+}
+
 /// A measured cell with its figures derived from the step times (DESIGN.md vocabulary).
 pub fn measured(
     shape: CellShape,
@@ -99,6 +157,39 @@ pub fn measured(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ten steps of 10 ms every 20 ms, the fourth and the eighth 30 ms: a source that read
+    /// during both slow steps and during none of the others is named with both slow steps and a
+    /// share of 0; a source reading across every step has both too, and a share of 1; a source
+    /// with no readings is left out.
+    #[test]
+    fn slow_steps_are_set_against_each_sources_readings() {
+        let starts: Vec<f64> = (0..10).map(|i| 0.020 * f64::from(i)).collect();
+        let mut steps = vec![0.010; 10];
+        steps[3] = 0.030;
+        steps[7] = 0.030;
+        let readings = vec![
+            // Inside step 3 (0.060..0.090) and step 7 (0.140..0.170), and in the gaps between
+            // others (step 1 ends at 0.030, step 2 starts at 0.040).
+            ("nvml:0".to_owned(), vec![(0.065, 0.068), (0.031, 0.039), (0.150, 0.152)]),
+            ("host".to_owned(), vec![(0.0, 0.5)]),
+            ("silent".to_owned(), vec![]),
+        ];
+        let found = slow_steps(&starts, &steps, &readings).unwrap();
+        assert_eq!((found.steps, found.slow, found.factor.get()), (10, 2, SLOW_STEP_FACTOR));
+        assert_eq!(found.during_readings.len(), 2, "{found:?}");
+        let nvml = &found.during_readings[0];
+        assert_eq!((nvml.source.as_str(), nvml.readings, nvml.slow), ("nvml:0", 3, 2));
+        assert_eq!(nvml.others_share.get(), 0.0, "the gap reading overlaps no step");
+        assert!((nvml.reading_median_s.get() - 0.003).abs() < 1e-12, "{nvml:?}");
+        let host = &found.during_readings[1];
+        assert_eq!((host.slow, host.others_share.get()), (2, 1.0));
+        // A reading that ends exactly as a step starts does not overlap it.
+        let touching = slow_steps(&starts, &steps, &[("edge".to_owned(), vec![(0.050, 0.060)])]).unwrap();
+        assert_eq!((touching.during_readings[0].slow, touching.during_readings[0].others_share.get()), (0, 0.0));
+        assert!(slow_steps(&starts, &steps[..9], &readings).is_none(), "steps and starts disagree");
+        assert!(slow_steps(&[0.0], &[0.01], &readings).is_none(), "one step has no median to stand out from");
+    }
 
     #[test]
     fn a_step_is_launch_bound_from_nine_tenths_of_it_spent_issuing() {

@@ -17,7 +17,7 @@
 //! - `stability`: every measured cell's step-time CV within the suite's bound, and no process
 //!   but lynx's keeping the host's CPUs busy past its bound during a cell ([`unstable`]).
 
-use lynx_schema::result::{BoardRecord, CellRecord, Check, CheckName, SourceRecord, WarmupRecord};
+use lynx_schema::result::{BoardRecord, CellRecord, Check, CheckName, SlowSteps, SourceRecord, WarmupRecord};
 use lynx_schema::telemetry::ThrottleReason;
 use lynx_schema::value::Finite;
 use std::collections::BTreeMap;
@@ -173,6 +173,25 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
     (!reasons.is_empty()).then(|| reasons.join(", "))
 }
 
+/// Where a cell's slow steps fell, in words: "9 of its 94 steps over 1.2× the median; of them, 8
+/// overlapped nvml:0's readings (the others: 10%), 1 host's (the others: 9%)".
+pub fn slow_steps_words(slow: &SlowSteps) -> String {
+    let mut words = format!("{} of its {} steps over {}× the median", slow.slow, slow.steps, slow.factor.get());
+    if slow.slow > 0 && !slow.during_readings.is_empty() {
+        let during: Vec<String> = slow
+            .during_readings
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (verb, noun) = if i == 0 { (" overlapped", " readings") } else { ("", "") };
+                format!("{}{verb} {}'s{noun} (the others: {:.0}%)", r.slow, r.source, 100.0 * r.others_share.get())
+            })
+            .collect();
+        words.push_str(&format!("; of them, {}", during.join(", ")));
+    }
+    words
+}
+
 /// The `stability` check over the measured cells, under the bounds `unstable` takes; none when no
 /// cell was measured.
 pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) -> Option<Check> {
@@ -182,7 +201,11 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
     }
     let faults: Vec<String> = measured
         .iter()
-        .filter_map(|c| unstable(c, max_cv, max_other_cpu_cores).map(|why| format!("{}: {why}", c.shape)))
+        .filter_map(|c| {
+            let why = unstable(c, max_cv, max_other_cpu_cores)?;
+            let fell = c.slow_steps.as_ref().map_or_else(String::new, |s| format!(" ({})", slow_steps_words(s)));
+            Some(format!("{}: {why}{fell}", c.shape))
+        })
         .collect();
     let again = measured.iter().filter(|c| c.remeasured.is_some()).count();
     let worst_cv = measured.iter().filter_map(|c| c.step_time.as_ref()?.cv.map(Finite::get)).fold(0.0, f64::max);
@@ -450,5 +473,30 @@ mod tests {
         let failed = stability(&[steady, varied, busy], 0.1, 0.25).unwrap();
         assert!(!failed.passed && failed.detail.matches("decode batch 1 ctx 8:").count() == 2, "{}", failed.detail);
         assert!(stability(&[CellRecord::failed(CellShape::decode(1, 8), "x".into())], 0.1, 0.25).is_none());
+    }
+
+    /// An unstable cell's entry says where its slow steps fell against each source's readings,
+    /// so that a run shows whether the sampler's readings line up with them; a stable cell's
+    /// record keeps the figures without the check naming it.
+    #[test]
+    fn an_unstable_cell_says_where_its_slow_steps_fell() {
+        let summary = crate::stats::summarise(&[1.0, 2.0, 1.0, 2.0]).unwrap();
+        let mut varied =
+            crate::cell::measured(CellShape::decode(1, 8), summary, Finite::new(1.0, "t").unwrap(), None, None)
+                .unwrap();
+        let starts = [0.0, 1.5, 4.0, 5.5];
+        let readings = [("nvml:0".to_owned(), vec![(2.0, 2.1), (6.0, 6.1)]), ("host".to_owned(), vec![(0.2, 0.3)])];
+        varied.slow_steps = crate::cell::slow_steps(&starts, &[1.0, 2.0, 1.0, 2.0], &readings);
+        let failed = stability(std::slice::from_ref(&varied), 0.1, 0.25).unwrap();
+        assert!(
+            failed.detail.contains(
+                "CV 38.5% above 10.0% (2 of its 4 steps over 1.2× the median; of them, 2 overlapped nvml:0's \
+                 readings (the others: 0%), 0 host's (the others: 50%))"
+            ),
+            "{}",
+            failed.detail
+        );
+        let steady = crate::cell::slow_steps(&starts, &[1.0; 4], &readings).unwrap();
+        assert_eq!(slow_steps_words(&steady), "0 of its 4 steps over 1.2× the median");
     }
 }

@@ -126,6 +126,7 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
     assert!(not_measured.iter().any(|n| n.contains("tensor-parallel collectives")), "{not_measured:?}");
     assert!(not_measured.iter().any(|n| n.contains("6 of the model's 8 layers")), "{not_measured:?}");
 
+    let mut host_readings = 0;
     for cell in result["cells"].as_array().unwrap() {
         assert_eq!(cell["status"], "ok", "{cell}");
         // Issue 15: every cell names the attention kernel its steps ran, and its host issue time,
@@ -135,6 +136,18 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
         let issue = seconds(&cell["issue_median_s"]);
         assert!(issue > 0.0 && issue <= seconds(&cell["step_time"]["max_s"]), "{cell}");
         assert!(cell.get("launch_bound").is_none(), "{cell}");
+        // Every measured cell says where its slow steps fell against the host sampler's timed
+        // readings (the GPU's source beside it on a GPU), so that an unstable cell shows whether
+        // they line up.
+        let slow = &cell["slow_steps"];
+        assert_eq!(slow["steps"], cell["step_time"]["n"], "{cell}");
+        assert!(slow["slow"].as_u64().unwrap() <= slow["steps"].as_u64().unwrap(), "{cell}");
+        // A sampler starved on a busy host may miss a short cell, so the host's readings are
+        // required of the run, below, not of each cell.
+        if let Some(host) = slow["during_readings"].as_array().unwrap().iter().find(|r| r["source"] == "host") {
+            assert!(host["readings"].as_u64().unwrap() >= 1 && seconds(&host["reading_median_s"]) > 0.0, "{cell}");
+            host_readings += 1;
+        }
         let full = &cell["full_depth"];
         let (measured_median, head, estimate) = (
             seconds(&cell["step_time"]["median_s"]),
@@ -147,6 +160,7 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
         let tokens = batch * cell["prompt_len"].as_f64().unwrap_or(1.0);
         assert!((seconds(&cell["tok_per_s_per_device"]) - tokens / estimate).abs() < 1e-9 * tokens / estimate);
     }
+    assert!(host_readings > 0, "no cell's steps were set against the host's readings");
 }
 
 #[test]

@@ -250,6 +250,7 @@ impl NvmlSource {
         Reading {
             sample: Sample {
                 t_s: 0.0,
+                read_s: None,
                 power_w,
                 energy_j,
                 sm_clock_mhz,

@@ -68,6 +68,7 @@ fn a_full_board_s_reading_has_every_value_in_its_unit() {
         first,
         Sample {
             t_s: 0.0,
+            read_s: None,
             // The instantaneous field (412345 mW), not the averaged one or nvmlDeviceGetPowerUsage.
             power_w: Some(412.345),
             energy_j: first.energy_j,

@@ -239,6 +239,7 @@ impl TelemetrySource for RocmSource {
         let power_uw = if self.current_power { smi.current_socket_power_uw(d) } else { smi.average_power_uw(d) };
         Sample {
             t_s: 0.0,
+            read_s: None,
             power_w: power_uw.ok().map(|uw| uw as f64 / 1e6),
             energy_j: smi.energy_uj(d).ok().map(|uj| uj / 1e6),
             sm_clock_mhz: smi.clock_mhz(d, 0).ok(),

@@ -147,6 +147,23 @@ impl RunTelemetry {
         self.sampler.samples_from(0, from)
     }
 
+    /// Each source's timed readings (start, end) that overlap `[start_s, end_s]`, for setting a
+    /// cell's slow steps against them.
+    pub fn readings(&self, start_s: f64, end_s: f64) -> Vec<lynx_analysis::cell::Readings> {
+        (0..self.sampler.names().len())
+            .map(|i| {
+                let reads = self
+                    .sampler
+                    .samples(i)
+                    .iter()
+                    .filter_map(|s| s.read_s.map(|r| (s.t_s - r, s.t_s)))
+                    .filter(|&(begin, end)| begin < end_s && end > start_s)
+                    .collect();
+                (self.sampler.names()[i].clone(), reads)
+            })
+            .collect()
+    }
+
     /// Every source over `[start_s, end_s]`.
     pub fn summaries(&self, start_s: f64, end_s: f64) -> Vec<WindowSummary> {
         (0..self.sampler.names().len())

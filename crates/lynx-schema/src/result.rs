@@ -790,6 +790,42 @@ pub struct CellRecord {
     /// not stable: its CV or the host's other load passed the suite's bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remeasured: Option<String>,
+    /// Where the cell's slow steps fell against the telemetry sampler's readings (absent in
+    /// older results, and where the cell kept no step times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_steps: Option<SlowSteps>,
+}
+
+/// A cell's steps slower than `factor` times its median step, and for each telemetry source how
+/// many of them overlapped one of its readings, beside the share of the cell's other steps that
+/// did. A source whose readings hold the steps up (a driver call that waits on a lock the step's
+/// launches also take, say) shows most slow steps during its readings against a small share of
+/// the others; where the two shares are alike, the slow steps fell where the readings did by
+/// chance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowSteps {
+    /// A step is slow above this many times the cell's median step.
+    pub factor: Finite,
+    /// The cell's timed steps.
+    pub steps: u32,
+    /// Those above `factor` times the median.
+    pub slow: u32,
+    /// Each source that timed its readings during the cell.
+    pub during_readings: Vec<ReadingOverlap>,
+}
+
+/// One telemetry source's readings against a cell's steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadingOverlap {
+    pub source: String,
+    /// The readings that overlapped the cell's timed steps.
+    pub readings: u32,
+    /// Their median duration.
+    pub reading_median_s: Finite,
+    /// Slow steps that overlapped one of them.
+    pub slow: u32,
+    /// The share of the other steps that overlapped one (0 where every step was slow).
+    pub others_share: Finite,
 }
 
 /// How a step runs a mixture of experts' routed experts, none of them copying per-expert counts
@@ -922,6 +958,7 @@ impl CellRecord {
             other_cpu_cores: None,
             other_device_processes: None,
             remeasured: None,
+            slow_steps: None,
         }
     }
 }

@@ -65,8 +65,13 @@ impl ThrottleReason {
 /// (the source's `unavailable` list says why); present ones are finite.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
-    /// Seconds on the run's monotonic clock.
+    /// Seconds on the run's monotonic clock, as the reading ended.
     pub t_s: f64,
+    /// How long the reading took, ending at `t_s` (absent in samples written before lynx timed
+    /// its readings). A cell's slow steps are set against these intervals (`CellRecord`'s
+    /// `slow_steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_s: Option<f64>,
     /// Board (GPU) or package (CPU, RAPL) power.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_w: Option<f64>,

@@ -282,6 +282,8 @@ impl TelemetrySource for HostSource {
         let (energy_j, power_w) = self.energy();
         Sample {
             t_s: 0.0,
+            // The sampler times the reading.
+            read_s: None,
             power_w,
             energy_j,
             sm_clock_mhz: mean(&core_mhz),

@@ -79,8 +79,10 @@ impl Sampler {
             let mut buffer = Vec::with_capacity(512);
             while !thread_stop.load(Ordering::Relaxed) {
                 for (index, source) in sources.iter_mut().enumerate() {
+                    let began = clock.elapsed().as_secs_f64();
                     let mut sample = source.sample().sanitised();
                     sample.t_s = clock.elapsed().as_secs_f64();
+                    sample.read_s = Some(sample.t_s - began);
                     write_line(&mut sink, &thread_names[index], &sample, &mut buffer)?;
                     thread_samples.lock().unwrap_or_else(|p| p.into_inner())[index].push(sample);
                 }
@@ -189,6 +191,10 @@ mod tests {
         // About 50 samples in a second (a loaded machine may drop a few ticks, never add any).
         assert!((35..=52).contains(&samples.len()), "{} samples", samples.len());
         assert!(samples.windows(2).all(|w| w[1].t_s > w[0].t_s), "timestamps increase");
+        // Each reading is timed, and starts after the one before it ended.
+        assert!(samples.iter().all(|s| s.read_s.is_some_and(|r| r >= 0.0)), "{samples:?}");
+        let began = |s: &Sample| s.t_s - s.read_s.unwrap();
+        assert!(samples.windows(2).all(|w| began(&w[1]) >= w[0].t_s - 1e-9), "readings follow one another");
         assert_eq!(samples[0].power_w, Some(110.0));
         let summary = summarise("scripted", &samples, 0.0, end, 50.0).unwrap();
         assert_eq!(summary.samples as usize, samples.len());

@@ -86,6 +86,8 @@ pub(super) fn measure_cell(
         let mut cell = lynx_analysis::cell::measured(shape, summary, measured_s, measured.ctx_end, full_depth)
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
+        let readings = telemetry.readings(measured.window_s.0, measured.window_s.1);
+        cell.slow_steps = lynx_analysis::cell::slow_steps(&measured.start_s, &measured.step_s, &readings);
         cell.attention = measured.attention;
         cell.attended = measured.attended;
         cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
@@ -122,6 +124,8 @@ pub(super) struct Measured {
     attention: Option<AttentionKernel>,
     /// Each timed step's host issue time.
     issue_s: Vec<f64>,
+    /// Each timed step's start on the run's telemetry clock.
+    start_s: Vec<f64>,
     /// Graph steps: the keys each attends (the cache's capacity).
     attended: Option<u32>,
 }
@@ -289,6 +293,7 @@ pub(super) fn timed_steps<E>(
 ) -> Result<Option<Measured>, E> {
     let mut step_s = Vec::new();
     let mut issue_s = Vec::new();
+    let mut start_s = Vec::new();
     let window_start = clock();
     let start = Instant::now();
     while step_s.len() < limits.max_steps as usize
@@ -300,13 +305,23 @@ pub(super) fn timed_steps<E>(
         if !step_s.is_empty() && step_s.len() % room.max(1) as usize == 0 {
             back()?;
         }
+        start_s.push(clock());
         let step_start = Instant::now();
         issue_s.push(step()?);
         step_s.push(step_start.elapsed().as_secs_f64());
     }
     let measured_s = start.elapsed().as_secs_f64();
     let window_s = (window_start, clock());
-    Ok(Some(Measured { step_s, measured_s, ctx_end: None, window_s, attention: None, issue_s, attended: None }))
+    Ok(Some(Measured {
+        step_s,
+        measured_s,
+        ctx_end: None,
+        window_s,
+        attention: None,
+        issue_s,
+        start_s,
+        attended: None,
+    }))
 }
 
 #[cfg(test)]
