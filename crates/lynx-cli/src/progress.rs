@@ -148,6 +148,13 @@ impl Observer for Progress {
         self.say(check_line(check));
     }
 
+    fn prepared(&mut self, phases: &[(&'static str, f64)]) {
+        if !phases.is_empty() {
+            let each: Vec<String> = phases.iter().map(|(name, s)| format!("{name} {s:.1} s")).collect();
+            self.say(format!("before warm-up: {}", each.join(", ")));
+        }
+    }
+
     fn probed(&mut self, result: &RunResult) {
         let Some(roofline) = &result.roofline else { return };
         for line in roofline_table(roofline).lines() {

@@ -109,12 +109,18 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
     let output = lynx(&args);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(stdout.contains("UNSIGNED: "), "{stdout}");
     let envelope = result_file(out.path()).with_extension("intoto.json");
     let output = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stdout).contains("INVALID at unsigned"), "{output:?}");
     assert!(stdout.contains("measured: 2 layers, the shard of one device of 2-way tensor parallelism"), "{stdout}");
+    // What came before warm-up, timed, in the order it ran (no probes or graphs in this suite).
+    let before = stderr.lines().find(|l| l.contains("before warm-up: ")).unwrap_or_else(|| panic!("{stderr}"));
+    let parity = before.find("parity ").unwrap_or_else(|| panic!("{before}"));
+    let build = before.find(", building the model ").unwrap_or_else(|| panic!("{before}"));
+    assert!(parity < build && before.ends_with(" s"), "{before}");
 
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     let measured = &result["config"]["measured"];

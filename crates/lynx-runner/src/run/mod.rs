@@ -50,6 +50,9 @@ pub trait Observer {
     /// The warm-up step was timed again after the sweep.
     fn rechecked(&mut self, _warmup: &WarmupRecord) {}
     fn checked(&mut self, _check: &Check) {}
+    /// Warm-up is about to begin: what this process did before it, and the seconds each took
+    /// (the parity check, the burst probes, building the model, ...), in order.
+    fn prepared(&mut self, _phases: &[(&'static str, f64)]) {}
     /// Cell `index` (from 1) of at most `total` is starting (a ladder may stop early).
     fn cell_started(&mut self, _shape: &CellShape, _index: usize, _total: usize) {}
     fn cell_done(&mut self, _cell: &CellRecord) {}

@@ -60,9 +60,10 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     let graphs = Graphs::for_device(device.torch);
     // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
     // anything is measured.
+    let mut phases = Vec::new();
     let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == CheckName::Parity)) {
         Some(check) => check.clone(),
-        None => setup.parity()?,
+        None => timed(&mut phases, "parity", || setup.parity())?,
     };
     let segment = next_segment(&run.samples_path())?;
     let telemetry = RunTelemetry::start(
@@ -81,11 +82,19 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     };
     // The journal is the record of the cells; the result carries them, and gains each new one.
     result.cells = done;
-    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, graphs, stop, began };
+    let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, graphs, stop, began, phases };
     let end = turn.measure(&setup, &bounds)?;
     remove(&run.current_path())?;
     turn.telemetry.finish()?;
     Ok(end)
+}
+
+/// `work`'s outcome, with the seconds it took pushed onto `phases` under `name`.
+fn timed<T>(phases: &mut Vec<(&'static str, f64)>, name: &'static str, work: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = work();
+    phases.push((name, start.elapsed().as_secs_f64()));
+    out
 }
 
 /// What a turn builds its models from: the configuration as run, the shape the device holds,
@@ -526,6 +535,8 @@ struct Turn<'a> {
     stop: &'a AtomicBool,
     /// When this process began its work on the run (serve.run_s counts from it).
     began: std::time::Instant,
+    /// What this process did before warm-up, and the seconds each took.
+    phases: Vec<(&'static str, f64)>,
 }
 
 impl Turn<'_> {
@@ -597,18 +608,29 @@ impl Turn<'_> {
             stop: self.stop,
         };
         if suite.roofline.probe && self.result.roofline.is_none() {
-            self.result.roofline = Some(lynx_probes::roofline::burst(&self.device.probe_target(), &probes));
+            let target = self.device.probe_target();
+            let burst = timed(&mut self.phases, "roofline probes", || lynx_probes::roofline::burst(&target, &probes));
+            self.result.roofline = Some(burst);
             self.observer.probed(&self.result);
             self.save()?;
         }
         let context = format!("building {} on {}", suite.model, self.device.record.device);
-        let model = setup.build(&setup.shape, &setup.layers, &context)?;
+        let model =
+            timed(&mut self.phases, "building the model", || setup.build(&setup.shape, &setup.layers, &context))?;
+        let start = std::time::Instant::now();
         self.result.fp8_input_scales =
             crate::parity::calibrate_fp8(&model, suite).map_err(|e| model_error(&context, e))?;
+        if self.result.fp8_input_scales.is_some() {
+            self.phases.push(("fp8 calibration", start.elapsed().as_secs_f64()));
+        }
         if self.result.cells.is_empty() {
             setup.some_cell_fits(self.device.record.device, self.device.free_memory().known().copied())?;
         }
-        self.check_graphs(&model, suite.precision)?;
+        let start = std::time::Instant::now();
+        if self.check_graphs(&model, suite.precision)? {
+            self.phases.push(("graph parity", start.elapsed().as_secs_f64()));
+        }
+        self.observer.prepared(&self.phases);
         if !self.warm(&model, setup)? {
             return Ok(WorkEnd::Stopped);
         }
@@ -963,14 +985,16 @@ impl Turn<'_> {
 
     /// The graph parity check, once per run, where this process can capture graphs: graph
     /// lines are measured only after it passed (a resumed run keeps its verdict).
-    fn check_graphs(&mut self, model: &Model, precision: lynx_schema::config::Precision) -> Result<(), RunError> {
+    /// Whether it ran the check (not where it cannot capture graphs, or already has a verdict).
+    fn check_graphs(&mut self, model: &Model, precision: lynx_schema::config::Precision) -> Result<bool, RunError> {
         if !self.graphs.available() || self.result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
-            return Ok(());
+            return Ok(false);
         }
         let check = graph_parity(model, &self.graphs, precision);
         self.observer.checked(&check);
         self.result.checks.push(check);
-        self.save()
+        self.save()?;
+        Ok(true)
     }
 
     /// Warm up to equilibrium (or give up) and record it; `false` when `stop` was raised.
