@@ -43,11 +43,19 @@ pub fn datasheet(name: &str) -> Option<&'static Datasheet> {
 /// 794.5 and 828 of 989 TFLOP/s).
 const BANDWIDTH_SHARE: f64 = 0.85;
 const MATMUL_SHARE: f64 = 0.8;
-/// The host's cost of issuing one kernel of an eager step through libtorch's dispatcher.
-const ISSUE_S_PER_KERNEL: f64 = 5e-6;
-/// Kernels a layer's eager step issues (norms, projections, RoPE, cache writes, attention,
-/// residual adds, the MLP), and the extra a mixture of experts' routing and experts issue.
-const KERNELS_PER_LAYER: f64 = 30.0;
+/// The host's cost of issuing one kernel of an eager step through libtorch's dispatcher, as
+/// measured on the only GPU host lynx has run on (an H200's, 16 Xeon cores at 2.1 GHz): Llama
+/// 3.1 8B's bf16 eager decode step at batch 1 issued its about 549 kernels in 9.45 ms and
+/// 9.98 ms (docs/GPU-RUNS.md, runs 3 and 4), about 17 µs each. It was 5 µs, a guess, until
+/// then, and every eager estimate came out about three times short.
+const ISSUE_S_PER_KERNEL: f64 = 17e-6;
+/// Kernels a layer's eager step issues (two norms, the merged q/k/v projection, RoPE, two cache
+/// writes, attention, the output projection, two residual adds and the merged gate/up MLP:
+/// about 17 at bf16), the extra an fp8 layer issues (each of its four linear layers quantises its
+/// input in four kernels), and the extra a mixture of experts' routing and experts issue (the
+/// Qwen3-30B-A3B subset's eager step at batch 16 issued 4 such layers in 2.57 ms on the H200).
+const KERNELS_PER_LAYER: f64 = 17.0;
+const KERNELS_PER_FP8_LAYER: f64 = 16.0;
 const KERNELS_PER_MOE_LAYER: f64 = 20.0;
 /// A replayed graph's launch.
 const GRAPH_LAUNCH_S: f64 = 20e-6;
@@ -351,8 +359,8 @@ pub fn step_s(shape: &ModelShape, precision: Precision, cell: CellShape, rates: 
     };
     let work = crate::roofline::step_work(shape, precision, cell, None, attended);
     let roof = (work.bytes.get() / rates.bandwidth_bytes_per_s).max(work.flops.get() / rates.flops_per_s);
-    let kernels =
-        KERNELS_PER_LAYER * f64::from(shape.num_layers) + KERNELS_PER_MOE_LAYER * f64::from(shape.moe_layers()) + 5.0;
+    let per_layer = KERNELS_PER_LAYER + if precision == Precision::Fp8 { KERNELS_PER_FP8_LAYER } else { 0.0 };
+    let kernels = per_layer * f64::from(shape.num_layers) + KERNELS_PER_MOE_LAYER * f64::from(shape.moe_layers()) + 5.0;
     match cell.mode() {
         StepMode::Eager => roof.max(kernels * rates.issue_s_per_kernel),
         StepMode::Graph => roof + GRAPH_LAUNCH_S,
@@ -538,16 +546,26 @@ mod tests {
         }
     }
 
-    /// A step's prediction: memory-bound decode at batch 1 (the weights once at the bandwidth),
-    /// compute-bound prefill at batch 64, an eager step never shorter than issuing its kernels,
-    /// and a graph step free of that floor.
+    /// A step's prediction: a memory-bound graph decode step at batch 1 (the weights once at the
+    /// bandwidth), an eager one launch-bound on an H200 as measured there (Llama 3.1 8B's,
+    /// 8.9-10.3 ms), compute-bound prefill at batch 64, an eager step never shorter than issuing
+    /// its kernels, and a graph step free of that floor.
     #[test]
     fn a_step_is_predicted_from_its_work_and_its_issue_cost() {
         let (_, model) = catalogued("standard");
         let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), Precision::Bf16);
-        let decode = step_s(&model, Precision::Bf16, CellShape::decode(1, 1024), &rates);
         let weights = model.weight_bytes(Precision::Bf16) as f64 / rates.bandwidth_bytes_per_s;
-        assert!(decode >= weights && decode < 1.5 * weights, "{decode} against {weights}");
+        let graph_decode = CellShape::Decode { batch: 1, ctx: 1024, mode: StepMode::Graph };
+        let decode = step_s(&model, Precision::Bf16, graph_decode, &rates);
+        // Its bytes (the weights a step reads, one embedding row a token, and the cache it
+        // attends) at the bandwidth, and one launch.
+        let bytes = crate::roofline::step_work(&model, Precision::Bf16, graph_decode, None, Some(1024 + 64)).bytes;
+        assert!((decode - (bytes.get() / rates.bandwidth_bytes_per_s + GRAPH_LAUNCH_S)).abs() < 1e-12, "{decode}");
+        assert!(decode > 0.8 * weights && decode < 1.5 * weights, "{decode} against {weights}");
+        let eager = step_s(&model, Precision::Bf16, CellShape::decode(1, 1024), &rates);
+        let issue = (17.0 * f64::from(model.num_layers) + 5.0) * ISSUE_S_PER_KERNEL;
+        assert_eq!(eager, issue, "launch-bound: {eager} against the weights' {weights}");
+        assert!((0.0085..0.0105).contains(&eager), "{eager}");
         let tiny = {
             let mut shape = model.clone();
             shape.num_layers = 1;
@@ -555,7 +573,11 @@ mod tests {
             shape
         };
         let eager = step_s(&tiny, Precision::Bf16, CellShape::decode(1, 16), &rates);
-        assert!((eager - 35.0 * ISSUE_S_PER_KERNEL).abs() < 1e-12, "{eager}");
+        assert!((eager - 22.0 * ISSUE_S_PER_KERNEL).abs() < 1e-12, "{eager}");
+        // An fp8 layer also quantises each linear layer's input.
+        let fp8 = Rates::gpu(datasheet("NVIDIA H200").unwrap(), Precision::Fp8);
+        let eager_fp8 = step_s(&tiny, Precision::Fp8, CellShape::decode(1, 16), &fp8);
+        assert!((eager_fp8 - 38.0 * ISSUE_S_PER_KERNEL).abs() < 1e-12, "{eager_fp8}");
         let graph = CellShape::Decode { batch: 1, ctx: 16, mode: StepMode::Graph };
         assert!(step_s(&tiny, Precision::Bf16, graph, &rates) < eager);
         let prefill = step_s(&model, Precision::Bf16, CellShape::Prefill { batch: 64, prompt_len: 1024 }, &rates);
