@@ -20,17 +20,23 @@ fn a_window_of_nvml_samples_is_summarised_from_the_counter() {
         Sampler::start(vec![Box::new(source)], 100.0, clock, Box::new(file.reopen().unwrap())).expect("sampler starts");
     std::thread::sleep(Duration::from_millis(600));
     let samples = sampler.stop().expect("sampler stops").remove(0);
-    // The window ends after the last sample, so it holds every sample taken.
-    let end = clock.elapsed().as_secs_f64();
-    let summary = summarise(&format!("nvml:{NVML_FULL_UUID}"), &samples, 0.0, end, 100.0).unwrap();
+    // The window from the first reading to the last holds every sample taken.
+    let name = format!("nvml:{NVML_FULL_UUID}");
+    let (first, last) = (samples[0].t_s, samples[samples.len() - 1].t_s);
+    let summary = summarise(&name, &samples, first, last, 100.0).unwrap();
     let n = summary.samples;
     assert_eq!(n, samples.len() as u64);
-    assert!(n >= 30, "{n} samples in {end:.2} s at 100 Hz");
+    assert!(n >= 30, "{n} samples in {:.2} s at 100 Hz", last - first);
     let energy = summary.energy.expect("the board has an energy counter");
     assert_eq!(energy.method, "counter");
     // Each reading reads the counter once, and it gains 125 mJ per read.
     let joules = energy.joules.get();
     assert!((joules - 0.125 * (n - 1) as f64).abs() < 1e-6, "{joules} J over {n} samples");
+    // A window wider than the readings is bridged at each edge with the power read there.
+    let end = clock.elapsed().as_secs_f64();
+    let wider = summarise(&name, &samples, 0.0, end, 100.0).unwrap().energy.unwrap().joules.get();
+    let bridged = joules + 412.345 * (first + (end - last));
+    assert!((wider - bridged).abs() < 1e-6, "{wider} J against {bridged}");
     let power = summary.power_mean_w.expect("power").get();
     assert!((power - 412.345).abs() < 1e-9, "{power}");
     let sm = summary.sm_clock_mhz.expect("SM clock");
