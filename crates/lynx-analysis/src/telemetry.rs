@@ -13,7 +13,7 @@
 //!   first or last change. Else the integral of power, linear between readings and held flat
 //!   beyond the first and last. (Until 2026-12-04 it was the counter's difference between the
 //!   first and last readings inside the window, which leaves out up to a sample period at each
-//!   edge: on three H200 runs that read 2–14% low on average against integrated power, 21% in
+//!   edge: on three H200 runs that read 0.8–14% low on average against integrated power, 21% in
 //!   a 0.25 s window; this reads within 1.8% at the median and 10% at worst.)
 //! - throttle fractions: the share of samples in which each reason was active.
 

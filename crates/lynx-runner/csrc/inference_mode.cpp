@@ -10,7 +10,7 @@
 // than the last, so every eager step paid a build (about 50 ms a step, measured on an H200).
 // A CUDA graph's step has one shape for all its replays, so a capture lets cuDNN back in: the
 // graph step's masked attention over a padded cache has no flash kernel, and without cuDNN it
-// falls to the math kernel (11x slower at batch 64 on an H200).
+// falls to the math kernel (106 ms a step at batch 64 on an H200, against 8.49 ms on cuDNN).
 #include <ATen/Context.h>
 #include <c10/core/InferenceMode.h>
 

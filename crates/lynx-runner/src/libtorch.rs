@@ -42,9 +42,9 @@ pub fn exclude_cudnn_attention() {
 /// While it lives, SDPA may choose cuDNN's attention again; dropping it puts the flag back as it
 /// was. For what a CUDA graph records: a captured step has one shape for all its replays, so
 /// cuDNN builds its plan once, at capture, and the graph step's masked call over a padded cache
-/// (which no flash kernel takes) runs on cuDNN instead of the math kernel. On the first H200 run
-/// with cuDNN excluded everywhere, Llama 3.1 8B's graph decode at batch 64 took 106 ms on math,
-/// against 9.65 ms on cuDNN before and 10.5 ms eager on flash. Hold it only on the thread that
+/// (which no flash kernel takes) runs on cuDNN instead of the math kernel. In the H200 run with
+/// cuDNN excluded everywhere (docs/GPU-RUNS.md, run 3), Llama 3.1 8B's graph decode at batch 64
+/// took 106 ms on math, against 10.5 ms eager on flash; on cuDNN, in the next run, 8.49 ms. Hold it only on the thread that
 /// issues the step (the flag is the process's) and only around the capture, the eager run
 /// before it and the query of the kernel it will choose.
 pub struct CudnnAttentionForCapture {
