@@ -97,7 +97,8 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(
         estimates.contains("estimated wall time about ")
             && estimates.contains(" | after the probes, estimated wall time about ")
-            && estimates.contains("; the process took "),
+            && estimates.contains("; the process took ")
+            && estimates.contains("; before warm-up: parity "),
         "{estimates}"
     );
     // What only a GPU can answer is skipped with its reason; the rest is judged and passes.
@@ -117,6 +118,10 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // Whether the device kept its equilibrium pace through the cells: shown, not judged.
     assert_eq!(verdict("gpu-check-quick: equilibrium, and its step timed again after the sweep"), "INFO", "{table}");
     assert!(table.contains("its step timed again after the sweep took"), "{table}");
+    // The cells' stability too, with the check's own words, passed or failed.
+    assert_eq!(verdict("gpu-check-quick: stability (cells' step-time CV)"), "INFO", "{table}");
+    let stability = table.lines().find(|l| l.starts_with("gpu-check-quick: stability")).unwrap();
+    assert!(stability.contains("passed: every cell's") || stability.contains("failed: unstable"), "{stability}");
     for kept in
         ["claims.txt", "devices.txt", "environment.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"]
     {
