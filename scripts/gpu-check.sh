@@ -398,9 +398,9 @@ else:
     claim("power is instantaneous", judged("INSTANT" in label), label or "no power label")
     worst = None
     # Each run's windows summed too: the first H200 runs found the counter below the integral in
-    # every run (1.8% to 9.5%), more so the shorter the window (17.8% in one of 0.25 s), as a
-    # counter that lags power at a window's edges would be. Shown, not judged, so that a run with
-    # longer windows tells a lag from a scale error.
+    # every run (1.8% to 9.5%), more so the shorter the window (17.8% in one of 0.25 s). Their
+    # samples showed no lag; lynx cut each window's edges off its counter reading, since mended
+    # (docs/GPU-RUNS.md). Shown, not judged, so that a run tells an edge error from a scale error.
     totals = []
     for name, result in sorted(results.items()):
         counted = integral = seconds = 0.0

@@ -152,13 +152,13 @@ impl RunTelemetry {
     pub fn readings(&self, start_s: f64, end_s: f64) -> Vec<lynx_analysis::cell::Readings> {
         (0..self.sampler.names().len())
             .map(|i| {
-                let reads = self
-                    .sampler
-                    .samples(i)
-                    .iter()
-                    .filter_map(|s| s.read_s.map(|r| (s.t_s - r, s.t_s)))
-                    .filter(|&(begin, end)| begin < end_s && end > start_s)
-                    .collect();
+                let reads = self.sampler.with_samples(i, |samples| {
+                    samples
+                        .iter()
+                        .filter_map(|s| s.read_s.map(|r| (s.t_s - r, s.t_s)))
+                        .filter(|&(begin, end)| begin < end_s && end > start_s)
+                        .collect()
+                });
                 (self.sampler.names()[i].clone(), reads)
             })
             .collect()
@@ -168,7 +168,9 @@ impl RunTelemetry {
     pub fn summaries(&self, start_s: f64, end_s: f64) -> Vec<WindowSummary> {
         (0..self.sampler.names().len())
             .filter_map(|i| {
-                summarise(&self.sampler.names()[i], &self.sampler.samples(i), start_s, end_s, self.sampler.rate_hz())
+                let name = &self.sampler.names()[i];
+                self.sampler
+                    .with_samples(i, |samples| summarise(name, samples, start_s, end_s, self.sampler.rate_hz()))
                     .ok()
             })
             .collect()

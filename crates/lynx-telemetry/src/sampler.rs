@@ -111,15 +111,15 @@ impl Sampler {
         &self.names
     }
 
-    /// The samples of source `index` so far.
-    pub fn samples(&self, index: usize) -> Vec<Sample> {
-        self.samples_from(index, 0)
+    /// `read` of the samples of source `index` so far, in place: nothing is copied, and the
+    /// sampling thread waits to add its next reading until `read` returns, so keep it short.
+    pub fn with_samples<T>(&self, index: usize, read: impl FnOnce(&[Sample]) -> T) -> T {
+        read(&self.samples.lock().unwrap_or_else(|p| p.into_inner())[index])
     }
 
     /// The samples of source `index` from the `from`-th on.
     pub fn samples_from(&self, index: usize, from: usize) -> Vec<Sample> {
-        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        samples[index].get(from..).map_or_else(Vec::new, <[Sample]>::to_vec)
+        self.with_samples(index, |samples| samples.get(from..).map_or_else(Vec::new, <[Sample]>::to_vec))
     }
 
     /// Stop sampling, flush the file, and return every source's samples.

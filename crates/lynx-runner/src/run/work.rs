@@ -626,10 +626,7 @@ impl Turn<'_> {
         if self.result.cells.is_empty() {
             setup.some_cell_fits(self.device.record.device, self.device.free_memory().known().copied())?;
         }
-        let start = std::time::Instant::now();
-        if self.check_graphs(&model, suite.precision)? {
-            self.phases.push(("graph parity", start.elapsed().as_secs_f64()));
-        }
+        self.check_graphs(&model, suite.precision)?;
         self.observer.prepared(&self.phases);
         if !self.warm(&model, setup)? {
             return Ok(WorkEnd::Stopped);
@@ -984,17 +981,16 @@ impl Turn<'_> {
     }
 
     /// The graph parity check, once per run, where this process can capture graphs: graph
-    /// lines are measured only after it passed (a resumed run keeps its verdict).
-    /// Whether it ran the check (not where it cannot capture graphs, or already has a verdict).
-    fn check_graphs(&mut self, model: &Model, precision: lynx_schema::config::Precision) -> Result<bool, RunError> {
+    /// lines are measured only after it passed (a resumed run keeps its verdict). Its time is
+    /// one of the phases before warm-up.
+    fn check_graphs(&mut self, model: &Model, precision: lynx_schema::config::Precision) -> Result<(), RunError> {
         if !self.graphs.available() || self.result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
-            return Ok(false);
+            return Ok(());
         }
-        let check = graph_parity(model, &self.graphs, precision);
+        let check = timed(&mut self.phases, "graph parity", || graph_parity(model, &self.graphs, precision));
         self.observer.checked(&check);
         self.result.checks.push(check);
-        self.save()?;
-        Ok(true)
+        self.save()
     }
 
     /// Warm up to equilibrium (or give up) and record it; `false` when `stop` was raised.
