@@ -320,11 +320,13 @@ impl Model {
         })
     }
 
-    /// `shape` in float64 on the CPU with weights drawn from `seed`: the reference the parity
-    /// check measures a device against, after [`Model::to`] gives the device the same weights.
-    pub fn reference(shape: &ModelShape, seed: u64) -> Result<Model, ModelError> {
+    /// `shape` in float64 on the CPU with weights drawn from `seed` on `draw` (the device the
+    /// check measures, so that a GPU draws them): the reference the parity check measures a
+    /// device against, after [`Model::to`] gives the device the same weights.
+    pub fn reference(shape: &ModelShape, seed: u64, draw: Device) -> Result<Model, ModelError> {
         with_generator(Some(seed), || {
-            Model::build(shape, &WeightSource::random(shape.init_std, Kind::Double, Device::Cpu), &identity(shape))
+            let source = WeightSource::random(shape.init_std, Kind::Double, Device::Cpu).drawn_on(draw);
+            Model::build(shape, &source, &identity(shape))
         })
     }
 
@@ -738,5 +740,27 @@ mod tests {
         let LayerCache::Gqa(moved) = pool.layers.last().unwrap() else { panic!("a GQA model") };
         assert_eq!(moved.values.narrow(0, 1, 1).narrow(2, 0, 5).mean(Kind::Float).double_value(&[]), 7.0);
         assert!(pool.move_row(0, 3, 1).is_err() && pool.move_row(0, 1, 9).is_err());
+    }
+
+    /// The float64 reference holds the values an fp32 model of the same seed draws, exactly
+    /// (both are drawn in fp32), so rounded back to fp32 it is that model, bit for bit.
+    #[test]
+    fn the_reference_holds_the_weights_an_fp32_model_draws() {
+        let text = include_str!("../../../models/lynx-ref-small.toml");
+        let mut shape = ModelShape::from_toml(text, "lynx-ref-small.toml").unwrap();
+        shape.num_layers = 2;
+        let reference = Model::reference(&shape, 7, Device::Cpu).unwrap();
+        let fp32 = Model::new(&shape, Precision::Fp32, Device::Cpu, 7).unwrap();
+        assert_eq!(reference.embedding.kind(), Kind::Double);
+        assert!(reference.embedding.equal(&fp32.embedding.to_kind(Kind::Double)));
+        let tokens = fp32.random_tokens(2, 5).unwrap();
+        let logits = |model: &Model| {
+            let mut cache = KvCache::new(model, 2, 5).unwrap();
+            model.forward(&tokens, &mut cache, Logits::All).unwrap()
+        };
+        let rounded = reference.to(Device::Cpu, Precision::Fp32).unwrap();
+        assert!(logits(&rounded).equal(&logits(&fp32)), "every weight, not only the embedding");
+        let other = Model::reference(&shape, 8, Device::Cpu).unwrap();
+        assert!(!other.embedding.equal(&reference.embedding));
     }
 }

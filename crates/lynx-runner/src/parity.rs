@@ -1,8 +1,9 @@
 //! The correctness gate: does the device compute what the model says?
 //!
 //! A parity model (the suite's model cut to its first few layers, keeping at least one layer of
-//! each kind it has) is built in float64 on the CPU; the device gets the same weights rounded to
-//! the suite's precision. Both run a fixed seeded sequence: a prompt (prefill), then decode steps
+//! each kind it has) is built in float64 on the CPU, its weights drawn in fp32 on the device
+//! measured (on a GPU run the GPU draws them, not the host); the device gets the same weights
+//! rounded to the suite's precision. Both run a fixed seeded sequence: a prompt (prefill), then decode steps
 //! through the KV cache, each fed the sequence's next token. For every position the relative
 //! error of the device's logits is ‖device − reference‖₂ / ‖reference‖₂; the check holds the
 //! median over the prefill positions and the median over the decode positions to a bound for the
@@ -77,7 +78,7 @@ pub fn measure(
 ) -> Result<ParityLogits, ModelError> {
     let cut = parity_shape(shape, config.layers);
     let reference = match weights {
-        ParityWeights::Random(seed) => Model::reference(&cut, seed)?,
+        ParityWeights::Random(seed) => Model::reference(&cut, seed, device)?,
         ParityWeights::Checkpoint(checkpoint, layers) => {
             let names: Vec<u32> = source_layers(shape, &cut).iter().map(|&i| layers[i as usize]).collect();
             Model::load(&cut, checkpoint, &names, None)?
