@@ -396,12 +396,13 @@ else:
     claim("cuda:0 is its NVML board, matched by UUID", judged(known), f"uuid {uuid}, board {board}")
     label = (device_source(first) or {}).get("labels", {}).get("power_w", "")
     claim("power is instantaneous", judged("INSTANT" in label), label or "no power label")
-    worst = None
-    # Each run's windows summed too: the first H200 runs found the counter below the integral in
-    # every run (1.8% to 9.5%), more so the shorter the window (17.8% in one of 0.25 s). Their
-    # samples showed no lag; lynx cut each window's edges off its counter reading, since mended
-    # (docs/GPU-RUNS.md). Shown, not judged, so that a run tells an edge error from a scale error.
-    totals = []
+    # Judged over each run's cell windows summed, not window by window. A cell window of about
+    # 1 s holds 20 power readings and about 10 counter updates, so both sides of a single
+    # window carry a few percent of resolution: replayed through lynx's window energy, the
+    # samples of H200 runs 3 and 4 put 7 of 32 such windows 5-12% off mean power x length in
+    # both directions (median +0.1%), and every run's sum within 3% (docs/GPU-RUNS.md). A scale
+    # error, or a counter that lags, moves the sum; resolution does not. The windows are shown.
+    sums, windows, short = [], [], []
     for name, result in sorted(results.items()):
         counted = integral = seconds = 0.0
         for cell in result["cells"]:
@@ -414,16 +415,25 @@ else:
                 length = window["end_s"] - window["start_s"]
                 integrated = power * length
                 if integrated > 0:
-                    error = abs(energy["joules"] / integrated - 1)
-                    worst = error if worst is None else max(worst, error)
+                    windows.append((abs(energy["joules"] / integrated - 1), length))
                     counted, integral, seconds = counted + energy["joules"], integral + integrated, seconds + length
         if integral > 0:
-            totals.append(f"{name}: {counted / integral - 1:+.1%} over {seconds:.1f} s")
-    if worst is None:
-        claim("energy counter within 5% of integrated power", "FAIL", "no cell window had both")
+            entry = (name, counted / integral - 1, seconds)
+            (sums if seconds >= 4.0 else short).append(entry)
+    if not sums:
+        # Shorter runs' sums carry the windows' resolution: shown, not judged.
+        detail = "; ".join(f"{n}: {e:+.1%} over {s:.1f} s" for n, e, s in short) or "no cell window had both"
+        claim("energy counter within 5% of integrated power", "FAIL", "no run's windows summed to 4 s: " + detail)
     else:
-        claim("energy counter within 5% of integrated power", judged(worst <= 0.05), f"worst window {worst:.1%}")
-        claim("(energy) counter against integrated power, each run's windows summed", "INFO", "; ".join(totals))
+        worst = max(sums, key=lambda entry: abs(entry[1]))
+        claim("energy counter within 5% of integrated power", judged(abs(worst[1]) <= 0.05),
+              "each run's windows summed: " + "; ".join(f"{n}: {e:+.1%} over {s:.1f} s" for n, e, s in sums)
+              + "".join(f"; {n}: {e:+.1%} over {s:.1f} s (under 4 s: not judged)" for n, e, s in short))
+    if windows:
+        error, length = max(windows)
+        over = sum(1 for e, _ in windows if e > 0.05)
+        claim("(energy) single cell windows against mean power x length", "INFO",
+              f"worst {error:.1%} over {length:.2f} s; {over} of {len(windows)} windows over 5%")
 
 # The ceilings.
 copy = best("bandwidth", "native copy")
