@@ -21,19 +21,26 @@ use lynx_schema::result::{Check, CheckName};
 use lynx_schema::value::Finite;
 use tch::{Device, Kind, Tensor};
 
-/// Largest median relative logit error each precision may show. The median errors CPU kernels
-/// show on parity models of every catalogue architecture (the calibration test prints them)
-/// are about 2e-7 (fp32), 5e-3 (bf16), 7e-4 (fp16) and 1.5e-2 to 4.4e-2 (fp8: e4m3 weights and
-/// statically scaled inputs against the unquantised reference; `lynx-ref-small` shows 1.0e-1);
-/// the bounds leave about 10× for other devices' kernels, which split and order their sums
-/// differently, and 4× for fp8 (2× over `lynx-ref-small`), where 10× would pass nearly anything. The fp32 bound is tight on purpose: a device that quietly runs
-/// fp32 matmuls as TF32 (relative error about 1e-3) fails it.
+/// Largest median relative logit error each precision may show against float64: the bound of a
+/// CPU run, and the most a device's bound may be. Measured on each catalogue model's two-layer
+/// parity shape at its real widths (tensor-parallel shards where the float64 reference would
+/// not fit a 24 GiB host: Qwen3-30B-A3B, Mixtral and Qwen3-32B at tp 2, Llama 3.3 70B at 4,
+/// gpt-oss-120b and Llama 3.1 405B at 8, DeepSeek-R1 at 16), on libtorch's CPU kernels, the
+/// medians are 1.0e-3 to 3.5e-3 (fp16), 1.0e-2 to 4.9e-2 (bf16; gpt-oss-120b the highest) and
+/// 8.9e-2 to 3.7e-1 (fp8: e4m3 weights and statically scaled inputs against the unquantised
+/// reference; gpt-oss-120b the highest, five of the nine above 2e-1); docs/ARCHITECTURE.md has
+/// the table. Random weights at the models' initialisation scale make each layer's output
+/// larger than its input, so rounding grows through the layers, the more so the wider the
+/// model: the narrowed shapes the unit tests run show about a third of these (the bounds were
+/// once set from those). The bounds are twice the worst (fp16 2.8×); fp32's is tight on
+/// purpose: a device that quietly runs fp32 matmuls as TF32 (relative error about 1e-3) fails
+/// it. On a GPU the bound is tighter where the CPU's kernels allow ([`judge`]).
 pub fn tolerance(precision: Precision) -> f64 {
     match precision {
         Precision::Fp32 => 1e-4,
-        Precision::Bf16 => 5e-2,
+        Precision::Bf16 => 1e-1,
         Precision::Fp16 => 1e-2,
-        Precision::Fp8 => 2e-1,
+        Precision::Fp8 => 7.5e-1,
     }
 }
 
@@ -42,6 +49,9 @@ pub fn tolerance(precision: Precision) -> f64 {
 pub struct ParityLogits {
     pub device: Tensor,
     pub reference: Tensor,
+    /// Where the device is not the CPU, libtorch's CPU kernels on the same model at the same
+    /// precision: how far from float64 that precision's rounding takes this model.
+    pub host: Option<Tensor>,
     pub prompt_len: i64,
 }
 
@@ -99,7 +109,15 @@ pub fn measure(
         }
         Ok(Tensor::f_cat(&logits, 1)?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?)
     };
-    Ok(ParityLogits { reference: run(&reference)?, device: run(&on_device)?, prompt_len: len })
+    let host = match device {
+        Device::Cpu => None,
+        _ => {
+            let on_host = reference.to(Device::Cpu, precision)?;
+            on_host.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
+            Some(run(&on_host)?)
+        }
+    };
+    Ok(ParityLogits { reference: run(&reference)?, device: run(&on_device)?, host, prompt_len: len })
 }
 
 /// The prompt fp8 input scales are calibrated on: `config`'s batch and prompt length, drawn
@@ -130,11 +148,6 @@ pub fn calibrate_fp8(model: &Model, suite: &Suite) -> Result<Option<String>, Mod
     }))
 }
 
-/// Relative error of each position's logits, prompt positions first.
-fn position_errors(logits: &ParityLogits) -> Result<Vec<f64>, tch::TchError> {
-    relative_errors(&logits.device, &logits.reference)
-}
-
 /// ‖logits − reference‖₂ / ‖reference‖₂ of each position of `[batch, positions, vocab]` logits,
 /// positions-major (every sequence's first position, then every second, …), in float64.
 pub(crate) fn relative_errors(logits: &Tensor, reference: &Tensor) -> Result<Vec<f64>, tch::TchError> {
@@ -145,33 +158,62 @@ pub(crate) fn relative_errors(logits: &Tensor, reference: &Tensor) -> Result<Vec
     Vec::<f64>::try_from(error.f_transpose(0, 1)?.f_contiguous()?.f_reshape([-1])?.f_to_device(Device::Cpu)?)
 }
 
-/// The medians of `logits`' per-position errors held to the bound for `precision`.
+/// The medians of `logits`' per-position errors held to the bound for `precision`: on a CPU,
+/// [`tolerance`]; on another device, twice the medians libtorch's CPU kernels show on the same
+/// model at the same precision (the device's kernels may round differently, not much worse),
+/// within [`tolerance`] and never below fp32's bound. On the catalogue's shapes the CPU's
+/// medians are most of what a precision allows there, and a fixed bound loose enough for the
+/// worst model would pass a device twice as far off on the others.
 pub fn judge(logits: &ParityLogits, precision: Precision) -> Check {
-    let limit = tolerance(precision);
-    let errors = match position_errors(logits) {
-        Ok(errors) => errors,
-        Err(error) => return failed(format!("cannot compare the logits: {error}"), limit),
+    let absolute = tolerance(precision);
+    let (limit, host) = match &logits.host {
+        None => (absolute, None),
+        Some(host) => match medians(host, &logits.reference, logits.prompt_len, "the CPU's") {
+            Ok((prefill, decode, _)) => {
+                let host = prefill.max(decode);
+                (absolute.min((2.0 * host).max(tolerance(Precision::Fp32))), Some(host))
+            }
+            Err(error) => return failed(error, absolute),
+        },
     };
-    if let Some(bad) = errors.iter().find(|e| !e.is_finite()) {
-        return failed(format!("the device's logits are not finite (relative error {bad})"), limit);
-    }
-    let batch = logits.device.size()[0] as usize;
-    let (prefill, decode) = errors.split_at(batch * logits.prompt_len as usize);
-    let (Ok(prefill_median), Ok(decode_median)) = (median(prefill), median(decode)) else {
-        return failed("the parity sequence has no prefill or no decode positions".to_owned(), limit);
-    };
-    let worst = errors.iter().copied().fold(0.0, f64::max);
+    let (prefill_median, decode_median, worst) =
+        match medians(&logits.device, &logits.reference, logits.prompt_len, "the device's") {
+            Ok(found) => found,
+            Err(error) => return failed(error, limit),
+        };
     let measured = prefill_median.max(decode_median);
+    let bound = match host {
+        None => format!("limit {limit:.0e}"),
+        Some(host) => format!(
+            "limit {limit:.2e}: twice libtorch's CPU kernels' {host:.2e} on the same model, within {absolute:.0e}"
+        ),
+    };
     Check {
         name: CheckName::Parity,
         passed: measured <= limit,
         detail: format!(
             "median relative logit error {prefill_median:.2e} over prefill and {decode_median:.2e} over \
-             decode positions at {precision} (limit {limit:.0e}); worst position {worst:.2e}"
+             decode positions at {precision} ({bound}); worst position {worst:.2e}"
         ),
         measured: Finite::new(measured, "parity error").ok(),
         limit: Finite::new(limit, "parity limit").ok(),
     }
+}
+
+/// The median relative error of `logits` against `reference` over the prompt's positions and
+/// over the decode steps', and the worst position's; or why there are none (`whose` logits).
+fn medians(logits: &Tensor, reference: &Tensor, prompt_len: i64, whose: &str) -> Result<(f64, f64, f64), String> {
+    let errors =
+        relative_errors(logits, reference).map_err(|error| format!("cannot compare {whose} logits: {error}"))?;
+    if let Some(bad) = errors.iter().find(|e| !e.is_finite()) {
+        return Err(format!("{whose} logits are not finite (relative error {bad})"));
+    }
+    let batch = logits.size()[0] as usize;
+    let (prefill, decode) = errors.split_at(batch * prompt_len as usize);
+    let (Ok(prefill_median), Ok(decode_median)) = (median(prefill), median(decode)) else {
+        return Err("the parity sequence has no prefill or no decode positions".to_owned());
+    };
+    Ok((prefill_median, decode_median, errors.iter().copied().fold(0.0, f64::max)))
 }
 
 fn failed(detail: String, limit: f64) -> Check {
@@ -305,7 +347,7 @@ pub(crate) mod tests {
     fn perturbed(logits: &ParityLogits, from: i64, n: i64, error: f64) -> ParityLogits {
         let device = logits.device.copy();
         let _ = device.narrow(1, from, n).f_mul_scalar_(1.0 + error).unwrap();
-        ParityLogits { device, reference: logits.reference.copy(), prompt_len: logits.prompt_len }
+        ParityLogits { device, reference: logits.reference.copy(), host: None, prompt_len: logits.prompt_len }
     }
 
     #[test]
@@ -327,8 +369,50 @@ pub(crate) mod tests {
         // Not-a-number logits fail, and say so.
         let device = logits.device.copy();
         let _ = device.narrow(1, 0, 1).fill_(f64::NAN);
-        let check = judge(&ParityLogits { device, reference: logits.reference, prompt_len: 16 }, Precision::Fp32);
+        let check =
+            judge(&ParityLogits { device, reference: logits.reference, host: None, prompt_len: 16 }, Precision::Fp32);
         assert!(!check.passed && check.detail.contains("not finite"), "{}", check.detail);
+    }
+
+    /// On a device other than the CPU the bound is twice what libtorch's CPU kernels show on the
+    /// same model, within the CPU's bound and never under fp32's: a device three times as far
+    /// off as the CPU fails, although a CPU run that far off would pass.
+    #[test]
+    fn a_device_is_held_to_twice_the_cpu_kernels_error() {
+        let logits =
+            measure(&shape(DENSE), Precision::Bf16, Device::Cpu, 3, ParityWeights::Random(3), &ParityConfig::default())
+                .unwrap();
+        assert!(logits.host.is_none(), "a CPU run has no second CPU run");
+        let host = judge(&logits, Precision::Bf16).measured.unwrap().get();
+        assert!(host > 1e-3 && host < 2e-2, "{host}");
+        let beside = |device: Tensor, host: &Tensor| ParityLogits {
+            device,
+            reference: logits.reference.copy(),
+            host: Some(host.copy()),
+            prompt_len: logits.prompt_len,
+        };
+        let check = judge(&beside(logits.device.copy(), &logits.device), Precision::Bf16);
+        assert!(check.passed, "{}", check.detail);
+        assert!((check.limit.unwrap().get() - 2.0 * host).abs() < 1e-12, "{check:?}");
+        assert!(check.detail.contains("twice libtorch's CPU kernels'"), "{}", check.detail);
+        // Three times the CPU's error in every position: within bf16's bound, not within twice
+        // the CPU's.
+        let far = logits.reference.f_mul_scalar(1.0 + 3.0 * host).unwrap();
+        let check = judge(&beside(far.copy(), &logits.device), Precision::Bf16);
+        assert!(!check.passed && check.measured.unwrap().get() < tolerance(Precision::Bf16), "{}", check.detail);
+        let cpu_run = judge(&ParityLogits { host: None, ..beside(far, &logits.device) }, Precision::Bf16);
+        assert!(cpu_run.passed, "{}", cpu_run.detail);
+        // An exact CPU does not make the bound tighter than fp32's; a CPU far off does not make
+        // it looser than the precision's.
+        let check = judge(&beside(logits.device.copy(), &logits.reference), Precision::Bf16);
+        assert_eq!(check.limit.unwrap().get(), tolerance(Precision::Fp32));
+        let loose = logits.reference.f_mul_scalar(1.5).unwrap();
+        let check = judge(&beside(logits.device.copy(), &loose), Precision::Bf16);
+        assert_eq!(check.limit.unwrap().get(), tolerance(Precision::Bf16));
+        // Logits the CPU could not give are named as the CPU's.
+        let check =
+            judge(&beside(logits.device.copy(), &logits.reference.f_mul_scalar(f64::NAN).unwrap()), Precision::Bf16);
+        assert!(!check.passed && check.detail.starts_with("the CPU's logits are not finite"), "{}", check.detail);
     }
 
     #[test]

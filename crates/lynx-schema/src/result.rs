@@ -171,9 +171,9 @@ pub enum CheckName {
     /// No cell above a measured ceiling.
     Roofline,
     /// A replayed graph step gave the eager step's logits (same weights, same inputs) within
-    /// twice the precision's parity bound (results before December 2026: within the bound; the
-    /// two sides may attend with different kernels, each held to the bound against float64);
-    /// graph cells are measured only after it passed.
+    /// its own bound for the precision, twice the parity bound of December 2026 (results before
+    /// December 2026: within the parity bound of the time; the two sides may attend with
+    /// different kernels); graph cells are measured only after it passed.
     GraphParity,
     /// The serving phase's measured p99 TTFT and TPOT lie within 15% of the simulation's at the
     /// same rate, and the bound holds at the published rate.

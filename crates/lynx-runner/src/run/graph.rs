@@ -167,19 +167,17 @@ const PARITY_CTX: i64 = 16;
 const PARITY_ROWS: [i64; 2] = [PARITY_CTX, PARITY_CTX / 2 + 1];
 
 /// The graph parity check: on `model` (the measured one), a captured step replayed twice gives
-/// the eager step's logits for the same cache and tokens within twice the parity bound of
-/// `precision`, each replay advancing the position and feeding its own tokens back; and a
+/// the eager step's logits for the same cache and tokens within [`tolerance`] for `precision`, each replay advancing the position and feeding its own tokens back; and a
 /// captured step of rows at their own positions over a pool of more keys than any row holds (the
 /// serving loop's graph step) gives each row the logits of its eager step alone.
 ///
-/// Twice the bound, because neither side is exact: the eager step attends the keys it holds and
-/// the graph step a padded cache under a mask, so SDPA may choose a different kernel for each
-/// (on an H200, flash for the one, while the other's masked call cannot take flash), and each
-/// is held to the parity bound against float64. Two answers each within the bound of the exact
-/// one differ by at most twice it. A replay that reads a stale position, token or cache row gives
-/// other logits altogether (a relative error of order one), far above either bound.
+/// Neither side is exact: the eager step attends the keys it holds and the graph step a padded
+/// cache under a mask, so SDPA may choose a different kernel for each (on an H200, flash for the
+/// one, while the other's masked call cannot take flash). A replay that reads a stale position,
+/// token or cache row gives other logits altogether (a relative error of order one), far above
+/// the bound.
 pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision) -> Check {
-    let limit = 2.0 * crate::parity::tolerance(precision);
+    let limit = tolerance(precision);
     let outcome = replayed_errors(model, graphs)
         .map_err(|e| format!("the graph step could not be captured or replayed: {e}"))
         .and_then(|steps| {
@@ -199,7 +197,7 @@ pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision)
                 "a replayed graph step's logits against the eager step's, two steps at batch {PARITY_BATCH} after \
                  {PARITY_CTX} cached tokens (worst {:.2e}), and one step of rows after {first} and {second} cached \
                  tokens against each row's eager step alone (worst {:.2e}): worst relative error {worst:.2e} at \
-                 {precision} (limit {limit:.0e}, twice the parity bound: {}){how}",
+                 {precision} (limit {limit:.0e}: {}){how}",
                 most(&steps),
                 most(&rows),
                 kernels(model, graphs),
@@ -209,6 +207,20 @@ pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision)
         Err(error) => (false, error, None),
     };
     Check { name: CheckName::GraphParity, passed, detail, measured, limit: Finite::new(limit, "parity limit").ok() }
+}
+
+/// The bound a replayed step's logits are held to against the eager step's, on the whole model:
+/// twice what the parity check once allowed each side against float64 (bounds since loosened
+/// for the parity check's own figure, [`crate::parity::tolerance`], not for this one). On the
+/// H200 the worst rows were 5.22e-2 and 2.86e-2 at bf16 and 3.30e-1 and 2.65e-1 at fp8
+/// (docs/GPU-RUNS.md, runs 3 and 4), eager flash against math or cuDNN in the graph.
+pub(crate) fn tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::Fp32 => 2e-4,
+        Precision::Bf16 => 1e-1,
+        Precision::Fp16 => 2e-2,
+        Precision::Fp8 => 4e-1,
+    }
 }
 
 /// The attention kernels the two sides of the check run, where SDPA chooses them.
@@ -228,7 +240,7 @@ fn kernels(model: &Model, graphs: &Graphs) -> String {
         }
         Err(error) => format!("; their attention kernels unknown: {error}"),
     };
-    format!("each side is held to it against float64{kernels}")
+    format!("neither side is exact{kernels}")
 }
 
 /// Each sequence's relative logit error of two replays against two eager steps.
@@ -317,15 +329,10 @@ mod tests {
             assert!(check.passed, "{}: {check:?}", shape.name);
             assert!(check.measured.unwrap().get() < 1e-5, "{}: {check:?}", shape.name);
             assert!(check.detail.contains("simulated by LYNX_TEST_GRAPHS"), "{}", check.detail);
-            // Neither side is exact: the limit is twice the parity bound, and the detail names
-            // the kernels each side attends with.
-            let twice = 2.0 * crate::parity::tolerance(Precision::Fp32);
-            assert_eq!(check.limit.unwrap().get(), twice, "{}", shape.name);
-            assert!(
-                check.detail.contains("twice the parity bound: each side is held to it against float64"),
-                "{}",
-                check.detail
-            );
+            // Neither side is exact: the limit is graph parity's own, and the detail names the
+            // kernels each side attends with.
+            assert_eq!(check.limit.unwrap().get(), tolerance(Precision::Fp32), "{}", shape.name);
+            assert!(check.detail.contains("(limit 2e-4: neither side is exact"), "{}", check.detail);
             assert!(check.detail.contains(" attend with "), "{}", check.detail);
         }
     }

@@ -197,11 +197,12 @@ impl Setup {
         let scaled = "measure a layer subset (scale.layers) or a tensor-parallel shard (scale.tp)";
         if parity {
             let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
-            // float64: twice fp32's bytes; on the CPU its copy at the run's precision beside it.
-            let mut need = cut.weight_bytes(lynx_schema::config::Precision::Fp32).saturating_mul(2);
-            if self.torch == tch::Device::Cpu {
-                need = need.saturating_add(cut.weight_bytes(suite.precision));
-            }
+            // float64: twice fp32's bytes; beside it its copy at the run's precision, the device's
+            // on a CPU run and libtorch's CPU kernels' own on any other.
+            let need = cut
+                .weight_bytes(lynx_schema::config::Precision::Fp32)
+                .saturating_mul(2)
+                .saturating_add(cut.weight_bytes(suite.precision));
             if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
                 if need > free {
                     return Err(RunError::Config(format!(
