@@ -86,6 +86,20 @@ pub fn measure(
     weights: ParityWeights,
     config: &ParityConfig,
 ) -> Result<ParityLogits, ModelError> {
+    measure_beside_host(shape, precision, device, seed, weights, config, device != Device::Cpu)
+}
+
+/// [`measure`], with libtorch's CPU kernels run beside the device's where `host` (a CPU run
+/// skips them: they are its device's; a test runs them to reach the path a GPU takes).
+fn measure_beside_host(
+    shape: &ModelShape,
+    precision: Precision,
+    device: Device,
+    seed: u64,
+    weights: ParityWeights,
+    config: &ParityConfig,
+    host: bool,
+) -> Result<ParityLogits, ModelError> {
     let cut = parity_shape(shape, config.layers);
     let reference = match weights {
         ParityWeights::Random(seed) => Model::reference(&cut, seed, device)?,
@@ -109,9 +123,9 @@ pub fn measure(
         }
         Ok(Tensor::f_cat(&logits, 1)?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?)
     };
-    let host = match device {
-        Device::Cpu => None,
-        _ => {
+    let host = match host {
+        false => None,
+        true => {
             let on_host = reference.to(Device::Cpu, precision)?;
             on_host.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
             Some(run(&on_host)?)
@@ -409,6 +423,17 @@ pub(crate) mod tests {
         let loose = logits.reference.f_mul_scalar(1.5).unwrap();
         let check = judge(&beside(logits.device.copy(), &loose), Precision::Bf16);
         assert_eq!(check.limit.unwrap().get(), tolerance(Precision::Bf16));
+        // The path a GPU run takes, on the CPU: the host's kernels beside the device's (here the
+        // same kernels, so the same logits), calibrated alike at fp8.
+        for precision in [Precision::Bf16, Precision::Fp8] {
+            let config = ParityConfig::default();
+            let both =
+                measure_beside_host(&shape(DENSE), precision, Device::Cpu, 3, ParityWeights::Random(3), &config, true)
+                    .unwrap();
+            assert!(both.host.as_ref().unwrap().equal(&both.device), "{precision}");
+            let check = judge(&both, precision);
+            assert!(check.passed && check.detail.contains("twice libtorch's CPU kernels'"), "{}", check.detail);
+        }
         // Logits the CPU could not give are named as the CPU's.
         let check =
             judge(&beside(logits.device.copy(), &logits.reference.f_mul_scalar(f64::NAN).unwrap()), Precision::Bf16);
