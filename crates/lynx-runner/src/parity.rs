@@ -197,9 +197,9 @@ pub fn judge(logits: &ParityLogits, precision: Precision) -> Check {
         };
     let measured = prefill_median.max(decode_median);
     let bound = match host {
-        None => format!("limit {limit:.0e}"),
+        None => format!("limit {limit:e}"),
         Some(host) => format!(
-            "limit {limit:.2e}: twice libtorch's CPU kernels' {host:.2e} on the same model, within {absolute:.0e}"
+            "limit {limit:.2e}: twice libtorch's CPU kernels' {host:.2e} on the same model, within {absolute:e}"
         ),
     };
     Check {
@@ -326,6 +326,10 @@ pub(crate) mod tests {
                 let check = judge(&logits, precision);
                 println!("calibration: {} {precision}: {}", s.name, check.detail);
                 assert!(check.passed, "{} {precision}: {}", s.name, check.detail);
+                // The bound as written, not rounded to one digit (fp8's 7.5e-1 once read 8e-1).
+                let limit = check.limit.unwrap().get();
+                assert!(check.detail.contains(&format!("(limit {limit:e})")), "{}", check.detail);
+                assert!(precision != Precision::Fp8 || check.detail.contains("(limit 7.5e-1)"), "{}", check.detail);
             }
         }
     }

@@ -197,7 +197,7 @@ pub(crate) fn graph_parity(model: &Model, graphs: &Graphs, precision: Precision)
                 "a replayed graph step's logits against the eager step's, two steps at batch {PARITY_BATCH} after \
                  {PARITY_CTX} cached tokens (worst {:.2e}), and one step of rows after {first} and {second} cached \
                  tokens against each row's eager step alone (worst {:.2e}): worst relative error {worst:.2e} at \
-                 {precision} (limit {limit:.0e}: {}){how}",
+                 {precision} (limit {limit:e}: {}){how}",
                 most(&steps),
                 most(&rows),
                 kernels(model, graphs),
