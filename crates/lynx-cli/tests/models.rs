@@ -121,6 +121,15 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
     let parity = before.find("parity ").unwrap_or_else(|| panic!("{before}"));
     let build = before.find(", building the model ").unwrap_or_else(|| panic!("{before}"));
     assert!(parity < build && before.ends_with(" s"), "{before}");
+    // Where parity's seconds went, after it: a CPU run runs no second set of CPU kernels.
+    let mut at = parity;
+    for part in ["parity's float64 weights ", "parity's device copy ", "parity's float64 run ", "parity's device run "]
+    {
+        let found = before.find(part).unwrap_or_else(|| panic!("{part}: {before}"));
+        assert!(at < found && found < build, "{part}: {before}");
+        at = found;
+    }
+    assert!(!before.contains("parity's CPU kernels"), "{before}");
 
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     let measured = &result["config"]["measured"];

@@ -53,6 +53,30 @@ pub struct ParityLogits {
     /// precision: how far from float64 that precision's rounding takes this model.
     pub host: Option<Tensor>,
     pub prompt_len: i64,
+    /// Where the check's seconds went, in the order they were spent.
+    pub phases: Phases,
+}
+
+/// Seconds spent, each under its name, in the order they were spent.
+pub type Phases = Vec<(&'static str, f64)>;
+
+/// Seconds between marks, each under its name.
+struct Laps {
+    phases: Phases,
+    last: std::time::Instant,
+}
+
+impl Laps {
+    fn start() -> Laps {
+        Laps { phases: Vec::new(), last: std::time::Instant::now() }
+    }
+
+    /// The seconds since the last mark, as `name`.
+    fn mark(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.phases.push((name, (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
 }
 
 /// The shape the check runs: `layers` layers of `shape`, with its dense and MoE layers both
@@ -100,6 +124,7 @@ fn measure_beside_host(
     config: &ParityConfig,
     host: bool,
 ) -> Result<ParityLogits, ModelError> {
+    let mut laps = Laps::start();
     let cut = parity_shape(shape, config.layers);
     let reference = match weights {
         ParityWeights::Random(seed) => Model::reference(&cut, seed, device)?,
@@ -108,8 +133,10 @@ fn measure_beside_host(
             Model::load(&cut, checkpoint, &names, None)?
         }
     };
+    laps.mark("parity's float64 weights");
     let on_device = reference.to(device, precision)?;
     on_device.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
+    laps.mark("parity's device copy");
     let (batch, len, steps) = (i64::from(config.batch), i64::from(config.prompt_len), i64::from(config.decode_steps));
     let sequence = lynx_models::with_generator(Some(seed), || {
         Tensor::f_randint(reference.vocab_size(), [batch, len + steps], (Kind::Int64, Device::Cpu))
@@ -128,10 +155,16 @@ fn measure_beside_host(
         true => {
             let on_host = reference.to(Device::Cpu, precision)?;
             on_host.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
-            Some(run(&on_host)?)
+            let logits = run(&on_host)?;
+            laps.mark("parity's CPU kernels");
+            Some(logits)
         }
     };
-    Ok(ParityLogits { reference: run(&reference)?, device: run(&on_device)?, host, prompt_len: len })
+    let reference = run(&reference)?;
+    laps.mark("parity's float64 run");
+    let on_device = run(&on_device)?;
+    laps.mark("parity's device run");
+    Ok(ParityLogits { reference, device: on_device, host, prompt_len: len, phases: laps.phases })
 }
 
 /// The prompt fp8 input scales are calibrated on: `config`'s batch and prompt length, drawn
@@ -365,7 +398,13 @@ pub(crate) mod tests {
     fn perturbed(logits: &ParityLogits, from: i64, n: i64, error: f64) -> ParityLogits {
         let device = logits.device.copy();
         let _ = device.narrow(1, from, n).f_mul_scalar_(1.0 + error).unwrap();
-        ParityLogits { device, reference: logits.reference.copy(), host: None, prompt_len: logits.prompt_len }
+        ParityLogits {
+            device,
+            reference: logits.reference.copy(),
+            host: None,
+            prompt_len: logits.prompt_len,
+            phases: Vec::new(),
+        }
     }
 
     #[test]
@@ -387,8 +426,10 @@ pub(crate) mod tests {
         // Not-a-number logits fail, and say so.
         let device = logits.device.copy();
         let _ = device.narrow(1, 0, 1).fill_(f64::NAN);
-        let check =
-            judge(&ParityLogits { device, reference: logits.reference, host: None, prompt_len: 16 }, Precision::Fp32);
+        let check = judge(
+            &ParityLogits { device, reference: logits.reference, host: None, prompt_len: 16, phases: Vec::new() },
+            Precision::Fp32,
+        );
         assert!(!check.passed && check.detail.contains("not finite"), "{}", check.detail);
     }
 
@@ -408,6 +449,7 @@ pub(crate) mod tests {
             reference: logits.reference.copy(),
             host: Some(host.copy()),
             prompt_len: logits.prompt_len,
+            phases: Vec::new(),
         };
         let check = judge(&beside(logits.device.copy(), &logits.device), Precision::Bf16);
         assert!(check.passed, "{}", check.detail);
@@ -435,6 +477,17 @@ pub(crate) mod tests {
                 measure_beside_host(&shape(DENSE), precision, Device::Cpu, 3, ParityWeights::Random(3), &config, true)
                     .unwrap();
             assert!(both.host.as_ref().unwrap().equal(&both.device), "{precision}");
+            let parts: Vec<&str> = both.phases.iter().map(|(name, _)| *name).collect();
+            assert_eq!(
+                parts,
+                [
+                    "parity's float64 weights",
+                    "parity's device copy",
+                    "parity's CPU kernels",
+                    "parity's float64 run",
+                    "parity's device run"
+                ]
+            );
             let check = judge(&both, precision);
             assert!(check.passed && check.detail.contains("twice libtorch's CPU kernels'"), "{}", check.detail);
         }

@@ -63,7 +63,11 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     let mut phases = Vec::new();
     let parity = match earlier.as_ref().and_then(|r| r.checks.iter().find(|c| c.name == CheckName::Parity)) {
         Some(check) => check.clone(),
-        None => timed(&mut phases, "parity", || setup.parity())?,
+        None => {
+            let (check, inner) = timed(&mut phases, "parity", || setup.parity())?;
+            phases.extend(inner);
+            check
+        }
     };
     let segment = next_segment(&run.samples_path())?;
     let telemetry = RunTelemetry::start(
@@ -232,23 +236,27 @@ impl Setup {
         Ok(())
     }
 
-    /// The parity check of the device's logits against the float64 reference.
-    fn parity(&self) -> Result<Check, RunError> {
+    /// The parity check of the device's logits against the float64 reference, and where its
+    /// seconds went.
+    fn parity(&self) -> Result<(Check, crate::parity::Phases), RunError> {
         let suite = &self.config.suite;
         let weights = match &self.checkpoint {
             Some(c) => ParityWeights::Checkpoint(c, &self.layers),
             None => ParityWeights::Random(suite.seed),
         };
         match crate::parity::measure(&self.shape, suite.precision, self.torch, suite.seed, weights, &suite.parity) {
-            Ok(logits) => Ok(crate::parity::judge(&logits, suite.precision)),
+            Ok(logits) => Ok((crate::parity::judge(&logits, suite.precision), logits.phases)),
             Err(error @ ModelError::Weights(_)) => Err(model_error("the parity model", error)),
-            Err(error) => Ok(Check {
-                name: CheckName::Parity,
-                passed: false,
-                detail: format!("the parity run failed: {error}"),
-                measured: None,
-                limit: Finite::new(crate::parity::tolerance(suite.precision), "parity limit").ok(),
-            }),
+            Err(error) => Ok((
+                Check {
+                    name: CheckName::Parity,
+                    passed: false,
+                    detail: format!("the parity run failed: {error}"),
+                    measured: None,
+                    limit: Finite::new(crate::parity::tolerance(suite.precision), "parity limit").ok(),
+                },
+                Vec::new(),
+            )),
         }
     }
 
