@@ -136,7 +136,7 @@ impl<'a> WeightSource<'a> {
     /// The weight `name` of `shape` at the source's element type. Drawn weights come from the
     /// generator in fp32 at every element type, the float64 reference's included, so every
     /// precision holds the same values (fp32 and the reference exactly, the others rounded).
-    /// libtorch draws fp32 normals on the CPU about four times as fast as fp64 ones: drawing
+    /// libtorch draws fp32 normals on the CPU three to four times as fast as fp64 ones: drawing
     /// Llama 3.1 8B's two-layer parity model (its whole embedding and head, 1.5 billion
     /// weights) in fp64 took 52 s of a 2-core host's time, in fp32 26 s.
     pub fn tensor(&self, name: &str, shape: &[i64], init: Init) -> Result<Tensor, ModelError> {

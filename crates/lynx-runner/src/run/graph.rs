@@ -167,9 +167,10 @@ const PARITY_CTX: i64 = 16;
 const PARITY_ROWS: [i64; 2] = [PARITY_CTX, PARITY_CTX / 2 + 1];
 
 /// The graph parity check: on `model` (the measured one), a captured step replayed twice gives
-/// the eager step's logits for the same cache and tokens within [`tolerance`] for `precision`, each replay advancing the position and feeding its own tokens back; and a
-/// captured step of rows at their own positions over a pool of more keys than any row holds (the
-/// serving loop's graph step) gives each row the logits of its eager step alone.
+/// the eager step's logits for the same cache and tokens within [`tolerance`] for `precision`,
+/// each replay advancing the position and feeding its own tokens back; and a captured step of
+/// rows at their own positions over a pool of more keys than any row holds (the serving loop's
+/// graph step) gives each row the logits of its eager step alone.
 ///
 /// Neither side is exact: the eager step attends the keys it holds and the graph step a padded
 /// cache under a mask, so SDPA may choose a different kernel for each (on an H200, flash for the
