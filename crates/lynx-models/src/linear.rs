@@ -279,10 +279,15 @@ mod tests {
 
     #[test]
     fn an_fp8_layer_approximates_the_dense_one() {
-        tch::manual_seed(4);
-        let w = Tensor::randn([48, 64], (Kind::Float, Device::Cpu)) * 0.05;
-        let b = Tensor::randn([48], (Kind::Float, Device::Cpu)) * 0.05;
-        let x = Tensor::randn([2, 3, 64], (Kind::Float, Device::Cpu));
+        // Drawn holding the generator, as every draw in this crate's tests is: another test's
+        // seeded draws running beside this one would otherwise interleave with them.
+        let (w, b, x) = crate::with_generator(Some(4), || {
+            (
+                Tensor::randn([48, 64], (Kind::Float, Device::Cpu)) * 0.05,
+                Tensor::randn([48], (Kind::Float, Device::Cpu)) * 0.05,
+                Tensor::randn([2, 3, 64], (Kind::Float, Device::Cpu)),
+            )
+        });
         let dense = Linear::new(w.shallow_clone(), Some(b.shallow_clone()), None).unwrap().forward(&x).unwrap();
         // Both formats (e4m3fnuz as MI300 runs it; libtorch's CPU kernel takes it too), dynamic
         // and statically calibrated.

@@ -366,10 +366,11 @@ mod tests {
             rope_theta: 10000.0,
             rope_scaling: None,
         };
-        tch::manual_seed(5);
-        let source = WeightSource::random(0.2, Kind::Float, Device::Cpu);
-        let mla = MlaAttention::new(&source, "attn", &config, 32, 4, 1e-6).unwrap();
-        let x = Tensor::randn([2, 7, 32], (Kind::Float, Device::Cpu));
+        let (mla, x) = crate::with_generator(Some(5), || {
+            let source = WeightSource::random(0.2, Kind::Float, Device::Cpu);
+            let mla = MlaAttention::new(&source, "attn", &config, 32, 4, 1e-6).unwrap();
+            (mla, Tensor::randn([2, 7, 32], (Kind::Float, Device::Cpu)))
+        });
         let full = mla.forward_uncompressed(&x, &mla.rope.table(0, 7, Kind::Float).unwrap()).unwrap();
         assert!(full.std(false).double_value(&[]) > 1e-3);
 
@@ -388,7 +389,7 @@ mod tests {
         assert!(diff < 1e-5, "max |Δ| = {diff}");
 
         // Regression (issue 15): decode attends by explicit matmuls, as SDPA did before it.
-        let q = Tensor::randn([2, 4, 1, 20], (Kind::Float, Device::Cpu));
+        let q = crate::with_generator(None, || Tensor::randn([2, 4, 1, 20], (Kind::Float, Device::Cpu)));
         let keys = cache.latent_and_rope.narrow(1, 0, 7);
         let explicit = mla.attend_explicit(&q, &keys, None).unwrap();
         let sdpa = mla.attend_sdpa(&q, &keys, 6).unwrap();

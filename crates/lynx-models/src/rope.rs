@@ -182,7 +182,7 @@ mod tests {
     fn apply_turns_each_pair_by_its_angle() {
         let (dim, start, n) = (8i64, 3i64, 4i64);
         let rope = Rope::new(dim as u32, 10_000.0, None, Kind::Double, Device::Cpu).unwrap();
-        let x = Tensor::randn([2, n, dim], (Kind::Double, Device::Cpu));
+        let x = crate::with_generator(None, || Tensor::randn([2, n, dim], (Kind::Double, Device::Cpu)));
         let turned = apply(&x, &rope.table(start, n, Kind::Double).unwrap()).unwrap();
         let (inv_freq, _) = inverse_frequencies(dim as u32, 10_000.0, None);
         let half = dim / 2;
@@ -260,9 +260,12 @@ mod tests {
     #[test]
     fn rotation_preserves_norms_and_relative_positions() {
         let rope = Rope::new(8, 10000.0, None, Kind::Float, Device::Cpu).unwrap();
-        tch::manual_seed(3);
-        let q = Tensor::randn([1, 1, 1, 8], (Kind::Float, Device::Cpu));
-        let k = Tensor::randn([1, 1, 1, 8], (Kind::Float, Device::Cpu));
+        let (q, k) = crate::with_generator(Some(3), || {
+            (
+                Tensor::randn([1, 1, 1, 8], (Kind::Float, Device::Cpu)),
+                Tensor::randn([1, 1, 1, 8], (Kind::Float, Device::Cpu)),
+            )
+        });
         let at = |x: &Tensor, p| apply(x, &rope.table(p, 1, Kind::Float).unwrap()).unwrap();
         let score = |qp, kp| (at(&q, qp) * at(&k, kp)).sum(Kind::Float).double_value(&[]);
         assert!((score(5, 2) - score(105, 102)).abs() < 1e-4);
