@@ -752,8 +752,8 @@ mod tests {
         let reference = Model::reference(&shape, 7, Device::Cpu).unwrap();
         let fp32 = Model::new(&shape, Precision::Fp32, Device::Cpu, 7).unwrap();
         assert_eq!(reference.embedding.kind(), Kind::Double);
-        // Every weight, in the order the models hold them. (Not the logits: libtorch's CPU
-        // matmuls may sum in another order for other memory alignments, and did once.)
+        // Every weight, in the order the models hold them: what the test claims, rather than
+        // logits that follow from it.
         let weights = |model: &Model| -> Vec<Tensor> {
             let mut all = vec![model.embedding.shallow_clone(), model.norm.weight.shallow_clone()];
             all.extend(model.lm_head.iter().map(Tensor::shallow_clone));

@@ -477,8 +477,8 @@ pub(crate) mod tests {
             let both =
                 measure_beside_host(&shape(DENSE), precision, Device::Cpu, 3, ParityWeights::Random(3), &config, true)
                     .unwrap();
-            // The same kernels on the same weights: the same logits, but for the order libtorch's
-            // CPU matmuls may sum in at other memory alignments.
+            // The same kernels on the same weights: within 1e-2 of each other rather than equal,
+            // so that the test is of the path and not of libtorch's CPU kernels' determinism.
             let apart = relative_errors(both.host.as_ref().unwrap(), &both.device).unwrap();
             assert!(apart.iter().all(|e| *e < 1e-2), "{precision}: {apart:?}");
             let parts: Vec<&str> = both.phases.iter().map(|(name, _)| *name).collect();
