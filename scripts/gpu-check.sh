@@ -420,15 +420,18 @@ else:
         if integral > 0:
             entry = (name, counted / integral - 1, seconds)
             (sums if seconds >= 4.0 else short).append(entry)
+    def summed(entry, note=""):
+        name, error, seconds = entry
+        return f"{name}: {error:+.1%} over {seconds:.1f} s{note}"
     if not sums:
         # Shorter runs' sums carry the windows' resolution: shown, not judged.
-        detail = "; ".join(f"{n}: {e:+.1%} over {s:.1f} s" for n, e, s in short) or "no cell window had both"
+        detail = "; ".join(map(summed, short)) or "no cell window had both"
         claim("energy counter within 5% of integrated power", "FAIL", "no run's windows summed to 4 s: " + detail)
     else:
         worst = max(sums, key=lambda entry: abs(entry[1]))
         claim("energy counter within 5% of integrated power", judged(abs(worst[1]) <= 0.05),
-              "each run's windows summed: " + "; ".join(f"{n}: {e:+.1%} over {s:.1f} s" for n, e, s in sums)
-              + "".join(f"; {n}: {e:+.1%} over {s:.1f} s (under 4 s: not judged)" for n, e, s in short))
+              "each run's windows summed: "
+              + "; ".join([summed(e) for e in sums] + [summed(e, " (under 4 s: not judged)") for e in short]))
     if windows:
         error, length = max(windows)
         over = sum(1 for e, _ in windows if e > 0.05)
