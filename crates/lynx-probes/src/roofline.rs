@@ -378,7 +378,10 @@ pub struct ProbePlan<'a> {
 }
 
 /// Measure the burst ceilings of `device`: bandwidth (libtorch copy; STREAM on the CPU; the native
-/// kernels on NVIDIA GPUs) and matmul (libtorch; cuBLASLt on NVIDIA GPUs).
+/// kernels on NVIDIA GPUs) and matmul (libtorch; cuBLASLt on NVIDIA GPUs). libtorch's operands
+/// are drawn from its global generator, as are [`sustained`]'s: a caller that also makes seeded
+/// draws in this process holds its lock on that generator around both (lynx-runner holds
+/// lynx-models' `with_generator`).
 pub fn burst(device: &Target, plan: &ProbePlan) -> RooflineRecord {
     let lib_dir = device.lib_dir.clone();
     let mut probes = vec![torch_copy(device)];

@@ -618,7 +618,12 @@ impl Turn<'_> {
         };
         if suite.roofline.probe && self.result.roofline.is_none() {
             let target = self.device.probe_target();
-            let burst = timed(&mut self.phases, "roofline probes", || lynx_probes::roofline::burst(&target, &probes));
+            // The probes draw their random operands from libtorch's global generator, which
+            // lynx-probes cannot lock (it may not import lynx-models): they hold its lock here, so
+            // that no seeded draw of another thread (a test's, beside this run) is moved by them.
+            let burst = timed(&mut self.phases, "roofline probes", || {
+                lynx_models::with_generator(None, || lynx_probes::roofline::burst(&target, &probes))
+            });
             self.result.roofline = Some(burst);
             self.observer.probed(&self.result);
             self.save()?;
@@ -644,7 +649,8 @@ impl Turn<'_> {
         if let Some(record) =
             self.result.roofline.as_mut().filter(|r| r.probes.iter().all(|p| p.phase != ProbePhase::Sustained))
         {
-            if !lynx_probes::roofline::sustained(&self.device.probe_target(), &probes, record) {
+            let target = self.device.probe_target();
+            if !lynx_models::with_generator(None, || lynx_probes::roofline::sustained(&target, &probes, record)) {
                 return Ok(WorkEnd::Stopped);
             }
             self.observer.probed(&self.result);
