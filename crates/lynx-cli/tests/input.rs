@@ -79,7 +79,8 @@ fn a_model_whose_weights_cannot_fit_is_refused_before_anything_is_built() {
         ),
         (
             &|s: &str| s.replace("vocab_size = 4096", "vocab_size = 16777216").replace("hidden_size = 256", "hidden_size = 65536"),
-            "test-small: the parity check's float64 reference (2 of its layers, with its whole embedding and head) needs",
+            "test-small: the parity check's float64 reference and its copy at fp32 (2 of the model's layers, with its whole \
+             embedding and head) need",
         ),
     ] {
         let models = models(str::to_owned);

@@ -187,12 +187,12 @@ impl Setup {
     }
 
     /// Refuse, before anything is built, weights that cannot fit in the memory free now: the
-    /// parity check's float64 reference (where `parity` is still to run) in the host's, the
-    /// measured model in the device's. Building them would fail part-way, or on a host end the
-    /// worker (and perhaps others) at the kernel's out-of-memory killer, again for every fresh
-    /// worker. A stated free memory ([`crate::devices::FREE_MEMORY_VAR`]) is what is free
-    /// beside the weights, for planning cells, so it refuses nothing here; nor does a free
-    /// memory that cannot be read.
+    /// parity check's float64 reference and its copy at the run's precision (where `parity` is
+    /// still to run) in the host's, the measured model in the device's. Building them would fail
+    /// part-way, or on a host end the worker (and perhaps others) at the kernel's out-of-memory
+    /// killer, again for every fresh worker. A stated free memory
+    /// ([`crate::devices::FREE_MEMORY_VAR`]) is what is free beside the weights, for planning
+    /// cells, so it refuses nothing here; nor does a free memory that cannot be read.
     pub(super) fn weights_fit(&self, device: &Device, parity: bool) -> Result<(), RunError> {
         if crate::devices::free_memory_is_stated() {
             return Ok(());
@@ -210,9 +210,11 @@ impl Setup {
             if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
                 if need > free {
                     return Err(RunError::Config(format!(
-                        "{}: the parity check's float64 reference ({} of its layers, with its whole embedding \
-                         and head) needs {} of host memory and {} is free ({source})",
+                        "{}: the parity check's float64 reference and its copy at {} ({} of the model's \
+                         layers, with its whole embedding and head) need {} of host memory and {} is free \
+                         ({source})",
                         suite.model,
+                        suite.precision,
                         cut.num_layers,
                         gib(need),
                         gib(free)
