@@ -559,6 +559,35 @@ else:
         claim(what, "FAIL", "no cell recorded the count" if results else "no run produced a result")
     else:
         claim(what, judged(not shared), "; ".join(shared) or f"{len(counted)} cells counted, none shared")
+def slow_steps_by_mode(cells):
+    """Per mode, the cells' slow steps of their timed steps, and for each source the slow ones
+    during its readings, the share of the other steps during them, and its readings' median."""
+    words = []
+    for mode_name in ("eager", "graph"):
+        kept = [c["slow_steps"] for c in cells if c.get("slow_steps") and c.get("mode", "eager") == mode_name]
+        if not kept:
+            continue
+        steps, slow = sum(k["steps"] for k in kept), sum(k["slow"] for k in kept)
+        line = f"{mode_name}: {slow} of {steps} steps in {len(kept)} cells over {kept[0]['factor']}x their median"
+        sources = {}
+        for k in kept:
+            for r in k["during_readings"]:
+                s = sources.setdefault(r["source"], {"slow": 0, "others": 0.0, "other_steps": 0, "medians": []})
+                s["slow"] += r["slow"]
+                s["others"] += r["others_share"] * (k["steps"] - k["slow"])
+                s["other_steps"] += k["steps"] - k["slow"]
+                s["medians"].append(r["reading_median_s"])
+        parts = []
+        for source, s in sorted(sources.items()):
+            medians = sorted(s["medians"])
+            others = s["others"] / s["other_steps"] if s["other_steps"] else 0.0
+            parts.append(f"{s['slow']} during {source}'s readings (the other steps: {others:.0%}; "
+                         f"a reading's median {medians[len(medians) // 2] * 1e3:.2f} ms)")
+        if slow and parts:
+            line += "; of them " + ", ".join(parts)
+        words.append(line)
+    return "; ".join(words)
+
 for name, result in sorted(results.items()):
     for check in result["checks"]:
         if check["name"] == "parity":
@@ -583,6 +612,12 @@ for name, result in sorted(results.items()):
             ok = check["passed"] and (measured is None or measured >= 0.95)
             verdict = ("shown, not judged (quick)" if quick else judged(ok))
             claim(f"{name}: telemetry coverage >= 95%", verdict, check["detail"])
+    # Every cell's slow steps (over 1.2x its median) summed by mode, set against each telemetry
+    # source's timed readings, stable cells included: whether the eager cells' variation follows
+    # the sampler's NVML calls shows here on any run, not only in an unstable cell's entry.
+    slow = slow_steps_by_mode(result["cells"])
+    if slow:
+        claim(f"{name}: slow steps against the telemetry readings", "INFO", slow)
 # The serving phase's rates, measured against simulated. Beside each output tok/s (the whole
 # window's, fill and drain included), its steady part's where the result has it (from one request
 # lifetime after the first arrival to the last arrival), or that the window had none.

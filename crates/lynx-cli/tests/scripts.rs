@@ -122,6 +122,9 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert_eq!(verdict("gpu-check-quick: stability (cells' step-time CV)"), "INFO", "{table}");
     let stability = table.lines().find(|l| l.starts_with("gpu-check-quick: stability")).unwrap();
     assert!(stability.contains("passed: every cell's") || stability.contains("failed: unstable"), "{stability}");
+    // And every cell's slow steps, summed by mode.
+    assert_eq!(verdict("gpu-check-quick: slow steps against the telemetry readings"), "INFO", "{table}");
+    assert!(table.contains("INFO    eager: ") && table.contains(" steps in "), "{table}");
     for kept in
         ["claims.txt", "devices.txt", "environment.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"]
     {
@@ -312,6 +315,13 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 nvml["energy"] = json!({"joules": 500.0 * 2.0 * counter * resolution, "method": "counter"});
                 cell["telemetry"].as_array_mut().unwrap().push(nvml);
                 cell["other_device_processes"] = json!(0);
+                // One cell's slow steps, most of them during the sampler's NVML readings.
+                cell["slow_steps"] = if i == 0 {
+                    json!({"factor": 1.2, "steps": 100, "slow": 10, "during_readings": [
+                        {"source": "nvml", "readings": 20, "reading_median_s": 0.0018, "slow": 8, "others_share": 0.1}]})
+                } else {
+                    Value::Null
+                };
                 if cell["step"] == "decode" && cell["batch"] == 16 {
                     cell["batch"] = json!(64);
                     let faster = (suite == "gpu-check-llama-fp8") == fp8_faster;
@@ -374,6 +384,15 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     // Judged over each run's windows summed; the single windows shown, not judged.
     assert!(table.contains("each run's windows summed: gpu-check-llama-bf16: +1.0% over"), "{table}");
     assert_eq!(verdict(&table, "(energy) single cell windows against mean power x length"), "INFO");
+    // Slow steps summed by mode against each source's readings, for stable runs too.
+    assert_eq!(verdict(&table, "gpu-check-llama-bf16: slow steps against the telemetry readings"), "INFO");
+    assert!(
+        table.contains(
+            "eager: 10 of 100 steps in 1 cells over 1.2x their median; of them 8 during nvml's readings (the other \
+             steps: 10%; a reading's median 1.80 ms)"
+        ),
+        "{table}"
+    );
     assert!(table.contains("worst 13.1% over 2.00 s; 8 of"), "{table}");
     assert!(table.contains("(eager/graph) gpu-check-llama-bf16"), "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");
