@@ -43,17 +43,6 @@ struct Stacked {
 }
 
 impl Stacked {
-    /// The projections of `linears` (one per expert), stacked, in e4m3 when `fp8`.
-    fn new(linears: &[&Linear], kind: Kind, fp8: Option<Fp8Format>) -> Result<Stacked, ModelError> {
-        let weights = linears.iter().map(|l| l.dense_weight(kind)).collect::<Result<Vec<_>, _>>()?;
-        let biases = linears.iter().map(|l| l.bias().map(|b| b.f_to_kind(kind))).collect::<Option<Result<Vec<_>, _>>>();
-        Stacked::of(
-            Tensor::f_stack(&weights, 0)?,
-            biases.transpose()?.map(|b| Tensor::f_stack(&b, 0)).transpose()?,
-            fp8,
-        )
-    }
-
     fn of(weight: Tensor, bias: Option<Tensor>, fp8: Option<Fp8Format>) -> Result<Stacked, ModelError> {
         let Some(format) = fp8 else {
             return Ok(Stacked { weight, scale: None, bias });
@@ -162,13 +151,73 @@ pub struct ExpertBank {
     grouped: bool,
 }
 
+/// One projection of every expert being stacked: `[experts, out, in]` (and its bias), made at
+/// the first expert's size and filled expert by expert.
+struct Filling {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Filling {
+    /// Expert `e`'s projection `linear`, at `kind`, into the stack of `count` (made at the first).
+    fn place(slot: &mut Option<Filling>, linear: &Linear, e: i64, count: i64, kind: Kind) -> Result<(), ModelError> {
+        let weight = linear.dense_weight(kind)?;
+        let filling = match slot {
+            Some(filling) => filling,
+            None => {
+                let stacked =
+                    |t: &Tensor| Tensor::f_empty([&[count], t.size().as_slice()].concat(), (kind, t.device()));
+                let bias = linear.bias().map(stacked).transpose()?;
+                slot.insert(Filling { weight: stacked(&weight)?, bias })
+            }
+        };
+        filling.weight.f_select(0, e)?.f_copy_(&weight)?;
+        match (&filling.bias, linear.bias()) {
+            (Some(stack), Some(bias)) => {
+                stack.f_select(0, e)?.f_copy_(bias)?;
+            }
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(ModelError::Shape(format!(
+                    "expert {e}'s projection has no bias, and the first expert's has one"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(ModelError::Shape(format!(
+                    "expert {e}'s projection has a bias, and the first expert's has none"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ExpertBank {
-    /// `experts` stacked, at `kind` on their device, in e4m3 when `fp8`.
-    pub fn new(experts: &[Mlp], kind: Kind, fp8: Option<Fp8Format>) -> Result<ExpertBank, ModelError> {
-        let stack = |pick: fn(&Mlp) -> &Linear| Stacked::new(&experts.iter().map(pick).collect::<Vec<_>>(), kind, fp8);
-        let gate = stack(|m| &m.gate)?;
+    /// `count` experts, made in order by `expert` (drawn or read dense), stacked at `kind` on
+    /// their device, in e4m3 when `fp8`. Each expert is copied into the stacks as it comes and
+    /// dropped, so that beside the stacks at most one expert's projections exist: stacking a
+    /// layer's experts held all at once needed twice the layer's experts (11 GB more for the
+    /// float64 parity reference of DeepSeek-R1's 8-way shard, which no host-memory check counted).
+    pub fn new(
+        count: i64,
+        mut expert: impl FnMut(i64) -> Result<Mlp, ModelError>,
+        kind: Kind,
+        fp8: Option<Fp8Format>,
+    ) -> Result<ExpertBank, ModelError> {
+        let [mut gate, mut up, mut down] = [None, None, None];
+        for e in 0..count {
+            let mlp = expert(e)?;
+            Filling::place(&mut gate, &mlp.gate, e, count, kind)?;
+            Filling::place(&mut up, &mlp.up, e, count, kind)?;
+            Filling::place(&mut down, &mlp.down, e, count, kind)?;
+        }
+        let stack = |filling: Option<Filling>| match filling {
+            Some(Filling { weight, bias }) => Stacked::of(weight, bias, fp8),
+            None => Err(ModelError::Shape("a mixture of experts with no experts".to_owned())),
+        };
+        let gate = stack(gate)?;
         let grouped = fp8.is_none() && grouped_mm_reads_offsets_on_device(gate.weight.device(), kind);
-        Ok(ExpertBank { gate, up: stack(|m| &m.up)?, down: stack(|m| &m.down)?, grouped })
+        Ok(ExpertBank { gate, up: stack(up)?, down: stack(down)?, grouped })
     }
 
     pub fn to(&self, convert: &Convert) -> Result<ExpertBank, ModelError> {
@@ -303,4 +352,63 @@ fn scaled_grouped_mm_runs(device: Device) -> bool {
         )
     };
     probe().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linear(out: i64, input: i64, bias: bool) -> Linear {
+        let draw = |shape: &[i64]| Tensor::randn(shape, (Kind::Float, Device::Cpu));
+        let (weight, bias) = crate::with_generator(None, || (draw(&[out, input]), bias.then(|| draw(&[out]))));
+        Linear::Dense { weight, bias }
+    }
+
+    /// Experts stacked as they come hold each expert's projections (and biases) at their
+    /// indices, as stacking them all at once did, dense and in e4m3; an expert whose bias differs
+    /// from the first's is refused.
+    #[test]
+    fn experts_stacked_as_they_come_hold_each_experts_projections() {
+        let mlps: Vec<Mlp> = (0..3)
+            .map(|_| Mlp { gate: linear(6, 4, true), up: linear(6, 4, true), down: linear(4, 6, true) })
+            .collect();
+        let copy = |l: &Linear| match l {
+            Linear::Dense { weight, bias } => {
+                Linear::Dense { weight: weight.copy(), bias: bias.as_ref().map(Tensor::copy) }
+            }
+            Linear::Fp8 { .. } => unreachable!("the test's experts are dense"),
+        };
+        let make = |e: i64| {
+            let m = &mlps[e as usize];
+            Ok(Mlp { gate: copy(&m.gate), up: copy(&m.up), down: copy(&m.down) })
+        };
+        let bank = ExpertBank::new(3, make, Kind::Float, None).unwrap();
+        let all_at_once = |pick: fn(&Mlp) -> &Linear| {
+            let weights: Vec<Tensor> = mlps.iter().map(|m| pick(m).dense_weight(Kind::Float).unwrap()).collect();
+            let biases: Vec<Tensor> = mlps.iter().map(|m| pick(m).bias().unwrap().shallow_clone()).collect();
+            (Tensor::stack(&weights, 0), Tensor::stack(&biases, 0))
+        };
+        for (stacked, pick) in
+            [(&bank.gate, (|m| &m.gate) as fn(&Mlp) -> &Linear), (&bank.up, |m| &m.up), (&bank.down, |m| &m.down)]
+        {
+            let (weight, bias) = all_at_once(pick);
+            assert!(stacked.weight.equal(&weight) && stacked.bias.as_ref().unwrap().equal(&bias));
+        }
+        assert_eq!(bank.len(), 3);
+        // In e4m3: each expert quantised with its own scale, as before.
+        let fp8 = ExpertBank::new(3, make, Kind::Float, Some(Fp8Format::E4m3fn)).unwrap();
+        for e in 0..3 {
+            let (q, scale) =
+                quantise(&mlps[e as usize].up.dense_weight(Kind::Float).unwrap(), Fp8Format::E4m3fn).unwrap();
+            let id = Tensor::from_slice(&[e]);
+            let expected = q.to_kind(Kind::Float) * scale;
+            assert!(fp8.up.dense(Some(&id), Kind::Float).unwrap().squeeze_dim(0).equal(&expected), "expert {e}");
+        }
+        let unbiased = |e: i64| {
+            let bias = e == 0;
+            Ok(Mlp { gate: linear(6, 4, bias), up: linear(6, 4, bias), down: linear(4, 6, bias) })
+        };
+        let refused = ExpertBank::new(2, unbiased, Kind::Float, None).err().unwrap().to_string();
+        assert_eq!(refused, "expert 1's projection has no bias, and the first expert's has one");
+    }
 }

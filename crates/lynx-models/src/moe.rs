@@ -114,35 +114,36 @@ impl MoeLayer {
         } else {
             None
         };
-        // Experts are drawn or read dense, one by one in the order the reference draws them, then
-        // stacked (and quantised per expert for fp8).
+        // Experts are drawn or read dense, one by one in the order the reference draws them, and
+        // stacked as they come (and quantised per expert for fp8).
         let dense = source.clone().with_fp8(None);
-        let expert_mlps = match (layout, source.loaded()) {
+        let names = if layout == MoeLayout::Mixtral { W1_W3_W2 } else { GATE_UP_DOWN };
+        let bank = match (layout, source.loaded()) {
             (MoeLayout::GptOss, Some(checkpoint)) => {
-                stacked_experts(&dense, checkpoint, prefix, experts, hidden, intermediate)?
+                let mut split = stacked_experts(&dense, checkpoint, prefix, experts, hidden, intermediate)?.into_iter();
+                ExpertBank::new(
+                    experts,
+                    |e| split.next().ok_or_else(|| ModelError::Shape(format!("{prefix}: no expert {e}"))),
+                    source.kind,
+                    source.fp8,
+                )?
             }
-            _ => {
-                let names = if layout == MoeLayout::Mixtral { W1_W3_W2 } else { GATE_UP_DOWN };
-                (0..experts)
-                    .map(|e| {
-                        Mlp::new(
-                            &dense,
-                            &format!("{prefix}.experts.{e}"),
-                            names,
-                            hidden,
-                            intermediate,
-                            config.expert_bias,
-                        )
-                    })
-                    .collect::<Result<Vec<_>, _>>()?
-            }
+            _ => ExpertBank::new(
+                experts,
+                |e| {
+                    let prefix = format!("{prefix}.experts.{e}");
+                    Mlp::new(&dense, &prefix, names, hidden, intermediate, config.expert_bias)
+                },
+                source.kind,
+                source.fp8,
+            )?,
         };
         Ok(MoeLayer {
             router: source.tensor(&format!("{prefix}.{router_name}.weight"), &[experts, hidden], Init::Normal)?,
             router_bias,
             rule: config.router.clone(),
             experts_per_token: i64::from(config.experts_per_token),
-            experts: ExpertBank::new(&expert_mlps, source.kind, source.fp8)?,
+            experts: bank,
             shared,
         })
     }
