@@ -111,6 +111,11 @@ impl GqaAttention {
         })
     }
 
+    /// The window this layer attends within, if it slides.
+    pub(crate) fn window(&self) -> Option<i64> {
+        self.window
+    }
+
     /// The shape of the layer's keys, and of its values: `[batch, kv heads, capacity, head dim]`.
     pub(crate) fn cache_shape(&self, batch: i64, capacity: i64) -> Vec<i64> {
         vec![batch, self.num_kv_heads, capacity, self.head_dim]
@@ -147,14 +152,13 @@ impl GqaAttention {
         };
         let attended = match place {
             Place::Host(start) => self.attend_at(&q, &k, &v, cache, start)?,
-            Place::Device { position, keys } => {
+            Place::Device { position, span, masks } => {
                 let index = Place::write_index(position, &k)?;
                 let _ = cache.keys.shallow_clone().f_scatter_(2, &index, &k)?;
                 let _ = cache.values.shallow_clone().f_scatter_(2, &index, &v)?;
-                let span = keys.size()[0];
                 let (cached_keys, cached_values) =
                     (cache.keys.f_narrow(2, 0, span)?, cache.values.f_narrow(2, 0, span)?);
-                let mask = Place::device_mask(position, keys, self.window)?;
+                let mask = masks.allowed(self.window)?;
                 let rows = mask.size()[0];
                 match &self.sinks {
                     None => Tensor::f_scaled_dot_product_attention(

@@ -228,12 +228,11 @@ impl MlaAttention {
                     self.attend_sdpa(&q, &keys, start)?
                 }
             }
-            Place::Device { position, keys } => {
+            Place::Device { position, span, masks } => {
                 let entry = Tensor::f_cat(&[&latent, &k_pe], -1)?;
                 let index = Place::write_index(position, &entry)?;
                 let _ = cache.latent_and_rope.shallow_clone().f_scatter_(1, &index, &entry)?;
-                let span = keys.size()[0];
-                let mask = Place::device_mask(position, keys, None)?;
+                let mask = masks.allowed(None)?;
                 let rows = mask.size()[0];
                 let cached = cache.latent_and_rope.f_narrow(1, 0, span)?;
                 self.attend_explicit(&q, &cached, Some(&mask.f_view([rows, 1, span])?))?

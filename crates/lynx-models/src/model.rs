@@ -28,9 +28,41 @@ pub(crate) enum Place<'a> {
     /// Positions `start..start + n`, known on the host: the first `start + n` keys.
     Host(i64),
     /// One token a sequence at the positions held on the device in `position` (`[1]` for every
-    /// sequence alike, or `[batch]`, one a row; int64): the cache's first `keys.len()` keys
-    /// (`keys` = 0..span), those after each row's position masked out.
-    Device { position: &'a Tensor, keys: &'a Tensor },
+    /// sequence alike, or `[batch]`, one a row; int64): the cache's first `span` keys, those
+    /// after each row's position masked out by `masks`.
+    Device { position: &'a Tensor, span: i64, masks: &'a StepMasks },
+}
+
+/// The masks of a step at device-held positions ([`Place::device_mask`]), one for each window
+/// the model's layers attend within (none, or a sliding layer's), made once a step: a mask made
+/// in every layer was one more kernel a layer for the host to issue (31 of a Llama 3.1 8B step's
+/// about 550) and, in a graph, to run.
+pub(crate) struct StepMasks(Vec<(Option<i64>, Tensor)>);
+
+impl StepMasks {
+    /// The masks over keys `keys` (0..span) for rows at `position`, for each of `windows`.
+    pub(crate) fn new(
+        position: &Tensor,
+        keys: &Tensor,
+        windows: impl IntoIterator<Item = Option<i64>>,
+    ) -> Result<StepMasks, ModelError> {
+        let mut masks: Vec<(Option<i64>, Tensor)> = Vec::new();
+        for window in windows {
+            if !masks.iter().any(|(w, _)| *w == window) {
+                masks.push((window, Place::device_mask(position, keys, window)?));
+            }
+        }
+        Ok(StepMasks(masks))
+    }
+
+    /// The mask of a layer that attends within `window`: true where a row may attend a key,
+    /// `[rows, span]`.
+    pub(crate) fn allowed(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
+        self.0.iter().find(|(w, _)| *w == window).map(|(_, mask)| mask).ok_or_else(|| {
+            let within = window.map_or_else(|| "the whole context".to_owned(), |w| format!("a window of {w}"));
+            ModelError::Shape(format!("the step made no mask for a layer attending within {within}"))
+        })
+    }
 }
 
 impl Place<'_> {
@@ -554,7 +586,13 @@ impl Model {
             None => None,
         };
         let keys = scalar_call(|| Tensor::f_arange(span, (Kind::Int64, self.device)))?;
-        let x = self.layers(tokens, cache, table.as_ref(), Place::Device { position: positions, keys: &keys })?;
+        let windows = self.blocks.iter().map(|b| match &b.attention {
+            AttentionLayer::Gqa(a) => a.window(),
+            AttentionLayer::Mla(_) => None,
+        });
+        let masks = StepMasks::new(positions, &keys, windows)?;
+        let x =
+            self.layers(tokens, cache, table.as_ref(), Place::Device { position: positions, span, masks: &masks })?;
         self.head(&x, Logits::Last)
     }
 
@@ -717,6 +755,24 @@ impl Model {
 mod tests {
     use super::*;
     use lynx_schema::config::{ModelShape, Precision};
+
+    /// A step's masks are made once for each window its layers attend within (gpt-oss
+    /// alternates a 128-position window with none), each the mask a layer made for itself.
+    #[test]
+    fn a_steps_masks_are_made_once_a_window() {
+        let position = Tensor::from_slice(&[3i64, 6]);
+        let keys = Tensor::arange(8, (Kind::Int64, Device::Cpu));
+        let masks = StepMasks::new(&position, &keys, [None, Some(2), None, Some(2)]).unwrap();
+        assert_eq!(masks.0.len(), 2);
+        for window in [None, Some(2)] {
+            assert!(masks.allowed(window).unwrap().equal(&Place::device_mask(&position, &keys, window).unwrap()));
+        }
+        // Row 1 at position 6 within 2: keys 5 and 6.
+        let row: Vec<bool> = Vec::try_from(masks.allowed(Some(2)).unwrap().get(1)).unwrap();
+        assert_eq!(row, [false, false, false, false, false, true, true, false]);
+        let missing = masks.allowed(Some(3)).err().unwrap().to_string();
+        assert_eq!(missing, "the step made no mask for a layer attending within a window of 3");
+    }
 
     /// Every layer's keys and values of one shape are views of one slab, so that a server's row
     /// move is one copy (one kernel on a GPU) rather than two per layer; the views alias the
