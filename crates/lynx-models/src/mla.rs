@@ -232,10 +232,10 @@ impl MlaAttention {
                 let entry = Tensor::f_cat(&[&latent, &k_pe], -1)?;
                 let index = Place::write_index(position, &entry)?;
                 let _ = cache.latent_and_rope.shallow_clone().f_scatter_(1, &index, &entry)?;
-                let mask = masks.allowed(None)?;
-                let rows = mask.size()[0];
+                let blocked = masks.blocked(None)?;
+                let rows = blocked.size()[0];
                 let cached = cache.latent_and_rope.f_narrow(1, 0, span)?;
-                self.attend_explicit(&q, &cached, Some(&mask.f_view([rows, 1, span])?))?
+                self.attend_explicit(&q, &cached, Some(&blocked.f_view([rows, 1, span])?))?
             }
         };
         // Per-head value up-projection: [b, h, n, rank] · [h, rank, v].
@@ -248,16 +248,15 @@ impl MlaAttention {
     /// (the cached latents and RoPE keys, `[batch, len, rank + rope]`), so the heads are the rows
     /// of one matmul per sequence and nothing is copied per head: SDPA's fused kernels refuse a
     /// 576-wide head, and its math kernel expands the keys for all heads. `q` is `[batch, heads,
-    /// 1, rank + rope]`; `mask` (`[1 or batch, 1, len]`, true where a key may be attended) leaves keys
-    /// out; returns `[batch, heads, 1, rank]`.
-    fn attend_explicit(&self, q: &Tensor, keys: &Tensor, mask: Option<&Tensor>) -> Result<Tensor, ModelError> {
+    /// 1, rank + rope]`; `blocked` (`[1 or batch, 1, len]`, true where a key may not be attended)
+    /// leaves keys out; returns `[batch, heads, 1, rank]`.
+    fn attend_explicit(&self, q: &Tensor, keys: &Tensor, blocked: Option<&Tensor>) -> Result<Tensor, ModelError> {
         let [batch, heads, n, width] = q.size()[..] else { unreachable!("queries are 4-d") };
         let acc = accumulation_kind(q.kind());
         let scores = q.f_reshape([batch, heads * n, width])?.f_bmm(&keys.f_transpose(1, 2)?)?.f_to_kind(acc)?;
         let mut scores = scalar_call(|| scores.f_mul_scalar(self.softmax_scale))?;
-        if let Some(mask) = mask {
-            let masked = mask.f_logical_not()?;
-            scores = scalar_call(|| scores.f_masked_fill(&masked, f64::NEG_INFINITY))?;
+        if let Some(blocked) = blocked {
+            scores = scalar_call(|| scores.f_masked_fill(blocked, f64::NEG_INFINITY))?;
         }
         let weights = scores.f_softmax(-1, acc)?.f_to_kind(keys.kind())?;
         let attended = weights.f_bmm(&keys.f_narrow(-1, 0, self.rank)?)?;

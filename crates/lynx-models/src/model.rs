@@ -36,8 +36,9 @@ pub(crate) enum Place<'a> {
 /// The masks of a step at device-held positions ([`Place::device_mask`]), one for each window
 /// the model's layers attend within (none, or a sliding layer's), made once a step: a mask made
 /// in every layer was one more kernel a layer for the host to issue (31 of a Llama 3.1 8B step's
-/// about 550) and, in a graph, to run.
-pub(crate) struct StepMasks(Vec<(Option<i64>, Tensor)>);
+/// about 550) and, in a graph, to run. Each mask's complement (the keys a row may not attend,
+/// which MLA's explicit attention fills) is made once too, the first time a layer asks.
+pub(crate) struct StepMasks(Vec<(Option<i64>, Tensor, std::cell::OnceCell<Tensor>)>);
 
 impl StepMasks {
     /// The masks over keys `keys` (0..span) for rows at `position`, for each of `windows`.
@@ -46,22 +47,36 @@ impl StepMasks {
         keys: &Tensor,
         windows: impl IntoIterator<Item = Option<i64>>,
     ) -> Result<StepMasks, ModelError> {
-        let mut masks: Vec<(Option<i64>, Tensor)> = Vec::new();
+        let mut masks: Vec<(Option<i64>, Tensor, std::cell::OnceCell<Tensor>)> = Vec::new();
         for window in windows {
-            if !masks.iter().any(|(w, _)| *w == window) {
-                masks.push((window, Place::device_mask(position, keys, window)?));
+            if !masks.iter().any(|(w, _, _)| *w == window) {
+                masks.push((window, Place::device_mask(position, keys, window)?, std::cell::OnceCell::new()));
             }
         }
         Ok(StepMasks(masks))
     }
 
-    /// The mask of a layer that attends within `window`: true where a row may attend a key,
-    /// `[rows, span]`.
-    pub(crate) fn allowed(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
-        self.0.iter().find(|(w, _)| *w == window).map(|(_, mask)| mask).ok_or_else(|| {
+    fn find(&self, window: Option<i64>) -> Result<&(Option<i64>, Tensor, std::cell::OnceCell<Tensor>), ModelError> {
+        self.0.iter().find(|(w, _, _)| *w == window).ok_or_else(|| {
             let within = window.map_or_else(|| "the whole context".to_owned(), |w| format!("a window of {w}"));
             ModelError::Shape(format!("the step made no mask for a layer attending within {within}"))
         })
+    }
+
+    /// The mask of a layer that attends within `window`: true where a row may attend a key,
+    /// `[rows, span]`.
+    pub(crate) fn allowed(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
+        Ok(&self.find(window)?.1)
+    }
+
+    /// Its complement: true where a row may not attend a key.
+    pub(crate) fn blocked(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
+        let (_, allowed, blocked) = self.find(window)?;
+        if let Some(made) = blocked.get() {
+            return Ok(made);
+        }
+        let made = allowed.f_logical_not()?;
+        Ok(blocked.get_or_init(|| made))
     }
 }
 
@@ -765,7 +780,11 @@ mod tests {
         let masks = StepMasks::new(&position, &keys, [None, Some(2), None, Some(2)]).unwrap();
         assert_eq!(masks.0.len(), 2);
         for window in [None, Some(2)] {
-            assert!(masks.allowed(window).unwrap().equal(&Place::device_mask(&position, &keys, window).unwrap()));
+            let mask = Place::device_mask(&position, &keys, window).unwrap();
+            assert!(masks.allowed(window).unwrap().equal(&mask));
+            assert!(masks.blocked(window).unwrap().equal(&mask.logical_not()));
+            // Made once: the second ask answers the same tensor.
+            assert_eq!(masks.blocked(window).unwrap().data_ptr(), masks.blocked(window).unwrap().data_ptr());
         }
         // Row 1 at position 6 within 2: keys 5 and 6.
         let row: Vec<bool> = Vec::try_from(masks.allowed(Some(2)).unwrap().get(1)).unwrap();
