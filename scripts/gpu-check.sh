@@ -500,27 +500,33 @@ if bf16:
         claim("(eager) Llama 3.1 8B bf16 batch-1 decode, share of copy bandwidth", "INFO", f"{achieved / copy:.1%}")
 
 # Precision and architectures.
-def decode_median(result, batch, step_mode):
-    cell = next((c for c in cells(result, "decode")
+def decode_cell(result, batch, step_mode):
+    return next((c for c in cells(result, "decode")
                  if c["batch"] == batch and c["status"] == "ok" and mode(c) == step_mode), None)
-    return cell and cell["step_time"]["median_s"]
 
 fp8 = results.get("gpu-check-llama-fp8")
+fp8_claim = "fp8 decode faster than bf16 at batch 64 as graphs, and eagerly not over 5% slower"
 if not gpu:
-    claim("fp8 decode faster than bf16 at batch 64, in each mode both measured", "SKIP", no_gpu)
+    claim(fp8_claim, "SKIP", no_gpu)
     claim("MoE and MLA cells complete, none launch-bound at batch >= 16", "SKIP", no_gpu)
 else:
-    # Eager (the host's cost of fp8's extra kernels shows there) and graph (as serving engines
-    # run it): fp8 must be the faster in each.
-    both = []
-    for m in ("eager", "graph"):
-        b = decode_median(bf16, 64, m) if bf16 else None
-        f = decode_median(fp8, 64, m) if fp8 else None
-        if b and f:
-            both.append((m, b, f))
-    claim("fp8 decode faster than bf16 at batch 64, in each mode both measured",
-          judged(bool(both) and all(f < b for _, b, f in both)),
-          "; ".join(f"{m}: fp8 {f * 1e3:.2f} ms, bf16 {b * 1e3:.2f} ms" for m, b, f in both) or "a cell is missing")
+    # As serving engines run fp8 (graph steps) it must be the faster. Eager, its extra kernels
+    # (each fp8 linear layer quantises its input) must not make it slower: at batch 64 both eager
+    # steps are mostly their host's issue time, so fp8 cannot be faster there by the device's
+    # speed, and two nearly equal launch-bound medians fall either way by noise (the fourth H200
+    # run: fp8 10.42 ms, issued in 9.51, against bf16's 10.44, both with step-time CVs of 15%).
+    # Slower by over 5% is a regression (the third run: 14.19 against 10.46 ms).
+    pairs, ok = [], {"eager": False, "graph": False}
+    for m, allowed in (("eager", 1.05), ("graph", 1.0)):
+        b = decode_cell(bf16, 64, m) if bf16 else None
+        f = decode_cell(fp8, 64, m) if fp8 else None
+        if not (b and f):
+            continue
+        tb, tf = b["step_time"]["median_s"], f["step_time"]["median_s"]
+        ok[m] = tf < tb if allowed == 1.0 else tf <= allowed * tb
+        issued = lambda c: f", issued in {c['issue_median_s'] * 1e3:.2f}" if c.get("launch_bound") and c.get("issue_median_s") else ""
+        pairs.append(f"{m}: fp8 {tf * 1e3:.2f} ms{issued(f)}, bf16 {tb * 1e3:.2f} ms{issued(b)} ({tf / tb:.3f}x)")
+    claim(fp8_claim, judged(ok["eager"] and ok["graph"]), "; ".join(pairs) or "a cell is missing")
     problems, kernels = [], set()
     for name in ("gpu-check-moe", "gpu-check-mla"):
         result = results.get(name)
