@@ -35,6 +35,18 @@ pub use store::write_json_atomic;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Seconds spent before warm-up (or within one of its phases), each under its name, in the
+/// order they were spent: what `lynx run`'s `before warm-up:` line prints.
+pub type Phases = Vec<(&'static str, f64)>;
+
+/// `work`'s outcome, with the seconds it took pushed onto `phases` under `name`.
+fn timed<T>(phases: &mut Phases, name: &'static str, work: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = work();
+    phases.push((name, start.elapsed().as_secs_f64()));
+    out
+}
+
 /// Seconds since the Unix epoch (0 if the clock is before it), for run ids and timestamps.
 fn unix_now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())

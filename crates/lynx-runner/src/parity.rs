@@ -55,29 +55,7 @@ pub struct ParityLogits {
     pub host: Option<Tensor>,
     pub prompt_len: i64,
     /// Where the check's seconds went, in the order they were spent.
-    pub phases: Phases,
-}
-
-/// Seconds spent, each under its name, in the order they were spent.
-pub type Phases = Vec<(&'static str, f64)>;
-
-/// Seconds between marks, each under its name.
-struct Laps {
-    phases: Phases,
-    last: std::time::Instant,
-}
-
-impl Laps {
-    fn start() -> Laps {
-        Laps { phases: Vec::new(), last: std::time::Instant::now() }
-    }
-
-    /// The seconds since the last mark, as `name`.
-    fn mark(&mut self, name: &'static str) {
-        let now = std::time::Instant::now();
-        self.phases.push((name, (now - self.last).as_secs_f64()));
-        self.last = now;
-    }
+    pub phases: crate::Phases,
 }
 
 /// The shape the check runs: `layers` layers of `shape`, with its dense and MoE layers both
@@ -125,19 +103,21 @@ fn measure_beside_host(
     config: &ParityConfig,
     host: bool,
 ) -> Result<ParityLogits, ModelError> {
-    let mut laps = Laps::start();
+    let mut phases = crate::Phases::new();
     let cut = parity_shape(shape, config.layers);
-    let reference = match weights {
-        ParityWeights::Random(seed) => Model::reference(&cut, seed, device)?,
+    let reference = crate::timed(&mut phases, "parity's float64 weights", || match weights {
+        ParityWeights::Random(seed) => Model::reference(&cut, seed, device),
         ParityWeights::Checkpoint(checkpoint, layers) => {
             let names: Vec<u32> = source_layers(shape, &cut).iter().map(|&i| layers[i as usize]).collect();
-            Model::load(&cut, checkpoint, &names, None)?
+            Model::load(&cut, checkpoint, &names, None)
         }
+    })?;
+    let copy = |to: Device| -> Result<Model, ModelError> {
+        let copied = reference.to(to, precision)?;
+        copied.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
+        Ok(copied)
     };
-    laps.mark("parity's float64 weights");
-    let on_device = reference.to(device, precision)?;
-    on_device.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
-    laps.mark("parity's device copy");
+    let on_device = crate::timed(&mut phases, "parity's device copy", || copy(device))?;
     let (batch, len, steps) = (i64::from(config.batch), i64::from(config.prompt_len), i64::from(config.decode_steps));
     let sequence = lynx_models::with_generator(Some(seed), || {
         Tensor::f_randint(reference.vocab_size(), [batch, len + steps], (Kind::Int64, Device::Cpu))
@@ -153,19 +133,11 @@ fn measure_beside_host(
     };
     let host = match host {
         false => None,
-        true => {
-            let on_host = reference.to(Device::Cpu, precision)?;
-            on_host.calibrate_fp8(&calibration_prompt(reference.vocab_size(), config, seed)?)?;
-            let logits = run(&on_host)?;
-            laps.mark("parity's CPU kernels");
-            Some(logits)
-        }
+        true => Some(crate::timed(&mut phases, "parity's CPU kernels", || run(&copy(Device::Cpu)?))?),
     };
-    let reference = run(&reference)?;
-    laps.mark("parity's float64 run");
-    let on_device = run(&on_device)?;
-    laps.mark("parity's device run");
-    Ok(ParityLogits { reference, device: on_device, host, prompt_len: len, phases: laps.phases })
+    let reference_logits = crate::timed(&mut phases, "parity's float64 run", || run(&reference))?;
+    let device_logits = crate::timed(&mut phases, "parity's device run", || run(&on_device))?;
+    Ok(ParityLogits { reference: reference_logits, device: device_logits, host, prompt_len: len, phases })
 }
 
 /// The prompt fp8 input scales are calibrated on: `config`'s batch and prompt length, drawn

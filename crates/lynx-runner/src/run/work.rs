@@ -13,6 +13,7 @@ use crate::libtorch::{load_gpu_backends, Runtime};
 use crate::parity::ParityWeights;
 use crate::store::write_json_atomic;
 use crate::telemetry::RunTelemetry;
+use crate::timed;
 use crate::unix_now_s;
 use crate::RunError;
 use lynx_analysis::latency::bounds_for;
@@ -91,14 +92,6 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     remove(&run.current_path())?;
     turn.telemetry.finish()?;
     Ok(end)
-}
-
-/// `work`'s outcome, with the seconds it took pushed onto `phases` under `name`.
-fn timed<T>(phases: &mut Vec<(&'static str, f64)>, name: &'static str, work: impl FnOnce() -> T) -> T {
-    let start = std::time::Instant::now();
-    let out = work();
-    phases.push((name, start.elapsed().as_secs_f64()));
-    out
 }
 
 /// What a turn builds its models from: the configuration as run, the shape the device holds,
@@ -240,7 +233,7 @@ impl Setup {
 
     /// The parity check of the device's logits against the float64 reference, and where its
     /// seconds went.
-    fn parity(&self) -> Result<(Check, crate::parity::Phases), RunError> {
+    fn parity(&self) -> Result<(Check, crate::Phases), RunError> {
         let suite = &self.config.suite;
         let weights = match &self.checkpoint {
             Some(c) => ParityWeights::Checkpoint(c, &self.layers),
@@ -547,7 +540,7 @@ struct Turn<'a> {
     /// When this process began its work on the run (serve.run_s counts from it).
     began: std::time::Instant,
     /// What this process did before warm-up, and the seconds each took.
-    phases: Vec<(&'static str, f64)>,
+    phases: crate::Phases,
 }
 
 impl Turn<'_> {
