@@ -516,15 +516,16 @@ else:
     # speed, and two nearly equal launch-bound medians fall either way by noise (the fourth H200
     # run: fp8 10.42 ms, issued in 9.51, against bf16's 10.44, both with step-time CVs of 15%).
     # Slower by over 5% is a regression (the third run: 14.19 against 10.46 ms).
+    def issued(c):
+        return f", issued in {c['issue_median_s'] * 1e3:.2f}" if c.get("launch_bound") and c.get("issue_median_s") else ""
     pairs, ok = [], {"eager": False, "graph": False}
-    for m, allowed in (("eager", 1.05), ("graph", 1.0)):
+    for m, holds in (("eager", lambda tf, tb: tf <= 1.05 * tb), ("graph", lambda tf, tb: tf < tb)):
         b = decode_cell(bf16, 64, m) if bf16 else None
         f = decode_cell(fp8, 64, m) if fp8 else None
         if not (b and f):
             continue
         tb, tf = b["step_time"]["median_s"], f["step_time"]["median_s"]
-        ok[m] = tf < tb if allowed == 1.0 else tf <= allowed * tb
-        issued = lambda c: f", issued in {c['issue_median_s'] * 1e3:.2f}" if c.get("launch_bound") and c.get("issue_median_s") else ""
+        ok[m] = holds(tf, tb)
         pairs.append(f"{m}: fp8 {tf * 1e3:.2f} ms{issued(f)}, bf16 {tb * 1e3:.2f} ms{issued(b)} ({tf / tb:.3f}x)")
     claim(fp8_claim, judged(ok["eager"] and ok["graph"]), "; ".join(pairs) or "a cell is missing")
     problems, kernels = [], set()
@@ -565,12 +566,12 @@ else:
         claim(what, "FAIL", "no cell recorded the count" if results else "no run produced a result")
     else:
         claim(what, judged(not shared), "; ".join(shared) or f"{len(counted)} cells counted, none shared")
-def slow_steps_by_mode(cells):
+def slow_steps_by_mode(result):
     """Per mode, the cells' slow steps of their timed steps, and for each source the slow ones
     during its readings, the share of the other steps during them, and its readings' median."""
     words = []
     for mode_name in ("eager", "graph"):
-        kept = [c["slow_steps"] for c in cells if c.get("slow_steps") and c.get("mode", "eager") == mode_name]
+        kept = [c["slow_steps"] for c in cells(result) if c.get("slow_steps") and mode(c) == mode_name]
         if not kept:
             continue
         steps, slow = sum(k["steps"] for k in kept), sum(k["slow"] for k in kept)
@@ -621,7 +622,7 @@ for name, result in sorted(results.items()):
     # Every cell's slow steps (over 1.2x its median) summed by mode, set against each telemetry
     # source's timed readings, stable cells included: whether the eager cells' variation follows
     # the sampler's NVML calls shows here on any run, not only in an unstable cell's entry.
-    slow = slow_steps_by_mode(result["cells"])
+    slow = slow_steps_by_mode(result)
     if slow:
         claim(f"{name}: slow steps against the telemetry readings", "INFO", slow)
 # The serving phase's rates, measured against simulated. Beside each output tok/s (the whole
