@@ -22,7 +22,7 @@
 //! the activations quantised per tensor as `_scaled_mm` takes them (statically once
 //! calibrated, as every fp8 layer).
 
-use crate::linear::{quantise, Fp8Format, Fp8Input, Linear};
+use crate::linear::{quantise, Fp8Format, Fp8Input, Linear, Widened};
 use crate::mlp::{activate, Mlp};
 use crate::scalar_call;
 use crate::{Convert, ModelError};
@@ -40,12 +40,15 @@ struct Stacked {
     /// `None` for dense weights.
     scale: Option<(Tensor, Fp8Input)>,
     bias: Option<Tensor>,
+    /// e4m3 weights once [`Stacked::widen`]ed: dequantised to bf16 (the activations' element
+    /// type under fp8) as every call would dequantise them.
+    widened: Widened,
 }
 
 impl Stacked {
     fn of(weight: Tensor, bias: Option<Tensor>, fp8: Option<Fp8Format>) -> Result<Stacked, ModelError> {
         let Some(format) = fp8 else {
-            return Ok(Stacked { weight, scale: None, bias });
+            return Ok(Stacked { weight, scale: None, bias, widened: Widened::default() });
         };
         let experts = weight.size()[0];
         let (mut quantised, mut scales) = (Vec::new(), Vec::new());
@@ -56,11 +59,29 @@ impl Stacked {
         }
         let weight = Tensor::f_stack(&quantised, 0)?.f_to_kind(format.kind())?;
         let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
-        Ok(Stacked { weight, scale: Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic(format))), bias })
+        let scale = Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic(format)));
+        Ok(Stacked { weight, scale, bias, widened: Widened::default() })
+    }
+
+    /// Dequantise e4m3 weights once, to bf16 as a step's call does (the same values, each
+    /// `ids`'s row as [`Stacked::dense`] would make it), and take them from there from now on
+    /// (see [`Linear::widen`]). Whether the weights are e4m3.
+    fn widen(&self) -> Result<bool, ModelError> {
+        if self.scale.is_none() {
+            return Ok(false);
+        }
+        self.widened.fill(|| self.dense(None, Kind::BFloat16))?;
+        Ok(true)
     }
 
     /// The weights at `kind`, dequantised for e4m3: `[experts, out, in]`, or only `ids`'s.
     fn dense(&self, ids: Option<&Tensor>, kind: Kind) -> Result<Tensor, ModelError> {
+        if let Some(wide) = self.widened.get().filter(|wide| wide.kind() == kind) {
+            return Ok(match ids {
+                Some(ids) => wide.f_index_select(0, ids)?,
+                None => wide,
+            });
+        }
         let weight = match (ids, &self.scale) {
             // e4m3 rows gathered as bytes: index kernels need not know the type.
             (Some(ids), Some(_)) => {
@@ -233,6 +254,15 @@ impl ExpertBank {
         self.gate.weight.size()[0]
     }
 
+    /// Dequantise the bank's e4m3 projections once (see [`Linear::widen`]); whether they are e4m3.
+    pub fn widen(&self) -> Result<bool, ModelError> {
+        let mut widened = false;
+        for stacked in [&self.gate, &self.up, &self.down] {
+            widened |= stacked.widen()?;
+        }
+        Ok(widened)
+    }
+
     /// How the bank's e4m3 projections scale their inputs (none for dense experts).
     pub fn fp8_inputs(&self) -> impl Iterator<Item = &Fp8Input> {
         [&self.gate, &self.up, &self.down].into_iter().filter_map(Stacked::fp8_input)
@@ -403,6 +433,24 @@ mod tests {
             let id = Tensor::from_slice(&[e]);
             let expected = q.to_kind(Kind::Float) * scale;
             assert!(fp8.up.dense(Some(&id), Kind::Float).unwrap().squeeze_dim(0).equal(&expected), "expert {e}");
+        }
+        // Widened once (to bf16, the activations' type under fp8), the e4m3 bank holds the values
+        // every call made and runs as before, by each kernel the CPU takes.
+        let x =
+            crate::with_generator(None, || Tensor::randn([5, 4], (Kind::Float, Device::Cpu))).to_kind(Kind::BFloat16);
+        let routing = (
+            Tensor::from_slice2(&[[0i64, 2], [1, 0], [2, 1], [0, 1], [2, 0]]),
+            &Tensor::full([5, 2], 0.5, (Kind::Float, Device::Cpu)),
+        );
+        let runs = |bank: &ExpertBank| {
+            [ExpertKernel::Gathered, ExpertKernel::Every]
+                .map(|kernel| bank.run(&x, (&routing.0, routing.1), &Activation::Swiglu, kernel).unwrap())
+        };
+        let before = runs(&fp8);
+        assert!(fp8.widen().unwrap() && !bank.widen().unwrap());
+        assert!(fp8.up.widened.get().is_some_and(|wide| wide.kind() == Kind::BFloat16));
+        for (before, after) in before.iter().zip(runs(&fp8)) {
+            assert!(before.equal(&after));
         }
         let unbiased = |e: i64| {
             let bias = e == 0;

@@ -240,6 +240,15 @@ impl MoeLayer {
     }
 
     /// How the layer's e4m3 projections scale their inputs: shared and routed experts'.
+    /// Its e4m3 layers widened once (see [`Linear::widen`]): how many were e4m3.
+    pub(crate) fn widen_fp8(&self) -> Result<usize, ModelError> {
+        let mut widened = usize::from(self.experts.widen()?);
+        for linear in self.shared.iter().flat_map(MergedMlp::linears) {
+            widened += usize::from(linear.widen()?);
+        }
+        Ok(widened)
+    }
+
     pub(crate) fn fp8_inputs(&self) -> Vec<&crate::linear::Fp8Input> {
         let shared = self.shared.iter().flat_map(MergedMlp::linears).filter_map(Linear::fp8_input);
         shared.chain(self.experts.fp8_inputs()).collect()
