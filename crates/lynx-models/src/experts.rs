@@ -46,21 +46,21 @@ struct Stacked {
 }
 
 impl Stacked {
+    /// A stack `[experts, out, in]` at its element type, or quantised to `fp8`'s format expert
+    /// by expert (each with its own scale) into an e4m3 stack made first: beside the dense stack
+    /// at most one expert's quantisation exists (stacking the quantised experts at the end held
+    /// them all twice more, in bf16).
     fn of(weight: Tensor, bias: Option<Tensor>, fp8: Option<Fp8Format>) -> Result<Stacked, ModelError> {
-        let Some(format) = fp8 else {
+        if fp8.is_none() {
             return Ok(Stacked { weight, scale: None, bias, widened: Widened::default() });
-        };
-        let experts = weight.size()[0];
-        let (mut quantised, mut scales) = (Vec::new(), Vec::new());
-        for e in 0..experts {
-            let (q, scale) = quantise(&weight.f_select(0, e)?, format)?;
-            quantised.push(q.f_to_kind(Kind::BFloat16)?);
-            scales.push(scale);
         }
-        let weight = Tensor::f_stack(&quantised, 0)?.f_to_kind(format.kind())?;
-        let bias = bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
-        let scale = Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic(format)));
-        Ok(Stacked { weight, scale, bias, widened: Widened::default() })
+        let experts = weight.size()[0];
+        let mut filling = Filling::new(experts, &weight.f_select(0, 0)?, None, weight.kind(), fp8)?;
+        filling.bias = bias;
+        for e in 0..experts {
+            filling.put(e, &weight.f_select(0, e)?)?;
+        }
+        filling.stacked()
     }
 
     /// Dequantise e4m3 weights once, to bf16 as a step's call does (the same values, each
@@ -173,26 +173,66 @@ pub struct ExpertBank {
 }
 
 /// One projection of every expert being stacked: `[experts, out, in]` (and its bias), made at
-/// the first expert's size and filled expert by expert.
+/// the first expert's size and filled expert by expert; in e4m3, each expert quantised with a
+/// scale of its own as it comes.
 struct Filling {
     weight: Tensor,
     bias: Option<Tensor>,
+    /// The e4m3 format and the experts' scales so far, where the stack is e4m3.
+    fp8: Option<(Fp8Format, Vec<Tensor>)>,
 }
 
 impl Filling {
-    /// Expert `e`'s projection `linear`, at `kind`, into the stack of `count` (made at the first).
-    fn place(slot: &mut Option<Filling>, linear: &Linear, e: i64, count: i64, kind: Kind) -> Result<(), ModelError> {
+    /// A stack of `count` projections the size of `expert` (`[out, in]`) and of `bias`, at `kind`
+    /// or in `fp8`'s format (its bias at `kind`).
+    fn new(
+        count: i64,
+        expert: &Tensor,
+        bias: Option<&Tensor>,
+        kind: Kind,
+        fp8: Option<Fp8Format>,
+    ) -> Result<Filling, ModelError> {
+        let stacked =
+            |t: &Tensor, kind: Kind| Tensor::f_empty([&[count], t.size().as_slice()].concat(), (kind, t.device()));
+        Ok(Filling {
+            weight: stacked(expert, fp8.map_or(kind, Fp8Format::kind))?,
+            bias: bias.map(|b| stacked(b, kind)).transpose()?,
+            fp8: fp8.map(|format| (format, Vec::new())),
+        })
+    }
+
+    /// Expert `e`'s weight (`[out, in]`; experts come in order), quantised first where the stack
+    /// is e4m3.
+    fn put(&mut self, e: i64, weight: &Tensor) -> Result<(), ModelError> {
+        let mut row = self.weight.f_select(0, e)?;
+        match &mut self.fp8 {
+            None => {
+                row.f_copy_(weight)?;
+            }
+            Some((format, scales)) => {
+                let (q, scale) = quantise(weight, *format)?;
+                // Copied as bytes: copy kernels need not know the type.
+                row.f_view_dtype(Kind::Uint8)?.f_copy_(&q.f_view_dtype(Kind::Uint8)?)?;
+                scales.push(scale);
+            }
+        }
+        Ok(())
+    }
+
+    /// Expert `e`'s projection `linear`, at `kind`, into the stack of `count` (made at the first,
+    /// in `fp8`'s format where given).
+    fn place(
+        slot: &mut Option<Filling>,
+        linear: &Linear,
+        e: i64,
+        (count, kind, fp8): (i64, Kind, Option<Fp8Format>),
+    ) -> Result<(), ModelError> {
         let weight = linear.dense_weight(kind)?;
         let filling = match slot {
             Some(filling) => filling,
-            None => {
-                let stacked =
-                    |t: &Tensor| Tensor::f_empty([&[count], t.size().as_slice()].concat(), (kind, t.device()));
-                let bias = linear.bias().map(stacked).transpose()?;
-                slot.insert(Filling { weight: stacked(&weight)?, bias })
-            }
+            None => slot.insert(Filling::new(count, &weight, linear.bias(), kind, fp8)?),
         };
-        filling.weight.f_select(0, e)?.f_copy_(&weight)?;
+        filling.put(e, &weight)?;
         match (&filling.bias, linear.bias()) {
             (Some(stack), Some(bias)) => {
                 stack.f_select(0, e)?.f_copy_(bias)?;
@@ -211,14 +251,28 @@ impl Filling {
         }
         Ok(())
     }
+
+    /// The filled stack; an e4m3 one with its scales, its bias in bf16.
+    fn stacked(self) -> Result<Stacked, ModelError> {
+        let Some((format, scales)) = self.fp8 else {
+            return Ok(Stacked { weight: self.weight, scale: None, bias: self.bias, widened: Widened::default() });
+        };
+        let bias = self.bias.map(|b| b.f_to_kind(Kind::BFloat16)).transpose()?;
+        let scale = Some((Tensor::f_stack(&scales, 0)?, Fp8Input::dynamic(format)));
+        Ok(Stacked { weight: self.weight, scale, bias, widened: Widened::default() })
+    }
 }
 
 impl ExpertBank {
     /// `count` experts, made in order by `expert` (drawn or read dense), stacked at `kind` on
-    /// their device, in e4m3 when `fp8`. Each expert is copied into the stacks as it comes and
-    /// dropped, so that beside the stacks at most one expert's projections exist: stacking a
-    /// layer's experts held all at once needed twice the layer's experts (11 GB more for the
-    /// float64 parity reference of DeepSeek-R1's 8-way shard, which no host-memory check counted).
+    /// their device, in e4m3 when `fp8`. Each expert is copied (in e4m3, quantised) into the
+    /// stacks as it comes and dropped, so that beside the stacks at most one expert's projections
+    /// exist: stacking a layer's experts held all at once needed twice the layer's experts (11 GB
+    /// more for the float64 parity reference of DeepSeek-R1's 8-way shard, which no host-memory
+    /// check counted); and quantising dense stacks at the end held them beside the e4m3 ones,
+    /// with a projection's experts twice more in bf16 while it was quantised (for a layer of
+    /// gpt-oss-120b, 11.7 GB at the peak where its e4m3 bank takes 3.2 GB; building Mixtral 8x7B's
+    /// two-layer model at fp8 on this project's host peaked at 7.0 GB that way, 4.2 GB now).
     pub fn new(
         count: i64,
         mut expert: impl FnMut(i64) -> Result<Mlp, ModelError>,
@@ -228,12 +282,12 @@ impl ExpertBank {
         let [mut gate, mut up, mut down] = [None, None, None];
         for e in 0..count {
             let mlp = expert(e)?;
-            Filling::place(&mut gate, &mlp.gate, e, count, kind)?;
-            Filling::place(&mut up, &mlp.up, e, count, kind)?;
-            Filling::place(&mut down, &mlp.down, e, count, kind)?;
+            Filling::place(&mut gate, &mlp.gate, e, (count, kind, fp8))?;
+            Filling::place(&mut up, &mlp.up, e, (count, kind, fp8))?;
+            Filling::place(&mut down, &mlp.down, e, (count, kind, fp8))?;
         }
         let stack = |filling: Option<Filling>| match filling {
-            Some(Filling { weight, bias }) => Stacked::of(weight, bias, fp8),
+            Some(filling) => filling.stacked(),
             None => Err(ModelError::Shape("a mixture of experts with no experts".to_owned())),
         };
         let gate = stack(gate)?;
@@ -434,6 +488,21 @@ mod tests {
             let expected = q.to_kind(Kind::Float) * scale;
             assert!(fp8.up.dense(Some(&id), Kind::Float).unwrap().squeeze_dim(0).equal(&expected), "expert {e}");
         }
+        // Converted from the dense bank, as a model's copy at fp8 is: each expert quantised from
+        // its weight at the copy's element type.
+        let convert = Convert { device: Device::Cpu, kind: Kind::BFloat16, fp8: Some(Fp8Format::E4m3fn) };
+        let converted = bank.to(&convert).unwrap();
+        for e in 0..3 {
+            let (q, scale) =
+                quantise(&mlps[e as usize].down.dense_weight(Kind::BFloat16).unwrap(), Fp8Format::E4m3fn).unwrap();
+            let id = Tensor::from_slice(&[e]);
+            let expected = q.to_kind(Kind::Float) * scale;
+            assert!(
+                converted.down.dense(Some(&id), Kind::Float).unwrap().squeeze_dim(0).equal(&expected),
+                "expert {e}"
+            );
+        }
+        assert_eq!(converted.down.bias.as_ref().unwrap().kind(), Kind::BFloat16);
         // Widened once (to bf16, the activations' type under fp8), the e4m3 bank holds the values
         // every call made and runs as before, by each kernel the CPU takes.
         let x =
