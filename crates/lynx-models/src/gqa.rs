@@ -158,27 +158,32 @@ impl GqaAttention {
                 let _ = cache.values.shallow_clone().f_scatter_(2, &index, &v)?;
                 let (cached_keys, cached_values) =
                     (cache.keys.f_narrow(2, 0, span)?, cache.values.f_narrow(2, 0, span)?);
-                let mask = masks.allowed(self.window)?;
-                let rows = mask.size()[0];
                 match &self.sinks {
-                    None => Tensor::f_scaled_dot_product_attention(
-                        &q,
-                        &cached_keys,
-                        &cached_values,
-                        Some(&mask.f_view([rows, 1, 1, span])?),
-                        0.0,
-                        false,
-                        None,
-                        true,
-                    )?,
-                    Some(sinks) => attend_with_sinks(
-                        &q,
-                        &cached_keys,
-                        &cached_values,
-                        Some(&mask.f_view([rows, 1, 1, 1, span])?),
-                        sinks,
-                        self.num_kv_heads,
-                    )?,
+                    None => {
+                        let mask = masks.for_sdpa(self.window, (&q, &cached_keys, &cached_values))?;
+                        Tensor::f_scaled_dot_product_attention(
+                            &q,
+                            &cached_keys,
+                            &cached_values,
+                            Some(&mask),
+                            0.0,
+                            false,
+                            None,
+                            true,
+                        )?
+                    }
+                    Some(sinks) => {
+                        let mask = masks.allowed(self.window)?;
+                        let rows = mask.size()[0];
+                        attend_with_sinks(
+                            &q,
+                            &cached_keys,
+                            &cached_values,
+                            Some(&mask.f_view([rows, 1, 1, 1, span])?),
+                            sinks,
+                            self.num_kv_heads,
+                        )?
+                    }
                 }
             }
         };

@@ -37,8 +37,34 @@ pub(crate) enum Place<'a> {
 /// the model's layers attend within (none, or a sliding layer's), made once a step: a mask made
 /// in every layer was one more kernel a layer for the host to issue (31 of a Llama 3.1 8B step's
 /// about 550) and, in a graph, to run. Each mask's complement (the keys a row may not attend,
-/// which MLA's explicit attention fills) is made once too, the first time a layer asks.
-pub(crate) struct StepMasks(Vec<(Option<i64>, Tensor, std::cell::OnceCell<Tensor>)>);
+/// which MLA's explicit attention fills) and the additive mask SDPA is given are made once too,
+/// the first time a layer asks.
+pub(crate) struct StepMasks(Vec<WindowMasks>);
+
+/// A step's masks for the layers attending within one window.
+struct WindowMasks {
+    window: Option<i64>,
+    /// True where a row may attend a key, `[rows, span]`.
+    allowed: Tensor,
+    blocked: std::cell::OnceCell<Tensor>,
+    /// For SDPA: the operands' sizes it was chosen for, and the additive mask, or `None` where
+    /// SDPA would choose another kernel for it than for the boolean one.
+    additive: std::cell::OnceCell<(Vec<Vec<i64>>, Option<Tensor>)>,
+}
+
+/// ATen's number for its cuDNN attention kernel (`sdp::SDPBackend::cudnn_attention`).
+const CUDNN_ATTENTION: i64 = 3;
+
+/// What ATen's SDPA fills the keys a boolean mask blocks with, given the kernel it chose: −65504
+/// for cuDNN (`convert_boolean_attn_mask_cudnn`, a workaround for cuDNN and −∞), −∞ for every
+/// other kernel (`convert_boolean_attn_mask`).
+fn blocked_fill(backend: i64) -> f64 {
+    if backend == CUDNN_ATTENTION {
+        -65504.0
+    } else {
+        f64::NEG_INFINITY
+    }
+}
 
 impl StepMasks {
     /// The masks over keys `keys` (0..span) for rows at `position`, for each of `windows`.
@@ -47,17 +73,22 @@ impl StepMasks {
         keys: &Tensor,
         windows: impl IntoIterator<Item = Option<i64>>,
     ) -> Result<StepMasks, ModelError> {
-        let mut masks: Vec<(Option<i64>, Tensor, std::cell::OnceCell<Tensor>)> = Vec::new();
+        let mut masks: Vec<WindowMasks> = Vec::new();
         for window in windows {
-            if !masks.iter().any(|(w, _, _)| *w == window) {
-                masks.push((window, Place::device_mask(position, keys, window)?, std::cell::OnceCell::new()));
+            if !masks.iter().any(|m| m.window == window) {
+                masks.push(WindowMasks {
+                    window,
+                    allowed: Place::device_mask(position, keys, window)?,
+                    blocked: std::cell::OnceCell::new(),
+                    additive: std::cell::OnceCell::new(),
+                });
             }
         }
         Ok(StepMasks(masks))
     }
 
-    fn find(&self, window: Option<i64>) -> Result<&(Option<i64>, Tensor, std::cell::OnceCell<Tensor>), ModelError> {
-        self.0.iter().find(|(w, _, _)| *w == window).ok_or_else(|| {
+    fn find(&self, window: Option<i64>) -> Result<&WindowMasks, ModelError> {
+        self.0.iter().find(|m| m.window == window).ok_or_else(|| {
             let within = window.map_or_else(|| "the whole context".to_owned(), |w| format!("a window of {w}"));
             ModelError::Shape(format!("the step made no mask for a layer attending within {within}"))
         })
@@ -66,17 +97,66 @@ impl StepMasks {
     /// The mask of a layer that attends within `window`: true where a row may attend a key,
     /// `[rows, span]`.
     pub(crate) fn allowed(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
-        Ok(&self.find(window)?.1)
+        Ok(&self.find(window)?.allowed)
     }
 
     /// Its complement: true where a row may not attend a key.
     pub(crate) fn blocked(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
-        let (_, allowed, blocked) = self.find(window)?;
-        if let Some(made) = blocked.get() {
+        let masks = self.find(window)?;
+        if let Some(made) = masks.blocked.get() {
             return Ok(made);
         }
-        let made = allowed.f_logical_not()?;
-        Ok(blocked.get_or_init(|| made))
+        let made = masks.allowed.f_logical_not()?;
+        Ok(masks.blocked.get_or_init(|| made))
+    }
+
+    /// The mask SDPA is given for a layer attending within `window` over `q`, `k` and `v`
+    /// (`[rows, 1, 1, span]`): the additive mask ATen makes of the boolean one in every call (0
+    /// where a row may attend a key, else [`blocked_fill`] of the kernel it chose, at the
+    /// queries' element type), made once a step in two kernels, which saves each layer the
+    /// kernels ATen's conversion runs (two for cuDNN, three for the others, whose zero it fills
+    /// on the device);
+    /// the boolean one where SDPA would choose another kernel for the additive
+    /// mask than for the boolean one. Chosen once a step, by the first layer to ask (layers
+    /// attending within one window have operands of one size; others choose for themselves).
+    pub(crate) fn for_sdpa(
+        &self,
+        window: Option<i64>,
+        (q, k, v): (&Tensor, &Tensor, &Tensor),
+    ) -> Result<Tensor, ModelError> {
+        let masks = self.find(window)?;
+        let [rows, span] = masks.allowed.size()[..] else { unreachable!("a step's mask is [rows, span]") };
+        let sizes = vec![q.size(), k.size(), v.size()];
+        let other;
+        let additive = match masks.additive.get() {
+            Some((chosen_for, made)) if *chosen_for == sizes => made.as_ref(),
+            Some(_) => {
+                other = masks.additive_for((q, k, v))?;
+                other.as_ref()
+            }
+            None => {
+                let made = masks.additive_for((q, k, v))?;
+                masks.additive.get_or_init(|| (sizes, made)).1.as_ref()
+            }
+        };
+        Ok(additive.unwrap_or(&masks.allowed).f_view([rows, 1, 1, span])?)
+    }
+}
+
+impl WindowMasks {
+    /// The additive mask for SDPA over `q`, `k` and `v`, or `None` where SDPA would choose
+    /// another kernel for it than for the boolean mask.
+    fn additive_for(&self, (q, k, v): (&Tensor, &Tensor, &Tensor)) -> Result<Option<Tensor>, ModelError> {
+        let [rows, span] = self.allowed.size()[..] else { unreachable!("a step's mask is [rows, span]") };
+        let choice = |mask: &Tensor| -> Result<i64, ModelError> {
+            let mask = mask.f_view([rows, 1, 1, span])?;
+            Ok(Tensor::f_internal_fused_sdp_choice(q, k, v, Some(&mask), 0.0, false, None, true)?)
+        };
+        let boolean = choice(&self.allowed)?;
+        // The values ATen makes: zero where allowed, the fill elsewhere, at the queries' type
+        // (−65504 rounds there as ATen's does).
+        let additive = Tensor::f_where_scalar(&self.allowed, 0.0, blocked_fill(boolean))?.f_to_kind(q.kind())?;
+        Ok((choice(&additive)? == boolean).then_some(additive))
     }
 }
 
@@ -816,6 +896,44 @@ mod tests {
         assert_eq!(row, [false, false, false, false, false, true, true, false]);
         let missing = masks.allowed(Some(3)).err().unwrap().to_string();
         assert_eq!(missing, "the step made no mask for a layer attending within a window of 3");
+    }
+
+    /// SDPA is given the additive mask ATen would make of the boolean one (0, or −∞ where this
+    /// CPU's kernel is chosen; cuDNN's fill is −65504), made once a step at the queries' type,
+    /// and attends exactly as with the boolean mask; operands of another size choose afresh.
+    #[test]
+    fn sdpa_is_given_the_additive_mask_aten_would_make_once_a_step() {
+        assert_eq!(blocked_fill(CUDNN_ATTENTION), -65504.0);
+        assert_eq!(blocked_fill(0), f64::NEG_INFINITY);
+        let position = Tensor::from_slice(&[3i64, 6]);
+        let keys = Tensor::arange(8, (Kind::Int64, Device::Cpu));
+        let masks = StepMasks::new(&position, &keys, [None, Some(2)]).unwrap();
+        let (q, k, v) = with_generator(Some(5), || {
+            let draw = |heads: i64, n: i64| Tensor::randn([2, heads, n, 16], (Kind::Float, Device::Cpu));
+            (draw(4, 1), draw(2, 8), draw(2, 8))
+        });
+        for kind in [Kind::Float, Kind::BFloat16] {
+            let (q, k, v) = (q.to_kind(kind), k.to_kind(kind), v.to_kind(kind));
+            for window in [None, Some(2)] {
+                let masks = StepMasks::new(&position, &keys, [window]).unwrap();
+                let mask = masks.for_sdpa(window, (&q, &k, &v)).unwrap();
+                assert_eq!((mask.kind(), mask.size()), (kind, vec![2, 1, 1, 8]));
+                let allowed = masks.allowed(window).unwrap().view([2, 1, 1, 8]);
+                let expected = Tensor::zeros([], (kind, Device::Cpu)).where_scalarother(&allowed, f64::NEG_INFINITY);
+                assert!(mask.equal(&expected), "{kind:?} {window:?}");
+                assert_eq!(mask.data_ptr(), masks.for_sdpa(window, (&q, &k, &v)).unwrap().data_ptr(), "made once");
+                let attend = |mask: &Tensor| {
+                    Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, None, true)
+                };
+                assert!(attend(&mask).equal(&attend(&allowed)), "{kind:?} {window:?}");
+            }
+        }
+        // Queries of another size (here 8 heads) choose for themselves; the step's choice stays.
+        let mask = masks.for_sdpa(None, (&q, &k, &v)).unwrap();
+        let wider = Tensor::zeros([2, 8, 1, 16], (Kind::Float, Device::Cpu));
+        let other = masks.for_sdpa(None, (&wider, &k, &v)).unwrap();
+        assert!(other.equal(&mask) && other.data_ptr() != mask.data_ptr());
+        assert_eq!(masks.for_sdpa(None, (&q, &k, &v)).unwrap().data_ptr(), mask.data_ptr());
     }
 
     /// Every layer's keys and values of one shape are views of one slab, so that a server's row
