@@ -115,8 +115,7 @@ impl StepMasks {
     /// where a row may attend a key, else [`blocked_fill`] of the kernel it chose, at the
     /// queries' element type), made once a step in two kernels, which saves each layer the
     /// kernels ATen's conversion runs (two for cuDNN, three for the others, whose zero it fills
-    /// on the device);
-    /// the boolean one where SDPA would choose another kernel for the additive
+    /// on the device); the boolean one where SDPA would choose another kernel for the additive
     /// mask than for the boolean one. Chosen once a step, by the first layer to ask (layers
     /// attending within one window have operands of one size; others choose for themselves).
     pub(crate) fn for_sdpa(
@@ -799,10 +798,10 @@ impl Model {
     /// Widen every e4m3 weight once to what a call widens it to (fp32 times its scale in a linear
     /// layer, as libtorch's CPU `_scaled_mm` computes without oneDNN; bf16 in a mixture of
     /// experts' stacks) and multiply at that width from now on: the same products, with one
-    /// conversion of each weight where each call made one ([`crate::linear::Linear::widen`]). For a
-    /// copy that only checks another's parity: on this project's 2-core host the parity check's
-    /// host copy of Llama 3.1 8B's two layers at fp8 took 36 s to make, calibrate and run, 15 s
-    /// widened. How many layers (a mixture of experts' bank counts once) were e4m3.
+    /// conversion of each weight where each call made one ([`crate::linear::Linear::widen`]).
+    /// For a copy that only checks another's parity: on this project's 2-core host the parity
+    /// check's host copy of Llama 3.1 8B's two layers at fp8 took 36 s to make, calibrate and
+    /// run, 15 s widened. How many layers (a mixture of experts' bank counts once) were e4m3.
     pub fn widen_fp8(&self) -> Result<usize, ModelError> {
         let mut widened = 0;
         for block in &self.blocks {
