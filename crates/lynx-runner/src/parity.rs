@@ -71,6 +71,23 @@ pub fn parity_shape(shape: &ModelShape, layers: u32) -> ModelShape {
     cut
 }
 
+/// Host bytes the parity check of `shape` (cut to `layers` layers) holds at `precision`: the
+/// float64 reference (twice fp32's bytes) and beside it its copy at the precision, the device's
+/// on a CPU run and libtorch's CPU kernels' own `beside_device` (any other), whose e4m3 weights
+/// are then widened too ([`lynx_models::Model::widen_fp8`]: fp32, or bf16 for experts, so at
+/// most four bytes a linear weight).
+pub fn host_bytes(shape: &ModelShape, layers: u32, precision: Precision, beside_device: bool) -> u64 {
+    let cut = parity_shape(shape, layers);
+    let widened = match precision == Precision::Fp8 && beside_device {
+        true => cut.parameters().linear.saturating_mul(4),
+        false => 0,
+    };
+    cut.weight_bytes(Precision::Fp32)
+        .saturating_mul(2)
+        .saturating_add(cut.weight_bytes(precision))
+        .saturating_add(widened)
+}
+
 /// Where the parity model's weights come from.
 pub enum ParityWeights<'a> {
     /// Drawn from this seed.
@@ -479,6 +496,22 @@ pub(crate) mod tests {
         let check =
             judge(&beside(logits.device.copy(), &logits.reference.f_mul_scalar(f64::NAN).unwrap()), Precision::Bf16);
         assert!(!check.passed && check.detail.starts_with("the CPU's logits are not finite"), "{}", check.detail);
+    }
+
+    /// The host holds the float64 reference and a copy at the precision; beside a device at fp8
+    /// that copy's e4m3 weights widened too, four bytes a linear weight.
+    #[test]
+    fn the_host_bytes_parity_holds_count_the_widened_copy_beside_a_device() {
+        let full = shape(DENSE);
+        let cut = parity_shape(&full, 2);
+        let base = |precision| cut.weight_bytes(Precision::Fp32) * 2 + cut.weight_bytes(precision);
+        for precision in [Precision::Fp32, Precision::Bf16, Precision::Fp8] {
+            assert_eq!(host_bytes(&full, 2, precision, false), base(precision), "{precision} on a CPU run");
+        }
+        assert_eq!(host_bytes(&full, 2, Precision::Bf16, true), base(Precision::Bf16));
+        let linear = cut.parameters().linear;
+        assert!(linear > 0 && linear < cut.parameters().total);
+        assert_eq!(host_bytes(&full, 2, Precision::Fp8, true), base(Precision::Fp8) + 4 * linear);
     }
 
     #[test]

@@ -194,20 +194,9 @@ impl Setup {
         let scaled = "measure a layer subset (scale.layers) or a tensor-parallel shard (scale.tp)";
         if parity {
             let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
-            // float64: twice fp32's bytes; beside it its copy at the run's precision, the device's
-            // on a CPU run and libtorch's CPU kernels' own on any other, where at fp8 that copy
-            // also holds its e4m3 weights widened (`Model::widen_fp8`: fp32, or bf16 for
-            // experts, so at most four bytes a weight).
-            let widened =
-                match suite.precision == lynx_schema::config::Precision::Fp8 && device.torch != tch::Device::Cpu {
-                    true => cut.parameters().linear.saturating_mul(4),
-                    false => 0,
-                };
-            let need = cut
-                .weight_bytes(lynx_schema::config::Precision::Fp32)
-                .saturating_mul(2)
-                .saturating_add(cut.weight_bytes(suite.precision))
-                .saturating_add(widened);
+            let beside = device.torch != tch::Device::Cpu;
+            let widened = beside && suite.precision == lynx_schema::config::Precision::Fp8;
+            let need = crate::parity::host_bytes(&self.shape, suite.parity.layers, suite.precision, beside);
             if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
                 if need > free {
                     return Err(RunError::Config(format!(
@@ -216,7 +205,7 @@ impl Setup {
                          ({source})",
                         suite.model,
                         suite.precision,
-                        if widened > 0 { ", its e4m3 weights widened too," } else { "" },
+                        if widened { ", its e4m3 weights widened too," } else { "" },
                         cut.num_layers,
                         gib(need),
                         gib(free)
