@@ -78,7 +78,7 @@ pub fn parity_shape(shape: &ModelShape, layers: u32) -> ModelShape {
 /// most four bytes a linear weight).
 pub fn host_bytes(shape: &ModelShape, layers: u32, precision: Precision, beside_device: bool) -> u64 {
     let cut = parity_shape(shape, layers);
-    let widened = match precision == Precision::Fp8 && beside_device {
+    let widened = match host_copy_widens(precision, beside_device) {
         true => cut.parameters().linear.saturating_mul(4),
         false => 0,
     };
@@ -86,6 +86,12 @@ pub fn host_bytes(shape: &ModelShape, layers: u32, precision: Precision, beside_
         .saturating_mul(2)
         .saturating_add(cut.weight_bytes(precision))
         .saturating_add(widened)
+}
+
+/// Whether the parity check's host copy holds its e4m3 weights widened: at fp8, beside a device
+/// (on a CPU run the device's copy is the host's, and runs the kernels its cells measure).
+pub fn host_copy_widens(precision: Precision, beside_device: bool) -> bool {
+    precision == Precision::Fp8 && beside_device
 }
 
 /// Where the parity model's weights come from.

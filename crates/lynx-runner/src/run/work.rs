@@ -195,7 +195,7 @@ impl Setup {
         if parity {
             let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
             let beside = device.torch != tch::Device::Cpu;
-            let widened = beside && suite.precision == lynx_schema::config::Precision::Fp8;
+            let widened = crate::parity::host_copy_widens(suite.precision, beside);
             let need = crate::parity::host_bytes(&self.shape, suite.parity.layers, suite.precision, beside);
             if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
                 if need > free {
