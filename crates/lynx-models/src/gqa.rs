@@ -173,13 +173,14 @@ impl GqaAttention {
                         )?
                     }
                     Some(sinks) => {
-                        let mask = masks.allowed(self.window)?;
-                        let rows = mask.size()[0];
+                        // The mask's complement, made once a step as MLA's is.
+                        let blocked = masks.blocked(self.window)?;
+                        let rows = blocked.size()[0];
                         attend_with_sinks(
                             &q,
                             &cached_keys,
                             &cached_values,
-                            Some(&mask.f_view([rows, 1, 1, 1, span])?),
+                            Some(&blocked.f_view([rows, 1, 1, 1, span])?),
                             sinks,
                             self.num_kv_heads,
                         )?
@@ -216,8 +217,14 @@ impl GqaAttention {
             }
             Some(sinks) => {
                 // The explicit path has no `is_causal`: every chunk of several queries is masked.
-                let mask = (n > 1).then(|| explicit_mask(start, n, first, self.window, q.device())).transpose()?;
-                attend_with_sinks(q, &keys, &values, mask.as_ref(), sinks, self.num_kv_heads)?
+                let blocked = (n > 1)
+                    .then(|| {
+                        explicit_mask(start, n, first, self.window, q.device())?
+                            .f_logical_not()
+                            .map_err(ModelError::from)
+                    })
+                    .transpose()?;
+                attend_with_sinks(q, &keys, &values, blocked.as_ref(), sinks, self.num_kv_heads)?
             }
         })
     }
@@ -317,12 +324,13 @@ fn explicit_mask(start: i64, n: i64, first: i64, window: Option<i64>, device: De
 
 /// softmax([q·kᵀ · scale, sink]) without the sink's column, times v: attention in which a learned
 /// per-head logit takes a share of the weight (gpt-oss). Queries `[b, h, n, d]`, keys and values
-/// `[b, kv_heads, s, d]`; query heads are grouped over key heads without copying them.
+/// `[b, kv_heads, s, d]`; query heads are grouped over key heads without copying them. `blocked`
+/// (true where a query may not attend a key) leaves keys out.
 fn attend_with_sinks(
     q: &Tensor,
     keys: &Tensor,
     values: &Tensor,
-    mask: Option<&Tensor>,
+    blocked: Option<&Tensor>,
     sinks: &Tensor,
     kv_heads: i64,
 ) -> Result<Tensor, ModelError> {
@@ -335,9 +343,8 @@ fn attend_with_sinks(
     let acc = accumulation_kind(q.kind());
     let scores = q.f_matmul(&keys.f_transpose(-1, -2)?)?.f_to_kind(acc)?;
     let mut scores = scalar_call(|| scores.f_mul_scalar(1.0 / (d as f64).sqrt()))?;
-    if let Some(mask) = mask {
-        let masked = mask.f_logical_not()?;
-        scores = scalar_call(|| scores.f_masked_fill(&masked, f64::NEG_INFINITY))?;
+    if let Some(blocked) = blocked {
+        scores = scalar_call(|| scores.f_masked_fill(blocked, f64::NEG_INFINITY))?;
     }
     let sink = sinks.f_reshape([1, kv_heads, group, 1, 1])?.f_expand([b, kv_heads, group, n, 1], false)?;
     let weights = Tensor::f_cat(&[&scores, &sink], -1)?.f_softmax(-1, acc)?.f_narrow(-1, 0, s)?;

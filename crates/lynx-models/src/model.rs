@@ -94,13 +94,8 @@ impl StepMasks {
         })
     }
 
-    /// The mask of a layer that attends within `window`: true where a row may attend a key,
-    /// `[rows, span]`.
-    pub(crate) fn allowed(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
-        Ok(&self.find(window)?.allowed)
-    }
-
-    /// Its complement: true where a row may not attend a key.
+    /// The complement of the mask of a layer that attends within `window`: true where a row may
+    /// not attend a key, `[rows, span]`.
     pub(crate) fn blocked(&self, window: Option<i64>) -> Result<&Tensor, ModelError> {
         let masks = self.find(window)?;
         if let Some(made) = masks.blocked.get() {
@@ -885,15 +880,15 @@ mod tests {
         assert_eq!(masks.0.len(), 2);
         for window in [None, Some(2)] {
             let mask = Place::device_mask(&position, &keys, window).unwrap();
-            assert!(masks.allowed(window).unwrap().equal(&mask));
+            assert!(masks.find(window).unwrap().allowed.equal(&mask));
             assert!(masks.blocked(window).unwrap().equal(&mask.logical_not()));
             // Made once: the second ask answers the same tensor.
             assert_eq!(masks.blocked(window).unwrap().data_ptr(), masks.blocked(window).unwrap().data_ptr());
         }
         // Row 1 at position 6 within 2: keys 5 and 6.
-        let row: Vec<bool> = Vec::try_from(masks.allowed(Some(2)).unwrap().get(1)).unwrap();
+        let row: Vec<bool> = Vec::try_from(masks.find(Some(2)).unwrap().allowed.get(1)).unwrap();
         assert_eq!(row, [false, false, false, false, false, true, true, false]);
-        let missing = masks.allowed(Some(3)).err().unwrap().to_string();
+        let missing = masks.find(Some(3)).err().unwrap().to_string();
         assert_eq!(missing, "the step made no mask for a layer attending within a window of 3");
     }
 
@@ -917,7 +912,7 @@ mod tests {
                 let masks = StepMasks::new(&position, &keys, [window]).unwrap();
                 let mask = masks.for_sdpa(window, (&q, &k, &v)).unwrap();
                 assert_eq!((mask.kind(), mask.size()), (kind, vec![2, 1, 1, 8]));
-                let allowed = masks.allowed(window).unwrap().view([2, 1, 1, 8]);
+                let allowed = masks.find(window).unwrap().allowed.view([2, 1, 1, 8]);
                 let expected = Tensor::zeros([], (kind, Device::Cpu)).where_scalarother(&allowed, f64::NEG_INFINITY);
                 assert!(mask.equal(&expected), "{kind:?} {window:?}");
                 assert_eq!(mask.data_ptr(), masks.for_sdpa(window, (&q, &k, &v)).unwrap().data_ptr(), "made once");
