@@ -37,8 +37,8 @@ pub(crate) enum Place<'a> {
 /// the model's layers attend within (none, or a sliding layer's), made once a step: a mask made
 /// in every layer was one more kernel a layer for the host to issue (31 of a Llama 3.1 8B step's
 /// about 550) and, in a graph, to run. Each mask's complement (the keys a row may not attend,
-/// which MLA's explicit attention fills) and the additive mask SDPA is given are made once too,
-/// the first time a layer asks.
+/// which MLA's explicit attention and gpt-oss's sink attention fill) and the additive mask SDPA
+/// is given are made once too, the first time a layer asks.
 pub(crate) struct StepMasks(Vec<WindowMasks>);
 
 /// A step's masks for the layers attending within one window.
