@@ -48,31 +48,6 @@ pub fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-/// Bytes a model being drawn holds beside its weights at the peak of its build: its largest
-/// weight (the embedding table or lm head, or a wider projection), drawn in fp32 and alive
-/// until it has been converted to the type the model keeps it in; none where that is fp32
-/// (kept as drawn). Building catalogue models on this project's host peaked within 0.4 GB of
-/// their weights and this (Llama 3.1 8B's two layers at bf16: 2.97 GB of weights, 2.10 GB
-/// drawn in fp32 beside them, a peak 5.13 GB above the process's start).
-pub fn draw_bytes(shape: &ModelShape, kept_in_fp32: bool) -> u64 {
-    if kept_in_fp32 {
-        return 0;
-    }
-    let hidden = u64::from(shape.hidden_size);
-    let queries = match &shape.attention {
-        Attention::Gqa(gqa) => Some(gqa.num_heads.saturating_mul(shape.head_dim())),
-        Attention::Mla(_) => None,
-    };
-    let widths = [
-        Some(shape.vocab_size),
-        shape.mlp.as_ref().map(|mlp| mlp.intermediate_size),
-        shape.moe.as_ref().map(|moe| moe.intermediate_size),
-        queries,
-    ];
-    let largest = widths.into_iter().flatten().map(|width| hidden.saturating_mul(u64::from(width))).max();
-    largest.unwrap_or(0).saturating_mul(4)
-}
-
 /// The memory `cell` needs on `shape` at `precision`, its cache holding `capacity` tokens a
 /// sequence.
 pub fn cell_memory(shape: &ModelShape, precision: Precision, cell: CellShape, capacity: u64) -> CellMemory {
@@ -220,17 +195,6 @@ mod tests {
 
     fn dense() -> ModelShape {
         shape("[attention]\nkind = \"gqa\"\nnum_heads = 4\nnum_kv_heads = 2\nrope_theta = 1e4\n[mlp]\nintermediate_size = 128\n")
-    }
-
-    /// The largest weight drawn in fp32: the embedding table here, a projection wider than the
-    /// vocabulary where there is one, nothing where the model keeps fp32.
-    #[test]
-    fn a_build_draws_its_largest_weight_in_fp32_beside_the_weights() {
-        let m = dense();
-        assert_eq!(draw_bytes(&m, false), 4 * 1000 * 64);
-        assert_eq!(draw_bytes(&m, true), 0);
-        let wide = shape("[attention]\nkind = \"gqa\"\nnum_heads = 4\nnum_kv_heads = 2\nrope_theta = 1e4\n[mlp]\nintermediate_size = 4096\n");
-        assert_eq!(draw_bytes(&wide, false), 4 * 4096 * 64);
     }
 
     #[test]

@@ -252,7 +252,10 @@ impl Linear {
             n if n == parts.len() => Some(Tensor::f_cat(&biases, 0)?),
             _ => return Err(ModelError::Shape("layers with and without a bias cannot be merged".to_owned())),
         };
-        Linear::new(Tensor::f_cat(&weights, 0)?, bias, fp8)
+        let whole = Tensor::f_cat(&weights, 0)?;
+        // The parts' widened copies go before the whole is quantised (fp32, the whole's size).
+        drop(weights);
+        Linear::new(whole, bias, fp8)
     }
 
     /// The layer's input features.

@@ -23,7 +23,7 @@ use lynx_analysis::serving::LoopStep;
 use lynx_analysis::sweep;
 use lynx_models::{Checkpoint, Model, ModelError};
 use lynx_probes::roofline::ProbePlan;
-use lynx_schema::config::{source_layers, LatencyBound, ModelShape, Precision};
+use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::device::DeviceName;
 use lynx_schema::result::{
     CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, Harness, HostRecord, RunPlan, RunResult,
@@ -181,10 +181,9 @@ impl Setup {
 
     /// Refuse, before anything is built, weights that cannot fit in the memory free now: the
     /// parity check's float64 reference and its copy at the run's precision (where `parity` is
-    /// still to run) in the host's, the measured model in the device's, each with what drawing
-    /// its largest weight in fp32 holds beside it ([`lynx_analysis::memory::draw_bytes`]).
-    /// Building them would fail part-way, or on a host end the worker (and perhaps others) at the
-    /// kernel's out-of-memory killer, again for every fresh worker. A stated free memory
+    /// still to run) in the host's, the measured model in the device's. Building them would fail
+    /// part-way, or on a host end the worker (and perhaps others) at the kernel's out-of-memory
+    /// killer, again for every fresh worker. A stated free memory
     /// ([`crate::devices::FREE_MEMORY_VAR`]) is what is free beside the weights, for planning
     /// cells, so it refuses nothing here; nor does a free memory that cannot be read.
     pub(super) fn weights_fit(&self, device: &Device, parity: bool) -> Result<(), RunError> {
@@ -193,55 +192,36 @@ impl Setup {
         }
         let suite = &self.config.suite;
         let scaled = "measure a layer subset (scale.layers) or a tensor-parallel shard (scale.tp)";
-        // Drawn weights pass through fp32 ([`lynx_models::weights::WeightSource`]); read ones do not.
-        let drawn = |shape: &ModelShape, kept_in_fp32: bool| match self.checkpoint {
-            None => lynx_analysis::memory::draw_bytes(shape, kept_in_fp32),
-            Some(_) => 0,
-        };
-        let drawn_beside = |bytes: u64| match bytes {
-            0 => String::new(),
-            bytes => format!(" ({} of that while the largest weight is drawn in fp32)", gib(bytes)),
-        };
         if parity {
             let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
             let beside = device.torch != tch::Device::Cpu;
             let widened = crate::parity::host_copy_widens(suite.precision, beside);
-            // On a CPU run the host draws the reference, its largest weight in fp32 beside it
-            // before the copy at the precision is made: what that holds beyond the copy.
-            let fp32 = match beside {
-                true => 0,
-                false => drawn(&cut, false).saturating_sub(cut.weight_bytes(suite.precision)),
-            };
-            let need = crate::parity::host_bytes(&self.shape, suite.parity.layers, suite.precision, beside)
-                .saturating_add(fp32);
+            let need = crate::parity::host_bytes(&self.shape, suite.parity.layers, suite.precision, beside);
             if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
                 if need > free {
                     return Err(RunError::Config(format!(
                         "{}: the parity check's float64 reference and its copy at {}{} ({} of the model's \
-                         layers, with its whole embedding and head) need {} of host memory{} and {} is free \
+                         layers, with its whole embedding and head) need {} of host memory and {} is free \
                          ({source})",
                         suite.model,
                         suite.precision,
                         if widened { ", its e4m3 weights widened too," } else { "" },
                         cut.num_layers,
                         gib(need),
-                        drawn_beside(fp32),
                         gib(free)
                     )));
                 }
             }
         }
-        let fp32 = drawn(&self.shape, suite.precision == Precision::Fp32);
-        let need = self.shape.weight_bytes(suite.precision).saturating_add(fp32);
+        let need = self.shape.weight_bytes(suite.precision);
         if let Reported::Known((free, source)) = device.free_memory() {
             if need > free {
                 return Err(RunError::Config(format!(
-                    "{}: its weights need {} at {} on {}{} and {} is free ({source}); {scaled}",
+                    "{}: its weights need {} at {} on {} and {} is free ({source}); {scaled}",
                     suite.model,
                     gib(need),
                     suite.precision,
                     device.record.device,
-                    drawn_beside(fp32),
                     gib(free)
                 )));
             }
@@ -1011,7 +991,7 @@ impl Turn<'_> {
     /// The graph parity check, once per run, where this process can capture graphs: graph
     /// lines are measured only after it passed (a resumed run keeps its verdict). Its time is
     /// one of the phases before warm-up.
-    fn check_graphs(&mut self, model: &Model, precision: Precision) -> Result<(), RunError> {
+    fn check_graphs(&mut self, model: &Model, precision: lynx_schema::config::Precision) -> Result<(), RunError> {
         if !self.graphs.available() || self.result.checks.iter().any(|c| c.name == CheckName::GraphParity) {
             return Ok(());
         }
