@@ -22,7 +22,7 @@
 //! the activations quantised per tensor as `_scaled_mm` takes them (statically once
 //! calibrated, as every fp8 layer).
 
-use crate::linear::{quantise, Fp8Format, Fp8Input, Linear, Widened};
+use crate::linear::{quantise_weight, Fp8Format, Fp8Input, Linear, Widened};
 use crate::mlp::{activate, Mlp};
 use crate::scalar_call;
 use crate::{Convert, ModelError};
@@ -213,7 +213,7 @@ impl Filling {
                 row.f_copy_(weight)?;
             }
             Some((format, scales)) => {
-                let (q, scale) = quantise(weight, *format)?;
+                let (q, scale) = quantise_weight(&[(weight, None)], *format, crate::weights::DRAWN_AT_ONCE)?;
                 // Copied as bytes: copy kernels need not know the type.
                 row.f_view_dtype(Kind::Uint8)?.f_copy_(&q.f_view_dtype(Kind::Uint8)?)?;
                 scales.f_select(0, e)?.f_copy_(&scale)?;
@@ -449,6 +449,7 @@ fn scaled_grouped_mm_runs(device: Device) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::linear::quantise;
 
     fn linear(out: i64, input: i64, bias: bool) -> Linear {
         let draw = |shape: &[i64]| Tensor::randn(shape, (Kind::Float, Device::Cpu));
