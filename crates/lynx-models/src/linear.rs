@@ -179,7 +179,9 @@ pub(crate) fn quantise_weight(
     let Some(&(first, _)) = parts.first() else {
         return Err(ModelError::Shape("no weights to quantise".to_owned()));
     };
-    let features = first.size()[1];
+    let [_, features] = first.size()[..] else {
+        return Err(ModelError::Shape(format!("a weight to quantise is [out, in], not {:?}", first.size())));
+    };
     let rows = (at_once / features.max(1)).max(1);
     // Each part's slabs of rows, widened (and dequantised).
     let slabs = |visit: &mut dyn FnMut(Tensor) -> Result<(), ModelError>| -> Result<(), ModelError> {
@@ -441,6 +443,10 @@ mod tests {
             assert!(bits(&whole).equal(&bits(&slabs)) && scale.equal(&slab_scale), "{at_once}");
         }
         assert!(scale.double_value(&[]) > parts[0].1.double_value(&[]));
+        // A tensor that is not [out, in] is refused, as are no parts at all.
+        let refused = quantise_weight(&[(&dense.flatten(0, 1), None)], format, 64).unwrap_err().to_string();
+        assert!(refused.contains("is [out, in], not [3072]"), "{refused}");
+        assert!(quantise_weight(&[], format, 64).is_err());
     }
 
     #[test]
