@@ -275,12 +275,12 @@ impl ExpertBank {
     /// check counted); and quantising dense stacks at the end held them beside the e4m3 ones,
     /// with a projection's experts twice more in bf16 while it was quantised (for a layer of
     /// gpt-oss-120b, 11.7 GB at the peak where its e4m3 bank takes 3.2 GB; building Mixtral 8x7B's
-    /// two-layer model at fp8 on this project's host peaked at 7.0 GB that way, 4.2 GB now). An
+    /// two-layer model at fp8 on this project's host peaked at 7.0 GB that way, 4.2 GB then). An
     /// e4m3 stack's scales are one tensor, made with it: a small tensor kept for every expert
     /// among each expert's transient ones split the space the allocator had freed, so that the
     /// next expert's could not reuse it (gpt-oss-120b's one-layer model at fp8, 5.5 GB of
     /// weights: peak 9.9 GB then, 8.3 GB with the scales as one tensor, 5.8 GB since weights are
-    /// drawn in slabs, `weights::normal`).
+    /// drawn in slabs, `weights::normal`, which also took Mixtral's to 3.9 GB).
     pub fn new(
         count: i64,
         mut expert: impl FnMut(i64) -> Result<Mlp, ModelError>,
