@@ -22,7 +22,7 @@
 //! the activations quantised per tensor as `_scaled_mm` takes them (statically once
 //! calibrated, as every fp8 layer).
 
-use crate::linear::{quantise_weight, Fp8Format, Fp8Input, Linear, Widened};
+use crate::linear::{copy_e4m3, quantise_weight, Fp8Format, Fp8Input, Linear, Widened};
 use crate::mlp::{activate, Mlp};
 use crate::scalar_call;
 use crate::{Convert, ModelError};
@@ -214,8 +214,7 @@ impl Filling {
             }
             Some((format, scales)) => {
                 let (q, scale) = quantise_weight(&[(weight, None)], *format, crate::weights::DRAWN_AT_ONCE)?;
-                // Copied as bytes: copy kernels need not know the type.
-                row.f_view_dtype(Kind::Uint8)?.f_copy_(&q.f_view_dtype(Kind::Uint8)?)?;
+                copy_e4m3(&row, &q)?;
                 scales.f_select(0, e)?.f_copy_(&scale)?;
             }
         }

@@ -43,6 +43,12 @@ impl Fp8Format {
         }
     }
 
+    /// The fp32 scale that maps values whose largest magnitude is `amax` (a scalar tensor) onto
+    /// the format's range: `amax` / [`Fp8Format::max`], never below 1e-12.
+    pub(crate) fn scale_for(self, amax: &Tensor) -> Result<Tensor, tch::TchError> {
+        scalar_call(|| amax.f_div_scalar(self.max())?.f_clamp_min(1e-12))
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Fp8Format::E4m3fn => "e4m3fn",
@@ -97,9 +103,7 @@ impl Fp8Input {
     pub fn end_calibration(&self) -> Result<bool, ModelError> {
         let mut state = self.state();
         *state = match std::mem::replace(&mut *state, InputScale::Dynamic) {
-            InputScale::Calibrating(Some(amax)) => {
-                InputScale::Static(scalar_call(|| amax.f_div_scalar(self.1.max())?.f_clamp_min(1e-12))?)
-            }
+            InputScale::Calibrating(Some(amax)) => InputScale::Static(self.1.scale_for(&amax)?),
             InputScale::Calibrating(None) | InputScale::Dynamic => InputScale::Dynamic,
             static_scale @ InputScale::Static(_) => static_scale,
         };
@@ -159,9 +163,15 @@ impl Widened {
 /// `format` values and the fp32 scale that maps them back: x ≈ q · scale.
 pub(crate) fn quantise(x: &Tensor, format: Fp8Format) -> Result<(Tensor, Tensor), ModelError> {
     let amax = x.f_abs()?.f_max()?.f_to_kind(Kind::Float)?;
-    let scale = scalar_call(|| amax.f_div_scalar(format.max())?.f_clamp_min(1e-12))?;
+    let scale = format.scale_for(&amax)?;
     let q = x.f_to_kind(Kind::Float)?.f_div(&scale)?.f_to_kind(format.kind())?;
     Ok((q, scale))
+}
+
+/// Copy the e4m3 `from` into `into` as bytes: copy kernels need not know the type.
+pub(crate) fn copy_e4m3(into: &Tensor, from: &Tensor) -> Result<(), ModelError> {
+    into.f_view_dtype(Kind::Uint8)?.f_copy_(&from.f_view_dtype(Kind::Uint8)?)?;
+    Ok(())
 }
 
 /// A weight `[out, in]` in `format` and its fp32 scale: [`quantise`]'s values, bit for bit, of
@@ -215,14 +225,12 @@ pub(crate) fn quantise_weight(
         Ok(())
     })?;
     let amax = amax.ok_or_else(|| ModelError::Shape("no weights to quantise".to_owned()))?;
-    let scale = scalar_call(|| amax.f_div_scalar(format.max())?.f_clamp_min(1e-12))?;
+    let scale = format.scale_for(&amax)?;
     let quantised = Tensor::f_empty([total, features], (format.kind(), first.device()))?;
     let mut row = 0;
     slabs(&mut |wide| {
         let n = wide.size()[0];
-        let q = wide.f_div(&scale)?.f_to_kind(format.kind())?;
-        // Copied as bytes: copy kernels need not know the type.
-        quantised.f_narrow(0, row, n)?.f_view_dtype(Kind::Uint8)?.f_copy_(&q.f_view_dtype(Kind::Uint8)?)?;
+        copy_e4m3(&quantised.f_narrow(0, row, n)?, &wide.f_div(&scale)?.f_to_kind(format.kind())?)?;
         row += n;
         Ok(())
     })?;
