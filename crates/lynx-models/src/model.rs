@@ -47,8 +47,9 @@ struct WindowMasks {
     /// True where a row may attend a key, `[rows, span]`.
     allowed: Tensor,
     blocked: std::cell::OnceCell<Tensor>,
-    /// For SDPA: the operands' sizes it was chosen for, and the additive mask, or `None` where
-    /// SDPA would choose another kernel for it than for the boolean one.
+    /// For SDPA: the operands' sizes it was chosen for, and the additive mask (`[rows, 1, 1,
+    /// span]`), or `None` where SDPA would choose another kernel for it than for the boolean
+    /// one.
     additive: std::cell::OnceCell<(Vec<Vec<i64>>, Option<Tensor>)>,
 }
 
@@ -120,38 +121,30 @@ impl StepMasks {
     ) -> Result<Tensor, ModelError> {
         let masks = self.find(window)?;
         let [rows, span] = masks.allowed.size()[..] else { unreachable!("a step's mask is [rows, span]") };
+        let allowed = masks.allowed.f_view([rows, 1, 1, span])?;
         let sizes = vec![q.size(), k.size(), v.size()];
-        let other;
         let additive = match masks.additive.get() {
-            Some((chosen_for, made)) if *chosen_for == sizes => made.as_ref(),
-            Some(_) => {
-                other = masks.additive_for((q, k, v))?;
-                other.as_ref()
-            }
+            Some((chosen_for, made)) if *chosen_for == sizes => made.as_ref().map(Tensor::shallow_clone),
+            Some(_) => additive_for(&allowed, (q, k, v))?,
             None => {
-                let made = masks.additive_for((q, k, v))?;
-                masks.additive.get_or_init(|| (sizes, made)).1.as_ref()
+                let made = additive_for(&allowed, (q, k, v))?;
+                masks.additive.get_or_init(|| (sizes, made)).1.as_ref().map(Tensor::shallow_clone)
             }
         };
-        Ok(additive.unwrap_or(&masks.allowed).f_view([rows, 1, 1, span])?)
+        Ok(additive.unwrap_or(allowed))
     }
 }
 
-impl WindowMasks {
-    /// The additive mask for SDPA over `q`, `k` and `v`, or `None` where SDPA would choose
-    /// another kernel for it than for the boolean mask.
-    fn additive_for(&self, (q, k, v): (&Tensor, &Tensor, &Tensor)) -> Result<Option<Tensor>, ModelError> {
-        let [rows, span] = self.allowed.size()[..] else { unreachable!("a step's mask is [rows, span]") };
-        let choice = |mask: &Tensor| -> Result<i64, ModelError> {
-            let mask = mask.f_view([rows, 1, 1, span])?;
-            Ok(Tensor::f_internal_fused_sdp_choice(q, k, v, Some(&mask), 0.0, false, None, true)?)
-        };
-        let boolean = choice(&self.allowed)?;
-        // The values ATen makes: zero where allowed, the fill elsewhere, at the queries' type
-        // (−65504 rounds there as ATen's does).
-        let additive = Tensor::f_where_scalar(&self.allowed, 0.0, blocked_fill(boolean))?.f_to_kind(q.kind())?;
-        Ok((choice(&additive)? == boolean).then_some(additive))
-    }
+/// The additive mask for SDPA over `q`, `k` and `v` of the boolean mask `allowed` (`[rows, 1,
+/// 1, span]`, and so is the additive one), or `None` where SDPA would choose another kernel for
+/// it than for the boolean mask.
+fn additive_for(allowed: &Tensor, (q, k, v): (&Tensor, &Tensor, &Tensor)) -> Result<Option<Tensor>, ModelError> {
+    let choice = |mask: &Tensor| Tensor::f_internal_fused_sdp_choice(q, k, v, Some(mask), 0.0, false, None, true);
+    let boolean = choice(allowed)?;
+    // The values ATen makes: zero where allowed, the fill elsewhere, at the queries' type
+    // (−65504 rounds there as ATen's does).
+    let additive = Tensor::f_where_scalar(allowed, 0.0, blocked_fill(boolean))?.f_to_kind(q.kind())?;
+    Ok((choice(&additive)? == boolean).then_some(additive))
 }
 
 impl Place<'_> {
