@@ -272,3 +272,37 @@ fn a_run_reads_weights_from_a_checkpoint() {
     assert!(line.contains("no tensor model.layers.1.mlp.down_proj.weight"), "{line}");
     assert!(result_files(out.path()).is_empty());
 }
+
+/// A tensor-parallel shard reads the first device's part of each tensor from the whole
+/// checkpoint (heads, MLP widths and vocabulary halved here); a file that is not a safetensors
+/// file is bad input naming it, found before any result.
+#[test]
+fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        let suite =
+            suite.replace("batches = [1, 8]", "batches = [2]").replace("prompt_lens = [16, 256]", "prompt_lens = [32]");
+        format!("{suite}\n[scale]\ntp = 2\n")
+    });
+    let weights = tempfile::tempdir().unwrap();
+    write_safetensors(&weights.path().join("model.safetensors"), &test_small_tensors(), "");
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--weights", weights.path().to_str().unwrap()]);
+    let output = lynx(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["config"]["weights"]["origin"], "checkpoint");
+    assert_eq!(result["config"]["suite"]["scale"]["tp"], 2);
+    assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
+    assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));
+
+    let garbage = tempfile::tempdir().unwrap();
+    std::fs::write(garbage.path().join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.extend(["--weights", garbage.path().to_str().unwrap()]);
+    let line = bad_input(&args);
+    assert!(line.contains("model.safetensors: not a safetensors file"), "{line}");
+    assert!(result_files(out.path()).is_empty());
+}

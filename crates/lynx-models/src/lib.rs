@@ -3,12 +3,13 @@
 //!
 //! One file per architecture family, assembled by [`Model`]: `gqa` (dense grouped-query
 //! attention), `mla` (multi-head latent attention), `moe` (mixture of experts), with `mlp`,
-//! `rope` and `weights` shared by them. Weights are drawn from a seeded generator at the model's
+//! `rope`, `weights` and `checkpoint` shared by them. Weights are drawn from a seeded generator at the model's
 //! shape and initialiser scale (never zeros: a zero matmul runs measurably faster than a real one).
 //! Every tensor operation uses tch's fallible `f_*` calls, so a failure (out of memory, an
 //! unsupported precision) comes back as an error for the cell instead of a panic that would lose
 //! the run; a call that takes a `Scalar` goes through [`scalar_call`] as well, which tch needs.
 
+pub mod checkpoint;
 pub mod experts;
 pub mod gqa;
 pub mod linear;
@@ -23,8 +24,8 @@ pub mod weights;
 use lynx_schema::config::Precision;
 use tch::Kind;
 
+pub use checkpoint::Checkpoint;
 pub use model::{KvCache, Logits, Model};
-pub use weights::Checkpoint;
 
 /// Why a model could not be built or stepped.
 #[derive(Debug, thiserror::Error)]

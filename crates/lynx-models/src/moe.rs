@@ -13,7 +13,8 @@ use crate::experts::{ExpertBank, ExpertKernel};
 use crate::linear::Linear;
 use crate::mlp::{MergedMlp, Mlp, GATE_UP_DOWN, W1_W3_W2};
 use crate::scalar_call;
-use crate::weights::{Checkpoint, Init, WeightSource};
+use crate::weights::{Init, WeightSource};
+use crate::Checkpoint;
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Activation, Moe, Router};
 use tch::{Kind, Tensor};
@@ -29,37 +30,31 @@ pub struct MoeLayer {
     shared: Option<MergedMlp>,
 }
 
-/// gpt-oss's stacked expert tensors, split into one MLP per expert.
-fn stacked_experts(
+/// Expert `e` of gpt-oss's stacked expert tensors, read alone and split into its gate, up and
+/// down projections.
+fn stacked_expert(
     source: &WeightSource,
     checkpoint: &Checkpoint,
     prefix: &str,
-    experts: i64,
+    e: i64,
     hidden: i64,
     width: i64,
-) -> Result<Vec<Mlp>, ModelError> {
-    let name = |n: &str| format!("{prefix}.experts.{n}");
-    let gate_up = checkpoint.get(&name("gate_up_proj"), &[experts, hidden, 2 * width])?;
-    let gate_up_bias = checkpoint.get(&name("gate_up_proj_bias"), &[experts, 2 * width])?;
-    let down = checkpoint.get(&name("down_proj"), &[experts, width, hidden])?;
-    let down_bias = checkpoint.get(&name("down_proj_bias"), &[experts, hidden])?;
-    let kind = source.kind;
-    (0..experts)
-        .map(|e| {
-            let pair = gate_up.f_select(0, e)?;
-            let pair_bias = gate_up_bias.f_select(0, e)?;
-            // Even columns are the gate, odd ones the up projection; stored [in, out].
-            let half = |t: &Tensor, dim: i64, first: i64| t.f_slice(dim, first, 2 * width, 2);
-            let linear = |weight: Tensor, bias: Tensor| -> Result<Linear, ModelError> {
-                Linear::new(source.convert(&weight, kind)?, Some(source.convert(&bias, kind)?), source.fp8)
-            };
-            Ok(Mlp {
-                gate: linear(half(&pair, 1, 0)?.f_transpose(0, 1)?, half(&pair_bias, 0, 0)?)?,
-                up: linear(half(&pair, 1, 1)?.f_transpose(0, 1)?, half(&pair_bias, 0, 1)?)?,
-                down: linear(down.f_select(0, e)?.f_transpose(0, 1)?, down_bias.f_select(0, e)?)?,
-            })
-        })
-        .collect()
+) -> Result<Mlp, ModelError> {
+    let read = |n: &str, shape: &[i64]| checkpoint.get_at(&format!("{prefix}.experts.{n}"), e, shape);
+    let pair = read("gate_up_proj", &[hidden, 2 * width])?;
+    let pair_bias = read("gate_up_proj_bias", &[2 * width])?;
+    let down = read("down_proj", &[width, hidden])?;
+    let down_bias = read("down_proj_bias", &[hidden])?;
+    // Even columns are the gate, odd ones the up projection; stored [in, out].
+    let half = |t: &Tensor, dim: i64, first: i64| t.f_slice(dim, first, 2 * width, 2);
+    let linear = |weight: Tensor, bias: Tensor| -> Result<Linear, ModelError> {
+        Linear::new(source.convert(&weight, source.kind)?, Some(source.convert(&bias, source.kind)?), source.fp8)
+    };
+    Ok(Mlp {
+        gate: linear(half(&pair, 1, 0)?.f_transpose(0, 1)?, half(&pair_bias, 0, 0)?)?,
+        up: linear(half(&pair, 1, 1)?.f_transpose(0, 1)?, half(&pair_bias, 0, 1)?)?,
+        down: linear(down.f_transpose(0, 1)?, down_bias)?,
+    })
 }
 
 /// The experts chosen for each token and their weights, `[tokens, k]` each.
@@ -119,15 +114,12 @@ impl MoeLayer {
         let dense = source.clone().with_fp8(None);
         let names = if layout == MoeLayout::Mixtral { W1_W3_W2 } else { GATE_UP_DOWN };
         let bank = match (layout, source.loaded()) {
-            (MoeLayout::GptOss, Some(checkpoint)) => {
-                let mut split = stacked_experts(&dense, checkpoint, prefix, experts, hidden, intermediate)?.into_iter();
-                ExpertBank::new(
-                    experts,
-                    |e| split.next().ok_or_else(|| ModelError::Shape(format!("{prefix}: no expert {e}"))),
-                    source.kind,
-                    source.fp8,
-                )?
-            }
+            (MoeLayout::GptOss, Some(checkpoint)) => ExpertBank::new(
+                experts,
+                |e| stacked_expert(&dense, checkpoint, prefix, e, hidden, intermediate),
+                source.kind,
+                source.fp8,
+            )?,
             _ => ExpertBank::new(
                 experts,
                 |e| {

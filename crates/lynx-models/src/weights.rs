@@ -8,73 +8,8 @@
 
 use crate::linear::{Fp8Format, Linear};
 use crate::scalar_call;
-use crate::{accumulation_kind, Convert, ModelError};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use crate::{accumulation_kind, Checkpoint, Convert, ModelError};
 use tch::{Device, Kind, Tensor};
-
-/// The tensors of a safetensors checkpoint (every `*.safetensors` file of a folder, as
-/// Hugging Face shards them), on the CPU as stored.
-pub struct Checkpoint {
-    tensors: HashMap<String, Tensor>,
-    /// The files read, by name, with their sizes in bytes.
-    pub files: Vec<(String, u64)>,
-    pub dir: PathBuf,
-}
-
-impl Checkpoint {
-    /// Read every `*.safetensors` file in `dir`.
-    pub fn open(dir: &Path) -> Result<Checkpoint, ModelError> {
-        let unreadable = |e: &dyn std::fmt::Display| ModelError::Weights(format!("{}: {e}", dir.display()));
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| unreadable(&e))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|path| path.extension().is_some_and(|e| e == "safetensors"))
-            .collect();
-        paths.sort();
-        if paths.is_empty() {
-            return Err(ModelError::Weights(format!("{}: no *.safetensors files", dir.display())));
-        }
-        let mut tensors = HashMap::new();
-        let mut files = Vec::new();
-        for path in &paths {
-            let read =
-                Tensor::read_safetensors(path).map_err(|e| ModelError::Weights(format!("{}: {e}", path.display())))?;
-            tensors.extend(read);
-            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            files.push((path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()), size));
-        }
-        Ok(Checkpoint { tensors, files, dir: dir.to_path_buf() })
-    }
-
-    pub fn contains(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
-    }
-
-    /// The tensor `name`, which must have `shape`.
-    pub fn get(&self, name: &str, shape: &[i64]) -> Result<&Tensor, ModelError> {
-        let tensor = self
-            .tensors
-            .get(name)
-            .ok_or_else(|| ModelError::Weights(format!("{}: no tensor {name}", self.dir.display())))?;
-        if tensor.size() != shape {
-            return Err(ModelError::Weights(format!(
-                "{}: tensor {name} has shape {:?}; the model needs {shape:?}",
-                self.dir.display(),
-                tensor.size()
-            )));
-        }
-        if !matches!(tensor.kind(), Kind::Float | Kind::BFloat16 | Kind::Half | Kind::Double) {
-            return Err(ModelError::Weights(format!(
-                "{}: tensor {name} is {:?}; lynx reads fp32, bf16 and fp16 checkpoints (quantised ones, such \
-                 as block-scaled fp8 or MXFP4, are not supported)",
-                self.dir.display(),
-                tensor.kind()
-            )));
-        }
-        Ok(tensor)
-    }
-}
 
 /// How a weight is initialised when it is drawn rather than read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +85,7 @@ impl<'a> WeightSource<'a> {
 
     fn at(&self, name: &str, shape: &[i64], init: Init, kind: Kind) -> Result<Tensor, ModelError> {
         match self.checkpoint {
-            Some(checkpoint) => self.convert(checkpoint.get(name, shape)?, kind),
+            Some(checkpoint) => self.convert(&checkpoint.get(name, shape)?, kind),
             None => match init {
                 Init::Ones => Ok(Tensor::f_ones(shape, (kind, self.device))?),
                 Init::Normal => normal(shape, self.std, (kind, self.device), self.draw, DRAWN_AT_ONCE),

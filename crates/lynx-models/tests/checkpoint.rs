@@ -4,7 +4,7 @@ use lynx_models::moe::{MoeLayer, MoeLayout};
 use lynx_models::rope::{self, Rope};
 use lynx_models::weights::WeightSource;
 use lynx_models::{Checkpoint, KvCache, Logits, Model};
-use lynx_schema::config::{Activation, ModelShape, Moe, Precision, Router};
+use lynx_schema::config::{shard, Activation, ModelShape, Moe, Precision, Router, Scale};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
@@ -252,9 +252,208 @@ fn a_checkpoint_that_cannot_serve_the_model_says_which_tensor() {
     let mut quantised = llama_tensors();
     quantised[0].1 = Tensor::zeros([50, 32], (Kind::Int8, Device::Cpu));
     let error = load(quantised);
-    assert!(error.contains("model.embed_tokens.weight is Int8"), "{error}");
+    assert!(error.contains("model.embed_tokens.weight is I8; lynx reads fp32, bf16 and fp16"), "{error}");
 
     let empty = tempfile::tempdir().unwrap();
     let error = Checkpoint::open(empty.path()).err().unwrap().to_string();
     assert!(error.contains("no *.safetensors files"), "{error}");
+}
+
+/// Logits of `model` over a fixed prompt.
+fn prompt_logits(model: &Model) -> Tensor {
+    // Tokens every shard's vocabulary holds (the first 13 at tp 4).
+    let tokens = Tensor::from_slice(&[3i64, 11, 12, 9, 2, 6]).view([1, 6]);
+    let mut cache = KvCache::new(model, 1, 6).unwrap();
+    model.forward(&tokens, &mut cache, Logits::All).unwrap()
+}
+
+/// A tensor-parallel shard of a checkpoint reads, of each tensor, the part the first device
+/// holds: the model it builds is the one built from those parts cut by hand and stored whole.
+/// The tiny Llama at tp 2 (2 of 4 query heads, 1 of 2 key/value heads, 24 of 48 MLP rows, 25
+/// of 50 vocabulary rows) and at tp 4 (its 2 key/value heads replicated to 1 a device, 13 of
+/// 50 vocabulary rows: padded up to a multiple of 4).
+#[test]
+fn a_tensor_parallel_shard_of_a_checkpoint_reads_the_first_devices_part() {
+    let tensors = llama_tensors();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), &tensors);
+    for (tp, heads, kv, width, vocab) in [(2i64, 2i64, 1i64, 24i64, 25i64), (4, 1, 1, 12, 13)] {
+        let sharded = shard(&shape(LLAMA), &Scale { layers: None, tp: tp as u32 }).unwrap();
+        let checkpoint = Checkpoint::open(dir.path()).unwrap().shard(tp as u32);
+        let model = Model::load(&sharded, &checkpoint, &[0], Some((Device::Cpu, Precision::Fp32))).unwrap();
+        // The same parts, cut by hand: rows of column-parallel projections and of the
+        // vocabulary, columns of row-parallel ones, norms whole.
+        let by_hand: Vec<(String, Tensor)> = tensors
+            .iter()
+            .map(|(name, t)| {
+                let part = match name.rsplit('.').nth(1).unwrap() {
+                    "q_proj" => t.narrow(0, 0, heads * 8),
+                    "k_proj" | "v_proj" => t.narrow(0, 0, kv * 8),
+                    "o_proj" => t.narrow(1, 0, heads * 8),
+                    "gate_proj" | "up_proj" => t.narrow(0, 0, width),
+                    "down_proj" => t.narrow(1, 0, width),
+                    "embed_tokens" | "lm_head" => t.narrow(0, 0, vocab),
+                    _ => t.shallow_clone(),
+                };
+                (name.clone(), part.contiguous())
+            })
+            .collect();
+        let cut = tempfile::tempdir().unwrap();
+        write(cut.path(), &by_hand);
+        let whole = Checkpoint::open(cut.path()).unwrap();
+        let expected = Model::load(&sharded, &whole, &[0], Some((Device::Cpu, Precision::Fp32))).unwrap();
+        let (logits, expected) = (prompt_logits(&model), prompt_logits(&expected));
+        assert_eq!(logits.size(), [1, 6, vocab], "tp {tp}");
+        assert!(logits.equal(&expected), "tp {tp}: the shard read other parts than the first device's");
+        // Read unsharded, a shard's shapes are a checkpoint that cannot serve the model.
+        let unsharded = Checkpoint::open(dir.path()).unwrap();
+        let error = Model::load(&sharded, &unsharded, &[0], None).err().unwrap().to_string();
+        assert!(error.contains(&format!("model.embed_tokens.weight has shape [50, 32]; the model needs [{vocab}, 32]")));
+    }
+    // A shard's part must be the share tp gives: a norm of another width is not one.
+    let mut misshapen = llama_tensors();
+    misshapen[1].1 = lynx_models::with_generator(None, || randn(&[40]));
+    let other = tempfile::tempdir().unwrap();
+    write(other.path(), &misshapen);
+    let sharded = shard(&shape(LLAMA), &Scale { layers: None, tp: 2 }).unwrap();
+    let checkpoint = Checkpoint::open(other.path()).unwrap().shard(2);
+    let error = Model::load(&sharded, &checkpoint, &[0], None).err().unwrap().to_string();
+    assert!(
+        error.contains(
+            "model.norm.weight has shape [40]; the model needs [32] (the first device's part of it, under 2-way"
+        ),
+        "{error}"
+    );
+}
+
+/// gpt-oss's stacked experts, read one expert at a time, and as a tensor-parallel shard: each
+/// expert's first half of its interleaved gate/up columns (so the first gate and up rows), and
+/// its down projection's first rows (stored [in, out]).
+#[test]
+fn gpt_oss_stacked_experts_read_as_a_shard_keep_their_first_gate_and_up_rows() {
+    let (experts, hidden, width) = (2i64, 8i64, 6i64);
+    let (gate_up, gate_up_bias, down, down_bias, router, router_bias) = lynx_models::with_generator(Some(24), || {
+        (
+            randn(&[experts, hidden, 2 * width]),
+            randn(&[experts, 2 * width]),
+            randn(&[experts, width, hidden]),
+            randn(&[experts, hidden]),
+            randn(&[experts, hidden]),
+            randn(&[experts]),
+        )
+    });
+    let p = "model.layers.0.mlp";
+    let named = |gate_up: &Tensor, gate_up_bias: &Tensor, down: &Tensor| {
+        vec![
+            (format!("{p}.router.weight"), router.shallow_clone()),
+            (format!("{p}.router.bias"), router_bias.shallow_clone()),
+            (format!("{p}.experts.gate_up_proj"), gate_up.contiguous()),
+            (format!("{p}.experts.gate_up_proj_bias"), gate_up_bias.contiguous()),
+            (format!("{p}.experts.down_proj"), down.contiguous()),
+            (format!("{p}.experts.down_proj_bias"), down_bias.shallow_clone()),
+        ]
+    };
+    let (whole, cut) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write(whole.path(), &named(&gate_up, &gate_up_bias, &down));
+    write(
+        cut.path(),
+        &named(&gate_up.narrow(2, 0, width), &gate_up_bias.narrow(1, 0, width), &down.narrow(1, 0, width / 2)),
+    );
+    let config = Moe {
+        num_experts: experts as u32,
+        experts_per_token: 2,
+        intermediate_size: (width / 2) as u32,
+        shared_experts: 0,
+        first_dense_layers: 0,
+        expert_bias: true,
+        router: Router::Softmax { bias: true },
+    };
+    let layer = |checkpoint: &Checkpoint| {
+        let source = WeightSource::checkpoint(checkpoint, Kind::Float, Device::Cpu);
+        MoeLayer::new(&source, p, MoeLayout::GptOss, &config, hidden, width / 2).unwrap()
+    };
+    let sharded = Checkpoint::open(whole.path()).unwrap().shard(2);
+    let (layer, expected) = (layer(&sharded), layer(&Checkpoint::open(cut.path()).unwrap()));
+    let x = lynx_models::with_generator(Some(25), || randn(&[3, hidden]));
+    let activation = Activation::SwigluClamped { alpha: 1.702, limit: 7.0 };
+    for e in 0..experts {
+        let (actual, wanted) = (layer.expert(e).unwrap(), expected.expert(e).unwrap());
+        assert!(
+            actual.forward(&x, &activation).unwrap().equal(&wanted.forward(&x, &activation).unwrap()),
+            "expert {e}"
+        );
+    }
+}
+
+/// A safetensors file written byte by byte: `header` as its JSON header, then `data` bytes.
+fn raw(dir: &Path, file: &str, header: &str, data: usize) {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.resize(bytes.len() + data, 0);
+    std::fs::write(dir.join(file), bytes).unwrap();
+}
+
+/// A checkpoint file that is not what its header says gets one error naming the file and what is
+/// wrong, when it is opened (before any tensor is read); a tensor of a type lynx does not read,
+/// when it is asked for.
+#[test]
+fn a_corrupt_or_hostile_checkpoint_file_is_refused_naming_it() {
+    let opened = |files: &[(&str, &str, usize)]| {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, header, data) in files {
+            raw(dir.path(), file, header, *data);
+        }
+        Checkpoint::open(dir.path()).map(|_| ()).err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    let tensor = |name: &str, dtype: &str, shape: &str, offsets: &str| {
+        format!(r#"{{"{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}}}"#)
+    };
+    for (files, said) in [
+        (vec![("a.safetensors", "", 0)], "a.safetensors: its header is not a safetensors header: EOF"),
+        (vec![("a.safetensors", "{not json", 0)], "a.safetensors: its header is not a safetensors header"),
+        (vec![("a.safetensors", r#"{"w":{"dtype":"F32"}}"#, 0)], "a.safetensors: tensor w: missing field"),
+        (
+            vec![("a.safetensors", &tensor("w", "F32", "[2, 2]", "[0, 16]"), 8)],
+            "tensor w lies at bytes 0..16 of a data section of 8",
+        ),
+        (vec![("a.safetensors", &tensor("w", "F32", "[2, 2]", "[8, 4]"), 16)], "tensor w lies at bytes 8..4"),
+        (
+            vec![("a.safetensors", &tensor("w", "F32", "[2, 3]", "[0, 16]"), 16)],
+            "tensor w of F32 [2, 3] holds 16 bytes",
+        ),
+        (vec![("a.safetensors", &tensor("w", "F32", "[-1]", "[0, 4]"), 4)], "a.safetensors: tensor w: invalid value"),
+        (vec![("a.safetensors", &tensor("w", "F32", "[4294967296, 4294967296]", "[0, 4]"), 4)], "tensor w has shape"),
+        (
+            vec![
+                ("a.safetensors", &tensor("w", "F32", "[1]", "[0, 4]"), 4),
+                ("b.safetensors", &tensor("w", "F32", "[1]", "[0, 4]"), 4),
+            ],
+            "tensor w is in both a.safetensors and b.safetensors",
+        ),
+    ] {
+        let error = opened(&files);
+        assert!(error.contains(said), "{files:?}: {error}");
+    }
+    // A header that claims more bytes than the file has, and a file too short to say.
+    for (bytes, said) in [
+        (
+            u64::MAX.to_le_bytes().to_vec(),
+            format!("not a safetensors file: a header of {} bytes in a file of 8", u64::MAX),
+        ),
+        (vec![1, 0, 0], "not a safetensors file (3 bytes)".to_owned()),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.safetensors"), bytes).unwrap();
+        let error = Checkpoint::open(dir.path()).err().unwrap().to_string();
+        assert!(error.contains(&said), "{error}");
+    }
+
+    // Block-scaled fp8 stored as it is: indexed, and refused by its type when asked for.
+    let dir = tempfile::tempdir().unwrap();
+    raw(dir.path(), "a.safetensors", &tensor("w", "F8_E4M3", "[2, 2]", "[0, 4]"), 4);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let error = checkpoint.get("w", &[2, 2]).err().unwrap().to_string();
+    assert!(error.contains("tensor w is F8_E4M3; lynx reads fp32, bf16 and fp16 checkpoints"), "{error}");
+    let error = checkpoint.get_at("w", 2, &[2]).err().unwrap().to_string();
+    assert!(error.contains("tensor w has shape [2, 2], with no entry 2 along its first dimension"), "{error}");
 }

@@ -40,7 +40,7 @@ const OUTSIDE_A_STEP: [(&str, &str); 8] = [
 ];
 
 /// Files that only load weights or describe the runtime.
-const NOT_STEP_FILES: [&str; 2] = ["weights.rs", "runtime.rs"];
+const NOT_STEP_FILES: [&str; 3] = ["weights.rs", "checkpoint.rs", "runtime.rs"];
 
 /// The name of the innermost function around each line of `source` (None outside any).
 fn enclosing_functions(source: &str) -> Vec<Option<String>> {

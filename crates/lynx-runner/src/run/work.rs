@@ -106,15 +106,13 @@ pub(super) struct Setup {
 
 impl Setup {
     pub(super) fn new(plan: &RunPlan, device: &Device) -> Result<Setup, RunError> {
+        // Under tensor parallelism, the first device's shard of the checkpoint.
         let checkpoint = match &plan.weights {
-            Some(dir) if plan.suite.scale.tp > 1 => {
-                return Err(RunError::Config(format!(
-                    "--weights {dir} with scale.tp = {}: reading a tensor-parallel shard of a checkpoint is not \
-                     supported; measure a shard with drawn weights",
-                    plan.suite.scale.tp
-                )));
-            }
-            Some(dir) => Some(Checkpoint::open(Path::new(dir)).map_err(|e| RunError::Weights(e.to_string()))?),
+            Some(dir) => Some(
+                Checkpoint::open(Path::new(dir))
+                    .map_err(|e| RunError::Weights(e.to_string()))?
+                    .shard(plan.suite.scale.tp),
+            ),
             None => None,
         };
         let weights = match &checkpoint {
