@@ -140,7 +140,13 @@ fn torch_dtypes(device: &Target, precision: Option<Precision>) -> Vec<Precision>
     }
 }
 
-/// One matmul of two random n×n matrices in `precision` (fp8: e4m3 through `_scaled_mm`).
+/// One matmul of two random n×n matrices in `precision` as a model's linear layer multiplies
+/// them, input × weightᵀ with the weight stored `[out, in]` (fp8: e4m3 through `_scaled_mm`, whose
+/// second operand is that transposed weight). On a CPU without AVX-512, libtorch's bf16 and fp16
+/// kernels differ twentyfold by layout: 1 GFLOP/s for two row-major operands on this project's
+/// host, against 20–25 for input × weightᵀ (fp32 170 and 182), so a probe of `a × b` measured a
+/// kernel no model step runs, and every bf16 cell on such a CPU came out at twenty times its
+/// "ceiling".
 fn matmul_work(
     device: &Target,
     precision: Precision,
@@ -171,7 +177,7 @@ fn matmul_work(
                     a8.f_internal_scaled_mm(b8, one, one, None::<Tensor>, None::<Tensor>, Kind::BFloat16, false)?;
             }
             None => {
-                let _product = a.f_matmul(&b)?;
+                let _product = a.f_linear::<Tensor>(&b, None)?;
             }
         }
         Ok(())
@@ -219,7 +225,11 @@ fn torch_matmul(device: &Target, precision: Precision, sustained: Option<(f64, &
                 "{n}x{n}x{n} {} matmul of random inputs ({}), median of {} after {} untimed, host clock with a device \
                  synchronise",
                 matmul_dtype(precision),
-                if precision == Precision::Fp8 { "e4m3 through _scaled_mm, bf16 out" } else { "Tensor::matmul" },
+                if precision == Precision::Fp8 {
+                    "e4m3 through _scaled_mm, bf16 out"
+                } else {
+                    "Tensor::linear: input x weight^T, as a model's linear layers"
+                },
                 sizes.repetitions,
                 sizes.warmup
             ),
