@@ -218,6 +218,10 @@ impl Stored {
 /// every tensor lies within the file, and one of a type lynx reads holds exactly its shape's bytes.
 fn index_file(path: &Path, file: usize) -> Result<Indexed, ModelError> {
     let bad = |what: String| ModelError::Weights(format!("{}: {what}", path.display()));
+    // Only a regular file (or a link to one) is opened: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path).map_err(|e| bad(e.to_string()))?.is_file() {
+        return Err(bad("not a regular file".to_owned()));
+    }
     let handle = File::open(path).map_err(|e| bad(e.to_string()))?;
     let size = handle.metadata().map_err(|e| bad(e.to_string()))?.len();
     let mut length = [0u8; 8];

@@ -448,6 +448,18 @@ fn a_corrupt_or_hostile_checkpoint_file_is_refused_naming_it() {
         assert!(error.contains(&said), "{error}");
     }
 
+    // A folder named as a checkpoint file, and a FIFO (opening which would wait for a writer).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("a.safetensors")).unwrap();
+    let error = Checkpoint::open(dir.path()).err().unwrap().to_string();
+    assert!(error.contains("a.safetensors: not a regular file"), "{error}");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("a.safetensors");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let error = Checkpoint::open(dir.path()).err().unwrap().to_string();
+    assert!(error.contains("a.safetensors: not a regular file"), "{error}");
+
     // Block-scaled fp8 stored as it is: indexed, and refused by its type when asked for.
     let dir = tempfile::tempdir().unwrap();
     raw(dir.path(), "a.safetensors", &tensor("w", "F8_E4M3", "[2, 2]", "[0, 4]"), 4);
