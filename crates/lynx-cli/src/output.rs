@@ -5,7 +5,7 @@ use lynx_report::escape::terminal_text;
 use lynx_report::table::Table;
 use lynx_runner::libtorch::Runtime;
 use lynx_runner::Device;
-use lynx_schema::result::RunResult;
+use lynx_schema::result::{RunResult, WeightsRecord};
 use lynx_schema::value::Reported;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -90,9 +90,72 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
     warnings
 }
 
+/// Why the weights a reproduction reads may not be the published run's: a checkpoint whose
+/// `*.safetensors` files or their sizes differ from those the published result records (or a
+/// checkpoint where it drew its weights, or the reverse). Names and sizes are what a result
+/// records of a checkpoint; the same names and sizes say nothing of the contents.
+pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]>) -> Option<String> {
+    let total = |files: &[(String, u64)]| files.iter().map(|(_, size)| size).sum::<u64>() as f64 / 1e9;
+    match (published, local) {
+        (WeightsRecord::Random { seed }, Some(_)) => Some(format!(
+            "the published run drew its weights from its suite's seed ({seed}); this reproduction reads them from \
+             a checkpoint"
+        )),
+        (WeightsRecord::Checkpoint { files, .. }, Some(local)) if files.as_slice() != local => {
+            let differ = files
+                .iter()
+                .zip(local)
+                .find(|(a, b)| a != b)
+                .map(|((name, size), (local_name, local_size))| {
+                    format!(
+                        ": the first that differs is {} ({size} bytes) against {} ({local_size} bytes)",
+                        terminal_text(name, 100),
+                        terminal_text(local_name, 100)
+                    )
+                })
+                .unwrap_or_default();
+            Some(format!(
+                "the checkpoint given is not the published run's: {} *.safetensors files of {:.2} GB against its {} of \
+                 {:.2} GB{differ}",
+                local.len(),
+                total(local),
+                files.len(),
+                total(files)
+            ))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reproduction reading other weights than the published run's is warned of: another
+    /// checkpoint's files, a checkpoint where the published run drew its weights.
+    #[test]
+    fn weights_other_than_the_published_runs_are_warned_of() {
+        let files = |sizes: &[u64]| -> Vec<(String, u64)> {
+            sizes.iter().enumerate().map(|(i, &size)| (format!("model-{i}.safetensors"), size)).collect()
+        };
+        let published = WeightsRecord::Checkpoint { dir: "/published".to_owned(), files: files(&[4_000_000_000, 10]) };
+        assert_eq!(weights_warning(&published, Some(&files(&[4_000_000_000, 10]))), None);
+        let warning = weights_warning(&published, Some(&files(&[4_000_000_000, 12]))).unwrap();
+        assert!(
+            warning.contains(
+                "2 *.safetensors files of 4.00 GB against its 2 of 4.00 GB: the first that differs is \
+                 model-1.safetensors (10 bytes) against model-1.safetensors (12 bytes)"
+            ),
+            "{warning}"
+        );
+        let warning = weights_warning(&published, Some(&files(&[4_000_000_000]))).unwrap();
+        assert!(warning.contains("1 *.safetensors files of 4.00 GB against its 2 of 4.00 GB"), "{warning}");
+        let random = WeightsRecord::Random { seed: 7 };
+        assert_eq!(weights_warning(&random, None), None);
+        assert!(weights_warning(&random, Some(&files(&[1])))
+            .unwrap()
+            .contains("drew its weights from its suite's seed (7)"));
+    }
 
     /// A node like the publisher's gets no warning; a published result made with test hooks set
     /// gets one naming them, before anything runs.

@@ -27,8 +27,8 @@ pub use harness::{binary_sha256 as harness_binary_sha256, resume_differences, te
 pub use journal::RunDir;
 pub use lynx_telemetry::host_record;
 pub use run::{
-    assemble, estimate, estimate_from_ceilings, forecast, forecast_resume, loop_overhead, record_worker_death, start,
-    start_reproduction, work, Forecast, Observer, Outcome, Plan, WarmupProgress, WorkEnd,
+    assemble, checkpoint_files, estimate, estimate_from_ceilings, forecast, forecast_resume, loop_overhead,
+    record_worker_death, start, start_reproduction, work, Forecast, Observer, Outcome, Plan, WarmupProgress, WorkEnd,
 };
 pub use store::write_json_atomic;
 

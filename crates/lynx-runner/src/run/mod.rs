@@ -15,7 +15,7 @@ pub use assemble::{assemble, record_worker_death, DiedIn};
 pub use forecast::{forecast, forecast_resume, Forecast};
 pub(crate) use graph::Graphs;
 pub use serve::loop_overhead;
-pub use start::{estimate, estimate_from_ceilings, start, start_reproduction};
+pub use start::{checkpoint_files, estimate, estimate_from_ceilings, start, start_reproduction};
 pub use work::work;
 
 use crate::devices::Device;

@@ -52,6 +52,12 @@ fn start_plan(plan: &Plan, reproduces: Option<Reproduces>) -> Result<RunDir, Run
     Ok(run)
 }
 
+/// The `*.safetensors` files of the checkpoint in `dir`, with their sizes in bytes, as a run's
+/// result records them (only their headers are read), or why it is not a checkpoint.
+pub fn checkpoint_files(dir: &std::path::Path) -> Result<Vec<(String, u64)>, RunError> {
+    Ok(Checkpoint::open(dir).map_err(|e| RunError::Weights(e.to_string()))?.files)
+}
+
 /// A random suffix for run ids, from the OS-seeded hasher keys std already draws.
 fn random_u32() -> u32 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
