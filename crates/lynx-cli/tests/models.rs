@@ -289,6 +289,16 @@ fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
     let out = tempfile::tempdir().unwrap();
     let mut args = run_args(models.path(), out.path());
     args.extend(["--weights", weights.path().to_str().unwrap()]);
+    // The plan says where the weights come from and how much of them is read.
+    let plan = lynx(&[args.as_slice(), &["--plan"]].concat());
+    let stdout = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        stdout.contains(
+            "1 *.safetensors files, 0.01 GB; only the tensors the measured part of the model needs are read, \
+             and of each the part the first of 2 tensor-parallel devices holds)"
+        ),
+        "{stdout}"
+    );
     let output = lynx(&args);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();

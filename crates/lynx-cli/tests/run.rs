@@ -451,6 +451,7 @@ fn a_plan_measures_and_writes_nothing() {
     assert!(stdout.starts_with("plan: suite cpu: lynx-ref-small ("), "{stdout}");
     assert!(stdout.contains("nothing is measured or written"), "{stdout}");
     assert!(stdout.contains("free beside the weights: ") && stdout.contains("less the weights'"), "{stdout}");
+    assert!(stdout.contains("\nweights: drawn from the seed "), "{stdout}");
     let all = cells(&stdout);
     assert!(all.len() > 20 && all.iter().all(|(_, measured)| *measured), "{stdout}");
     assert_eq!(counted(&stdout), all.len(), "{stdout}");

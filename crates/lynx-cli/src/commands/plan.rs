@@ -5,10 +5,12 @@
 use crate::args::RunArgs;
 use lynx_analysis::estimate::WallTime;
 use lynx_analysis::memory::gib;
+use lynx_report::escape::terminal_text;
 use lynx_report::table::Table;
 use lynx_report::text::ms;
 use lynx_runner::{devices, suite, Forecast, Plan};
 use lynx_schema::device::DeviceName;
+use lynx_schema::result::WeightsRecord;
 use lynx_schema::value::Reported;
 use std::fmt::Write;
 
@@ -122,6 +124,21 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
     if forecast.done > 0 {
         let _ = writeln!(out, "resuming: {} cells are in the journal; the rest is planned", forecast.done);
     }
+    let _ = match &config.weights {
+        WeightsRecord::Random { seed } => writeln!(out, "weights: drawn from the seed {seed}"),
+        WeightsRecord::Checkpoint { dir, files } => writeln!(
+            out,
+            "weights: read from the checkpoint {} ({} *.safetensors files, {:.2} GB; only the tensors the measured \
+             part of the model needs are read{})",
+            terminal_text(dir, 200),
+            files.len(),
+            files.iter().map(|(_, size)| size).sum::<u64>() as f64 / 1e9,
+            match suite.scale.tp {
+                1 => String::new(),
+                tp => format!(", and of each the part the first of {tp} tensor-parallel devices holds"),
+            }
+        ),
+    };
     let _ = match &forecast.free {
         Reported::Known((bytes, source)) => writeln!(out, "free beside the weights: {} ({source})", gib(*bytes)),
         Reported::Unavailable { unavailable } => writeln!(
