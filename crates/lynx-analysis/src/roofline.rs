@@ -98,13 +98,15 @@ fn finite(value: f64, what: &str) -> Finite {
 /// The work of one step of `cell` on `shape` at `precision`. A decode cell's context is taken as
 /// the mean over its measured steps: `ctx` at the first and `ctx_end` at the last. A graph
 /// cell's step reads and attends all the `attended` keys of its padded cache instead (a figure
-/// must never look better than the work the step did).
+/// must never look better than the work the step did). A mixture of experts reads the weights of
+/// the experts its tokens were routed to: `touched` of them a layer where the cell tallied them,
+/// else the number expected under uniform routing.
 pub fn step_work(
     shape: &ModelShape,
     precision: Precision,
     cell: CellShape,
-    ctx_end: Option<u32>,
-    attended: Option<u32>,
+    (ctx_end, attended): (Option<u32>, Option<u32>),
+    touched: Option<f64>,
 ) -> StepWork {
     let params = shape.parameters();
     let hidden = f64::from(shape.hidden_size);
@@ -127,8 +129,10 @@ pub fn step_work(
     if let Some(moe) = &shape.moe {
         let experts = f64::from(moe.num_experts);
         let per_token = f64::from(moe.experts_per_token.min(moe.num_experts));
-        // Expected distinct experts among `tokens` draws of `per_token` under uniform routing.
-        let touched = experts * (1.0 - (1.0 - per_token / experts).powf(tokens));
+        // Expected distinct experts among `tokens` draws of `per_token` under uniform routing. A
+        // trained router is not uniform: its tokens share fewer experts, which a tally counts.
+        let expected = experts * (1.0 - (1.0 - per_token / experts).powf(tokens));
+        let touched = touched.map_or(expected, |t| t.clamp(per_token.min(experts), experts));
         let expert_bytes = 3.0 * hidden * f64::from(moe.intermediate_size) * precision.bytes() as f64;
         weight_bytes -= f64::from(shape.moe_layers()) * (experts - touched) * expert_bytes;
     }
@@ -218,7 +222,8 @@ pub fn cell_roofline(
     ceilings: &RooflineRecord,
 ) -> Option<CellRoofline> {
     let median_s = cell.median_s()?;
-    let work = step_work(shape, precision, cell.shape, cell.ctx_end, cell.attended);
+    let touched = cell.experts_touched.map(Finite::get);
+    let work = step_work(shape, precision, cell.shape, (cell.ctx_end, cell.attended), touched);
     let bytes_per_s = work.bytes.get() / median_s;
     let flops_per_s = work.flops.get() / median_s;
     let fraction = |achieved: f64, ceiling: Option<&Probe>| {
@@ -340,13 +345,37 @@ intermediate_size = 128
     #[test]
     fn a_padded_graph_step_counts_the_keys_it_attends() {
         let shape = dense();
-        let eager = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), Some(100), None);
+        let eager = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), (Some(100), None), None);
         let graph_shape = CellShape::Decode { batch: 2, ctx: 100, mode: lynx_schema::result::StepMode::Graph };
-        let graph = step_work(&shape, Precision::Fp32, graph_shape, Some(100), Some(300));
+        let graph = step_work(&shape, Precision::Fp32, graph_shape, (Some(100), Some(300)), None);
         assert_eq!(graph.kv_read_bytes.get(), 3.0 * eager.kv_read_bytes.get());
         assert!((graph.attention_flops.get() / eager.attention_flops.get() - 300.0 / 101.0).abs() < 1e-12);
         assert_eq!(graph.weight_bytes, eager.weight_bytes);
         assert_eq!(graph.matmul_flops, eager.matmul_flops);
+    }
+
+    /// A mixture of experts reads its touched experts' weights: the count a cell tallied where it
+    /// has one (held between k and all the experts), else the count uniform routing expects.
+    #[test]
+    fn a_tallied_expert_count_sets_the_expert_weights_read() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../models/qwen3-30b-a3b.toml")).unwrap();
+        let shape = ModelShape::from_toml(&text, "qwen3-30b-a3b").unwrap();
+        let moe = shape.moe.clone().unwrap();
+        let (experts, k) = (f64::from(moe.num_experts), f64::from(moe.experts_per_token));
+        let expert_bytes = 3.0 * f64::from(shape.hidden_size) * f64::from(moe.intermediate_size) * 2.0;
+        let layers = f64::from(shape.moe_layers());
+        let weights = |touched: Option<f64>| {
+            step_work(&shape, Precision::Bf16, CellShape::decode(64, 1024), (Some(1024), None), touched)
+                .weight_bytes
+                .get()
+        };
+        let uniform = experts * (1.0 - (1.0 - k / experts).powf(64.0));
+        assert!((weights(Some(uniform)) - weights(None)).abs() < 1.0, "the uniform count is the default");
+        let fewer = weights(Some(40.0));
+        assert!((weights(None) - fewer - layers * (uniform - 40.0) * expert_bytes).abs() < 1.0);
+        assert_eq!(weights(Some(1.0)), weights(Some(k)), "at least k experts a token");
+        assert_eq!(weights(Some(1e9)), weights(Some(experts)), "at most all of them");
     }
 
     #[test]
@@ -356,7 +385,7 @@ intermediate_size = 128
         // norm 64. Total 2×(12 288 + 24 576 + 128) + 128 000 + 64 = 202 048 parameters.
         let shape = dense();
         assert_eq!(shape.parameters().total, 202_048);
-        let work = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), Some(100), None);
+        let work = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), (Some(100), None), None);
         // Weights: all 202 048 × 4 bytes, less the embedding table (256 000 bytes) plus the two
         // rows looked up (2 × 64 × 4).
         assert_eq!(work.weight_bytes.get(), 808_192.0 - 256_000.0 + 512.0);
@@ -373,7 +402,8 @@ intermediate_size = 128
 
     #[test]
     fn prefill_attention_is_causal() {
-        let work = step_work(&dense(), Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 10 }, None, None);
+        let work =
+            step_work(&dense(), Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 10 }, (None, None), None);
         // 55 keys over 10 causal positions.
         assert_eq!(work.attention_flops.get(), 2.0 * 4.0 * 32.0 * 2.0 * 55.0);
         assert_eq!(work.kv_read_bytes.get(), 0.0);
@@ -436,7 +466,7 @@ intermediate_size = 128
                 probe(ProbeKind::Matmul, ElementType::F32, 1e15),
             ])
         };
-        let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, cell(1.0).ctx_end, None).bytes.get();
+        let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, (cell(1.0).ctx_end, None), None).bytes.get();
         // Three times the bandwidth ceiling: a DRAM-sized step cannot, a cache-resident one can.
         let mut fast = cell(bytes / 2e9 / 3.0);
         fast.roofline = cell_roofline(&shape, Precision::Fp32, &fast, &bandwidth_only(None));

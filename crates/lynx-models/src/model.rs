@@ -840,6 +840,31 @@ impl Model {
         })
     }
 
+    /// Run `step`, tallying the distinct experts each mixture-of-experts layer routes its tokens
+    /// to; the step's value and the mean count over the layers' calls (`None` for a dense model).
+    /// Each count is read on the host, so the step waits for the device in every MoE layer: tally
+    /// an untimed step only.
+    pub fn tally_experts<T>(
+        &self,
+        step: impl FnOnce() -> Result<T, ModelError>,
+    ) -> Result<(T, Option<f64>), ModelError> {
+        let layers: Vec<&MoeLayer> = self
+            .blocks
+            .iter()
+            .filter_map(|block| match &block.mlp {
+                MlpLayer::Moe(moe) => Some(moe.as_ref()),
+                MlpLayer::Dense(_) => None,
+            })
+            .collect();
+        for layer in &layers {
+            layer.tallying(true);
+        }
+        let value = step();
+        let counts: Vec<i64> = layers.iter().flat_map(|layer| layer.tallying(false)).collect();
+        let mean = (!counts.is_empty()).then(|| counts.iter().sum::<i64>() as f64 / counts.len() as f64);
+        Ok((value?, mean))
+    }
+
     /// The prefill step: `prompts` (`[batch, prompt_len]`) into an empty `cache`; returns each
     /// sequence's first generated token (greedy), `[batch, 1]`.
     pub fn prefill(&self, prompts: &Tensor, cache: &mut KvCache) -> Result<Tensor, ModelError> {

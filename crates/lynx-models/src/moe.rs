@@ -17,6 +17,7 @@ use crate::weights::{Init, WeightSource};
 use crate::Checkpoint;
 use crate::{accumulation_kind, Convert, ModelError};
 use lynx_schema::config::{Activation, Moe, Router};
+use std::sync::Mutex;
 use tch::{Kind, Tensor};
 
 pub struct MoeLayer {
@@ -28,6 +29,9 @@ pub struct MoeLayer {
     experts: ExpertBank,
     /// All shared experts as one MLP of `shared × intermediate` width, as DeepSeek builds them.
     shared: Option<MergedMlp>,
+    /// While a step is tallied ([`crate::Model::tally_experts`]), the distinct experts each of the
+    /// layer's calls routed to; `None` otherwise.
+    tally: Mutex<Option<Vec<i64>>>,
 }
 
 /// Expert `e` of gpt-oss's stacked expert tensors, read alone and split into its gate, up and
@@ -137,6 +141,7 @@ impl MoeLayer {
             experts_per_token: i64::from(config.experts_per_token),
             experts: bank,
             shared,
+            tally: Mutex::new(None),
         })
     }
 
@@ -148,7 +153,28 @@ impl MoeLayer {
             experts_per_token: self.experts_per_token,
             experts: self.experts.to(convert)?,
             shared: self.shared.as_ref().map(|s| s.to(convert)).transpose()?,
+            tally: Mutex::new(None),
         })
+    }
+
+    /// Start (`on`) or end tallying the distinct experts each call routes to; ending gives the
+    /// tally.
+    pub(crate) fn tallying(&self, on: bool) -> Vec<i64> {
+        let mut tally = self.tally.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::replace(&mut *tally, on.then(Vec::new)).unwrap_or_default()
+    }
+
+    /// Count the distinct experts `routing` chose, where the layer is tallying. The count is read
+    /// on the host, so it waits for the device: a tallied step is an untimed one.
+    fn tally_routing(&self, routing: &Routing) -> Result<(), ModelError> {
+        let mut tally = self.tally.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(counts) = tally.as_mut() {
+            let chosen = routing.experts.f_reshape([-1])?;
+            let seen = Tensor::f_zeros([self.router.size()[0]], (Kind::Float, chosen.device()))?;
+            let seen = scalar_call(|| seen.f_index_fill(0, &chosen, 1.0))?;
+            counts.push(seen.f_sum(Kind::Float)?.double_value(&[]).round() as i64);
+        }
+        Ok(())
     }
 
     /// Each token's experts and weights, for `x` of `[tokens, hidden]`.
@@ -202,6 +228,7 @@ impl MoeLayer {
         let hidden = size[size.len() - 1];
         let flat = x.f_reshape([-1, hidden])?;
         let routing = self.route(&flat)?;
+        self.tally_routing(&routing)?;
         let mut out = self.run_experts(&flat, &routing, activation)?;
         if let Some(shared) = &self.shared {
             out = out.f_add(&shared.forward(&flat, activation)?)?;

@@ -487,3 +487,28 @@ fn fp8_input_scales_are_calibrated_once_and_keep_the_logits_close() {
         assert_eq!(full.calibrate_fp8(&calibration).unwrap(), 0, "a model without fp8 layers has nothing to calibrate");
     }
 }
+
+/// A tallied step counts the distinct experts each MoE layer routed its tokens to, and gives the
+/// logits the step gives untallied: a decode step of one token touches exactly its k experts in
+/// every layer, a prompt of many tokens between k and all of them; a dense model has no tally,
+/// and a tally ends with its step.
+#[test]
+fn a_tallied_step_counts_the_experts_its_tokens_touched() {
+    let mixtral = model(MIXTRAL);
+    let run = |model: &Model, tokens: &Tensor| {
+        let mut cache = KvCache::new(model, tokens.size()[0], 64).unwrap();
+        model.forward(tokens, &mut cache, Logits::All).unwrap()
+    };
+    let one = Tensor::from_slice(&[5i64]).view([1, 1]);
+    let (logits, touched) = mixtral.tally_experts(|| Ok(run(&mixtral, &one))).unwrap();
+    assert_eq!(touched, Some(2.0), "one token touches its k = 2 experts in each layer");
+    assert!(logits.equal(&run(&mixtral, &one)), "tallying changed the step");
+    let prompt = lynx_models::with_generator(Some(31), || Tensor::randint(97, [4, 16], (Kind::Int64, Device::Cpu)));
+    let (_, touched) = mixtral.tally_experts(|| Ok(run(&mixtral, &prompt))).unwrap();
+    let touched = touched.unwrap();
+    assert!((2.0..=8.0).contains(&touched) && touched > 2.0, "64 tokens over 8 experts: {touched}");
+    let (_, after) = mixtral.tally_experts(|| Ok(run(&mixtral, &one))).unwrap();
+    assert_eq!(after, Some(2.0), "a tally holds its own step's counts only");
+    let dense = model(LLAMA3);
+    assert_eq!(dense.tally_experts(|| Ok(run(&dense, &one))).unwrap().1, None);
+}

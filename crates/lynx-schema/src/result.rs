@@ -759,6 +759,12 @@ pub struct CellRecord {
     /// models, and in results made before lynx recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts: Option<ExpertKernel>,
+    /// A mixture of experts' cells: the distinct experts its first untimed step routed its tokens
+    /// to, averaged over the model's MoE layers. The roofline work counts these experts' weights
+    /// as read; absent (dense models, results made before lynx tallied it), the number expected
+    /// under uniform routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts_touched: Option<Finite>,
     /// The host's issue time of a timed step: from the step's call to the model's step function
     /// returning, before its tokens are copied to the host (which waits for the device); the
     /// median over the timed steps. Absent in results made before lynx recorded it.
@@ -952,6 +958,7 @@ impl CellRecord {
             roofline: None,
             attention: None,
             experts: None,
+            experts_touched: None,
             issue_median_s: None,
             launch_bound: None,
             attended: None,

@@ -91,6 +91,7 @@ pub(super) fn measure_cell(
         cell.attention = measured.attention;
         cell.attended = measured.attended;
         cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
+        cell.experts_touched = measured.experts_touched.and_then(|t| Finite::new(t, "experts touched").ok());
         let issue_median_s = lynx_analysis::stats::median(&measured.issue_s).map_err(|e| e.to_string())?;
         cell.issue_median_s = Finite::new(issue_median_s, "issue time").ok();
         // A CPU runs each kernel as it is issued: its issue time is its step time.
@@ -128,6 +129,9 @@ pub(super) struct Measured {
     start_s: Vec<f64>,
     /// Graph steps: the keys each attends (the cache's capacity).
     attended: Option<u32>,
+    /// A mixture of experts: the distinct experts the first untimed step routed to, on average
+    /// over the MoE layers ([`Model::tally_experts`]).
+    experts_touched: Option<f64>,
 }
 
 fn measure_prefill(
@@ -142,9 +146,9 @@ fn measure_prefill(
     let mut cache = KvCache::new(model, i64::from(batch), i64::from(prompt_len))?;
     let attention = model.attention_kernel(&cache, i64::from(prompt_len))?;
     let mut step = || issued(|| model.prefill(&prompts, &mut cache)).map(|(_, issue_s)| issue_s);
-    step()?;
+    let (_, experts_touched) = model.tally_experts(&mut step)?;
     let no_room = (u32::MAX, || Ok(()));
-    Ok(timed_steps(limits, clock, stop, no_room, step)?.map(|m| Measured { attention, ..m }))
+    Ok(timed_steps(limits, clock, stop, no_room, step)?.map(|m| Measured { attention, experts_touched, ..m }))
 }
 
 /// A decode cell's cache, sized by running its two untimed steps with `untimed`: it holds the
@@ -152,14 +156,15 @@ fn measure_prefill(
 /// second untimed step's time; at least `min_steps`), not `max_steps` of room it would never
 /// use; and that room, in steps. Where the steps run faster than the second untimed step
 /// predicted and use the room before `min_s`, they go back to the cell's context and go on
-/// ([`timed_steps`]): a cell is always measured for `min_s`.
+/// ([`timed_steps`]): a cell is always measured for `min_s`. The first untimed step's routing is
+/// tallied ([`Model::tally_experts`]): the distinct experts it touched, for a mixture of experts.
 fn sized_cache(
     model: &Model,
     batch: u32,
     ctx: u32,
     limits: &MeasureConfig,
     mut untimed: impl FnMut(&mut KvCache) -> Result<(), ModelError>,
-) -> Result<(KvCache, u32), ModelError> {
+) -> Result<(KvCache, u32, Option<f64>), ModelError> {
     let (batch, ctx_tokens) = (i64::from(batch), i64::from(ctx));
     let cache_for = |steps: u32| -> Result<KvCache, ModelError> {
         let capacity = i64::try_from(decode_capacity(ctx, steps)).unwrap_or(i64::MAX);
@@ -168,7 +173,7 @@ fn sized_cache(
         Ok(cache)
     };
     let mut cache = cache_for(limits.min_steps)?;
-    untimed(&mut cache)?;
+    let ((), experts_touched) = model.tally_experts(|| untimed(&mut cache))?;
     let second = Instant::now();
     untimed(&mut cache)?;
     let steps = expected_decode_steps(limits, second.elapsed().as_secs_f64());
@@ -183,7 +188,7 @@ fn sized_cache(
     }
     let room = u32::try_from(cache.capacity() - ctx_tokens - 2).unwrap_or(limits.min_steps).max(1);
     cache.truncate(ctx_tokens);
-    Ok((cache, room))
+    Ok((cache, room, experts_touched))
 }
 
 /// The context at a decode cell's last step: its context plus its steps, less one, where the
@@ -203,7 +208,7 @@ fn measure_decode(
     stop: &AtomicBool,
 ) -> Result<Option<Measured>, ModelError> {
     let mut tokens = model.random_tokens(i64::from(batch), 1)?;
-    let (cache, room) = sized_cache(model, batch, ctx, limits, |cache| {
+    let (cache, room, experts_touched) = sized_cache(model, batch, ctx, limits, |cache| {
         tokens = issued(|| model.decode(&tokens, cache))?.0;
         Ok(())
     })?;
@@ -218,7 +223,7 @@ fn measure_decode(
         tokens = next;
         Ok::<f64, ModelError>(issue_s)
     })?;
-    Ok(measured.map(|m| Measured { ctx_end: ctx_end(ctx, m.step_s.len(), room), attention, ..m }))
+    Ok(measured.map(|m| Measured { ctx_end: ctx_end(ctx, m.step_s.len(), room), attention, experts_touched, ..m }))
 }
 
 /// A graph decode cell: the graph-safe step run twice untimed (which sizes the cache as an
@@ -238,7 +243,7 @@ fn measure_graph_decode(
     let start = i64::from(ctx);
     let tokens = model.random_tokens(i64::from(batch), 1).map_err(model_error)?;
     let buffers = StepBuffers::new(&tokens, start, None).map_err(model_error)?;
-    let (cache, room) = sized_cache(model, batch, ctx, limits, |cache| {
+    let (cache, room, experts_touched) = sized_cache(model, batch, ctx, limits, |cache| {
         buffers.step(model, cache)?;
         to_host(&buffers.tokens)
     })
@@ -259,7 +264,13 @@ fn measure_graph_decode(
         Ok::<f64, String>(issue_s)
     })?;
     let attended = u32::try_from(cache.capacity()).ok();
-    Ok(measured.map(|m| Measured { ctx_end: ctx_end(ctx, m.step_s.len(), room), attention, attended, ..m }))
+    Ok(measured.map(|m| Measured {
+        ctx_end: ctx_end(ctx, m.step_s.len(), room),
+        attention,
+        attended,
+        experts_touched,
+        ..m
+    }))
 }
 
 /// Issue a step with `call` and end it by copying its tokens to the host, as a serving engine
@@ -321,6 +332,7 @@ pub(super) fn timed_steps<E>(
         issue_s,
         start_s,
         attended: None,
+        experts_touched: None,
     }))
 }
 
@@ -356,5 +368,29 @@ mod tests {
         assert_eq!(backs.get(), (n - 1) / 3, "back after each 3 steps, never before the first");
         assert_eq!(ctx_end(512, n, 3), Some(514));
         assert_eq!(ctx_end(512, 2, 3), Some(513));
+    }
+
+    /// A mixture of experts' cells tally the experts their first untimed step touched: a decode
+    /// step of one sequence its k in every layer, a prompt more; a dense model's cells none.
+    #[test]
+    fn a_mixture_of_experts_cell_tallies_the_experts_it_touched() {
+        let shape = |moe: &str| {
+            let text = format!(
+                "name = \"tiny\"\nvocab_size = 97\nhidden_size = 64\nnum_layers = 2\nrms_norm_eps = 1e-5\n\
+                 [attention]\nkind = \"gqa\"\nnum_heads = 4\nnum_kv_heads = 2\nrope_theta = 10000.0\n{moe}"
+            );
+            lynx_schema::config::ModelShape::from_toml(&text, "tiny").unwrap()
+        };
+        let moe =
+            "[moe]\nnum_experts = 8\nexperts_per_token = 2\nintermediate_size = 48\nrouter = { kind = \"softmax\" }\n";
+        let build = |shape| Model::new(&shape, lynx_schema::config::Precision::Fp32, tch::Device::Cpu, 5).unwrap();
+        let (mixture, dense) = (build(shape(moe)), build(shape("[mlp]\nintermediate_size = 96\n")));
+        let limits = MeasureConfig { min_steps: 2, min_s: 0.0, max_steps: 4, ..MeasureConfig::default() };
+        let (clock, stop) = (|| 0.0, AtomicBool::new(false));
+        let decode = |model: &Model, batch| measure_decode(model, batch, 8, &limits, &clock, &stop).unwrap().unwrap();
+        assert_eq!(decode(&mixture, 1).experts_touched, Some(2.0));
+        let prefill = measure_prefill(&mixture, 4, 16, &limits, &clock, &stop).unwrap().unwrap();
+        assert!(prefill.experts_touched.is_some_and(|t| t > 2.0 && t <= 8.0), "{:?}", prefill.experts_touched);
+        assert_eq!(decode(&dense, 1).experts_touched, None);
     }
 }
