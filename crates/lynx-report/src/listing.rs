@@ -222,7 +222,7 @@ fn simulated_figures(point: &Reported<BoundedPoint>) -> [String; 7] {
 /// (empty where the cell has no such figure).
 fn cells_table(cells: &[CellRecord]) -> Table {
     type Field = fn(&CellRecord) -> String;
-    let columns: [(&str, Field); 27] = [
+    let columns: [(&str, Field); 28] = [
         ("step", |c| if matches!(c.shape, CellShape::Prefill { .. }) { "prefill" } else { "decode" }.to_owned()),
         ("batch", |c| c.shape.batch().to_string()),
         ("prompt_len", |c| match c.shape {
@@ -256,6 +256,7 @@ fn cells_table(cells: &[CellRecord]) -> Table {
         ("launch_bound", |c| c.launch_bound.map_or(String::new(), |b| b.to_string())),
         ("mode", |c| if c.shape.is_decode() { c.shape.mode().to_string() } else { String::new() }),
         ("attended", |c| c.attended.map_or(String::new(), |n| n.to_string())),
+        ("experts_touched", |c| number(c.experts_touched.map(Finite::get))),
     ];
     let mut table = Table::new(columns.iter().map(|(name, _)| *name));
     for cell in cells {

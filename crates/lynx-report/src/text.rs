@@ -441,7 +441,10 @@ fn cells_section(result: &RunResult) -> String {
                 row[9] = cell.tok_per_s_per_user.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[10] = cell.tok_per_s_per_device.map_or("-".to_owned(), |v| format!("{:.1}", v.get()));
                 row[11] = match (cell.attention, cell.experts) {
-                    (Some(a), Some(e)) => format!("{a}, experts {e}"),
+                    (Some(a), Some(e)) => match cell.experts_touched {
+                        Some(touched) => format!("{a}, experts {e} ({:.0} touched)", touched.get()),
+                        None => format!("{a}, experts {e}"),
+                    },
                     (Some(a), None) => a.to_string(),
                     (None, _) => "-".to_owned(),
                 };
