@@ -289,9 +289,16 @@ fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
     let out = tempfile::tempdir().unwrap();
     let mut args = run_args(models.path(), out.path());
     args.extend(["--weights", weights.path().to_str().unwrap()]);
-    // The plan says where the weights come from and how much of them is read.
+    // The plan says where the weights come from and how much of them is read, and that the
+    // folder's config.json (Llama 3.1 8B's here) describes another model than the one measured.
+    let llama = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lynx-schema/tests/data/hf/Llama-3.1-8B.json");
+    std::fs::copy(llama, weights.path().join("config.json")).unwrap();
     let plan = lynx(&[args.as_slice(), &["--plan"]].concat());
     let stdout = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        stdout.contains("warning: the checkpoint's config.json describes another model than test-small: "),
+        "{stdout}"
+    );
     assert!(
         stdout.contains(
             "1 *.safetensors files, 0.01 GB; only the tensors the measured part of the model needs are read, \

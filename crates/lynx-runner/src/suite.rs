@@ -252,9 +252,100 @@ pub fn import_model(config: &Path, name: &str, out: &Path, force: bool) -> Resul
     Ok(shape)
 }
 
+/// Where the checkpoint folder `dir` describes its model other than `model` does: its
+/// `config.json`, imported as `lynx models import` imports it, against `model` field by field,
+/// as one line naming each field that differs with both values (at most `MOST_NAMED` of them).
+/// `None` where they agree, where the folder has no `config.json`, or where lynx cannot import
+/// it. Tensor shapes that differ fail the run; these would not (a RoPE base, a norm's epsilon, a
+/// sliding window): the run measures `model`'s shape with the checkpoint's weights.
+pub fn checkpoint_config_differences(dir: &Path, model: &ModelShape) -> Option<String> {
+    const MOST_NAMED: usize = 6;
+    let json = std::fs::read_to_string(dir.join("config.json")).ok()?;
+    let imported = lynx_schema::config::hf::import(&json, "config.json", &model.name).ok()?;
+    // The initialiser's scale is lynx's own, not the checkpoint's.
+    let imported = ModelShape { init_std: model.init_std, ..imported };
+    let fields = |shape: &ModelShape| {
+        let mut fields = std::collections::BTreeMap::new();
+        flatten("", &serde_json::to_value(shape).unwrap_or_default(), &mut fields);
+        fields
+    };
+    let (theirs, ours) = (fields(&imported), fields(model));
+    let names: std::collections::BTreeSet<&String> = theirs.keys().chain(ours.keys()).collect();
+    let differ: Vec<String> = names
+        .into_iter()
+        .filter(|name| theirs.get(*name) != ours.get(*name))
+        .map(|name| {
+            let value = |fields: &std::collections::BTreeMap<String, String>| {
+                fields.get(name).cloned().unwrap_or_else(|| "absent".to_owned())
+            };
+            format!("{name} {} there, {} here", value(&theirs), value(&ours))
+        })
+        .collect();
+    if differ.is_empty() {
+        return None;
+    }
+    let more = match differ.len().saturating_sub(MOST_NAMED) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    Some(format!(
+        "the checkpoint's config.json describes another model than {}: {}{more}; the run measures {}'s shape with the \
+         checkpoint's weights",
+        model.name,
+        differ.iter().take(MOST_NAMED).cloned().collect::<Vec<_>>().join("; "),
+        model.name
+    ))
+}
+
+/// Every leaf of `value` under its dotted path, as JSON text.
+fn flatten(path: &str, value: &serde_json::Value, into: &mut std::collections::BTreeMap<String, String>) {
+    match value {
+        serde_json::Value::Object(fields) => {
+            for (name, field) in fields {
+                let path = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                flatten(&path, field, into);
+            }
+        }
+        leaf => {
+            into.insert(path.to_owned(), leaf.to_string());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A checkpoint's config.json that imports to the run's model says nothing; one that
+    /// describes another model is named field by field; a folder without one, nothing.
+    #[test]
+    fn a_checkpoint_whose_config_describes_another_model_is_named() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let llama_text = std::fs::read_to_string(root.join("models/llama-3.1-8b.toml")).unwrap();
+        let llama = ModelShape::from_toml(&llama_text, "llama-3.1-8b").unwrap();
+        let config = |file: &str, edit: &dyn Fn(String) -> String| {
+            let dir = tempfile::tempdir().unwrap();
+            let json = std::fs::read_to_string(root.join("crates/lynx-schema/tests/data/hf").join(file)).unwrap();
+            std::fs::write(dir.path().join("config.json"), edit(json)).unwrap();
+            dir
+        };
+        let same = config("Llama-3.1-8B.json", &|json| json);
+        assert_eq!(checkpoint_config_differences(same.path(), &llama), None);
+        let base = config("Llama-3.1-8B.json", &|json| json.replace("500000.0", "10000.0"));
+        let said = checkpoint_config_differences(base.path(), &llama).unwrap();
+        assert_eq!(
+            said,
+            "the checkpoint's config.json describes another model than llama-3.1-8b: attention.rope_theta 10000.0 there, \
+             500000.0 here; the run measures llama-3.1-8b's shape with the checkpoint's weights"
+        );
+        let mistral = config("Mistral-7B-v0.1.json", &|json| json);
+        let said = checkpoint_config_differences(mistral.path(), &llama).unwrap();
+        assert!(said.contains("attention.rope_scaling.type absent there, \"llama3\" here"), "{said}");
+        assert!(said.contains(" more; the run measures"), "{said}");
+        assert_eq!(checkpoint_config_differences(tempfile::tempdir().unwrap().path(), &llama), None);
+        let broken = config("Llama-3.1-8B.json", &|_| "{".to_owned());
+        assert_eq!(checkpoint_config_differences(broken.path(), &llama), None);
+    }
 
     /// The built-in catalogue is the repository's `models/`, file for file.
     #[test]

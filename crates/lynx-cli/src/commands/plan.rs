@@ -139,6 +139,13 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
             }
         ),
     };
+    if let WeightsRecord::Checkpoint { dir, .. } = &config.weights {
+        if let Some(differences) =
+            lynx_runner::suite::checkpoint_config_differences(std::path::Path::new(dir), &config.model)
+        {
+            let _ = writeln!(out, "warning: {differences}");
+        }
+    }
     let _ = match &forecast.free {
         Reported::Known((bytes, source)) => writeln!(out, "free beside the weights: {} ({source})", gib(*bytes)),
         Reported::Unavailable { unavailable } => writeln!(
