@@ -204,7 +204,7 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let csv = export("csv");
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + own["cells"].as_array().unwrap().len(), "{csv}");
-    assert!(lines.iter().all(|l| l.split(',').count() == 27), "{csv}");
+    assert!(lines.iter().all(|l| l.split(',').count() == 28), "{csv}");
     assert!(lines[0].starts_with("step,batch,prompt_len,ctx,status"), "{csv}");
     let markdown = export("markdown");
     assert!(markdown.contains("&lt;script&gt;") && !markdown.contains("<script>") && !markdown.contains('\u{1b}'));
