@@ -99,7 +99,38 @@ impl Checkpoint {
             checkpoint.files.push((file_name, size));
             checkpoint.handles.push(handle);
         }
+        checkpoint.check_index()?;
         Ok(checkpoint)
+    }
+
+    /// Where the folder has Hugging Face's `model.safetensors.index.json`, hold the files to it:
+    /// a checkpoint sharded over files one of which did not download is refused here, naming
+    /// what is missing, instead of when the model asks for a tensor the missing file held.
+    fn check_index(&self) -> Result<(), ModelError> {
+        let path = self.dir.join(INDEX);
+        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+        let bad = |what: String| ModelError::Weights(format!("{}: {what}", path.display()));
+        let index: Index = serde_json::from_str(&text).map_err(|e| bad(format!("not a safetensors index: {e}")))?;
+        let have: std::collections::BTreeSet<&str> = self.files.iter().map(|(name, _)| name.as_str()).collect();
+        let missing: std::collections::BTreeSet<&str> =
+            index.weight_map.values().map(String::as_str).filter(|file| !have.contains(file)).collect();
+        if let Some(first) = missing.first() {
+            return Err(bad(format!(
+                "it names {} file(s) the folder lacks ({}{}): the checkpoint is incomplete",
+                missing.len(),
+                first,
+                if missing.len() > 1 { ", …" } else { "" }
+            )));
+        }
+        let absent: Vec<&String> = index.weight_map.keys().filter(|name| !self.contains(name)).collect();
+        if let Some(first) = absent.first() {
+            return Err(bad(format!(
+                "it names {} tensor(s) no file holds ({first}{})",
+                absent.len(),
+                if absent.len() > 1 { ", …" } else { "" }
+            )));
+        }
+        Ok(())
     }
 
     /// The same checkpoint read as the shard the first of `tp` tensor-parallel devices holds:
@@ -275,6 +306,15 @@ struct Indexed {
     /// Its size in bytes.
     size: u64,
     tensors: Vec<(String, Stored)>,
+}
+
+/// Hugging Face's index of a checkpoint sharded over files.
+const INDEX: &str = "model.safetensors.index.json";
+
+/// The part of that index lynx reads: which file holds each tensor.
+#[derive(serde::Deserialize)]
+struct Index {
+    weight_map: std::collections::BTreeMap<String, String>,
 }
 
 /// One tensor's entry in a safetensors header.

@@ -448,6 +448,33 @@ fn a_corrupt_or_hostile_checkpoint_file_is_refused_naming_it() {
         assert!(error.contains(&said), "{error}");
     }
 
+    // Hugging Face's index of a sharded checkpoint names a file that did not download, or a
+    // tensor no file holds; an index that agrees with the files says nothing; one that is not an
+    // index is refused naming it.
+    let indexed = |index: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        raw(dir.path(), "model-00001-of-00002.safetensors", &tensor("a", "F32", "[1]", "[0, 4]"), 4);
+        std::fs::write(dir.path().join("model.safetensors.index.json"), index).unwrap();
+        Checkpoint::open(dir.path()).map(|_| ()).err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    let error = indexed(
+        r#"{"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#,
+    );
+    assert!(
+        error.contains(
+            "model.safetensors.index.json: it names 1 file(s) the folder lacks (model-00002-of-00002.safetensors): the \
+             checkpoint is incomplete"
+        ),
+        "{error}"
+    );
+    let error = indexed(
+        r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "model-00001-of-00002.safetensors"}}"#,
+    );
+    assert!(error.contains("it names 1 tensor(s) no file holds (c)"), "{error}");
+    assert_eq!(indexed(r#"{"weight_map": {"a": "model-00001-of-00002.safetensors"}}"#), "");
+    let error = indexed("[1, 2]");
+    assert!(error.contains("model.safetensors.index.json: not a safetensors index"), "{error}");
+
     // A folder named as a checkpoint file, and a FIFO (opening which would wait for a writer).
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("a.safetensors")).unwrap();
