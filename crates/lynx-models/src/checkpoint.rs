@@ -44,8 +44,6 @@ struct Stored {
     file: usize,
     /// The element type as the header names it (`BF16`, `F8_E4M3`, …).
     dtype: String,
-    /// Its libtorch kind, where lynx reads that element type.
-    kind: Option<Kind>,
     shape: Vec<i64>,
     /// Its first byte, from the start of the file.
     start: u64,
@@ -111,26 +109,20 @@ impl Checkpoint {
         let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
         let bad = |what: String| ModelError::Weights(format!("{}: {what}", path.display()));
         let index: Index = serde_json::from_str(&text).map_err(|e| bad(format!("not a safetensors index: {e}")))?;
+        // How many of `names` there are, and the first (with an ellipsis where there are more).
+        let counted = |names: std::collections::BTreeSet<&str>| {
+            names.first().map(|first| (names.len(), format!("{first}{}", if names.len() > 1 { ", …" } else { "" })))
+        };
         let have: std::collections::BTreeSet<&str> = self.files.iter().map(|(name, _)| name.as_str()).collect();
-        let missing: std::collections::BTreeSet<&str> =
-            index.weight_map.values().map(String::as_str).filter(|file| !have.contains(file)).collect();
-        if let Some(first) = missing.first() {
-            return Err(bad(format!(
-                "it names {} file(s) the folder lacks ({}{}): the checkpoint is incomplete",
-                missing.len(),
-                first,
-                if missing.len() > 1 { ", …" } else { "" }
-            )));
+        let missing = index.weight_map.values().map(String::as_str).filter(|file| !have.contains(file)).collect();
+        if let Some((n, first)) = counted(missing) {
+            return Err(bad(format!("it names {n} file(s) the folder lacks ({first}): the checkpoint is incomplete")));
         }
-        let absent: Vec<&String> = index.weight_map.keys().filter(|name| !self.contains(name)).collect();
-        if let Some(first) = absent.first() {
-            return Err(bad(format!(
-                "it names {} tensor(s) no file holds ({first}{})",
-                absent.len(),
-                if absent.len() > 1 { ", …" } else { "" }
-            )));
+        let absent = index.weight_map.keys().map(String::as_str).filter(|name| !self.contains(name)).collect();
+        match counted(absent) {
+            Some((n, first)) => Err(bad(format!("it names {n} tensor(s) no file holds ({first})"))),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The same checkpoint read as the shard the first of `tp` tensor-parallel devices holds:
@@ -186,7 +178,7 @@ impl Checkpoint {
         start: u64,
         wanted: &[i64],
     ) -> Result<Tensor, ModelError> {
-        let Some(kind) = stored.kind else {
+        let Some((kind, _)) = element(&stored.dtype) else {
             return Err(ModelError::Weights(format!(
                 "{}: tensor {name} is {}; lynx reads fp32, bf16 and fp16 checkpoints (quantised ones, such as \
                  block-scaled fp8 or MXFP4, are not supported)",
@@ -279,15 +271,14 @@ fn index_file(path: &Path, file: usize) -> Result<Indexed, ModelError> {
             .map(|&d| i64::try_from(d).ok().filter(|&d| d <= i64::from(u32::MAX)))
             .collect::<Option<Vec<i64>>>()
             .ok_or_else(|| bad(format!("tensor {name} has shape {:?}", entry.shape)))?;
-        let kind = element(&entry.dtype).map(|(kind, _)| kind);
-        let stored = Stored { file, dtype: entry.dtype, kind, shape, start: data.saturating_add(begin) };
+        let stored = Stored { file, dtype: entry.dtype, shape, start: data.saturating_add(begin) };
         if end < begin || data.checked_add(end).is_none_or(|last| last > size) {
             return Err(bad(format!(
                 "tensor {name} lies at bytes {begin}..{end} of a data section of {}",
                 size - data
             )));
         }
-        if kind.is_some() && stored.bytes().ok() != Some(end - begin) {
+        if element(&stored.dtype).is_some() && stored.bytes().ok() != Some(end - begin) {
             return Err(bad(format!(
                 "tensor {name} of {} {:?} holds {} bytes",
                 stored.dtype,
