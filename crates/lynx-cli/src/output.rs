@@ -90,12 +90,16 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
     warnings
 }
 
+/// The gigabytes of a checkpoint's files, as a result records them.
+pub fn checkpoint_gb(files: &[(String, u64)]) -> f64 {
+    files.iter().map(|(_, size)| size).sum::<u64>() as f64 / 1e9
+}
+
 /// Why the weights a reproduction reads may not be the published run's: a checkpoint whose
 /// `*.safetensors` files or their sizes differ from those the published result records (or a
 /// checkpoint where it drew its weights, or the reverse). Names and sizes are what a result
 /// records of a checkpoint; the same names and sizes say nothing of the contents.
 pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]>) -> Option<String> {
-    let total = |files: &[(String, u64)]| files.iter().map(|(_, size)| size).sum::<u64>() as f64 / 1e9;
     match (published, local) {
         (WeightsRecord::Random { seed }, Some(_)) => Some(format!(
             "the published run drew its weights from its suite's seed ({seed}); this reproduction reads them from \
@@ -118,9 +122,9 @@ pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]
                 "the checkpoint given is not the published run's: {} *.safetensors files of {:.2} GB against its {} of \
                  {:.2} GB{differ}",
                 local.len(),
-                total(local),
+                checkpoint_gb(local),
                 files.len(),
-                total(files)
+                checkpoint_gb(files)
             ))
         }
         _ => None,

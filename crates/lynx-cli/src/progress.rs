@@ -4,7 +4,7 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use lynx_report::text::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
 use lynx_runner::{Observer, WarmupProgress};
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord, WeightsRecord};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::telemetry::Sample;
 use std::io::IsTerminal;
@@ -112,11 +112,8 @@ impl Observer for Progress {
         for gap in lynx_analysis::sweep::uncovered(&config.suite) {
             self.say(format!("warning: {gap}"));
         }
-        if let WeightsRecord::Checkpoint { dir, .. } = &config.weights {
-            if let Some(differences) = lynx_runner::suite::checkpoint_config_differences(Path::new(dir), &config.model)
-            {
-                self.say(format!("warning: {differences}"));
-            }
+        if let Some(differences) = lynx_runner::suite::checkpoint_config_warning(config) {
+            self.say(format!("warning: {differences}"));
         }
     }
 

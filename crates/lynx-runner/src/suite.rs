@@ -3,6 +3,7 @@
 
 use crate::RunError;
 use lynx_schema::config::{ModelShape, Suite};
+use lynx_schema::result::{ConfigRecord, WeightsRecord};
 use std::path::{Path, PathBuf};
 
 include!(concat!(env!("OUT_DIR"), "/catalogue.rs"));
@@ -252,13 +253,22 @@ pub fn import_model(config: &Path, name: &str, out: &Path, force: bool) -> Resul
     Ok(shape)
 }
 
+/// Where a run reads its weights from a checkpoint whose folder describes its model other than
+/// the run's model does ([`checkpoint_config_differences`]), the warning that says so.
+pub fn checkpoint_config_warning(config: &ConfigRecord) -> Option<String> {
+    match &config.weights {
+        WeightsRecord::Checkpoint { dir, .. } => checkpoint_config_differences(Path::new(dir), &config.model),
+        WeightsRecord::Random { .. } => None,
+    }
+}
+
 /// Where the checkpoint folder `dir` describes its model other than `model` does: its
 /// `config.json`, imported as `lynx models import` imports it, against `model` field by field,
 /// as one line naming each field that differs with both values (at most `MOST_NAMED` of them).
 /// `None` where they agree, where the folder has no `config.json`, or where lynx cannot import
 /// it. Tensor shapes that differ fail the run; these would not (a RoPE base, a norm's epsilon, a
 /// sliding window): the run measures `model`'s shape with the checkpoint's weights.
-pub fn checkpoint_config_differences(dir: &Path, model: &ModelShape) -> Option<String> {
+fn checkpoint_config_differences(dir: &Path, model: &ModelShape) -> Option<String> {
     const MOST_NAMED: usize = 6;
     let json = std::fs::read_to_string(dir.join("config.json")).ok()?;
     let imported = lynx_schema::config::hf::import(&json, "config.json", &model.name).ok()?;

@@ -132,19 +132,15 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
              part of the model needs are read{})",
             terminal_text(dir, 200),
             files.len(),
-            files.iter().map(|(_, size)| size).sum::<u64>() as f64 / 1e9,
+            crate::output::checkpoint_gb(files),
             match suite.scale.tp {
                 1 => String::new(),
                 tp => format!(", and of each the part the first of {tp} tensor-parallel devices holds"),
             }
         ),
     };
-    if let WeightsRecord::Checkpoint { dir, .. } = &config.weights {
-        if let Some(differences) =
-            lynx_runner::suite::checkpoint_config_differences(std::path::Path::new(dir), &config.model)
-        {
-            let _ = writeln!(out, "warning: {differences}");
-        }
+    if let Some(differences) = lynx_runner::suite::checkpoint_config_warning(config) {
+        let _ = writeln!(out, "warning: {differences}");
     }
     let _ = match &forecast.free {
         Reported::Known((bytes, source)) => writeln!(out, "free beside the weights: {} ({source})", gib(*bytes)),
