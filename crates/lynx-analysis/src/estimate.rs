@@ -357,7 +357,7 @@ pub fn step_s(shape: &ModelShape, precision: Precision, cell: CellShape, rates: 
         CellShape::Decode { ctx, mode: StepMode::Graph, .. } => Some(ctx.saturating_add(64)),
         _ => None,
     };
-    let work = crate::roofline::step_work(shape, precision, cell, (None, attended), None);
+    let work = crate::roofline::step_work(shape, precision, cell, None, attended, None);
     let roof = (work.bytes.get() / rates.bandwidth_bytes_per_s).max(work.flops.get() / rates.flops_per_s);
     let per_layer = KERNELS_PER_LAYER + if precision == Precision::Fp8 { KERNELS_PER_FP8_LAYER } else { 0.0 };
     let kernels = per_layer * f64::from(shape.num_layers) + KERNELS_PER_MOE_LAYER * f64::from(shape.moe_layers()) + 5.0;
@@ -560,7 +560,7 @@ mod tests {
         // Its bytes (the weights a step reads, one embedding row a token, and the cache it
         // attends) at the bandwidth, and one launch.
         let bytes =
-            crate::roofline::step_work(&model, Precision::Bf16, graph_decode, (None, Some(1024 + 64)), None).bytes;
+            crate::roofline::step_work(&model, Precision::Bf16, graph_decode, None, Some(1024 + 64), None).bytes;
         assert!((decode - (bytes.get() / rates.bandwidth_bytes_per_s + GRAPH_LAUNCH_S)).abs() < 1e-12, "{decode}");
         assert!(decode > 0.8 * weights && decode < 1.5 * weights, "{decode} against {weights}");
         let eager = step_s(&model, Precision::Bf16, CellShape::decode(1, 1024), &rates);

@@ -105,7 +105,8 @@ pub fn step_work(
     shape: &ModelShape,
     precision: Precision,
     cell: CellShape,
-    (ctx_end, attended): (Option<u32>, Option<u32>),
+    ctx_end: Option<u32>,
+    attended: Option<u32>,
     touched: Option<f64>,
 ) -> StepWork {
     let params = shape.parameters();
@@ -223,7 +224,7 @@ pub fn cell_roofline(
 ) -> Option<CellRoofline> {
     let median_s = cell.median_s()?;
     let touched = cell.experts_touched.map(Finite::get);
-    let work = step_work(shape, precision, cell.shape, (cell.ctx_end, cell.attended), touched);
+    let work = step_work(shape, precision, cell.shape, cell.ctx_end, cell.attended, touched);
     let bytes_per_s = work.bytes.get() / median_s;
     let flops_per_s = work.flops.get() / median_s;
     let fraction = |achieved: f64, ceiling: Option<&Probe>| {
@@ -345,9 +346,9 @@ intermediate_size = 128
     #[test]
     fn a_padded_graph_step_counts_the_keys_it_attends() {
         let shape = dense();
-        let eager = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), (Some(100), None), None);
+        let eager = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), Some(100), None, None);
         let graph_shape = CellShape::Decode { batch: 2, ctx: 100, mode: lynx_schema::result::StepMode::Graph };
-        let graph = step_work(&shape, Precision::Fp32, graph_shape, (Some(100), Some(300)), None);
+        let graph = step_work(&shape, Precision::Fp32, graph_shape, Some(100), Some(300), None);
         assert_eq!(graph.kv_read_bytes.get(), 3.0 * eager.kv_read_bytes.get());
         assert!((graph.attention_flops.get() / eager.attention_flops.get() - 300.0 / 101.0).abs() < 1e-12);
         assert_eq!(graph.weight_bytes, eager.weight_bytes);
@@ -366,7 +367,7 @@ intermediate_size = 128
         let expert_bytes = 3.0 * f64::from(shape.hidden_size) * f64::from(moe.intermediate_size) * 2.0;
         let layers = f64::from(shape.moe_layers());
         let weights = |touched: Option<f64>| {
-            step_work(&shape, Precision::Bf16, CellShape::decode(64, 1024), (Some(1024), None), touched)
+            step_work(&shape, Precision::Bf16, CellShape::decode(64, 1024), Some(1024), None, touched)
                 .weight_bytes
                 .get()
         };
@@ -385,7 +386,7 @@ intermediate_size = 128
         // norm 64. Total 2×(12 288 + 24 576 + 128) + 128 000 + 64 = 202 048 parameters.
         let shape = dense();
         assert_eq!(shape.parameters().total, 202_048);
-        let work = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), (Some(100), None), None);
+        let work = step_work(&shape, Precision::Fp32, CellShape::decode(2, 100), Some(100), None, None);
         // Weights: all 202 048 × 4 bytes, less the embedding table (256 000 bytes) plus the two
         // rows looked up (2 × 64 × 4).
         assert_eq!(work.weight_bytes.get(), 808_192.0 - 256_000.0 + 512.0);
@@ -403,7 +404,7 @@ intermediate_size = 128
     #[test]
     fn prefill_attention_is_causal() {
         let work =
-            step_work(&dense(), Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 10 }, (None, None), None);
+            step_work(&dense(), Precision::Fp32, CellShape::Prefill { batch: 1, prompt_len: 10 }, None, None, None);
         // 55 keys over 10 causal positions.
         assert_eq!(work.attention_flops.get(), 2.0 * 4.0 * 32.0 * 2.0 * 55.0);
         assert_eq!(work.kv_read_bytes.get(), 0.0);
@@ -466,7 +467,7 @@ intermediate_size = 128
                 probe(ProbeKind::Matmul, ElementType::F32, 1e15),
             ])
         };
-        let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, (cell(1.0).ctx_end, None), None).bytes.get();
+        let bytes = step_work(&shape, Precision::Fp32, cell(1.0).shape, cell(1.0).ctx_end, None, None).bytes.get();
         // Three times the bandwidth ceiling: a DRAM-sized step cannot, a cache-resident one can.
         let mut fast = cell(bytes / 2e9 / 3.0);
         fast.roofline = cell_roofline(&shape, Precision::Fp32, &fast, &bandwidth_only(None));
