@@ -265,12 +265,18 @@ fn a_run_reads_weights_from_a_checkpoint() {
         &test_small_tensors(),
         "model.layers.1.mlp.down_proj.weight",
     );
-    let out = tempfile::tempdir().unwrap();
-    let mut args = run_args(models.path(), out.path());
-    args.extend(["--weights", broken.path().to_str().unwrap()]);
-    let line = bad_input(&args);
+    let line = refused_weights(models.path(), broken.path());
     assert!(line.contains("no tensor model.layers.1.mlp.down_proj.weight"), "{line}");
+}
+
+/// A run with `--weights dir` that is refused as bad input before any result: its one line.
+fn refused_weights(models: &Path, dir: &Path) -> String {
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models, out.path());
+    args.extend(["--weights", dir.to_str().unwrap()]);
+    let line = bad_input(&args);
     assert!(result_files(out.path()).is_empty());
+    line
 }
 
 /// A tensor-parallel shard reads the first device's part of each tensor from the whole
@@ -316,10 +322,6 @@ fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
 
     let garbage = tempfile::tempdir().unwrap();
     std::fs::write(garbage.path().join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let mut args = run_args(models.path(), out.path());
-    args.extend(["--weights", garbage.path().to_str().unwrap()]);
-    let line = bad_input(&args);
+    let line = refused_weights(models.path(), garbage.path());
     assert!(line.contains("model.safetensors: not a safetensors file"), "{line}");
-    assert!(result_files(out.path()).is_empty());
 }
