@@ -834,8 +834,13 @@ impl Model {
     /// How a step of `tokens` tokens (batch × tokens a sequence) runs a mixture of experts' layers;
     /// `None` for a dense model.
     pub fn expert_kernel(&self, tokens: i64) -> Option<lynx_schema::result::ExpertKernel> {
-        self.blocks.iter().find_map(|block| match &block.mlp {
-            MlpLayer::Moe(moe) => Some(moe.kernel(tokens)),
+        self.moe_layers().next().map(|moe| moe.kernel(tokens))
+    }
+
+    /// The model's mixture-of-experts layers, in order.
+    fn moe_layers(&self) -> impl Iterator<Item = &MoeLayer> {
+        self.blocks.iter().filter_map(|block| match &block.mlp {
+            MlpLayer::Moe(moe) => Some(moe.as_ref()),
             MlpLayer::Dense(_) => None,
         })
     }
@@ -848,19 +853,11 @@ impl Model {
         &self,
         step: impl FnOnce() -> Result<T, ModelError>,
     ) -> Result<(T, Option<f64>), ModelError> {
-        let layers: Vec<&MoeLayer> = self
-            .blocks
-            .iter()
-            .filter_map(|block| match &block.mlp {
-                MlpLayer::Moe(moe) => Some(moe.as_ref()),
-                MlpLayer::Dense(_) => None,
-            })
-            .collect();
-        for layer in &layers {
+        for layer in self.moe_layers() {
             layer.tallying(true);
         }
         let value = step();
-        let counts: Vec<i64> = layers.iter().flat_map(|layer| layer.tallying(false)).collect();
+        let counts: Vec<i64> = self.moe_layers().flat_map(|layer| layer.tallying(false)).collect();
         let mean = (!counts.is_empty()).then(|| counts.iter().sum::<i64>() as f64 / counts.len() as f64);
         Ok((value?, mean))
     }
