@@ -145,17 +145,18 @@ fn torch_dtypes(device: &Target, precision: Option<Precision>) -> Vec<Precision>
     }
 }
 
-/// One matmul of two random n×n matrices in `precision` as a model's linear layer multiplies
-/// them, input × weightᵀ with the weight stored `[out, in]` (fp8: e4m3 through `_scaled_mm`, whose
-/// second operand is that transposed weight). On a CPU without AVX-512, libtorch's bf16 and fp16
-/// kernels differ twentyfold by layout: 1 GFLOP/s for two row-major operands on this project's
-/// host, against 20–25 for input × weightᵀ (fp32 170 and 182), so a probe of `a × b` measured a
-/// kernel no model step runs, and every bf16 cell on such a CPU came out at twenty times its
-/// "ceiling".
+/// One matmul of a random n×k input and a random n×k weight in `precision` as a model's linear
+/// layer multiplies them, input × weightᵀ with the weight stored `[out, in]` (fp8: e4m3 through
+/// `_scaled_mm`, whose second operand is that transposed weight). On a CPU without AVX-512,
+/// libtorch's bf16 and fp16 kernels differ twentyfold by layout: 1 GFLOP/s for two row-major
+/// operands on this project's host, against 20–25 for input × weightᵀ (fp32 170 and 182), so a
+/// probe of `a × b` measured a kernel no model step runs, and every bf16 cell on such a CPU came
+/// out at twenty times its "ceiling".
 fn matmul_work(
     device: &Target,
     precision: Precision,
-    (n, k): (i64, i64),
+    n: i64,
+    k: i64,
 ) -> Result<impl FnMut() -> Result<(), tch::TchError>, tch::TchError> {
     let kind = match precision {
         Precision::Fp32 => Kind::Float,
@@ -194,7 +195,7 @@ fn torch_matmul(device: &Target, precision: Precision, sustained: Option<(f64, &
     let (n, k) = (sizes.matmul_n, sizes.matmul_k);
     let flops = 2.0 * (n * n * k) as f64;
     let measured = (|| -> Result<f64, tch::TchError> {
-        let mut work = matmul_work(device, precision, (n, k))?;
+        let mut work = matmul_work(device, precision, n, k)?;
         match sustained_s {
             None => Ok(flops / median(timed(device, sizes.warmup, sizes.repetitions, &mut work)?)),
             Some(seconds) => {
