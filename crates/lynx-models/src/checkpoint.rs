@@ -49,13 +49,13 @@ struct Stored {
     start: u64,
 }
 
-/// The element types lynx reads, with their size in bytes.
-fn element(dtype: &str) -> Option<(Kind, u64)> {
+/// The libtorch kind of the element types lynx reads.
+fn element(dtype: &str) -> Option<Kind> {
     match dtype {
-        "F64" => Some((Kind::Double, 8)),
-        "F32" => Some((Kind::Float, 4)),
-        "F16" => Some((Kind::Half, 2)),
-        "BF16" => Some((Kind::BFloat16, 2)),
+        "F64" => Some(Kind::Double),
+        "F32" => Some(Kind::Float),
+        "F16" => Some(Kind::Half),
+        "BF16" => Some(Kind::BFloat16),
         _ => None,
     }
 }
@@ -178,7 +178,7 @@ impl Checkpoint {
         start: u64,
         wanted: &[i64],
     ) -> Result<Tensor, ModelError> {
-        let Some((kind, _)) = element(&stored.dtype) else {
+        let Some(kind) = element(&stored.dtype) else {
             return Err(ModelError::Weights(format!(
                 "{}: tensor {name} is {}; lynx reads fp32, bf16 and fp16 checkpoints (quantised ones, such as \
                  block-scaled fp8 or MXFP4, are not supported)",
@@ -229,7 +229,7 @@ impl Checkpoint {
 impl Stored {
     /// Its size in bytes, from its shape and element type.
     fn bytes(&self) -> Result<u64, ModelError> {
-        let size = element(&self.dtype).map_or(1, |(_, size)| size);
+        let size = element(&self.dtype).map_or(1, |kind| kind.elt_size_in_bytes() as u64);
         self.shape
             .iter()
             .try_fold(size, |bytes, &d| bytes.checked_mul(d as u64))
