@@ -4,7 +4,7 @@
 
 use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::derived::LatencyBounded;
-use lynx_schema::result::{CellStatus, RunResult};
+use lynx_schema::result::{CellStatus, RunResult, WeightsRecord};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;
 
@@ -23,12 +23,38 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
     differ("libtorch threads", a.harness.torch_threads.to_string(), b.harness.torch_threads.to_string());
     differ("configuration digest", a.config.sha256.clone(), b.config.sha256.clone());
+    let (x, y) = weights(&a.config.weights, &b.config.weights);
+    differ("weights", x, y);
     // A result made with test hooks set describes a test (`Harness::test_hooks`).
     let hooks = |r: &RunResult| r.harness.test_hooks().unwrap_or_else(|| "none".to_owned());
     differ("test hooks", hooks(a), hooks(b));
     // Whether each device kept its equilibrium pace through the cells (EQUILIBRIUM.md).
     differ("warm-up step timed again after the sweep, over its equilibrium median", pace(a), pace(b));
     out
+}
+
+/// Where each run's weights came from, in words: the seed, or the checkpoint by the digest of
+/// what its model read where both runs recorded one (by its files otherwise, all that results
+/// made before lynx recorded it say of a checkpoint). A checkpoint's folder is not compared:
+/// the same weights lie in other folders on other nodes.
+fn weights(a: &WeightsRecord, b: &WeightsRecord) -> (String, String) {
+    let read = |w: &WeightsRecord| match w {
+        WeightsRecord::Checkpoint { read, .. } => read.is_some(),
+        WeightsRecord::Random { .. } => false,
+    };
+    let by_read = read(a) && read(b);
+    let words = |w: &WeightsRecord| match w {
+        WeightsRecord::Random { seed } => format!("drawn from the seed {seed}"),
+        WeightsRecord::Checkpoint { read: Some(read), .. } if by_read => {
+            format!("{} tensors of {} bytes read from a checkpoint, sha256 {}", read.tensors, read.bytes, read.sha256)
+        }
+        WeightsRecord::Checkpoint { files, .. } => format!(
+            "a checkpoint of {} *.safetensors files, {} bytes",
+            files.len(),
+            files.iter().map(|(_, size)| size).sum::<u64>()
+        ),
+    };
+    (words(a), words(b))
 }
 
 /// The last warm-up step timed again after the sweep, over its warm-up's equilibrium median, in
@@ -332,6 +358,42 @@ mod tests {
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs not timed"));
         resumed.resumed_warmups[0].after_sweep = again(None);
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs timed, with no equilibrium median"));
+    }
+
+    /// How two runs differ says whose weights differ: the seed's, a checkpoint's by the digest of
+    /// what was read where both recorded one, by its files where either did not; the folder a
+    /// checkpoint lay in is not a difference.
+    #[test]
+    fn the_differences_say_whose_weights_differ() {
+        use lynx_schema::result::WeightsRead;
+        let read = |sha256: &str| Some(WeightsRead { tensors: 291, bytes: 2_970_000_000, sha256: sha256.to_owned() });
+        let checkpoint = |dir: &str, size: u64, read: Option<WeightsRead>| WeightsRecord::Checkpoint {
+            dir: dir.to_owned(),
+            files: vec![("model.safetensors".to_owned(), size)],
+            read,
+        };
+        let differ = |a: &WeightsRecord, b: &WeightsRecord| {
+            let (x, y) = weights(a, b);
+            (x != y).then(|| format!("{x} vs {y}"))
+        };
+        let lab = checkpoint("/lab/llama", 16_000_000_000, read("aa"));
+        assert_eq!(differ(&lab, &checkpoint("/vendor/llama", 16_000_000_000, read("aa"))), None);
+        assert_eq!(
+            differ(&lab, &checkpoint("/vendor/llama", 16_000_000_000, read("bb"))).unwrap(),
+            "291 tensors of 2970000000 bytes read from a checkpoint, sha256 aa vs 291 tensors of 2970000000 bytes \
+             read from a checkpoint, sha256 bb"
+        );
+        // An older result names a checkpoint by its files: so are both, then.
+        assert_eq!(differ(&lab, &checkpoint("/old", 16_000_000_000, None)), None);
+        assert_eq!(
+            differ(&lab, &checkpoint("/old", 15_000_000_000, None)).unwrap(),
+            "a checkpoint of 1 *.safetensors files, 16000000000 bytes vs a checkpoint of 1 *.safetensors files, \
+             15000000000 bytes"
+        );
+        let seed = |seed: u64| WeightsRecord::Random { seed };
+        assert_eq!(differ(&seed(7), &seed(7)), None);
+        assert_eq!(differ(&seed(7), &seed(8)).unwrap(), "drawn from the seed 7 vs drawn from the seed 8");
+        assert!(differ(&seed(7), &lab).unwrap().starts_with("drawn from the seed 7 vs a checkpoint of 1"));
     }
 
     /// How two runs differ says which was made with test hooks set, and which; so does the

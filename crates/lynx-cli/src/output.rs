@@ -142,7 +142,8 @@ mod tests {
         let files = |sizes: &[u64]| -> Vec<(String, u64)> {
             sizes.iter().enumerate().map(|(i, &size)| (format!("model-{i}.safetensors"), size)).collect()
         };
-        let published = WeightsRecord::Checkpoint { dir: "/published".to_owned(), files: files(&[4_000_000_000, 10]) };
+        let published =
+            WeightsRecord::Checkpoint { dir: "/published".to_owned(), files: files(&[4_000_000_000, 10]), read: None };
         assert_eq!(weights_warning(&published, Some(&files(&[4_000_000_000, 10]))), None);
         let warning = weights_warning(&published, Some(&files(&[4_000_000_000, 12]))).unwrap();
         assert!(

@@ -238,6 +238,10 @@ fn test_small_tensors() -> Vec<(&'static str, Vec<usize>)> {
     tensors
 }
 
+/// A run reads its weights from a checkpoint and records what its model read (every tensor of
+/// the test model here, and their digest). Stopped and resumed, it goes on with the same
+/// checkpoint and refuses one that changed since it began (one byte of a tensor here): its cells
+/// would describe two sets of weights as one.
 #[test]
 fn a_run_reads_weights_from_a_checkpoint() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -245,16 +249,75 @@ fn a_run_reads_weights_from_a_checkpoint() {
         suite.replace("batches = [1, 8]", "batches = [2]").replace("prompt_lens = [16, 256]", "prompt_lens = [32]")
     });
     let weights = tempfile::tempdir().unwrap();
-    write_safetensors(&weights.path().join("model.safetensors"), &test_small_tensors(), "");
+    let file = weights.path().join("model.safetensors");
+    write_safetensors(&file, &test_small_tensors(), "");
     let out = tempfile::tempdir().unwrap();
     let mut args = run_args(models.path(), out.path());
     args.extend(["--weights", weights.path().to_str().unwrap()]);
-    let output = lynx(&args);
+    let mut child = lynx_command()
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Stopped once the result records what the model read (it warms up next, for a second).
+    let read_of = |out: &Path| -> Value {
+        let result: Value = result_files(out)
+            .pop()
+            .and_then(|path| serde_json::from_slice(&std::fs::read(path).ok()?).ok())
+            .unwrap_or_default();
+        result["config"]["weights"]["read"].clone()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while read_of(out.path()).is_null() {
+        assert!(std::time::Instant::now() < deadline, "no weights read within 120 s");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it recorded its weights");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let stopped = child.wait_with_output().unwrap();
+    assert_eq!(stopped.status.code(), Some(130), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let read = read_of(out.path());
+    let tensors = test_small_tensors();
+    let bytes: usize = tensors.iter().map(|(_, shape)| 4 * shape.iter().product::<usize>()).sum();
+    assert_eq!((read["tensors"].as_u64(), read["bytes"].as_u64()), (Some(tensors.len() as u64), Some(bytes as u64)));
+    let sha256 = read["sha256"].as_str().unwrap().to_owned();
+    assert!(sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit()), "{sha256}");
+
+    let dir = run_dirs(out.path()).pop().unwrap();
+    let resume = ["run", "--resume", dir.to_str().unwrap(), "--weights", weights.path().to_str().unwrap()];
+    let journal = journal_of(&dir);
+    let original = std::fs::read(&file).unwrap();
+    let mut changed = original.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    std::fs::write(&file, &changed).unwrap();
+    // Found as the model is built, after the resumed run's first lines: its last line, exit 2.
+    let refused = lynx(&resume);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    let line = stderr.lines().last().unwrap_or_default();
+    let said = format!(
+        "lynx: error: {}: the checkpoint changed since this run began: the model read {} tensors of {bytes} bytes",
+        weights.path().display(),
+        tensors.len()
+    );
+    assert!(line.starts_with(&said), "{stderr}");
+    assert!(line.ends_with(&format!("where the run's first worker read {} of {bytes}, sha256 {sha256}", tensors.len())));
+    assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
+
+    std::fs::write(&file, &original).unwrap();
+    let output = lynx(&resume);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = format!("weights: {} tensors of 0.", tensors.len());
+    assert!(stdout.contains(&summary) && stdout.contains(&sha256), "{stdout}");
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     let record = &result["config"]["weights"];
     assert_eq!(record["origin"], "checkpoint", "{record}");
     assert_eq!(record["files"][0][0], "model.safetensors");
+    assert_eq!(record["read"], read);
+    assert_eq!(result["status"], "complete");
     assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
     assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));
 
@@ -317,6 +380,12 @@ fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     assert_eq!(result["config"]["weights"]["origin"], "checkpoint");
     assert_eq!(result["config"]["suite"]["scale"]["tp"], 2);
+    // Every tensor read, most of them a part of it.
+    let tensors = test_small_tensors();
+    let whole: usize = tensors.iter().map(|(_, shape)| 4 * shape.iter().product::<usize>()).sum();
+    let read = &result["config"]["weights"]["read"];
+    assert_eq!(read["tensors"].as_u64(), Some(tensors.len() as u64), "{read}");
+    assert!(read["bytes"].as_u64().unwrap() < whole as u64 * 3 / 5, "{read} of {whole} bytes");
     assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
     assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));
 

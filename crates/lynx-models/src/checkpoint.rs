@@ -7,14 +7,21 @@
 //! holds. So a layer subset or a shard of a checkpoint larger than the host's memory is read in
 //! the memory the model needs, and no run holds the checkpoint itself.
 //!
+//! Every tensor read is hashed as it is read (sha256 of the bytes kept), so a run can record
+//! which weights it measured ([`Checkpoint::reading`]) and a tensor that reads differently the
+//! second time (a file rewritten while lynx reads it) is refused.
+//!
 //! The format: an 8-byte little-endian header length, a JSON header, then the tensors' bytes,
 //! row-major and little-endian (the hosts lynx runs on are little-endian).
 
 use crate::ModelError;
-use std::collections::HashMap;
+use lynx_schema::result::WeightsRead;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use tch::{Device, Kind, Tensor};
 
 /// The largest header read, safetensors' own limit.
@@ -36,6 +43,17 @@ pub struct Checkpoint {
     handles: Vec<File>,
     /// The tensor-parallel degree of the shard read (1: the whole model).
     tp: u32,
+    reads: Mutex<Reads>,
+}
+
+/// What has been read: each tensor (or part of one) once, with its digest.
+#[derive(Default)]
+struct Reads {
+    /// By `name dtype [shape]` (a stacked tensor's entry named `name[index]`, a shard's part
+    /// by its own shape): the sha256 of its bytes, and how many there are.
+    seen: HashMap<String, ([u8; 32], u64)>,
+    /// The keys of `seen` in the order read, repeats included.
+    log: Vec<String>,
 }
 
 /// Where one tensor lies.
@@ -79,6 +97,7 @@ impl Checkpoint {
             dir: dir.to_path_buf(),
             handles: Vec::new(),
             tp: 1,
+            reads: Mutex::default(),
         };
         for path in &paths {
             let index = checkpoint.files.len();
@@ -139,6 +158,54 @@ impl Checkpoint {
         self.tensors.contains_key(name)
     }
 
+    /// `build`'s value (a model built from this checkpoint), with what it read: each distinct
+    /// tensor it asked for, and one digest of them all ([`WeightsRead`]). Two builds that read
+    /// the same tensors with the same bytes give the same digest, in whatever order they read
+    /// them and whatever else was read before.
+    pub fn reading<T>(&self, build: impl FnOnce() -> T) -> (T, WeightsRead) {
+        let from = self.reads().log.len();
+        let value = build();
+        let reads = self.reads();
+        let keys: BTreeSet<&String> = reads.log[from..].iter().collect();
+        let mut digest = Sha256::new();
+        let mut bytes = 0;
+        for key in &keys {
+            let (sha256, size) = &reads.seen[*key];
+            digest.update(format!("{key} {}\n", lynx_schema::result::hex(sha256)));
+            bytes += size;
+        }
+        let read =
+            WeightsRead { tensors: keys.len() as u64, bytes, sha256: lynx_schema::result::hex(&digest.finalize()) };
+        (value, read)
+    }
+
+    fn reads(&self) -> MutexGuard<'_, Reads> {
+        // A panic while the lock was held left no half-made entry: each is inserted whole.
+        self.reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Note that `name` (`wanted` of `dtype`) was read with `sha256` over its `bytes`, or refuse
+    /// it where an earlier read of it gave other bytes.
+    fn note(&self, name: &str, dtype: &str, wanted: &[i64], sha256: [u8; 32], bytes: u64) -> Result<(), ModelError> {
+        let key = format!("{name} {dtype} {wanted:?}");
+        let mut reads = self.reads();
+        match reads.seen.get(&key) {
+            Some((earlier, _)) if *earlier != sha256 => {
+                return Err(ModelError::Weights(format!(
+                    "{}: tensor {name} read again is not what was read before: the checkpoint changed while lynx \
+                     read it",
+                    self.dir.display()
+                )))
+            }
+            Some(_) => {}
+            None => {
+                reads.seen.insert(key.clone(), (sha256, bytes));
+            }
+        }
+        reads.log.push(key);
+        Ok(())
+    }
+
     /// The tensor `name`, which must have `shape` (in a shard, its part of that shape), on the
     /// CPU at its stored element type.
     pub fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
@@ -196,7 +263,11 @@ impl Checkpoint {
                 ))
             })
         };
-        read_part(&from, shape, wanted, split, kind, READ_AT_ONCE)
+        let mut digest = Sha256::new();
+        let part = read_part(&from, shape, wanted, split, kind, READ_AT_ONCE, &mut digest)?;
+        let bytes = part.numel() as u64 * kind.elt_size_in_bytes() as u64;
+        self.note(name, &stored.dtype, wanted, digest.finalize().into(), bytes)?;
+        Ok(part)
     }
 
     /// Along which dimension `wanted` is the first part of the stored `shape` (none: all of it),
@@ -322,7 +393,7 @@ pub(crate) type ReadAt<'a> = &'a dyn Fn(u64, &mut [u8]) -> Result<(), ModelError
 /// The `wanted` part of a row-major tensor of `shape` and `kind`: all of it (`split` none), or
 /// the first `wanted[d]` along dimension `d` (`split` `Some(d)`, every other dimension whole), read
 /// through `from(offset, buffer)` at most `at_once` bytes at a time (at least one row of the
-/// dimensions from `d` on) into a CPU tensor.
+/// dimensions from `d` on) into a CPU tensor; `digest` is fed the part's bytes, in order.
 pub(crate) fn read_part(
     from: ReadAt,
     shape: &[i64],
@@ -330,6 +401,7 @@ pub(crate) fn read_part(
     split: Option<usize>,
     kind: Kind,
     at_once: u64,
+    digest: &mut Sha256,
 ) -> Result<Tensor, ModelError> {
     let size = kind.elt_size_in_bytes() as u64;
     let d = split.unwrap_or(0);
@@ -350,6 +422,13 @@ pub(crate) fn read_part(
         let n = step.min(outer - first);
         buffer.resize((n * row) as usize * size as usize, 0);
         from(first as u64 * row as u64 * size, &mut buffer)?;
+        if keep == row {
+            digest.update(&buffer);
+        } else {
+            for kept in buffer.chunks_exact((row as u64 * size) as usize) {
+                digest.update(&kept[..(keep as u64 * size) as usize]);
+            }
+        }
         let slab = Tensor::f_from_data_size(&buffer, &[n, row], kind)?;
         rows.f_narrow(0, first, n)?.f_copy_(&slab.f_narrow(1, 0, keep)?)?;
         first += n;
@@ -390,9 +469,14 @@ mod tests {
             if let Some(d) = split {
                 expected = expected.narrow(d as i64, 0, wanted[d]);
             }
+            // The digest is fed the part's bytes alone, row-major.
+            let kept: Vec<f32> = Vec::try_from(expected.contiguous().flatten(0, -1)).unwrap();
+            let kept: Vec<u8> = kept.iter().flat_map(|v| v.to_le_bytes()).collect();
             for at_once in [4, 12, 40, u64::MAX] {
-                let part = read_part(&from, &shape, &wanted, split, Kind::Float, at_once).unwrap();
+                let mut digest = Sha256::new();
+                let part = read_part(&from, &shape, &wanted, split, Kind::Float, at_once, &mut digest).unwrap();
                 assert!(part.equal(&expected), "{shape:?} → {wanted:?} in slabs of {at_once} bytes: {part}");
+                assert_eq!(digest.finalize(), Sha256::digest(&kept), "{shape:?} → {wanted:?} in slabs of {at_once}");
             }
         }
     }

@@ -496,3 +496,56 @@ fn a_corrupt_or_hostile_checkpoint_file_is_refused_naming_it() {
     let error = checkpoint.get_at("w", 2, &[2]).err().unwrap().to_string();
     assert!(error.contains("tensor w has shape [2, 2], with no entry 2 along its first dimension"), "{error}");
 }
+
+/// What a model read of a checkpoint: each of its 12 tensors once with its bytes, and one
+/// digest over a line a tensor in name order, the same whatever was read before it, which a
+/// shard's parts and another byte change; a tensor that reads differently the second time (its
+/// file rewritten while lynx reads it) is refused.
+#[test]
+fn what_a_model_read_of_a_checkpoint_is_counted_and_digested() {
+    use lynx_schema::result::hex;
+    use sha2::{Digest, Sha256};
+    let tensors = llama_tensors();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), &tensors);
+    let load = |checkpoint: &Checkpoint, shape: &ModelShape| {
+        let (model, read) =
+            checkpoint.reading(|| Model::load(shape, checkpoint, &[0], Some((Device::Cpu, Precision::Fp32))));
+        model.map(|_| read)
+    };
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let read = load(&checkpoint, &shape(LLAMA)).unwrap();
+    let bytes = |t: &Tensor| -> Vec<u8> {
+        let values: Vec<f32> = Vec::try_from(t.contiguous().flatten(0, -1)).unwrap();
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    };
+    let mut lines: Vec<String> = tensors
+        .iter()
+        .map(|(name, t)| format!("{name} F32 {:?} {}\n", t.size(), hex(&Sha256::digest(bytes(t)))))
+        .collect();
+    lines.sort();
+    assert_eq!((read.tensors, read.bytes), (12, tensors.iter().map(|(_, t)| bytes(t).len() as u64).sum()));
+    assert_eq!(read.sha256, hex(&Sha256::digest(lines.concat())));
+    // Read again, by the same checkpoint (everything read before) or another: the same.
+    assert_eq!(load(&checkpoint, &shape(LLAMA)).unwrap(), read);
+    assert_eq!(load(&Checkpoint::open(dir.path()).unwrap(), &shape(LLAMA)).unwrap(), read);
+    // A shard reads the same tensors, parts of them.
+    let sharded = shard(&shape(LLAMA), &Scale { layers: None, tp: 2 }).unwrap();
+    let part = load(&Checkpoint::open(dir.path()).unwrap().shard(2), &sharded).unwrap();
+    assert_eq!(part.tensors, 12);
+    assert!(part.bytes < read.bytes && part.sha256 != read.sha256, "{part:?}");
+    // The last byte of the file (of a tensor's data) changed in place: the checkpoint that read
+    // it before refuses it, a fresh one reads another digest.
+    let path = dir.path().join("model.safetensors");
+    let mut file = std::fs::read(&path).unwrap();
+    *file.last_mut().unwrap() ^= 1;
+    std::fs::write(&path, file).unwrap();
+    let error = load(&checkpoint, &shape(LLAMA)).err().unwrap().to_string();
+    assert!(
+        error.contains("read again is not what was read before: the checkpoint changed while lynx read it"),
+        "{error}"
+    );
+    let changed = load(&Checkpoint::open(dir.path()).unwrap(), &shape(LLAMA)).unwrap();
+    assert_eq!((changed.tensors, changed.bytes), (read.tensors, read.bytes));
+    assert_ne!(changed.sha256, read.sha256);
+}

@@ -8,7 +8,7 @@ use lynx_schema::config::Precision;
 use lynx_schema::derived::Derived;
 use lynx_schema::equilibrium::WindowStats;
 use lynx_schema::result::{
-    AttentionKernel, CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord,
+    AttentionKernel, CellRecord, CellStatus, Check, RunResult, RunStatus, StepMode, WarmupRecord, WeightsRecord,
 };
 use lynx_schema::roofline::{ProbeKind, RooflineRecord};
 use lynx_schema::serving::ServedRate;
@@ -152,6 +152,16 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
             part.parameters as f64 / 1e6,
             result.config.model_parameters as f64 / 1e6,
             part.not_measured.join("; ")
+        );
+    }
+    if let WeightsRecord::Checkpoint { dir, read: Some(read), .. } = &result.config.weights {
+        let _ = writeln!(
+            out,
+            "weights: {} tensors of {:.2} GB read from the checkpoint {}, sha256 {}",
+            read.tensors,
+            read.bytes as f64 / 1e9,
+            terminal_text(dir, 200),
+            terminal_text(&read.sha256, 64)
         );
     }
     out.push_str(&cells_section(result));

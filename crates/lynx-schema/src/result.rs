@@ -378,7 +378,25 @@ pub enum WeightsRecord {
         dir: String,
         /// Its `*.safetensors` files and their sizes in bytes.
         files: Vec<(String, u64)>,
+        /// The tensors the measured model read from it, and a digest of their contents. Absent
+        /// in results made before lynx recorded it, which name a checkpoint by its files alone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read: Option<WeightsRead>,
     },
+}
+
+/// What a run read of a checkpoint: the tensors the measured model was built from (in a layer
+/// subset its layers, in a tensor-parallel shard the first device's part of each), and a digest
+/// of their contents, so that two runs' weights can be compared without either checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WeightsRead {
+    /// Tensors read (a stacked tensor's entries counted one by one).
+    pub tensors: u64,
+    /// Their bytes as stored (a shard's part of each).
+    pub bytes: u64,
+    /// sha256 (hex) of one line a tensor, in name order: `name dtype [shape] sha256-of-its-bytes`,
+    /// each line ending in a newline; the bytes are those read, row-major as stored.
+    pub sha256: String,
 }
 
 /// The part of the model a scaled run measured, and what it leaves out.

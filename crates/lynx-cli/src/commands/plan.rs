@@ -126,7 +126,7 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
     }
     let _ = match &config.weights {
         WeightsRecord::Random { seed } => writeln!(out, "weights: drawn from the seed {seed}"),
-        WeightsRecord::Checkpoint { dir, files } => writeln!(
+        WeightsRecord::Checkpoint { dir, files, .. } => writeln!(
             out,
             "weights: read from the checkpoint {} ({} *.safetensors files, {:.2} GB; only the tensors the measured \
              part of the model needs are read{})",

@@ -27,7 +27,7 @@ use lynx_schema::config::{source_layers, LatencyBound, ModelShape};
 use lynx_schema::device::DeviceName;
 use lynx_schema::result::{
     CellRecord, CellShape, CellStatus, Check, CheckName, ConfigRecord, Harness, HostRecord, RunPlan, RunResult,
-    RunStatus, StepMode, WeightsRecord, RESULT_SCHEMA,
+    RunStatus, StepMode, WeightsRead, WeightsRecord, RESULT_SCHEMA,
 };
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::serving::{Served, ServedRate, ServedTrace, ServingRecord, TracedRequest, TracedStep};
@@ -116,7 +116,9 @@ impl Setup {
             None => None,
         };
         let weights = match &checkpoint {
-            Some(c) => WeightsRecord::Checkpoint { dir: c.dir.display().to_string(), files: c.files.clone() },
+            Some(c) => {
+                WeightsRecord::Checkpoint { dir: c.dir.display().to_string(), files: c.files.clone(), read: None }
+            }
             None => WeightsRecord::Random { seed: plan.suite.seed },
         };
         let config = ConfigRecord::new(plan.suite.clone(), plan.model.clone(), weights)
@@ -167,12 +169,21 @@ impl Setup {
         )))
     }
 
-    /// `shape` on the device, with the checkpoint's `layers` or weights drawn from the seed.
-    fn build(&self, shape: &ModelShape, layers: &[u32], context: &str) -> Result<Model, RunError> {
+    /// `shape` on the device, with the checkpoint's `layers` (and what it read of them) or
+    /// weights drawn from the seed.
+    fn build(
+        &self,
+        shape: &ModelShape,
+        layers: &[u32],
+        context: &str,
+    ) -> Result<(Model, Option<WeightsRead>), RunError> {
         let suite = &self.config.suite;
         match &self.checkpoint {
-            Some(c) => Model::load(shape, c, layers, Some((self.torch, suite.precision))),
-            None => Model::new(shape, suite.precision, self.torch, suite.seed),
+            Some(c) => {
+                let (model, read) = c.reading(|| Model::load(shape, c, layers, Some((self.torch, suite.precision))));
+                model.map(|model| (model, Some(read)))
+            }
+            None => Model::new(shape, suite.precision, self.torch, suite.seed).map(|model| (model, None)),
         }
         .map_err(|e| model_error(context, e))
     }
@@ -255,7 +266,7 @@ impl Setup {
     fn head_only(&self) -> Result<Option<HeadOnly>, RunError> {
         let Some(measured_layers) = self.config.suite.scale.layers else { return Ok(None) };
         let head_shape = lynx_analysis::cell::head_only_shape(&self.shape);
-        let model = self.build(&head_shape, &[], "building the head-only model")?;
+        let (model, _) = self.build(&head_shape, &[], "building the head-only model")?;
         Ok(Some(HeadOnly { model, measured_layers, model_layers: self.config.model.num_layers }))
     }
 }
@@ -588,6 +599,27 @@ impl Turn<'_> {
         Some(again)
     }
 
+    /// Record what the measured model read of its checkpoint; or, where an earlier worker on
+    /// this run recorded it, refuse a checkpoint that now reads differently: its cells would
+    /// describe two sets of weights as one.
+    fn record_read(&mut self, read: WeightsRead) -> Result<(), RunError> {
+        let WeightsRecord::Checkpoint { dir, read: recorded, .. } = &mut self.result.config.weights else {
+            return Ok(());
+        };
+        match recorded {
+            Some(earlier) if *earlier != read => Err(RunError::Weights(format!(
+                "{dir}: the checkpoint changed since this run began: the model read {} tensors of {} bytes, sha256 {}, \
+                 where the run's first worker read {} of {}, sha256 {}",
+                read.tensors, read.bytes, read.sha256, earlier.tensors, earlier.bytes, earlier.sha256
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                *recorded = Some(read);
+                self.save()
+            }
+        }
+    }
+
     /// Write the result as it stands.
     fn save(&mut self) -> Result<(), RunError> {
         self.result.updated_at = rfc3339_utc(unix_now_s());
@@ -620,8 +652,11 @@ impl Turn<'_> {
             self.save()?;
         }
         let context = format!("building {} on {}", suite.model, self.device.record.device);
-        let model =
+        let (model, read) =
             timed(&mut self.phases, "building the model", || setup.build(&setup.shape, &setup.layers, &context))?;
+        if let Some(read) = read {
+            self.record_read(read)?;
+        }
         let start = std::time::Instant::now();
         self.result.fp8_input_scales =
             crate::parity::calibrate_fp8(&model, suite).map_err(|e| model_error(&context, e))?;
