@@ -117,6 +117,10 @@ impl Observer for Progress {
         }
     }
 
+    fn warned(&mut self, warning: &str) {
+        self.say(format!("warning: {}", lynx_report::escape::terminal_text(warning, 400)));
+    }
+
     fn warming(&mut self, progress: &WarmupProgress) {
         let (elapsed_s, max_s) = (progress.elapsed_s, progress.max_s);
         let state = match progress.window {

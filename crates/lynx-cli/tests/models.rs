@@ -321,6 +321,40 @@ fn a_run_reads_weights_from_a_checkpoint() {
     assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
     assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));
 
+    // Reproduced on a checkpoint of the same files and sizes, one byte changed: no warning
+    // before the run (names and sizes agree), one as soon as the model is built, and the
+    // comparison names the weights as a difference.
+    std::fs::write(&file, &changed).unwrap();
+    let published = result_file(out.path()).with_extension("intoto.json");
+    let local = tempfile::tempdir().unwrap();
+    let key = pubkey();
+    let output = lynx(&[
+        "reproduce",
+        published.to_str().unwrap(),
+        "--pubkey",
+        &key,
+        "--weights",
+        weights.path().to_str().unwrap(),
+        "--out",
+        local.path().to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stderr}");
+    let warning = format!(
+        "lynx: warning: the weights this reproduction read are not the published run's: {} tensors of {bytes} bytes",
+        tensors.len()
+    );
+    let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("warning: the weights")).collect();
+    assert!(warned.len() == 1 && warned[0].starts_with(&warning), "{stderr}");
+    assert!(warned[0].contains(&format!("where the published run read {} of {bytes}, sha256 {sha256}", tensors.len())));
+    let local_read: Value = serde_json::from_slice(&std::fs::read(result_file(local.path())).unwrap()).unwrap();
+    let local_sha256 = local_read["config"]["weights"]["read"]["sha256"].as_str().unwrap().to_owned();
+    let differs = format!(
+        "differs: weights: {} tensors of {bytes} bytes read from a checkpoint, sha256 {sha256} vs",
+        tensors.len()
+    );
+    assert!(stdout.contains(&differs) && stdout.contains(&local_sha256) && local_sha256 != sha256, "{stdout}");
+
     // A checkpoint without one of the model's tensors is bad input, found before any result.
     let broken = tempfile::tempdir().unwrap();
     write_safetensors(

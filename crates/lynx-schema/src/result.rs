@@ -92,6 +92,11 @@ pub struct Reproduces {
     pub run_id: String,
     /// The published device's name.
     pub device: String,
+    /// What the published run's model read of its checkpoint, where it records it: the
+    /// reproduction's worker says as soon as its own model is built whether it read the same
+    /// weights, not only the comparison hours later. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_read: Option<WeightsRead>,
 }
 
 /// Telemetry sampling of a run.

@@ -61,6 +61,10 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         envelope_sha256: digest,
         run_id: original.run_id.clone(),
         device: original.device.name_or_kind(),
+        weights_read: match &original.config.weights {
+            WeightsRecord::Checkpoint { read, .. } => read.clone(),
+            WeightsRecord::Random { .. } => None,
+        },
     };
     let run = lynx_runner::start_reproduction(&plan, reproduces)?;
     let price = PriceInputs {

@@ -63,6 +63,8 @@ pub trait Observer {
     fn serving(&mut self, _what: &str) {}
     /// The serving phase finished a workload and bound.
     fn served(&mut self, _served: &lynx_schema::serving::Served) {}
+    /// Something the user should know now, though the run goes on.
+    fn warned(&mut self, _warning: &str) {}
 }
 
 /// Where warm-up stands, for the observer.

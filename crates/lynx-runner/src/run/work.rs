@@ -614,6 +614,15 @@ impl Turn<'_> {
             ))),
             Some(_) => Ok(()),
             None => {
+                let published = self.result.reproduces.as_ref().and_then(|r| r.weights_read.as_ref());
+                if let Some(published) = published.filter(|&published| *published != read) {
+                    self.observer.warned(&format!(
+                        "the weights this reproduction read are not the published run's: {} tensors of {} bytes, \
+                         sha256 {}, where the published run read {} of {}, sha256 {}; its figures will compare two devices on other \
+                         weights",
+                        read.tensors, read.bytes, read.sha256, published.tensors, published.bytes, published.sha256
+                    ));
+                }
                 *recorded = Some(read);
                 self.save()
             }
