@@ -209,6 +209,7 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
     let markdown = export("markdown");
     assert!(markdown.contains("&lt;script&gt;") && !markdown.contains("<script>") && !markdown.contains('\u{1b}'));
     assert!(markdown.contains("## Cells") && markdown.contains("## Checks"), "{markdown}");
+    assert!(markdown.contains(&format!("| weights | drawn from the seed {} |", own["config"]["suite"]["seed"])));
     // Its warm-up, and its step timed again after the sweep.
     let warmup = markdown.split("## Warm-up\n\n```text\n").nth(1).and_then(|rest| rest.split("```").next());
     let warmup = warmup.unwrap_or_else(|| panic!("{markdown}"));

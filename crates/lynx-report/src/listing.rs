@@ -7,7 +7,7 @@ use crate::table::Table;
 use crate::text::{derived_report, ms, roofline_table};
 use lynx_schema::config::Length;
 use lynx_schema::derived::BoundedPoint;
-use lynx_schema::result::{CellRecord, CellShape, RunResult};
+use lynx_schema::result::{CellRecord, CellShape, RunResult, WeightsRecord};
 use lynx_schema::shortlist::{Range, Shortlist};
 use lynx_schema::value::{Finite, Reported};
 use std::fmt::Write;
@@ -283,6 +283,34 @@ pub fn warmups(result: &RunResult) -> Vec<String> {
     }
 }
 
+/// Where a run's weights came from, for a published page: the seed, or a checkpoint by its files
+/// and what its model read of it (its folder is the publisher's, and says nothing of the weights).
+/// Unescaped: the caller escapes it for its format.
+pub fn weights_words(weights: &WeightsRecord) -> String {
+    match weights {
+        WeightsRecord::Random { seed } => format!("drawn from the seed {seed}"),
+        WeightsRecord::Checkpoint { files, read, .. } => {
+            let gb = |bytes: u64| bytes as f64 / 1e9;
+            let stored = format!(
+                "a checkpoint of {} *.safetensors files, {:.2} GB",
+                files.len(),
+                gb(files.iter().map(|(_, size)| size).sum())
+            );
+            match read {
+                Some(read) => format!(
+                    "{stored}; its model read {} tensors of {:.2} GB, sha256 {}",
+                    read.tensors,
+                    gb(read.bytes),
+                    read.sha256
+                ),
+                None => {
+                    format!("{stored}; what its model read is not recorded (a result made before lynx recorded it)")
+                }
+            }
+        }
+    }
+}
+
 /// A verified result (signed by `signers`) as CSV or Markdown. Every string from the result is
 /// escaped for the format.
 pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> String {
@@ -306,6 +334,7 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
         ("host", text(&result.host.cpu_model)),
         ("model", format!("{} at {}", markdown_text(&config.model.name), config.suite.precision)),
         ("configuration sha256", markdown_text(&config.sha256)),
+        ("weights", markdown_text(&weights_words(&config.weights))),
         ("lynx", format!("{} ({})", markdown_text(&result.harness.lynx_version), text(&result.harness.git_commit))),
         ("libtorch", text(&result.harness.libtorch_runtime_version)),
         ("started", markdown_text(&result.started_at)),
@@ -343,4 +372,30 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
             writeln!(out, "- **{}** {verdict}: {}", markdown_text(check.name.as_str()), markdown_text(&check.detail));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lynx_schema::result::WeightsRead;
+
+    /// A published page says where the weights came from: the seed, or the checkpoint's files
+    /// and what its model read of them, or that a result from before lynx recorded it does not
+    /// say; never the publisher's folder.
+    #[test]
+    fn weights_are_named_by_seed_or_by_what_was_read() {
+        assert_eq!(weights_words(&WeightsRecord::Random { seed: 7 }), "drawn from the seed 7");
+        let files =
+            vec![("model-1.safetensors".to_owned(), 5_000_000_000), ("model-2.safetensors".to_owned(), 1_060_000_000)];
+        let read = WeightsRead { tensors: 21, bytes: 2_973_802_496, sha256: "b0b1".to_owned() };
+        let checkpoint =
+            |read| WeightsRecord::Checkpoint { dir: "/home/lab/llama".to_owned(), files: files.clone(), read };
+        assert_eq!(
+            weights_words(&checkpoint(Some(read))),
+            "a checkpoint of 2 *.safetensors files, 6.06 GB; its model read 21 tensors of 2.97 GB, sha256 b0b1"
+        );
+        let older = weights_words(&checkpoint(None));
+        assert!(older.ends_with("GB; what its model read is not recorded (a result made before lynx recorded it)"));
+        assert!(!older.contains("/home/lab"));
+    }
 }

@@ -488,7 +488,7 @@ fn reproductions(related: &Related) -> Markup {
 /// The table of what ran where, signed by whom.
 fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
     let config = &result.config;
-    let rows: [(&str, Markup); 16] = [
+    let rows: [(&str, Markup); 17] = [
         ("envelope", html! { (Html(&entry.file.display().to_string())) }),
         (
             "signed by key",
@@ -519,6 +519,7 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
             },
         ),
         ("configuration sha256", html! { code { (Html(&config.sha256)) } }),
+        ("weights", html! { (Html(&crate::listing::weights_words(&config.weights))) }),
         ("lynx", html! { (Html(&result.harness.lynx_version)) " (" (reported(&result.harness.git_commit)) ")" }),
         ("libtorch", reported(&result.harness.libtorch_runtime_version)),
         (
