@@ -169,6 +169,12 @@ fn hostile_numbers_in_a_signed_result_get_figures_or_one_line_never_a_panic() {
     // Every output tok/s given its steady part's, as results record it now (the published one
     // predates the field): a figure, or one in two the reason there is none.
     with_steady_parts(&mut published, &mut 0);
+    // Weights read from a checkpoint, as results record them now (the published run drew its
+    // own), for the mutations to reach the counts, with a digest that is not one.
+    published["config"]["weights"] = serde_json::json!({
+        "origin": "checkpoint", "dir": "/lab/\u{1b}[2J", "files": [["model.safetensors", 14_029_824]],
+        "read": {"tensors": 21, "bytes": 14_029_824, "sha256": "\u{1b}[31m<script>"},
+    });
     // And every served rate the simulation replaying the loop's steps and a batch off the
     // table's line, as results record them now (the published one predates the fields), for the
     // mutations to reach them too.
