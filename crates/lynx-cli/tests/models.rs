@@ -366,6 +366,37 @@ fn a_run_reads_weights_from_a_checkpoint() {
     assert!(line.contains("no tensor model.layers.1.mlp.down_proj.weight"), "{line}");
 }
 
+/// A checkpoint (with no index file) missing a tensor of a layer past the parity check's, or
+/// holding it in another shape, is refused once the parity check has read its layers, from the
+/// headers alone: before the probes and before any result, not when the model is built.
+#[test]
+fn a_layer_past_the_parity_checks_is_held_to_the_layers_it_read() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| format!("{suite}\n[parity]\nlayers = 1\n"));
+    let missing = tempfile::tempdir().unwrap();
+    let down = "model.layers.1.mlp.down_proj.weight";
+    write_safetensors(&missing.path().join("model.safetensors"), &test_small_tensors(), down);
+    let line = refused_weights(models.path(), missing.path());
+    assert!(
+        line.contains(&format!("no tensor {down} (the model reads it as it read model.layers.0.mlp.down_proj.weight)")),
+        "{line}"
+    );
+    let misshapen = tempfile::tempdir().unwrap();
+    let tensors: Vec<(&str, Vec<usize>)> = test_small_tensors()
+        .into_iter()
+        .map(|(name, shape)| if name == down { (name, vec![256, 700]) } else { (name, shape) })
+        .collect();
+    write_safetensors(&misshapen.path().join("model.safetensors"), &tensors, "");
+    let line = refused_weights(models.path(), misshapen.path());
+    assert!(
+        line.contains(&format!(
+            "tensor {down} is F32 [256, 700], where model.layers.0.mlp.down_proj.weight, which the model read as it \
+             will read it, is F32 [256, 704]"
+        )),
+        "{line}"
+    );
+}
+
 /// A run with `--weights dir` that is refused as bad input before any result: its one line.
 fn refused_weights(models: &Path, dir: &Path) -> String {
     let out = tempfile::tempdir().unwrap();

@@ -29,7 +29,8 @@ const MAX_HEADER_BYTES: u64 = 100_000_000;
 
 /// Most bytes read at once: a buffer that stays in the host's cache between its read and its
 /// copy into the tensor (on this project's 2-core host, the two layers, embedding and head of
-/// Llama 3.1 8B, 2.97 GB of bf16, read in 1.4 s a MiB at a time, 1.6 s at 4 MiB, 3.1 s at 64 MiB).
+/// Llama 3.1 8B, 2.97 GB of bf16, read in 1.4 s a MiB at a time, 1.6 s at 4 MiB, 3.1 s at 64 MiB,
+/// before each part read was hashed).
 const READ_AT_ONCE: u64 = 1 << 20;
 
 /// The tensors of a safetensors checkpoint (every `*.safetensors` file of a folder, as Hugging
@@ -54,6 +55,8 @@ struct Reads {
     seen: HashMap<String, ([u8; 32], u64)>,
     /// The keys of `seen` in the order read, repeats included.
     log: Vec<String>,
+    /// The stored tensors read from, by name (a stacked tensor once, whichever entries).
+    names: BTreeSet<String>,
 }
 
 /// Where one tensor lies.
@@ -179,6 +182,35 @@ impl Checkpoint {
         (value, read)
     }
 
+    /// The stored tensors read from so far, by name, in name order.
+    pub fn names_read(&self) -> Vec<String> {
+        self.reads().names.iter().cloned().collect()
+    }
+
+    /// Refuse `name` unless it is stored as `like` is (the same element type and shape): a tensor
+    /// a model will ask for, checked from the header alone against one it has read, its
+    /// counterpart in another layer.
+    pub fn stored_like(&self, name: &str, like: &str) -> Result<(), ModelError> {
+        let model = self.stored(like)?;
+        let stored = self.tensors.get(name).ok_or_else(|| {
+            ModelError::Weights(format!(
+                "{}: no tensor {name} (the model reads it as it read {like})",
+                self.dir.display()
+            ))
+        })?;
+        if (&stored.dtype, &stored.shape) != (&model.dtype, &model.shape) {
+            return Err(ModelError::Weights(format!(
+                "{}: tensor {name} is {} {:?}, where {like}, which the model read as it will read it, is {} {:?}",
+                self.dir.display(),
+                stored.dtype,
+                stored.shape,
+                model.dtype,
+                model.shape
+            )));
+        }
+        Ok(())
+    }
+
     fn reads(&self) -> MutexGuard<'_, Reads> {
         // A panic while the lock was held left no half-made entry: each is inserted whole.
         self.reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -210,7 +242,9 @@ impl Checkpoint {
     /// CPU at its stored element type.
     pub fn get(&self, name: &str, shape: &[i64]) -> Result<Tensor, ModelError> {
         let stored = self.stored(name)?;
-        self.read(name, stored, &stored.shape, stored.start, shape)
+        let tensor = self.read(name, stored, &stored.shape, stored.start, shape)?;
+        self.reads().names.insert(name.to_owned());
+        Ok(tensor)
     }
 
     /// `name[index]`: the tensor's `index`th entry along its first dimension (one expert of a
@@ -229,7 +263,9 @@ impl Checkpoint {
             }
         };
         let entry_bytes = (stored.bytes()? / first as u64) * index as u64;
-        self.read(&format!("{name}[{index}]"), stored, rest, stored.start + entry_bytes, shape)
+        let tensor = self.read(&format!("{name}[{index}]"), stored, rest, stored.start + entry_bytes, shape)?;
+        self.reads().names.insert(name.to_owned());
+        Ok(tensor)
     }
 
     fn stored(&self, name: &str) -> Result<&Stored, ModelError> {

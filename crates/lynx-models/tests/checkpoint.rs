@@ -526,6 +526,30 @@ fn what_a_model_read_of_a_checkpoint_is_counted_and_digested() {
     lines.sort();
     assert_eq!((read.tensors, read.bytes), (12, tensors.iter().map(|(_, t)| bytes(t).len() as u64).sum()));
     assert_eq!(read.sha256, hex(&Sha256::digest(lines.concat())));
+    // The names read, and a tensor held to one of them from the headers alone.
+    let mut names: Vec<String> = tensors.iter().map(|(name, _)| name.clone()).collect();
+    names.sort();
+    assert_eq!(checkpoint.names_read(), names);
+    let (q, o, k) = (
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.0.self_attn.o_proj.weight",
+        "model.layers.0.self_attn.k_proj.weight",
+    );
+    assert!(checkpoint.stored_like(q, o).is_ok());
+    let error = checkpoint.stored_like(k, o).err().unwrap().to_string();
+    assert!(
+        error.ends_with(&format!(
+            "tensor {k} is F32 [16, 32], where {o}, which the model read as it will read it, is F32 [32, 32]"
+        )),
+        "{error}"
+    );
+    let error = checkpoint.stored_like("model.layers.1.self_attn.o_proj.weight", o).err().unwrap().to_string();
+    assert!(
+        error.ends_with(&format!(
+            "no tensor model.layers.1.self_attn.o_proj.weight (the model reads it as it read {o})"
+        )),
+        "{error}"
+    );
     // Read again, by the same checkpoint (everything read before) or another: the same.
     assert_eq!(load(&checkpoint, &shape(LLAMA)).unwrap(), read);
     assert_eq!(load(&Checkpoint::open(dir.path()).unwrap(), &shape(LLAMA)).unwrap(), read);

@@ -67,6 +67,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         None => {
             let (check, inner) = timed(&mut phases, "parity", || setup.parity())?;
             phases.extend(inner);
+            setup.layers_stored_as_parity_read()?;
             check
         }
     };
@@ -260,6 +261,32 @@ impl Setup {
                 Vec::new(),
             )),
         }
+    }
+
+    /// Once the parity check has read its layers of the checkpoint, hold every other layer the
+    /// model will read to them, from the headers alone: each tensor the parity model read from
+    /// its layer of the same kind (dense or MoE), named for the other layer, must be stored with
+    /// the same element type and shape. A tensor missing or misshapen past the parity check's
+    /// layers is refused now, before the probes and any result, not when the model is built (a
+    /// checkpoint with Hugging Face's index is held to it when opened; one without, a single file
+    /// or files sharded by hand, is caught here).
+    fn layers_stored_as_parity_read(&self) -> Result<(), RunError> {
+        let Some(checkpoint) = &self.checkpoint else { return Ok(()) };
+        let cut = crate::parity::parity_shape(&self.shape, self.config.suite.parity.layers);
+        // The checkpoint layer each of the parity model's layers stands for.
+        let read: Vec<u32> = source_layers(&self.shape, &cut).iter().map(|&i| self.layers[i as usize]).collect();
+        let names = checkpoint.names_read();
+        for (i, &layer) in self.layers.iter().enumerate() {
+            let dense = (i as u32) < self.shape.dense_layers();
+            let Some(j) = (0..cut.num_layers).find(|&j| (j < cut.dense_layers()) == dense) else { continue };
+            let (from, to) = (format!(".layers.{}.", read[j as usize]), format!(".layers.{layer}."));
+            for name in names.iter().filter(|name| from != to && name.contains(&from)) {
+                checkpoint
+                    .stored_like(&name.replacen(&from, &to, 1), name)
+                    .map_err(|e| model_error("the measured model", e))?;
+            }
+        }
+        Ok(())
     }
 
     /// The model with no layers, for extrapolating a layer subset to full depth.
