@@ -591,6 +591,23 @@ impl Model {
         self.device
     }
 
+    /// The model's embedding, final norm and head alone, sharing this model's tensors (nothing
+    /// is copied, drawn or read): the head-only model a layer subset is extrapolated with, which
+    /// as a model of its own held a second copy of the embedding and head on the device (2.1 GB
+    /// for Llama 3.1 8B at bf16) that no memory estimate counted.
+    pub fn head_only(&self) -> Model {
+        Model {
+            embedding: self.embedding.shallow_clone(),
+            blocks: Vec::new(),
+            norm: RmsNorm { weight: self.norm.weight.shallow_clone(), eps: self.norm.eps },
+            lm_head: self.lm_head.as_ref().map(Tensor::shallow_clone),
+            activation: self.activation.clone(),
+            vocab_size: self.vocab_size,
+            kind: self.kind,
+            device: self.device,
+        }
+    }
+
     pub fn vocab_size(&self) -> i64 {
         self.vocab_size
     }

@@ -289,12 +289,10 @@ impl Setup {
         Ok(())
     }
 
-    /// The model with no layers, for extrapolating a layer subset to full depth.
-    fn head_only(&self) -> Result<Option<HeadOnly>, RunError> {
-        let Some(measured_layers) = self.config.suite.scale.layers else { return Ok(None) };
-        let head_shape = lynx_analysis::cell::head_only_shape(&self.shape);
-        let (model, _) = self.build(&head_shape, &[], "building the head-only model")?;
-        Ok(Some(HeadOnly { model, measured_layers, model_layers: self.config.model.num_layers }))
+    /// `model` with no layers, for extrapolating a layer subset to full depth.
+    fn head_only(&self, model: &Model) -> Option<HeadOnly> {
+        let measured_layers = self.config.suite.scale.layers?;
+        Some(HeadOnly { model: model.head_only(), measured_layers, model_layers: self.config.model.num_layers })
     }
 }
 
@@ -718,7 +716,7 @@ impl Turn<'_> {
             self.observer.probed(&self.result);
             self.save()?;
         }
-        let head_only = setup.head_only()?;
+        let head_only = setup.head_only(&model);
         match self.sweep(&model, head_only.as_ref(), setup, bounds)? {
             WorkEnd::Done => match self.recheck(&model, setup)? {
                 WorkEnd::Done => self.serve(&model, setup),
