@@ -643,8 +643,8 @@ impl Turn<'_> {
                 if let Some(published) = published.filter(|&published| *published != read) {
                     self.observer.warned(&format!(
                         "the weights this reproduction read are not the published run's: {} tensors of {} bytes, \
-                         sha256 {}, where the published run read {} of {}, sha256 {}; its figures will compare two devices on other \
-                         weights",
+                         sha256 {}, where the published run read {} of {}, sha256 {}; its figures will compare two \
+                         devices on other weights",
                         read.tensors, read.bytes, read.sha256, published.tensors, published.bytes, published.sha256
                     ));
                 }
