@@ -306,7 +306,21 @@ fn a_run_reads_weights_from_a_checkpoint() {
     assert!(line.ends_with(&format!("where the run's first worker read {} of {bytes}, sha256 {sha256}", tensors.len())));
     assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");
 
+    // The same checkpoint at another path (moved, or another node's mount of it) is taken once
+    // the run has recorded what its model read, and held to it; before that, refused.
     std::fs::write(&file, &original).unwrap();
+    let moved = tempfile::tempdir().unwrap();
+    std::fs::copy(&file, moved.path().join("model.safetensors")).unwrap();
+    let resume = ["run", "--resume", dir.to_str().unwrap(), "--weights", moved.path().to_str().unwrap()];
+    let result_path = result_file(out.path());
+    let recorded = std::fs::read(&result_path).unwrap();
+    let mut unrecorded: Value = serde_json::from_slice(&recorded).unwrap();
+    unrecorded["config"]["weights"].as_object_mut().unwrap().remove("read");
+    std::fs::write(&result_path, serde_json::to_vec(&unrecorded).unwrap()).unwrap();
+    let line = bad_input(&resume);
+    let said = "(a checkpoint at another path is taken only once the run has recorded what its model read of it)";
+    assert!(line.trim_end().ends_with(said), "{line}");
+    std::fs::write(&result_path, &recorded).unwrap();
     let output = lynx(&resume);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -317,6 +331,12 @@ fn a_run_reads_weights_from_a_checkpoint() {
     assert_eq!(record["origin"], "checkpoint", "{record}");
     assert_eq!(record["files"][0][0], "model.safetensors");
     assert_eq!(record["read"], read);
+    let plan: Value = serde_json::from_slice(
+        &std::fs::read(dir.join(format!("{}.plan.json", dir.file_name().unwrap().to_string_lossy()))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plan["weights"], moved.path().to_str().unwrap(), "the workers read the moved checkpoint");
+    assert_eq!(record["dir"], weights.path().to_str().unwrap(), "the result keeps the folder the run began with");
     assert_eq!(result["status"], "complete");
     assert_eq!(result["checks"][0]["passed"], true, "{}", result["checks"]);
     assert!(result["cells"].as_array().unwrap().iter().all(|c| c["status"] == "ok"));

@@ -197,7 +197,11 @@ pub fn execute(
 pub(super) fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runner::RunDir> {
     let refuse = |what: String| BadInput(format!("--resume {}: {what}", dir.display()));
     let run = lynx_runner::RunDir::open(dir)?;
-    let plan = run.read_plan()?;
+    let mut plan = run.read_plan()?;
+    let earlier: Option<lynx_schema::result::RunResult> = match run.result_path().exists() {
+        true => Some(lynx_runner::journal::read_json(&run.result_path(), "result")?),
+        false => None,
+    };
     if let Some(name) = &args.suite {
         let (suite, model) = suite::Catalogue::new(args.models.clone()).suite(name)?;
         let given = lynx_schema::result::config_sha256(&suite, &model);
@@ -215,9 +219,22 @@ pub(super) fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runne
     if let Some(device) = args.device.filter(|d| *d != plan.device) {
         return Err(refuse(format!("the run measures {}, not {device}", plan.device)).into());
     }
+    // A checkpoint at another path than the run began with (moved, or another node's mount of
+    // it) is taken once the run has recorded what its model read: each worker holds its own read
+    // to that digest, and refuses other weights. Before that, it would be parity's weights.
     let given_weights = args.weights.as_ref().map(|w| w.display().to_string());
-    if args.weights.is_some() && given_weights != plan.weights {
-        return Err(refuse(format!("the run's weights are {:?}, not {:?}", plan.weights, given_weights)).into());
+    let recorded = earlier.as_ref().is_some_and(|r| {
+        matches!(&r.config.weights, lynx_schema::result::WeightsRecord::Checkpoint { read: Some(_), .. })
+    });
+    let moved = given_weights.is_some() && given_weights != plan.weights;
+    if moved && !recorded {
+        return Err(refuse(format!(
+            "the run's weights are {}, not {} (a checkpoint at another path is taken only once the run has recorded \
+             what its model read of it)",
+            plan.weights.as_deref().unwrap_or("drawn from its suite's seed"),
+            given_weights.as_deref().unwrap_or_default()
+        ))
+        .into());
     }
     if let (Reported::Known(started), Reported::Known(this)) =
         (&plan.binary_sha256, &lynx_runner::harness_binary_sha256())
@@ -233,14 +250,19 @@ pub(super) fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runne
     }
     // Cells measured under another libtorch, on another number of its threads, or with graphs
     // where there were none (or none where there were), would not be one run's figures.
-    if run.result_path().exists() {
-        let earlier: lynx_schema::result::RunResult = lynx_runner::journal::read_json(&run.result_path(), "result")?;
-        let differences = lynx_runner::resume_differences(&earlier, lynx_runner::libtorch::load_gpu_backends());
+    if let Some(earlier) = &earlier {
+        let differences = lynx_runner::resume_differences(earlier, lynx_runner::libtorch::load_gpu_backends());
         if !differences.is_empty() {
             return Err(
                 refuse(format!("{}; resume it as it was started, or start a new run", differences.join("; "))).into()
             );
         }
+    }
+    // Every check passed: the plan names where the workers now read the checkpoint (the result
+    // keeps the folder the run began with). A plan of the resume writes nothing.
+    if moved && !args.plan {
+        plan.weights = given_weights;
+        lynx_runner::write_json_atomic(&run.plan_path(), &plan)?;
     }
     Ok(run)
 }
