@@ -204,10 +204,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub signing: SigningArgs,
     /// Resume the run in this folder: only the cells its journal lacks are run, with the
-    /// configuration it was started with (a different --suite, --device, lynx build, libtorch or
-    /// number of libtorch threads is refused, and so is a process that could capture decode
-    /// graphs where the earlier ones could not, or the reverse; --weights at another path is taken
-    /// once the run has recorded what its model read, and held to it).
+    /// configuration it was started with (a different --suite, --device, lynx build, libtorch
+    /// or number of libtorch threads is refused, and so is a process that could capture decode
+    /// graphs where the earlier ones could not, or the reverse; --weights at another path is
+    /// taken once the run has recorded what its model read, and held to it).
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
     /// Price of one device-hour in USD, for the cost per million output tokens (no price, no
