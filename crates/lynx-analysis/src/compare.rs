@@ -4,7 +4,7 @@
 
 use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::derived::LatencyBounded;
-use lynx_schema::result::{CellStatus, RunResult, WeightsRecord};
+use lynx_schema::result::{files_bytes, CellStatus, RunResult, WeightsRecord};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;
 
@@ -38,21 +38,15 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
 /// made before lynx recorded it say of a checkpoint). A checkpoint's folder is not compared:
 /// the same weights lie in other folders on other nodes.
 fn weights(a: &WeightsRecord, b: &WeightsRecord) -> (String, String) {
-    let read = |w: &WeightsRecord| match w {
-        WeightsRecord::Checkpoint { read, .. } => read.is_some(),
-        WeightsRecord::Random { .. } => false,
-    };
-    let by_read = read(a) && read(b);
+    let by_read = a.read().is_some() && b.read().is_some();
     let words = |w: &WeightsRecord| match w {
         WeightsRecord::Random { seed } => format!("drawn from the seed {seed}"),
         WeightsRecord::Checkpoint { read: Some(read), .. } if by_read => {
             format!("{} tensors of {} bytes read from a checkpoint, sha256 {}", read.tensors, read.bytes, read.sha256)
         }
-        WeightsRecord::Checkpoint { files, .. } => format!(
-            "a checkpoint of {} *.safetensors files, {} bytes",
-            files.len(),
-            files.iter().map(|(_, size)| size).sum::<u64>()
-        ),
+        WeightsRecord::Checkpoint { files, .. } => {
+            format!("a checkpoint of {} *.safetensors files, {} bytes", files.len(), files_bytes(files))
+        }
     };
     (words(a), words(b))
 }

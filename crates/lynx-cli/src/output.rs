@@ -92,7 +92,7 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
 
 /// The gigabytes of a checkpoint's files, as a result records them.
 pub fn checkpoint_gb(files: &[(String, u64)]) -> f64 {
-    files.iter().map(|(_, size)| size).sum::<u64>() as f64 / 1e9
+    lynx_schema::result::files_bytes(files) as f64 / 1e9
 }
 
 /// Why the weights a reproduction reads may not be the published run's: a checkpoint whose

@@ -132,10 +132,10 @@ impl Checkpoint {
         let bad = |what: String| ModelError::Weights(format!("{}: {what}", path.display()));
         let index: Index = serde_json::from_str(&text).map_err(|e| bad(format!("not a safetensors index: {e}")))?;
         // How many of `names` there are, and the first (with an ellipsis where there are more).
-        let counted = |names: std::collections::BTreeSet<&str>| {
+        let counted = |names: BTreeSet<&str>| {
             names.first().map(|first| (names.len(), format!("{first}{}", if names.len() > 1 { ", …" } else { "" })))
         };
-        let have: std::collections::BTreeSet<&str> = self.files.iter().map(|(name, _)| name.as_str()).collect();
+        let have: BTreeSet<&str> = self.files.iter().map(|(name, _)| name.as_str()).collect();
         let missing = index.weight_map.values().map(String::as_str).filter(|file| !have.contains(file)).collect();
         if let Some((n, first)) = counted(missing) {
             return Err(bad(format!("it names {n} file(s) the folder lacks ({first}): the checkpoint is incomplete")));

@@ -294,7 +294,7 @@ pub fn weights_words(weights: &WeightsRecord) -> String {
             let stored = format!(
                 "a checkpoint of {} *.safetensors files, {:.2} GB",
                 files.len(),
-                gb(files.iter().map(|(_, size)| size).sum())
+                gb(lynx_schema::result::files_bytes(files))
             );
             match read {
                 Some(read) => format!(

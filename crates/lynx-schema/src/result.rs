@@ -390,6 +390,21 @@ pub enum WeightsRecord {
     },
 }
 
+impl WeightsRecord {
+    /// What the measured model read of its checkpoint, where the result records it.
+    pub fn read(&self) -> Option<&WeightsRead> {
+        match self {
+            WeightsRecord::Checkpoint { read, .. } => read.as_ref(),
+            WeightsRecord::Random { .. } => None,
+        }
+    }
+}
+
+/// The bytes of a checkpoint's `*.safetensors` files, as a result records them (name, size).
+pub fn files_bytes(files: &[(String, u64)]) -> u64 {
+    files.iter().map(|(_, size)| size).sum()
+}
+
 /// What a run read of a checkpoint: the tensors the measured model was built from (in a layer
 /// subset its layers, in a tensor-parallel shard the first device's part of each), and a digest
 /// of their contents, so that two runs' weights can be compared without either checkpoint.

@@ -61,10 +61,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         envelope_sha256: digest,
         run_id: original.run_id.clone(),
         device: original.device.name_or_kind(),
-        weights_read: match &original.config.weights {
-            WeightsRecord::Checkpoint { read, .. } => read.clone(),
-            WeightsRecord::Random { .. } => None,
-        },
+        weights_read: original.config.weights.read().cloned(),
     };
     let run = lynx_runner::start_reproduction(&plan, reproduces)?;
     let price = PriceInputs {

@@ -223,9 +223,7 @@ pub(super) fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runne
     // it) is taken once the run has recorded what its model read: each worker holds its own read
     // to that digest, and refuses other weights. Before that, it would be parity's weights.
     let given_weights = args.weights.as_ref().map(|w| w.display().to_string());
-    let recorded = earlier.as_ref().is_some_and(|r| {
-        matches!(&r.config.weights, lynx_schema::result::WeightsRecord::Checkpoint { read: Some(_), .. })
-    });
+    let recorded = earlier.as_ref().is_some_and(|r| r.config.weights.read().is_some());
     let moved = given_weights.is_some() && given_weights != plan.weights;
     if moved && !recorded {
         return Err(refuse(format!(

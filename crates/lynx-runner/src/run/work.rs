@@ -280,7 +280,10 @@ impl Setup {
             let dense = (i as u32) < self.shape.dense_layers();
             let Some(j) = (0..cut.num_layers).find(|&j| (j < cut.dense_layers()) == dense) else { continue };
             let (from, to) = (format!(".layers.{}.", read[j as usize]), format!(".layers.{layer}."));
-            for name in names.iter().filter(|name| from != to && name.contains(&from)) {
+            if from == to {
+                continue;
+            }
+            for name in names.iter().filter(|name| name.contains(&from)) {
                 checkpoint
                     .stored_like(&name.replacen(&from, &to, 1), name)
                     .map_err(|e| model_error("the measured model", e))?;
