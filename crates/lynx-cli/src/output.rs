@@ -90,9 +90,9 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
     warnings
 }
 
-/// The gigabytes of a checkpoint's files, as a result records them.
-pub fn checkpoint_gb(files: &[(String, u64)]) -> f64 {
-    lynx_schema::result::files_bytes(files) as f64 / 1e9
+/// The size of a checkpoint's files, as a result records them, in words.
+pub fn checkpoint_size(files: &[(String, u64)]) -> String {
+    lynx_report::text::bytes_words(lynx_schema::result::files_bytes(files))
 }
 
 /// Why the weights a reproduction reads may not be the published run's: a checkpoint whose
@@ -119,12 +119,12 @@ pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]
                 })
                 .unwrap_or_default();
             Some(format!(
-                "the checkpoint given is not the published run's: {} *.safetensors files of {:.2} GB against its {} of \
-                 {:.2} GB{differ}",
+                "the checkpoint given is not the published run's: {} *.safetensors files of {} against its {} of \
+                 {}{differ}",
                 local.len(),
-                checkpoint_gb(local),
+                checkpoint_size(local),
                 files.len(),
-                checkpoint_gb(files)
+                checkpoint_size(files)
             ))
         }
         _ => None,

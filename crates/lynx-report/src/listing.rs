@@ -290,17 +290,16 @@ pub fn weights_words(weights: &WeightsRecord) -> String {
     match weights {
         WeightsRecord::Random { seed } => format!("drawn from the seed {seed}"),
         WeightsRecord::Checkpoint { files, read, .. } => {
-            let gb = |bytes: u64| bytes as f64 / 1e9;
             let stored = format!(
-                "a checkpoint of {} *.safetensors files, {:.2} GB",
+                "a checkpoint of {} *.safetensors files, {}",
                 files.len(),
-                gb(lynx_schema::result::files_bytes(files))
+                crate::text::bytes_words(lynx_schema::result::files_bytes(files))
             );
             match read {
                 Some(read) => format!(
-                    "{stored}; its model read {} tensors of {:.2} GB, sha256 {}",
+                    "{stored}; its model read {} tensors of {}, sha256 {}",
                     read.tensors,
-                    gb(read.bytes),
+                    crate::text::bytes_words(read.bytes),
                     read.sha256
                 ),
                 None => {

@@ -157,9 +157,9 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
     if let WeightsRecord::Checkpoint { dir, read: Some(read), .. } = &result.config.weights {
         let _ = writeln!(
             out,
-            "weights: {} tensors of {:.2} GB read from the checkpoint {}, sha256 {}",
+            "weights: {} tensors of {} read from the checkpoint {}, sha256 {}",
             read.tensors,
-            read.bytes as f64 / 1e9,
+            bytes_words(read.bytes),
             terminal_text(dir, 200),
             terminal_text(&read.sha256, 64)
         );
@@ -264,6 +264,23 @@ pub fn ms(seconds: f64) -> String {
     } else {
         // Under 10 µs (a bound a buyer gave, never a step lynx timed): in µs, not "0.00 ms".
         format!("{:.1} µs", ms * 1e3)
+    }
+}
+
+/// A size in bytes in decimal units, with two decimals in the unit that keeps at least one whole
+/// digit (`2.97 GB`, `12.58 MB`): a tiny model's weights read as megabytes, not `0.01 GB`.
+pub fn bytes_words(bytes: u64) -> String {
+    let b = bytes as f64;
+    // A unit is taken where the next smaller one would read 1000.00 or more once rounded.
+    let reaches = |unit: f64| (b / unit * 1e5).round() >= 1e5;
+    if reaches(1e9) {
+        format!("{:.2} GB", b / 1e9)
+    } else if reaches(1e6) {
+        format!("{:.2} MB", b / 1e6)
+    } else if bytes >= 1_000 {
+        format!("{:.2} kB", b / 1e3)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -966,6 +983,30 @@ pub(crate) fn serving_fixture(server: &str, workload: &str) -> lynx_schema::serv
 mod tests {
     use super::*;
     use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict};
+
+    /// Sizes read in the unit that keeps a whole digit, at the edges of each unit.
+    #[test]
+    fn sizes_are_said_in_the_unit_that_keeps_a_whole_digit() {
+        let said: Vec<String> =
+            [0, 999, 1_000, 999_994, 999_995, 12_580_000, 999_994_999, 999_995_000, 141_000_000_000]
+                .into_iter()
+                .map(bytes_words)
+                .collect();
+        assert_eq!(
+            said,
+            [
+                "0 bytes",
+                "999 bytes",
+                "1.00 kB",
+                "999.99 kB",
+                "1.00 MB",
+                "12.58 MB",
+                "999.99 MB",
+                "1.00 GB",
+                "141.00 GB"
+            ]
+        );
+    }
 
     /// The eager/graph table names one kernel where both modes ran it, both where they differ,
     /// and says nothing where neither cell recorded one (results made before kernels were).

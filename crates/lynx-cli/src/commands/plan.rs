@@ -128,11 +128,11 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
         WeightsRecord::Random { seed } => writeln!(out, "weights: drawn from the seed {seed}"),
         WeightsRecord::Checkpoint { dir, files, .. } => writeln!(
             out,
-            "weights: read from the checkpoint {} ({} *.safetensors files, {:.2} GB; only the tensors the measured \
+            "weights: read from the checkpoint {} ({} *.safetensors files, {}; only the tensors the measured \
              part of the model needs are read{})",
             terminal_text(dir, 200),
             files.len(),
-            crate::output::checkpoint_gb(files),
+            crate::output::checkpoint_size(files),
             match suite.scale.tp {
                 1 => String::new(),
                 tp => format!(", and of each the part the first of {tp} tensor-parallel devices holds"),
