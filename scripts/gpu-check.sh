@@ -593,6 +593,19 @@ def slow_steps_by_mode(result):
                          f"a reading's median {medians[len(medians) // 2] * 1e3:.2f} ms)")
         if slow and parts:
             line += "; of them " + ", ".join(parts)
+        # What the thread running the steps did in the slow steps and in the others (results of
+        # lynx builds that recorded it).
+        threads = [k["thread"] for k in kept if k.get("thread")]
+        if slow and threads:
+            t = {key: sum(x[key] for x in threads) for key in threads[0]}
+            others = sum(k["steps"] - k["slow"] for k in kept if k.get("thread"))
+            share = lambda n: n / others if others else 0.0
+            on_cpu = lambda cpu, wall: cpu / wall if wall else 0.0
+            line += (f"; the thread running them was preempted in {t['slow_preempted']} (the other steps: "
+                     f"{share(t['others_preempted']):.0%}), waited off its CPU in {t['slow_blocked']} (the other "
+                     f"steps: {share(t['others_blocked']):.0%}), on its CPU for "
+                     f"{on_cpu(t['slow_cpu_s'], t['slow_wall_s']):.0%} of their time (the other steps: "
+                     f"{on_cpu(t['others_cpu_s'], t['others_wall_s']):.0%})")
         words.append(line)
     return "; ".join(words)
 

@@ -2,7 +2,7 @@
 //! times, and the full-depth extrapolation of a layer subset.
 
 use lynx_schema::config::ModelShape;
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth, ReadingOverlap, SlowSteps};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth, ReadingOverlap, SlowSteps, ThreadOverSteps};
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::{Finite, NotFinite};
 
@@ -76,12 +76,24 @@ pub const SLOW_STEP_FACTOR: f64 = 1.2;
 /// run's clock, in the order it read them (one source reads one reading at a time).
 pub type Readings = (String, Vec<(f64, f64)>);
 
+/// What the thread that ran one step did during it, as the kernel accounts for it: its CPU time
+/// and its context switches, voluntary (it gave up its CPU to wait) and involuntary (it was
+/// switched out while it could run).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThreadStep {
+    pub cpu_s: f64,
+    pub voluntary: u64,
+    pub involuntary: u64,
+}
+
 /// Where a cell's slow steps fell against the telemetry readings: the steps (each starting at
 /// `starts_s[i]` on the run's clock and lasting `step_s[i]`) over [`SLOW_STEP_FACTOR`] times their
 /// median, and for each source how many of them overlapped one of its readings beside the share
-/// of the other steps that did. `None` where the steps and their starts disagree in number or
-/// there are fewer than two steps. Sources without readings are left out.
-pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings]) -> Option<SlowSteps> {
+/// of the other steps that did; and, where `thread` has one entry a step, what the thread that
+/// ran them did during the slow steps and during the others ([`ThreadOverSteps`]). `None` where
+/// the steps and their starts disagree in number or there are fewer than two steps. Sources
+/// without readings are left out.
+pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings], thread: &[ThreadStep]) -> Option<SlowSteps> {
     if starts_s.len() != step_s.len() || step_s.len() < 2 {
         return None;
     }
@@ -124,6 +136,32 @@ pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings]) -> Op
         steps: u32::try_from(step_s.len()).unwrap_or(u32::MAX),
         slow: u32::try_from(slow_count).unwrap_or(u32::MAX),
         during_readings,
+        thread: (thread.len() == step_s.len()).then(|| thread_over_steps(step_s, &slow, thread)).flatten(),
+    })
+}
+
+/// The thread's context switches and CPU time over the slow steps (`slow[i]`) and the others.
+fn thread_over_steps(step_s: &[f64], slow: &[bool], thread: &[ThreadStep]) -> Option<ThreadOverSteps> {
+    // (steps preempted in, steps blocked in, CPU seconds, wall seconds), slow and other.
+    let mut sums = [(0u32, 0u32, 0.0, 0.0); 2];
+    for ((&wall, &is_slow), step) in step_s.iter().zip(slow).zip(thread) {
+        let sum = &mut sums[usize::from(is_slow)];
+        sum.0 += u32::from(step.involuntary > 0);
+        sum.1 += u32::from(step.voluntary > 0);
+        sum.2 += step.cpu_s;
+        sum.3 += wall;
+    }
+    let [others, slow] = sums;
+    let seconds = |s: f64| Finite::new(s, "thread seconds").ok();
+    Some(ThreadOverSteps {
+        slow_preempted: slow.0,
+        others_preempted: others.0,
+        slow_blocked: slow.1,
+        others_blocked: others.1,
+        slow_cpu_s: seconds(slow.2)?,
+        slow_wall_s: seconds(slow.3)?,
+        others_cpu_s: seconds(others.2)?,
+        others_wall_s: seconds(others.3)?,
     })
 }
 
@@ -175,7 +213,7 @@ mod tests {
             ("host".to_owned(), vec![(0.0, 0.5)]),
             ("silent".to_owned(), vec![]),
         ];
-        let found = slow_steps(&starts, &steps, &readings).unwrap();
+        let found = slow_steps(&starts, &steps, &readings, &[]).unwrap();
         assert_eq!((found.steps, found.slow, found.factor.get()), (10, 2, SLOW_STEP_FACTOR));
         assert_eq!(found.during_readings.len(), 2, "{found:?}");
         let nvml = &found.during_readings[0];
@@ -185,10 +223,35 @@ mod tests {
         let host = &found.during_readings[1];
         assert_eq!((host.slow, host.others_share.get()), (2, 1.0));
         // A reading that ends exactly as a step starts does not overlap it.
-        let touching = slow_steps(&starts, &steps, &[("edge".to_owned(), vec![(0.050, 0.060)])]).unwrap();
+        let touching = slow_steps(&starts, &steps, &[("edge".to_owned(), vec![(0.050, 0.060)])], &[]).unwrap();
         assert_eq!((touching.during_readings[0].slow, touching.during_readings[0].others_share.get()), (0, 0.0));
-        assert!(slow_steps(&starts, &steps[..9], &readings).is_none(), "steps and starts disagree");
-        assert!(slow_steps(&[0.0], &[0.01], &readings).is_none(), "one step has no median to stand out from");
+        assert!(slow_steps(&starts, &steps[..9], &readings, &[]).is_none(), "steps and starts disagree");
+        assert!(slow_steps(&[0.0], &[0.01], &readings, &[]).is_none(), "one step has no median to stand out from");
+        assert!(found.thread.is_none(), "no thread accounting, none recorded");
+    }
+
+    /// The same ten steps with the thread's accounting: the slow steps' preemptions, waits and
+    /// CPU time are summed apart from the others'; accounting for some steps only records none.
+    #[test]
+    fn slow_steps_say_what_the_thread_did_during_them() {
+        let starts: Vec<f64> = (0..10).map(|i| 0.020 * f64::from(i)).collect();
+        let mut steps = vec![0.010; 10];
+        steps[3] = 0.030;
+        steps[7] = 0.030;
+        let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0 };
+        let mut thread = vec![ran(0.010); 10];
+        // Step 3 lost its CPU to another thread for 20 ms; step 7 waited 20 ms off it; one fast
+        // step was preempted too.
+        thread[3] = ThreadStep { cpu_s: 0.010, voluntary: 0, involuntary: 2 };
+        thread[7] = ThreadStep { cpu_s: 0.010, voluntary: 1, involuntary: 0 };
+        thread[0] = ThreadStep { cpu_s: 0.009, voluntary: 0, involuntary: 1 };
+        let found = slow_steps(&starts, &steps, &[], &thread).unwrap().thread.unwrap();
+        assert_eq!((found.slow_preempted, found.others_preempted), (1, 1));
+        assert_eq!((found.slow_blocked, found.others_blocked), (1, 0));
+        let close = |a: Finite, b: f64| (a.get() - b).abs() < 1e-12;
+        assert!(close(found.slow_cpu_s, 0.020) && close(found.slow_wall_s, 0.060), "{found:?}");
+        assert!(close(found.others_cpu_s, 0.079) && close(found.others_wall_s, 0.080), "{found:?}");
+        assert!(slow_steps(&starts, &steps, &[], &thread[..9]).unwrap().thread.is_none());
     }
 
     #[test]

@@ -189,6 +189,21 @@ pub fn slow_steps_words(slow: &SlowSteps) -> String {
             .collect();
         words.push_str(&format!("; of them, {}", during.join(", ")));
     }
+    if let Some(thread) = slow.thread.as_ref().filter(|_| slow.slow > 0) {
+        let others = slow.steps - slow.slow;
+        let of_others = |n: u32| if others == 0 { 0.0 } else { 100.0 * f64::from(n) / f64::from(others) };
+        let on_cpu = |cpu: Finite, wall: Finite| if wall.get() > 0.0 { 100.0 * cpu.get() / wall.get() } else { 0.0 };
+        words.push_str(&format!(
+            "; the thread running them was preempted in {} (the others: {:.0}%), waited off its CPU in {} (the \
+             others: {:.0}%), and was on its CPU for {:.0}% of their time (the others: {:.0}%)",
+            thread.slow_preempted,
+            of_others(thread.others_preempted),
+            thread.slow_blocked,
+            of_others(thread.others_blocked),
+            on_cpu(thread.slow_cpu_s, thread.slow_wall_s),
+            on_cpu(thread.others_cpu_s, thread.others_wall_s)
+        ));
+    }
     words
 }
 
@@ -486,17 +501,23 @@ mod tests {
                 .unwrap();
         let starts = [0.0, 1.5, 4.0, 5.5];
         let readings = [("nvml:0".to_owned(), vec![(2.0, 2.1), (6.0, 6.1)]), ("host".to_owned(), vec![(0.2, 0.3)])];
-        varied.slow_steps = crate::cell::slow_steps(&starts, &[1.0, 2.0, 1.0, 2.0], &readings);
+        // The thread was preempted in one slow step and waited in the other, on its CPU for 0.5 s
+        // of each; it ran through the others.
+        let thread = [(1.0, 0, 0), (0.5, 0, 3), (1.0, 0, 0), (0.5, 1, 0)]
+            .map(|(cpu_s, voluntary, involuntary)| crate::cell::ThreadStep { cpu_s, voluntary, involuntary });
+        varied.slow_steps = crate::cell::slow_steps(&starts, &[1.0, 2.0, 1.0, 2.0], &readings, &thread);
         let failed = stability(std::slice::from_ref(&varied), 0.1, 0.25).unwrap();
         assert!(
             failed.detail.contains(
                 "CV 38.5% above 10.0% (2 of its 4 steps over 1.2× the median; of them, 2 overlapped nvml:0's \
-                 readings (the others: 0%), 0 host's (the others: 50%))"
+                 readings (the others: 0%), 0 host's (the others: 50%); the thread running them was preempted in 1 \
+                 (the others: 0%), waited off its CPU in 1 (the others: 0%), and was on its CPU for 25% of their \
+                 time (the others: 100%))"
             ),
             "{}",
             failed.detail
         );
-        let steady = crate::cell::slow_steps(&starts, &[1.0; 4], &readings).unwrap();
+        let steady = crate::cell::slow_steps(&starts, &[1.0; 4], &readings, &thread).unwrap();
         assert_eq!(slow_steps_words(&steady), "0 of its 4 steps over 1.2× the median");
     }
 }

@@ -37,6 +37,54 @@ impl HostLoad {
     }
 }
 
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, to the nanosecond: getrusage's CPU
+/// times are only as fresh as the scheduler's last tick) and context switches
+/// (`getrusage(RUSAGE_THREAD)`) so far, as the kernel counts them: what a cell's slow steps are
+/// set against ([`lynx_analysis::cell::ThreadStep`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadUsage {
+    cpu_s: f64,
+    voluntary: i64,
+    involuntary: i64,
+}
+
+impl ThreadUsage {
+    /// Now, for the calling thread; `None` where the kernel does not say (not Linux).
+    #[cfg(target_os = "linux")]
+    pub fn now() -> Option<ThreadUsage> {
+        // SAFETY: zeroed rusage and timespec (integers only) are valid ones; getrusage and
+        // clock_gettime each write one through the pointer they are given, which points at the
+        // one made here, alive for the call.
+        let (usage_rc, usage, clock_rc, cpu) = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            let mut cpu: libc::timespec = std::mem::zeroed();
+            let usage_rc = libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+            let clock_rc = libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut cpu);
+            (usage_rc, usage, clock_rc, cpu)
+        };
+        (usage_rc == 0 && clock_rc == 0).then(|| ThreadUsage {
+            cpu_s: cpu.tv_sec as f64 + cpu.tv_nsec as f64 / 1e9,
+            voluntary: usage.ru_nvcsw,
+            involuntary: usage.ru_nivcsw,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn now() -> Option<ThreadUsage> {
+        None
+    }
+
+    /// What the thread did since `earlier`, taken on the same thread.
+    pub fn since(&self, earlier: &ThreadUsage) -> lynx_analysis::cell::ThreadStep {
+        let count = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
+        lynx_analysis::cell::ThreadStep {
+            cpu_s: (self.cpu_s - earlier.cpu_s).max(0.0),
+            voluntary: count(self.voluntary, earlier.voluntary),
+            involuntary: count(self.involuntary, earlier.involuntary),
+        }
+    }
+}
+
 /// Busy ticks of every CPU: the first line of /proc/stat less its idle and iowait columns.
 fn host_busy_ticks() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -80,6 +128,26 @@ mod tests {
         let stat = "4242 (lynx (worker) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 12 0 0";
         assert_eq!(ticks_of(stat), Some(325));
         assert_eq!(ticks_of("garbage"), None);
+    }
+
+    /// A thread spinning is on its CPU for nearly all of it (a busy host may take some); one
+    /// asleep is off it, and its sleep is a voluntary switch.
+    #[test]
+    fn a_threads_usage_tells_running_from_waiting() {
+        let Some(before) = ThreadUsage::now() else { return };
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(200) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let spun = ThreadUsage::now().unwrap().since(&before);
+        let wall = start.elapsed().as_secs_f64();
+        assert!(spun.cpu_s > 0.02 && spun.cpu_s <= wall + 1e-3, "{spun:?} over {wall} s");
+        let before = ThreadUsage::now().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let slept = ThreadUsage::now().unwrap().since(&before);
+        assert!(slept.voluntary >= 1 && slept.cpu_s < 0.02, "{slept:?}");
     }
 
     /// A thread of this process spinning is lynx's own time: it shows in the ticks subtracted

@@ -856,6 +856,40 @@ pub struct SlowSteps {
     pub slow: u32,
     /// Each source that timed its readings during the cell.
     pub during_readings: Vec<ReadingOverlap>,
+    /// What the thread that ran the steps did during the slow steps and during the others: off
+    /// its CPU against its will, off it waiting, or on it (absent in older results, and where the
+    /// host does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadOverSteps>,
+}
+
+/// The thread that ran a cell's steps (issued them, on a GPU), over its slow steps and over the
+/// others, as the kernel accounts for it (the thread's CPU clock, and `getrusage(RUSAGE_THREAD)`'s
+/// context switches). A slow step the thread
+/// was preempted in (another thread or process took its CPU) says the host's scheduler held the
+/// step up; one it blocked in (it gave up its CPU to wait: a lock, a sleep, I/O, a blocking wait
+/// on the device) says it waited on something; one it ran through, on its CPU all along, says
+/// the step's own work on the host was longer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadOverSteps {
+    /// Slow steps during which the thread was switched out at least once while it could run
+    /// (an involuntary context switch).
+    pub slow_preempted: u32,
+    /// The other steps during which it was.
+    pub others_preempted: u32,
+    /// Slow steps during which the thread gave up its CPU to wait at least once (a voluntary
+    /// context switch).
+    pub slow_blocked: u32,
+    /// The other steps during which it did.
+    pub others_blocked: u32,
+    /// The thread's CPU time over the slow steps.
+    pub slow_cpu_s: Finite,
+    /// The slow steps' wall time.
+    pub slow_wall_s: Finite,
+    /// The thread's CPU time over the other steps.
+    pub others_cpu_s: Finite,
+    /// The other steps' wall time.
+    pub others_wall_s: Finite,
 }
 
 /// One telemetry source's readings against a cell's steps.

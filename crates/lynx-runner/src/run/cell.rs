@@ -2,6 +2,7 @@
 //! into the cell's record with its telemetry.
 
 use super::graph::{Graphs, StepBuffers};
+use crate::host_load::ThreadUsage;
 use crate::telemetry::RunTelemetry;
 use lynx_analysis::memory::{decode_capacity, expected_decode_steps};
 use lynx_models::{KvCache, Model, ModelError};
@@ -87,7 +88,8 @@ pub(super) fn measure_cell(
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         let readings = telemetry.readings(measured.window_s.0, measured.window_s.1);
-        cell.slow_steps = lynx_analysis::cell::slow_steps(&measured.start_s, &measured.step_s, &readings);
+        cell.slow_steps =
+            lynx_analysis::cell::slow_steps(&measured.start_s, &measured.step_s, &readings, &measured.thread);
         cell.attention = measured.attention;
         cell.attended = measured.attended;
         cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
@@ -127,6 +129,8 @@ pub(super) struct Measured {
     issue_s: Vec<f64>,
     /// Each timed step's start on the run's telemetry clock.
     start_s: Vec<f64>,
+    /// What the thread running the steps did during each (none where the kernel does not say).
+    thread: Vec<lynx_analysis::cell::ThreadStep>,
     /// Graph steps: the keys each attends (the cache's capacity).
     attended: Option<u32>,
     /// A mixture of experts: the distinct experts the first untimed step routed to, on average
@@ -305,6 +309,7 @@ pub(super) fn timed_steps<E>(
     let mut step_s = Vec::new();
     let mut issue_s = Vec::new();
     let mut start_s = Vec::new();
+    let mut thread = Vec::new();
     let window_start = clock();
     let start = Instant::now();
     while step_s.len() < limits.max_steps as usize
@@ -317,9 +322,14 @@ pub(super) fn timed_steps<E>(
             back()?;
         }
         start_s.push(clock());
+        let usage = ThreadUsage::now();
         let step_start = Instant::now();
         issue_s.push(step()?);
         step_s.push(step_start.elapsed().as_secs_f64());
+        // A step the kernel did not account for leaves the cell with no thread record.
+        if let (Some(before), Some(after)) = (usage, ThreadUsage::now()) {
+            thread.push(after.since(&before));
+        }
     }
     let measured_s = start.elapsed().as_secs_f64();
     let window_s = (window_start, clock());
@@ -331,6 +341,7 @@ pub(super) fn timed_steps<E>(
         attention: None,
         issue_s,
         start_s,
+        thread,
         attended: None,
         experts_touched: None,
     }))
