@@ -196,16 +196,20 @@ pub fn measured(
 mod tests {
     use super::*;
 
-    /// Ten steps of 10 ms every 20 ms, the fourth and the eighth 30 ms: a source that read
-    /// during both slow steps and during none of the others is named with both slow steps and a
-    /// share of 0; a source reading across every step has both too, and a share of 1; a source
-    /// with no readings is left out.
-    #[test]
-    fn slow_steps_are_set_against_each_sources_readings() {
-        let starts: Vec<f64> = (0..10).map(|i| 0.020 * f64::from(i)).collect();
+    /// Ten steps of 10 ms every 20 ms, the fourth and the eighth 30 ms: their starts and times.
+    fn ten_steps_two_slow() -> (Vec<f64>, Vec<f64>) {
         let mut steps = vec![0.010; 10];
         steps[3] = 0.030;
         steps[7] = 0.030;
+        ((0..10).map(|i| 0.020 * f64::from(i)).collect(), steps)
+    }
+
+    /// Over [`ten_steps_two_slow`], a source that read during both slow steps and during none of
+    /// the others is named with both slow steps and a share of 0; a source reading across every
+    /// step has both too, and a share of 1; a source with no readings is left out.
+    #[test]
+    fn slow_steps_are_set_against_each_sources_readings() {
+        let (starts, steps) = ten_steps_two_slow();
         let readings = vec![
             // Inside step 3 (0.060..0.090) and step 7 (0.140..0.170), and in the gaps between
             // others (step 1 ends at 0.030, step 2 starts at 0.040).
@@ -234,10 +238,7 @@ mod tests {
     /// CPU time are summed apart from the others'; accounting for some steps only records none.
     #[test]
     fn slow_steps_say_what_the_thread_did_during_them() {
-        let starts: Vec<f64> = (0..10).map(|i| 0.020 * f64::from(i)).collect();
-        let mut steps = vec![0.010; 10];
-        steps[3] = 0.030;
-        steps[7] = 0.030;
+        let (starts, steps) = ten_steps_two_slow();
         let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0 };
         let mut thread = vec![ran(0.010); 10];
         // Step 3 lost its CPU to another thread for 20 ms; step 7 waited 20 ms off it; one fast
