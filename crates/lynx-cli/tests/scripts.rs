@@ -125,9 +125,19 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // And every cell's slow steps, summed by mode.
     assert_eq!(verdict("gpu-check-quick: slow steps against the telemetry readings"), "INFO", "{table}");
     assert!(table.contains("INFO    eager: ") && table.contains(" steps in "), "{table}");
-    for kept in
-        ["claims.txt", "devices.txt", "environment.txt", "roofline.json", "gpu-check-quick.log", "runs", "settings.txt"]
-    {
+    // The whole check's time, shown on a CPU (the 8-minute goal is judged on a GPU).
+    assert_eq!(verdict("the check's phases within 8 minutes"), "INFO", "{table}");
+    assert!(table.contains("-second deadline; the goal is an H200's"), "{table}");
+    for kept in [
+        "claims.txt",
+        "devices.txt",
+        "environment.txt",
+        "roofline.json",
+        "gpu-check-quick.log",
+        "runs",
+        "settings.txt",
+        "elapsed.txt",
+    ] {
         assert!(out.join(kept).exists(), "{kept} is not under OUTDIR");
     }
     // The host as the check found it, to be read away from it: lynx's version and the libtorch
@@ -362,6 +372,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     let scratch = tempfile::tempdir().unwrap();
     let good = scratch.path().join("good");
     make(&good, 4.2e12, 0.8, true, &serving, 1.01);
+    std::fs::write(good.join("elapsed.txt"), "470\n").unwrap();
     let (code, table) = claims(&good);
     for gpu in [
         "cuda:0 is its NVML board",
@@ -376,6 +387,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "every cell <= 105%",
         "no other process held a context on the device",
         "every suite produced a result",
+        "the check's phases within 8 minutes",
         "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs",
         "gpu-check-llama-bf16: simulated server is the loop's",
     ] {
@@ -471,6 +483,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     let parsed: lynx_schema::serving::ServingRecord = serde_json::from_value(eager_serving.clone()).unwrap();
     assert!(parsed.graph_steps_failed.is_some(), "the schema's field");
     make(&bad, 3.0e12, 0.3, false, &eager_serving, 1.08);
+    std::fs::write(bad.join("elapsed.txt"), "530\n").unwrap();
     std::fs::write(bad.join("roofline.json"), r#"{"probes": [{"name": "native copy", "kind": "bandwidth", "dtype": "f32", "phase": "burst", "value": 3.0e12, "method": "test"}]}"#).unwrap();
     // Another process on the device while a cell was measured.
     let moe_path = bad.join("runs/h200/run/gpu-check-moe.json");
@@ -488,9 +501,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "fp8 decode faster than bf16",
         "Llama 3.1 8B bf16 serving loop replays its decode steps as graphs",
         "gpu-check-llama-bf16: simulated server is the loop's",
+        "the check's phases within 8 minutes",
     ] {
         assert_eq!(verdict(&table, short), "FAIL", "{short}: {table}");
     }
+    assert!(table.contains("530 s, against the 570-second deadline"), "{table}");
     assert!(table.contains("capturing them failed, so it served eagerly: at batch 1"), "{table}");
     assert_eq!(code, Some(1), "{table}");
 }
