@@ -127,7 +127,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(table.contains("INFO    eager: ") && table.contains(" steps in "), "{table}");
     // The whole check's time, shown on a CPU (the 8-minute goal is judged on a GPU).
     assert_eq!(verdict("the check's phases within 8 minutes"), "INFO", "{table}");
-    assert!(table.contains("-second deadline; the goal is an H200's"), "{table}");
+    assert!(table.contains("-second deadline; the goal is a GPU's"), "{table}");
     for kept in [
         "claims.txt",
         "devices.txt",
@@ -444,6 +444,21 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         table.contains("eager: fp8 10.00 ms, bf16 20.00 ms (0.500x); graph: fp8 10.00 ms, bf16 20.00 ms (0.500x)"),
         "{table}"
     );
+    // With no --datasheet-tbs the native kernel is held to lynx's datasheet for the device's name
+    // (an H100's here), and a device lynx has none for is not judged.
+    let settings = std::fs::read_to_string(good.join("settings.txt")).unwrap();
+    std::fs::write(good.join("settings.txt"), settings.replace("datasheet_tbs=4.8", "datasheet_tbs=")).unwrap();
+    let bandwidth = "best native kernel >= 85% of the datasheet bandwidth";
+    for (name, shown, judged) in [
+        ("NVIDIA H100 80GB HBM3", "native copy: 4.30 TB/s of 3.35 (the H100 80GB HBM3 datasheet)", "PASS"),
+        ("NVIDIA A100-SXM4-80GB", "lynx has no datasheet for NVIDIA A100-SXM4-80GB: give --datasheet-tbs", "SKIP"),
+    ] {
+        std::fs::write(good.join("devices.json"), json!([{"device": "cuda:0", "name": name}]).to_string()).unwrap();
+        let (_, table) = claims(&good);
+        assert_eq!(verdict(&table, bandwidth), judged, "{table}");
+        assert!(table.contains(shown), "{table}");
+    }
+    std::fs::write(good.join("settings.txt"), settings).unwrap();
     // As graphs fp8 must be the faster; eagerly (launch-bound at batch 64, where fp8's extra
     // kernels cost the host) no more than 5% slower.
     let fp8_path = good.join("runs/h200/run/gpu-check-llama-fp8.json");
@@ -508,6 +523,39 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(table.contains("530 s, against the 570-second deadline"), "{table}");
     assert!(table.contains("capturing them failed, so it served eagerly: at batch 1"), "{table}");
     assert_eq!(code, Some(1), "{table}");
+}
+
+/// gpu-check's datasheets are lynx's, name for name, figure for figure and in its order (the
+/// script is carried without lynx's source, so it keeps its own copy of them).
+#[test]
+fn gpu_check_holds_native_kernels_to_lynxs_own_datasheets() {
+    let script = std::fs::read_to_string(repo_path("scripts/gpu-check.sh")).unwrap();
+    let line = script.lines().find(|l| l.starts_with("DATASHEET_TBS = [(")).expect("the script's datasheets");
+    // `[("H100 80GB HBM3", 3.35), ("H200", 4.8), ...]` as (name, TB/s) pairs.
+    let pairs: Vec<(String, f64)> = line["DATASHEET_TBS = [(".len()..line.len() - ")]".len()]
+        .split("), (")
+        .map(|pair| {
+            let (name, tbs) = pair.rsplit_once(", ").unwrap_or_else(|| panic!("{pair}"));
+            (name.trim_matches('"').to_owned(), tbs.parse().unwrap_or_else(|_| panic!("{pair}")))
+        })
+        .collect();
+    let lynx = &lynx_analysis::estimate::DATASHEETS;
+    assert_eq!(pairs.len(), lynx.len(), "{line}");
+    for ((name, tbs), datasheet) in pairs.iter().zip(lynx) {
+        assert_eq!(name, datasheet.name, "{line}");
+        assert!((tbs * 1e12 - datasheet.bandwidth_bytes_per_s).abs() < 1e6, "{name}: {tbs} TB/s in {line}");
+    }
+}
+
+/// A bandwidth that is not one is bad input, before anything runs.
+#[test]
+fn gpu_check_refuses_a_datasheet_that_is_not_a_bandwidth() {
+    for bad in ["0", "fast", "-1", "4.8.1"] {
+        let output = script(Path::new(&repo_path("")), "gpu-check.sh", &["/tmp/unused", "--datasheet-tbs", bad]);
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&format!("--datasheet-tbs {bad} is not a bandwidth in TB/s")), "{stderr}");
+    }
 }
 
 /// A deadline too close for a phase: the phase is not started, the table says so and why, and
