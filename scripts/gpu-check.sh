@@ -197,6 +197,9 @@ PY
     elif [ "$limit" -lt "$2" ]; then
       printf '%s\tcut to %s s of its %s by the %s-second deadline\n' "$1" "$limit" "$2" "$deadline_s" >> "$out/not-run.txt"
     fi
+    # When each phase began (the next one's start, or the end's, is when it ended): where the
+    # check's minutes went, for the 8-minute claim.
+    [ "$limit" -eq 0 ] || printf '%s\t%s\n' "$1" "$(date +%s)" >> "$out/phases.txt"
     echo "$limit"
   }
 
@@ -336,7 +339,10 @@ PY
 fi
 
 # The seconds the phases took, for the 8-minute claim (kept, so that --claims-only judges it too).
-$claims_only || echo $(( $(date +%s) - started_at )) > "$out/elapsed.txt"
+if ! $claims_only; then
+  echo $(( $(date +%s) - started_at )) > "$out/elapsed.txt"
+  printf 'end\t%s\n' "$(date +%s)" >> "$out/phases.txt"
+fi
 # The table, kept as claims.txt (not when printed again from a kept OUTDIR, which may be read-only).
 if $claims_only; then table=/dev/null; else table=$out/claims.txt; fi
 "$python" - "$out" <<'PY' | tee "$table"
@@ -823,6 +829,15 @@ except (OSError, ValueError):
     claim(what, "INFO", "not recorded (an OUTDIR kept before gpu-check recorded it)")
 else:
     figure = f"{elapsed} s, against the {settings.get('deadline_s', '570')}-second deadline"
+    # Where the seconds went: each phase from its start to the next one's.
+    try:
+        starts = [(name, int(at)) for name, _, at in
+                  (line.partition("\t") for line in open(os.path.join(out, "phases.txt")).read().splitlines())]
+    except (OSError, ValueError):
+        starts = []
+    took = [f"{name} {later - at} s" for (name, at), (_, later) in zip(starts, starts[1:])]
+    if took:
+        figure += ": " + ", ".join(took)
     claim(what, judged(elapsed <= 480) if gpu else "INFO", figure if gpu else f"{figure}; the goal is a GPU's")
 
 try:

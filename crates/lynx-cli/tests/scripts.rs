@@ -127,7 +127,8 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(table.contains("INFO    eager: ") && table.contains(" steps in "), "{table}");
     // The whole check's time, shown on a CPU (the 8-minute goal is judged on a GPU).
     assert_eq!(verdict("the check's phases within 8 minutes"), "INFO", "{table}");
-    assert!(table.contains("-second deadline; the goal is a GPU's"), "{table}");
+    assert!(table.contains("-second deadline: environment ") && table.contains(" s; the goal is a GPU's"), "{table}");
+    assert!(table.contains(", gpu-check-quick "), "each phase's time: {table}");
     for kept in [
         "claims.txt",
         "devices.txt",
@@ -137,6 +138,8 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         "runs",
         "settings.txt",
         "elapsed.txt",
+        "phases.txt",
+        "devices.json",
     ] {
         assert!(out.join(kept).exists(), "{kept} is not under OUTDIR");
     }
@@ -499,6 +502,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(parsed.graph_steps_failed.is_some(), "the schema's field");
     make(&bad, 3.0e12, 0.3, false, &eager_serving, 1.08);
     std::fs::write(bad.join("elapsed.txt"), "530\n").unwrap();
+    std::fs::write(
+        bad.join("phases.txt"),
+        "environment\t1000\nroofline\t1004\ngpu-check-llama-bf16\t1060\nend\t1530\n",
+    )
+    .unwrap();
     std::fs::write(bad.join("roofline.json"), r#"{"probes": [{"name": "native copy", "kind": "bandwidth", "dtype": "f32", "phase": "burst", "value": 3.0e12, "method": "test"}]}"#).unwrap();
     // Another process on the device while a cell was measured.
     let moe_path = bad.join("runs/h200/run/gpu-check-moe.json");
@@ -520,7 +528,12 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     ] {
         assert_eq!(verdict(&table, short), "FAIL", "{short}: {table}");
     }
-    assert!(table.contains("530 s, against the 570-second deadline"), "{table}");
+    assert!(
+        table.contains(
+            "530 s, against the 570-second deadline: environment 4 s, roofline 56 s, gpu-check-llama-bf16 470 s"
+        ),
+        "{table}"
+    );
     assert!(table.contains("capturing them failed, so it served eagerly: at batch 1"), "{table}");
     assert_eq!(code, Some(1), "{table}");
 }
