@@ -353,8 +353,8 @@ settings = dict(line.split("=", 1) for line in open(os.path.join(out, "settings.
 device, suites, quick = settings["device"], settings["suites"], settings["quick"] == "true"
 # The datasheet the best native kernel is held to: --datasheet-tbs, or else lynx's for the
 # device's name. These are lynx-analysis's DATASHEETS (estimate.rs), name for name and in its
-# order, matched as it matches them (the first whose name the device's contains); a test holds
-# the two alike.
+# order, matched as it matches them (the first whose name stands in the device's as whole words:
+# an H200 NVL is an H200, a GH200 is not); a test holds the two alike.
 DATASHEET_TBS = [("H100 80GB HBM3", 3.35), ("H200", 4.8), ("B200", 8.0), ("MI300X", 5.3), ("MI355X", 8.0)]
 if settings.get("datasheet_tbs"):
     datasheet, datasheet_from = float(settings["datasheet_tbs"]) * 1e12, "--datasheet-tbs"
@@ -367,7 +367,7 @@ else:
     if not named:
         datasheet_from = "the device's name was not found (devices.json): give --datasheet-tbs"
     for key, tbs in DATASHEET_TBS:
-        if named and key in named[0]:
+        if named and f" {key} " in " " + " ".join(named[0].split()) + " ":
             datasheet, datasheet_from = tbs * 1e12, f"the {key} datasheet"
             break
     else:

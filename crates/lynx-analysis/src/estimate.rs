@@ -18,7 +18,7 @@ use lynx_schema::value::Finite;
 /// device listed), as ../shared/REFERENCES.md tabulates them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Datasheet {
-    /// What the device's name contains (`H200` in `NVIDIA H200`).
+    /// What the device's name holds as whole words (`H200` in `NVIDIA H200`).
     pub name: &'static str,
     pub bandwidth_bytes_per_s: f64,
     pub bf16_flops_per_s: f64,
@@ -33,9 +33,12 @@ pub const DATASHEETS: [Datasheet; 5] = [
     Datasheet { name: "MI355X", bandwidth_bytes_per_s: 8.0e12, bf16_flops_per_s: 2500e12 },
 ];
 
-/// The datasheet of the device named `name` (as its driver names it), if lynx has one.
+/// The datasheet of the device named `name` (as its driver names it), if lynx has one: the first
+/// whose name stands in the device's as whole words (`NVIDIA H200 NVL` is an H200; `NVIDIA
+/// GH200 480GB`, a Grace Hopper of other memory, is not).
 pub fn datasheet(name: &str) -> Option<&'static Datasheet> {
-    DATASHEETS.iter().find(|d| name.contains(d.name))
+    let words = format!(" {} ", name.split_whitespace().collect::<Vec<_>>().join(" "));
+    DATASHEETS.iter().find(|d| words.contains(&format!(" {} ", d.name)))
 }
 
 /// Shares of the datasheet a step is assumed to reach: the measured copy and bf16 matmul of an
@@ -590,6 +593,9 @@ mod tests {
     #[test]
     fn a_device_without_a_datasheet_has_none() {
         assert!(datasheet("NVIDIA H100 PCIe").is_none());
+        assert!(datasheet("NVIDIA GH200 480GB").is_none(), "a Grace Hopper is not an H200");
+        assert_eq!(datasheet("NVIDIA H100 80GB HBM3").unwrap().name, "H100 80GB HBM3");
+        assert_eq!(datasheet("NVIDIA H200 NVL").unwrap().name, "H200");
         assert_eq!(datasheet("AMD Instinct MI300X").unwrap().bandwidth_bytes_per_s, 5.3e12);
         assert!(Rates::cpu().basis.contains("assumed"));
     }

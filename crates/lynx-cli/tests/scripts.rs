@@ -455,6 +455,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     for (name, shown, judged) in [
         ("NVIDIA H100 80GB HBM3", "native copy: 4.30 TB/s of 3.35 (the H100 80GB HBM3 datasheet)", "PASS"),
         ("NVIDIA A100-SXM4-80GB", "lynx has no datasheet for NVIDIA A100-SXM4-80GB: give --datasheet-tbs", "SKIP"),
+        ("NVIDIA GH200 480GB", "lynx has no datasheet for NVIDIA GH200 480GB: give --datasheet-tbs", "SKIP"),
     ] {
         std::fs::write(good.join("devices.json"), json!([{"device": "cuda:0", "name": name}]).to_string()).unwrap();
         let (_, table) = claims(&good);
