@@ -190,7 +190,7 @@ pub fn slow_steps_words(slow: &SlowSteps) -> String {
         words.push_str(&format!("; of them, {}", during.join(", ")));
     }
     if let Some(thread) = slow.thread.as_ref().filter(|_| slow.slow > 0) {
-        let others = slow.steps - slow.slow;
+        let others = slow.steps.saturating_sub(slow.slow);
         let of_others = |n: u32| if others == 0 { 0.0 } else { 100.0 * f64::from(n) / f64::from(others) };
         let on_cpu = |cpu: Finite, wall: Finite| if wall.get() > 0.0 { 100.0 * cpu.get() / wall.get() } else { 0.0 };
         words.push_str(&format!(

@@ -864,12 +864,12 @@ pub struct SlowSteps {
 }
 
 /// The thread that ran a cell's steps (issued them, on a GPU), over its slow steps and over the
-/// others, as the kernel accounts for it (the thread's CPU clock, and `getrusage(RUSAGE_THREAD)`'s
-/// context switches). A slow step the thread
-/// was preempted in (another thread or process took its CPU) says the host's scheduler held the
-/// step up; one it blocked in (it gave up its CPU to wait: a lock, a sleep, I/O, a blocking wait
-/// on the device) says it waited on something; one it ran through, on its CPU all along, says
-/// the step's own work on the host was longer.
+/// others, as the kernel accounts for it (the thread's CPU clock, and the context switches
+/// `getrusage(RUSAGE_THREAD)` counts). A slow step the thread was preempted in (another thread or
+/// process took its CPU) says the host's scheduler held the step up; one it blocked in (it gave
+/// up its CPU to wait: a lock, a sleep, I/O, a blocking wait on the device) says it waited on
+/// something; one it ran through, on its CPU all along, says the step's own work on the host was
+/// longer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadOverSteps {
     /// Slow steps during which the thread was switched out at least once while it could run
