@@ -623,7 +623,13 @@ impl Turn<'_> {
             return Some(first);
         }
         let mut again = measure()?;
-        again.remeasured = Some(format!("the first measurement was not stable: {why}"));
+        // Where the first measurement's slow steps fell, and what its thread did in them: the
+        // first is set aside, and this is all of it the result keeps.
+        let fell = first
+            .slow_steps
+            .as_ref()
+            .map_or_else(String::new, |s| format!(" ({})", lynx_analysis::checks::slow_steps_words(s)));
+        again.remeasured = Some(format!("the first measurement was not stable: {why}{fell}"));
         Some(again)
     }
 
