@@ -1146,3 +1146,49 @@ fn unstable_cells_are_measured_again_and_fail_the_stability_check() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("check stability FAILED"), "{stdout}");
 }
+
+/// A process that keeps one CPU busy until it is dropped (killed and reaped).
+struct Busy(std::process::Child);
+
+impl Busy {
+    fn start() -> Busy {
+        Busy(std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 16: cells measured while another process keeps the host's CPUs busy are not stable
+/// however steady their steps: each is measured once more, records the cores the other process
+/// kept busy, and the `stability` check fails naming them. The busy process is this test's, not
+/// lynx's, so lynx counts it as another's.
+#[test]
+fn a_busy_process_beside_the_cells_fails_the_stability_check() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| suite.replace("max_other_cpu_cores = 64.0", "max_other_cpu_cores = 0.2"));
+    let out = tempfile::tempdir().unwrap();
+    let busy = Busy::start();
+    let output = lynx(&run_args(models.path(), out.path()));
+    drop(busy);
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let cells = result["cells"].as_array().unwrap();
+    for cell in cells {
+        // Measured for 0.3 s at least, long enough for /proc's 10 ms ticks to tell.
+        let cores = cell["other_cpu_cores"].as_f64().unwrap_or_else(|| panic!("{cell}"));
+        assert!(cores > 0.2, "a busy shell loop beside the cell: {cell}");
+        let why = cell["remeasured"].as_str().unwrap_or_else(|| panic!("{cell}"));
+        assert!(why.contains("other processes kept") && why.contains("(limit 0.20)"), "{why}");
+    }
+    let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "stability").unwrap().clone();
+    assert_eq!(check["passed"], false, "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert_eq!(detail.matches("host CPU cores busy (limit 0.20)").count(), cells.len(), "{detail}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("check stability FAILED"), "{stdout}");
+}
