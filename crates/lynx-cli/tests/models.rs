@@ -364,7 +364,7 @@ fn a_run_reads_weights_from_a_checkpoint() {
     let published = result_file(out.path()).with_extension("intoto.json");
     let local = tempfile::tempdir().unwrap();
     let key = pubkey();
-    let output = lynx(&[
+    let reproduce = [
         "reproduce",
         published.to_str().unwrap(),
         "--pubkey",
@@ -373,7 +373,19 @@ fn a_run_reads_weights_from_a_checkpoint() {
         weights.path().to_str().unwrap(),
         "--out",
         local.path().to_str().unwrap(),
-    ]);
+    ];
+    // Its plan says what the published model read, which it cannot check before the build.
+    let planned = lynx(&[reproduce.as_slice(), &["--plan"]].concat());
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let said = format!(
+        "weights read: the published run's model read {} tensors of {:.2} MB, sha256 {sha256}; this node's model is \
+         held to that once it is built",
+        tensors.len(),
+        bytes as f64 / 1e6
+    );
+    assert!(plan.contains(&said), "{plan}");
+    let output = lynx(&reproduce);
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "{stderr}");
     let warning = format!(
