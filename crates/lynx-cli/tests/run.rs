@@ -1147,18 +1147,26 @@ fn unstable_cells_are_measured_again_and_fail_the_stability_check() {
     assert!(stdout.contains("check stability FAILED"), "{stdout}");
 }
 
-/// A process that keeps one CPU busy until it is dropped (killed and reaped).
+/// A process that keeps one CPU busy until it is dropped (its process group killed and it
+/// reaped), and for two minutes at most should this test be killed first.
 struct Busy(std::process::Child);
 
 impl Busy {
     fn start() -> Busy {
-        Busy(std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("timeout")
+            .args(["120", "sh", "-c", "while :; do :; done"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Busy(child)
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        // SAFETY: kill takes no pointers; the group is the child's own, made at its spawn.
+        unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
         let _ = self.0.wait();
     }
 }
