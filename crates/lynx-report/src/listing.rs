@@ -296,12 +296,9 @@ pub fn weights_words(weights: &WeightsRecord) -> String {
                 crate::text::bytes_words(lynx_schema::result::files_bytes(files))
             );
             match read {
-                Some(read) => format!(
-                    "{stored}; its model read {} tensors of {}, sha256 {}",
-                    read.tensors,
-                    crate::text::bytes_words(read.bytes),
-                    read.sha256
-                ),
+                Some(read) => {
+                    format!("{stored}; its model read {}, sha256 {}", crate::text::tensors_words(read), read.sha256)
+                }
                 None => {
                     format!("{stored}; what its model read is not recorded (a result made before lynx recorded it)")
                 }

@@ -157,9 +157,8 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
     if let WeightsRecord::Checkpoint { dir, read: Some(read), .. } = &result.config.weights {
         let _ = writeln!(
             out,
-            "weights: {} tensors of {} read from the checkpoint {}, sha256 {}",
-            read.tensors,
-            bytes_words(read.bytes),
+            "weights: {} read from the checkpoint {}, sha256 {}",
+            tensors_words(read),
             terminal_text(dir, 200),
             terminal_text(&read.sha256, 64)
         );
@@ -282,6 +281,11 @@ pub fn bytes_words(bytes: u64) -> String {
     } else {
         format!("{bytes} bytes")
     }
+}
+
+/// How much a model read of a checkpoint, in words: `21 tensors of 2.97 GB`.
+pub fn tensors_words(read: &lynx_schema::result::WeightsRead) -> String {
+    format!("{} tensors of {}", read.tensors, bytes_words(read.bytes))
 }
 
 /// A reported figure with `digits` decimals, or `none` where it is unavailable.

@@ -56,11 +56,9 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         // What the plan cannot check before the model is built: the contents of the weights.
         if let Some(read) = original.config.weights.read() {
             sayln!(
-                "weights read: the published run's model read {} tensors of {}, sha256 {}; this node's model is held \
-                 to that once it is built, before warm-up (other weights are a warning there, and a difference in \
-                 the comparison)",
-                read.tensors,
-                lynx_report::text::bytes_words(read.bytes),
+                "weights read: the published run's model read {}, sha256 {}; this node's model is held to that once \
+                 it is built, before warm-up (other weights are a warning there, and a difference in the comparison)",
+                lynx_report::text::tensors_words(read),
                 lynx_report::escape::terminal_text(&read.sha256, 64)
             );
         }
