@@ -359,20 +359,18 @@ DATASHEET_TBS = [("H100 80GB HBM3", 3.35), ("H200", 4.8), ("B200", 8.0), ("MI300
 if settings.get("datasheet_tbs"):
     datasheet, datasheet_from = float(settings["datasheet_tbs"]) * 1e12, "--datasheet-tbs"
 else:
-    datasheet, datasheet_from = None, "lynx has no datasheet for it: give --datasheet-tbs"
     try:
-        named = [d["name"] for d in json.load(open(os.path.join(out, "devices.json"))) if d["device"] == device]
-    except (OSError, ValueError, KeyError, TypeError):
-        named = []
-    if not named:
-        datasheet_from = "the device's name was not found (devices.json): give --datasheet-tbs"
-    for key, tbs in DATASHEET_TBS:
-        if named and f" {key} " in " " + " ".join(named[0].split()) + " ":
-            datasheet, datasheet_from = tbs * 1e12, f"the {key} datasheet"
-            break
+        named = next(d["name"] for d in json.load(open(os.path.join(out, "devices.json"))) if d["device"] == device)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        named = None
+    words = f" {' '.join(named.split())} " if named else ""
+    key, tbs = next(((k, t) for k, t in DATASHEET_TBS if f" {k} " in words), (None, None))
+    if key:
+        datasheet, datasheet_from = tbs * 1e12, f"the {key} datasheet"
     else:
-        if named:
-            datasheet_from = f"lynx has no datasheet for {named[0]}: give --datasheet-tbs"
+        datasheet = None
+        why = f"lynx has no datasheet for {named}" if named else "the device's name was not found (devices.json)"
+        datasheet_from = f"{why}: give --datasheet-tbs"
 python_flops = float(settings["python_tflops"]) * 1e12 if settings.get("python_tflops") else None
 gpu = not device.startswith("cpu")
 not_run = {}
