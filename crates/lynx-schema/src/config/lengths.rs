@@ -3,16 +3,19 @@
 //! was, so results from before mixes existed read and write back unchanged.
 
 use super::{Checker, ConfigError, Suite};
-use serde::{Deserialize, Serialize};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 /// The most `isl,osl` lines a lengths file may hold (its pairs are kept in the signed result).
 pub const MOST_FILE_PAIRS: usize = 100_000;
 
 /// A length in tokens: fixed, or drawn per request from a distribution. Written in a suite as
-/// a number or as one of the tables below (each told apart by its keys).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
+/// a number or as one of the tables below, told apart by their keys: read by hand (below), so
+/// that a table that is not quite one of them is refused saying which it was taken for and what
+/// is wrong with it, where serde's untagged enums say only that nothing matched.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Length {
     Fixed(u32),
     /// Uniform over the integers in [range_ratio · length, length], as InferenceX draws them:
@@ -39,6 +42,72 @@ pub enum Length {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pairs: Vec<[u32; 2]>,
     },
+}
+
+/// The forms a length is written in, for the message that refuses one that is none of them.
+const FORMS: &str = "a number of tokens, { range_ratio = R, length = L }, { uniform = [lo, hi] }, \
+                     { lognormal = { median = M, sigma = S, min = lo, max = hi } } or { file = \"lengths.csv\" }";
+
+impl<'de> Deserialize<'de> for Length {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Length, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct RangeRatio {
+            range_ratio: f64,
+            length: u32,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Uniform {
+            uniform: [u32; 2],
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct LognormalForm {
+            lognormal: Lognormal,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            file: String,
+            #[serde(default)]
+            pairs: Vec<[u32; 2]>,
+        }
+        fn whole(n: &dyn fmt::Display) -> String {
+            format!("a length is a whole number of tokens from 1 to {}, got {n}", Suite::MOST_TOKENS)
+        }
+        /// The table read as the form its keys name, or why it is not that form.
+        fn form<T: DeserializeOwned>(written: toml::Value, name: &str) -> Result<T, String> {
+            written.try_into().map_err(|e: toml::de::Error| format!("{name}: {}", e.message().trim_end()))
+        }
+        // A TOML value holds whatever a suite (TOML) or a result (JSON) wrote, NaN included, which
+        // the validation names.
+        let written = toml::Value::deserialize(deserializer)?;
+        let length = match &written {
+            toml::Value::Integer(n) => u32::try_from(*n).map(Length::Fixed).map_err(|_| whole(n)),
+            toml::Value::Float(x) => Err(whole(x)),
+            toml::Value::Table(table) => {
+                let has = |key: &str| table.contains_key(key);
+                if has("range_ratio") || has("length") {
+                    form(written, "{ range_ratio = R, length = L }")
+                        .map(|f: RangeRatio| Length::RangeRatio { range_ratio: f.range_ratio, length: f.length })
+                } else if has("uniform") {
+                    form(written, "{ uniform = [lo, hi] }").map(|f: Uniform| Length::Uniform { uniform: f.uniform })
+                } else if has("lognormal") {
+                    form(written, "{ lognormal = { median = M, sigma = S, min = lo, max = hi } }")
+                        .map(|f: LognormalForm| Length::Lognormal { lognormal: f.lognormal })
+                } else if has("file") {
+                    form(written, "{ file = \"lengths.csv\" }")
+                        .map(|f: File| Length::File { file: f.file, pairs: f.pairs })
+                } else {
+                    Err(format!("a length is {FORMS}"))
+                }
+            }
+            toml::Value::Array(_) => Err(format!("a length is {FORMS}, not an array")),
+            other => Err(format!("a length is {FORMS}, not a {}", other.type_str())),
+        };
+        length.map_err(D::Error::custom)
+    }
 }
 
 /// A lognormal length distribution, held to [min, max].
@@ -257,5 +326,37 @@ mod tests {
             assert!(error.contains(needle), "{isl}/{osl}: {error}");
         }
         assert!(workload("{ uniform = [1, 2], extra = 3 }", "1").is_err(), "an unknown key is refused");
+    }
+
+    /// A length written in none of the forms, or in one of them with something missing or
+    /// extra, is refused saying which form its keys made it and what is wrong: the untagged
+    /// enum it was read as said only "data did not match any variant of untagged enum Length".
+    #[test]
+    fn a_length_in_no_form_is_refused_saying_which_form_and_what_is_wrong() {
+        for (isl, needle) in [
+            ("{ range_ratio = 0.8 }", "{ range_ratio = R, length = L }: missing field `length`"),
+            ("{ uniform = [1, 2], extra = 3 }", "{ uniform = [lo, hi] }: unknown field `extra`"),
+            ("{ lognormal = { median = 9.0 } }", "missing field `sigma`"),
+            ("{ file = 3 }", "{ file = \"lengths.csv\" }: invalid type: integer `3`"),
+            ("{ bogus = 3 }", "a length is a number of tokens, { range_ratio = R, length = L }, { uniform"),
+            ("[1, 2]", "not an array"),
+            ("\"abc\"", "not a string"),
+            ("-3", "a length is a whole number of tokens from 1 to 16777216, got -3"),
+            ("3.5", "got 3.5"),
+            ("4294967296", "got 4294967296"),
+        ] {
+            let error = workload(isl, "2").unwrap_err();
+            assert!(error.contains(needle), "{isl}: {error}");
+            assert!(!error.contains("untagged"), "{isl}: {error}");
+        }
+        // A NaN reaches the validation, which names the key.
+        let error = workload("{ range_ratio = nan, length = 10 }", "2").unwrap_err();
+        assert!(error.contains("workload[0].isl.range_ratio must be in (0, 1], got NaN"), "{error}");
+        // A result (JSON) reads each form back as before.
+        for written in ["7", r#"{"range_ratio":0.8,"length":10}"#, r#"{"file":"l.csv","pairs":[[3,4]]}"#] {
+            let length: Length = serde_json::from_str(written).unwrap();
+            assert_eq!(serde_json::to_string(&length).unwrap(), written);
+        }
+        assert!(serde_json::from_str::<Length>("null").is_err());
     }
 }
