@@ -6,6 +6,7 @@
 #   scripts/gpu-check.sh [OUTDIR] [--device cuda:0] [--datasheet-tbs TBS] [--suites a,b] [--quick]
 #                        [--deadline-s 570] [--archive FILE] [--archive-max-bytes N]
 #   scripts/gpu-check.sh OUTDIR --claims-only
+#   scripts/gpu-check.sh OUTDIR --again --suites a,b [--deadline-s S] [--archive FILE]
 #
 # It finds the host's libtorch through `python3 -c 'import torch'` and sets the library path to
 # it (a carried binary's rpath names the build host's), records the host (environment.txt: the
@@ -32,6 +33,15 @@
 # *.served.jsonl; the table reads neither), and OUTDIR's left-out.txt, inside it, names them.
 # --claims-only: print the table again from an OUTDIR a check already filled (an archive brought
 # back and unpacked, say), running nothing.
+# --again: run the named suites again into an OUTDIR a check filled, on the device, the datasheet
+# and the kind of check (--quick or not) its settings.txt names, and print the whole table: the
+# rest of the window after a fix, which holds no whole check (the fourth H200 run's 388 s did
+# not). The suites' earlier results, logs and times are moved to OUTDIR/earlier/pass-N/ (N counts
+# the passes, the first check's being 1), so that the table judges one result a suite; the other
+# suites' results, the environment, the devices and the ceilings stay the first pass's, and the
+# 8 minutes stay judged on the first pass's phases (again.txt keeps each later pass's). Where no
+# roofline phase's figures are in OUTDIR, the ceilings a run measured in its own roofline (the
+# bf16 suite's first) stand in, and the table says so.
 #
 # --quick (the test suite's check that this script still works, on any host): the CPU unless
 # --device is given, and the small gpu-check-quick suite; every claim only a GPU can answer is
@@ -54,6 +64,7 @@ deadline_s=570
 archive=""
 archive_max_bytes=15728640
 claims_only=false
+again=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --device|--datasheet-tbs|--suites|--deadline-s|--archive|--archive-max-bytes)
@@ -65,6 +76,7 @@ while [ $# -gt 0 ]; do
     --archive) archive=$2; shift 2 ;;
     --archive-max-bytes) archive_max_bytes=$2; shift 2 ;;
     --claims-only) claims_only=true; shift ;;
+    --again) again=true; shift ;;
     --quick) quick=true; shift ;;
     -*) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "gpu-check: one OUTDIR, not $1 too" >&2; exit 2; }; out=$1; shift ;;
@@ -76,13 +88,43 @@ done
   || { echo "gpu-check: --deadline-s $deadline_s is not a whole number of seconds above 0" >&2; exit 2; }
 [[ "$archive_max_bytes" =~ ^[0-9]{1,12}$ ]] && [ "$archive_max_bytes" -gt 0 ] \
   || { echo "gpu-check: --archive-max-bytes $archive_max_bytes is not a whole number of bytes above 0" >&2; exit 2; }
+# A suite's name names its files under OUTDIR: letters, digits, '.', '_' and '-', never a path.
+for name in ${suites//,/ }; do
+  [[ "$name" =~ ^[A-Za-z0-9_-][A-Za-z0-9._-]*$ ]] \
+    || { echo "gpu-check: --suites: '$name' is not a suite's name (letters, digits, '.', '_', '-')" >&2; exit 2; }
+done
+if $again; then
+  ! $claims_only || { echo "gpu-check: --again runs suites and --claims-only runs nothing: give one" >&2; exit 2; }
+  [ -n "$out" ] && [ -f "$out/settings.txt" ] \
+    || { echo "gpu-check: --again needs an OUTDIR a check filled (with its settings.txt), not '${out}'" >&2; exit 2; }
+  [ -n "$suites" ] || { echo "gpu-check: --again needs --suites, the suites to run again" >&2; exit 2; }
+  ! $quick && ! $device_given && [ -z "$datasheet" ] \
+    || { echo "gpu-check: --again takes the device, --quick and the datasheet from $out/settings.txt" >&2; exit 2; }
+fi
 python=${LYNX_BENCH_PYTHON:-python3}
 
 if $claims_only; then
   [ -n "$out" ] && [ -f "$out/settings.txt" ] \
     || { echo "gpu-check: --claims-only needs an OUTDIR a check filled (with its settings.txt), not '${out}'" >&2; exit 2; }
 else
-  if $quick; then
+  settings_deadline_s=$deadline_s
+  if $again; then
+    # The first pass's settings; the suites run again join its list.
+    setting() { sed -n "s/^$1=//p" "$out/settings.txt" | head -n 1; }
+    device=$(setting device)
+    quick=$(setting quick)
+    datasheet=$(setting datasheet_tbs)
+    settings_deadline_s=$(setting deadline_s)
+    again_suites=$suites
+    suites=$(setting suites)
+    for name in ${again_suites//,/ }; do
+      [[ ",$suites," == *",$name,"* ]] || suites=${suites:+$suites,}$name
+    done
+    [ "$quick" = true ] || [ "$quick" = false ] \
+      || { echo "gpu-check: $out/settings.txt names no kind of check (quick=true or false)" >&2; exit 2; }
+    [ -n "$device" ] || { echo "gpu-check: $out/settings.txt names no device" >&2; exit 2; }
+    sustained_s=0
+  elif $quick; then
     $device_given || device=cpu
     suites=${suites:-gpu-check-quick}
     sustained_s=0
@@ -166,14 +208,53 @@ PY
     child=""
     return "$rc"
   }
-  : > "$out/not-run.txt"
+  phases_file=$out/phases.txt
+  if $again; then
+    # This pass's number, and the suites' earlier results, logs and times set aside under
+    # earlier/pass-N/ (with what not-run.txt said of them), so that the table judges this pass's.
+    pass=$(( $(grep -c . "$out/again.txt" 2>/dev/null || true) + 2 ))
+    aside=$out/earlier/pass-$pass
+    phases_file=$aside/phases.txt
+    mkdir -p "$aside"
+    "$python" - "$out" "$aside" "$again_suites" <<'PY' || { echo "gpu-check: could not set the earlier results aside in $aside" >&2; exit 1; }
+import glob, json, os, shutil, sys
+out, aside, suites = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+for folder in sorted(glob.glob(os.path.join(out, "runs", "*", "*"))):
+    named = set()
+    for path in glob.glob(os.path.join(folder, "*.json")):
+        try:
+            named.add(json.load(open(path))["config"]["suite"]["name"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    if named & set(suites):
+        to = os.path.join(aside, os.path.relpath(folder, out))
+        os.makedirs(os.path.dirname(to), exist_ok=True)
+        shutil.move(folder, to)
+for name in suites:
+    for kept in (name + ".log", name + ".elapsed"):
+        if os.path.exists(os.path.join(out, kept)):
+            shutil.move(os.path.join(out, kept), os.path.join(aside, kept))
+lines = open(os.path.join(out, "not-run.txt")).read().splitlines() if os.path.exists(os.path.join(out, "not-run.txt")) else []
+with open(os.path.join(aside, "not-run.txt"), "w") as f:
+    f.writelines(l + "\n" for l in lines if l.partition("\t")[0] in suites)
+with open(os.path.join(out, "not-run.txt"), "w") as f:
+    f.writelines(l + "\n" for l in lines if l.partition("\t")[0] not in suites)
+PY
+    say "pass $pass: running ${again_suites//,/, } again on $device; the earlier results are under $aside"
+  else
+    : > "$out/not-run.txt"
+  fi
   # What the table needs besides the runs, written first (and again once Python's matmul is
   # measured), so that --claims-only can judge a folder whose check was stopped part-way.
   python_tflops=""
   settings() {
     printf 'device=%s\nsuites=%s\nquick=%s\ndatasheet_tbs=%s\npython_tflops=%s\ndeadline_s=%s\n' \
-      "$device" "$suites" "$quick" "$datasheet" "$python_tflops" "$deadline_s" > "$out/settings.txt"
+      "$device" "$suites" "$quick" "$datasheet" "$python_tflops" "$settings_deadline_s" > "$out/settings.txt"
   }
+  if $again; then
+    # Python's matmul figure stays the first pass's.
+    python_tflops=$(sed -n 's/^python_tflops=//p' "$out/settings.txt" | head -n 1)
+  fi
   settings
   # limit_for WANT GRACE: the seconds a phase that may overrun its limit by GRACE gets: WANT, or
   # what is left before the deadline less GRACE and the table's 20 s; 0 where under 20 s are left.
@@ -199,9 +280,11 @@ PY
     fi
     # When each phase began (the next one's start, or the end's, is when it ended): where the
     # check's minutes went, for the 8-minute claim.
-    [ "$limit" -eq 0 ] || printf '%s\t%s\n' "$1" "$(date +%s)" >> "$out/phases.txt"
+    [ "$limit" -eq 0 ] || printf '%s\t%s\n' "$1" "$(date +%s)" >> "$phases_file"
     echo "$limit"
   }
+  # first_phase NAME WANT GRACE: phase, where this is the first pass (--again keeps its figures).
+  first_phase() { if $again; then echo 0; else phase "$@"; fi; }
 
   # What this host is, for whoever reads the archive away from it: the machine, lynx and the
   # libraries it resolved, the torch the Python finds and the GPUs it sees, the driver's view of
@@ -245,27 +328,27 @@ PY
     echo "== variables"
     env | grep -E '^(CUDA_|NVIDIA_|HIP_|ROCR_|HSA_|LYNX_|TORCH_|PYTORCH_)' | sort || true
   }
-  limit=$(phase environment 60 5)
+  limit=$(first_phase environment 60 5)
   if [ "$limit" -gt 0 ]; then
     environment > "$out/environment.txt" 2>&1 || true
   fi
 
-  limit=$(phase devices 30 5)
+  limit=$(first_phase devices 30 5)
   if [ "$limit" -gt 0 ]; then
     limited 5 "$limit" "$lynx" devices > "$out/devices.txt" 2>&1 || true
     say "devices: $(tr '\n' ' ' < "$out/devices.txt")"
     # The same as JSON, for the device's name: the datasheet the table holds it to.
     limited 5 "$limit" "$lynx" devices --json > "$out/devices.json" 2>> "$out/devices.txt" || true
   fi
-  limit=$(phase roofline 90 10)
+  limit=$(first_phase roofline 90 10)
   if [ "$limit" -gt 0 ]; then
     say "roofline on $device (at most ${limit} s)"
     limited 10 "$limit" "$lynx" roofline --device "$device" --sustained-s "$sustained_s" --json \
       > "$out/roofline.json" 2> "$out/roofline.log" || say "roofline failed (see $out/roofline.log)"
   fi
 
-  if [ "${device%%:*}" = cuda ] && "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    limit=$(phase python-matmul 60 5)
+  if ! $again && [ "${device%%:*}" = cuda ] && "$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    limit=$(first_phase python-matmul 60 5)
     if [ "$limit" -gt 0 ]; then
       python_tflops=$(timeout --kill-after=5 "$limit" "$python" - "${device#cuda:}" <<'PY'
 import sys, torch
@@ -293,7 +376,7 @@ PY
     fi
   fi
 
-  IFS=, read -r -a suite_list <<< "$suites"
+  IFS=, read -r -a suite_list <<< "${again_suites:-$suites}"
   for suite in "${suite_list[@]}"; do
     case "$suite" in
       gpu-check-llama-bf16) want=190 ;;
@@ -339,7 +422,11 @@ PY
 fi
 
 # The seconds the phases took, for the 8-minute claim (kept, so that --claims-only judges it too).
-if ! $claims_only; then
+if $again; then
+  # Each later pass: its number, the suites it ran, its seconds and its deadline.
+  printf 'end\t%s\n' "$(date +%s)" >> "$phases_file"
+  printf '%s\t%s\t%s\t%s\n' "$pass" "$again_suites" "$(( $(date +%s) - started_at ))" "$deadline_s" >> "$out/again.txt"
+elif ! $claims_only; then
   echo $(( $(date +%s) - started_at )) > "$out/elapsed.txt"
   printf 'end\t%s\n' "$(date +%s)" >> "$out/phases.txt"
 fi
@@ -387,12 +474,22 @@ def load(path):
     except (OSError, ValueError):
         return None
 
-roofline = load(os.path.join(out, "roofline.json")) or {"probes": []}
 results = {}
 for path in glob.glob(os.path.join(out, "runs", "**", "*.json"), recursive=True):
     result = load(path)
     if isinstance(result, dict) and "cells" in result and "config" in result:
         results[result["config"]["suite"]["name"]] = result
+# The device's ceilings: the roofline phase's; where it left none (cut, stopped, or an OUTDIR
+# only --again filled), those a run measured in its own roofline on the same device, the bf16
+# suite's first.
+roofline = load(os.path.join(out, "roofline.json")) or {"probes": []}
+ceilings_from = None
+if not roofline.get("probes"):
+    for name in sorted(results, key=lambda n: (n != "gpu-check-llama-bf16", n)):
+        probes = (results[name].get("roofline") or {}).get("probes") or []
+        if probes:
+            roofline, ceilings_from = {"probes": probes}, f"{name}'s own roofline"
+            break
 
 claims = []
 def claim(what, verdict, figure):
@@ -421,6 +518,8 @@ def cells(result, step=None):
 
 no_gpu = "no GPU here (" + device + ")"
 first = next(iter(results.values()), None)
+if ceilings_from:
+    claim("(ceilings) from a run", "INFO", f"no roofline phase's figures (roofline.json): {ceilings_from} stands in")
 
 # The device and its telemetry.
 if not gpu:
@@ -813,6 +912,22 @@ for name in suites.split(","):
     claim(f"({name}) estimate against the run", "INFO", f"{shown}; the process took {elapsed} s{before}")
 for name, why in not_run.items():
     claim(f"({name}) deadline", "INFO", why)
+# The passes --again ran after the first, and the lynx builds the results come from where they
+# are more than one (a fix between passes).
+try:
+    passes = [line.split("\t") for line in open(os.path.join(out, "again.txt")).read().splitlines() if line]
+except OSError:
+    passes = []
+for number, ran, seconds, deadline in (p for p in passes if len(p) == 4):
+    claim(f"(again) pass {number}", "INFO", f"{ran.replace(',', ', ')} run again in {seconds} s (a {deadline}-second "
+          f"deadline); what they replaced is under earlier/pass-{number}")
+def build(result):
+    harness = result.get("harness") or {}
+    return f"commit {str(harness.get('git_commit'))[:12]}, binary {str(harness.get('binary_sha256'))[:12]}"
+builds = {name: build(result) for name, result in sorted(results.items())}
+if len(set(builds.values())) > 1:
+    claim("(lynx builds) the results come from more than one", "INFO",
+          "; ".join(f"{name}: {b}" for name, b in builds.items()))
 missing = [s for s in suites.split(",") if s not in results]
 claim("every suite produced a result", judged(not missing),
       ", ".join(f"{s} ({not_run[s]})" if s in not_run else s for s in missing) or f"{len(results)} results")

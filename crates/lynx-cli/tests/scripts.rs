@@ -175,6 +175,77 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert_eq!(succeeded("gpu-check.sh --claims-only", &again), table);
     assert!(!kept.join("claims.txt").exists(), "--claims-only wrote into the folder it read");
     gpu_claims_are_judged_both_ways(&root, &kept);
+    // The rest of a window after a fix: the suite run again into the folder the check filled
+    // (here the one brought back and unpacked), its earlier result, log and time set aside, the
+    // first pass's ceilings and phases kept, the whole table printed.
+    let first = result_file(&kept.join("runs"));
+    let roofline = std::fs::read(kept.join("roofline.json")).unwrap();
+    let line = |table: &str, claim: &str| -> String {
+        table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("{claim}: {table}")).to_owned()
+    };
+    let output = script_command(
+        Path::new(&root),
+        "gpu-check.sh",
+        &[kept.to_str().unwrap(), "--again", "--suites", "gpu-check-quick", "--deadline-s", "400"],
+    )
+    .env("LYNX_TEST_GRAPHS", "reissue")
+    .env("LYNX_BENCH_PYTHON", &python)
+    .env("LYNX_CHECK_HOST_TORCH", "1")
+    .output()
+    .unwrap();
+    let again = succeeded("gpu-check.sh --again", &output);
+    let aside = kept.join("earlier/pass-2");
+    let set_aside = result_file(&aside.join("runs"));
+    assert_eq!(set_aside.file_name(), first.file_name(), "the first pass's result, set aside");
+    assert_ne!(result_file(&kept.join("runs")).file_name(), first.file_name(), "one result, the new one");
+    assert!(aside.join("gpu-check-quick.log").exists() && kept.join("gpu-check-quick.log").exists());
+    assert_eq!(std::fs::read(kept.join("roofline.json")).unwrap(), roofline, "no roofline phase ran again");
+    assert_eq!(
+        line(&again, "the check's phases within 8 minutes"),
+        line(&table, "the check's phases within 8 minutes"),
+        "judged on the first pass"
+    );
+    let pass = line(&again, "(again) pass 2");
+    assert!(
+        pass.contains("INFO")
+            && pass.contains("gpu-check-quick run again in ")
+            && pass.contains("a 400-second deadline"),
+        "{pass}"
+    );
+    assert!(pass.contains("what they replaced is under earlier/pass-2"), "{pass}");
+    assert!(line(&again, "every suite produced a result").contains("PASS"), "{again}");
+    assert!(!again.contains("(lynx builds)"), "one build made both: {again}");
+    assert_eq!(std::fs::read_to_string(kept.join("again.txt")).unwrap().lines().count(), 1);
+}
+
+/// `--again` runs suites into a folder a check filled, on that check's device and settings: it
+/// refuses a folder no check filled, no suites, and a device or kind of check of its own, and a
+/// suite's name that is a path (its log is written as OUTDIR/NAME.log), before it moves anything.
+#[test]
+fn gpu_check_again_refuses_what_it_cannot_run_again() {
+    let root = repo_path("");
+    let out = tempfile::tempdir().unwrap();
+    let folder = out.path().to_str().unwrap();
+    let run = |args: &[&str]| {
+        let output = script(Path::new(&root), "gpu-check.sh", args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(run(&[folder, "--again", "--suites", "gpu-check-quick"]).contains("--again needs an OUTDIR a check filled"));
+    std::fs::write(out.path().join("settings.txt"), "device=cpu\nsuites=gpu-check-quick\nquick=true\n").unwrap();
+    let kept = out.path().join("runs/cpu/run");
+    std::fs::create_dir_all(&kept).unwrap();
+    assert!(run(&[folder, "--again"]).contains("--again needs --suites"));
+    for (own, value) in [("--device", "cuda:1"), ("--datasheet-tbs", "3.35")] {
+        assert!(run(&[folder, "--again", "--suites", "gpu-check-quick", own, value]).contains("from"), "{own}");
+    }
+    assert!(run(&[folder, "--again", "--suites", "gpu-check-quick", "--quick"]).contains("takes the device, --quick"));
+    assert!(run(&[folder, "--again", "--claims-only", "--suites", "gpu-check-quick"]).contains("give one"));
+    for name in ["../gpu-check-quick", "a/b", ".hidden"] {
+        let error = run(&[folder, "--again", "--suites", name]);
+        assert!(error.contains(&format!("'{name}' is not a suite's name")), "{error}");
+    }
+    assert!(kept.exists() && !out.path().join("earlier").exists(), "nothing was moved");
 }
 
 /// gpu-check's archive comes back from a device only if it is at most 16 MiB: one over its cap
@@ -463,6 +534,30 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         assert!(table.contains(shown), "{table}");
     }
     std::fs::write(good.join("settings.txt"), settings).unwrap();
+    assert!(!table.contains("(ceilings)") && !table.contains("(lynx builds)"), "{table}");
+    // Where the folder holds no roofline phase's figures (it was cut, or only --again ran), the
+    // bf16 run's own roofline stands in, saying so; results from two lynx builds (a fix between
+    // passes) are named.
+    let roofline = std::fs::read(good.join("roofline.json")).unwrap();
+    let bf16_path = good.join("runs/h200/run/gpu-check-llama-bf16.json");
+    let bf16_before = std::fs::read(&bf16_path).unwrap();
+    let mut bf16: Value = serde_json::from_slice(&bf16_before).unwrap();
+    bf16["roofline"] = serde_json::from_slice(&roofline).unwrap();
+    bf16["harness"]["binary_sha256"] = json!("0123456789abcdef");
+    std::fs::write(&bf16_path, bf16.to_string()).unwrap();
+    std::fs::remove_file(good.join("roofline.json")).unwrap();
+    let (code, table) = claims(&good);
+    assert_eq!(verdict(&table, bandwidth), "PASS", "{table}");
+    assert!(table.contains("native copy: 4.30 TB/s of 4.80"), "{table}");
+    assert!(
+        table.contains("no roofline phase's figures (roofline.json): gpu-check-llama-bf16's own roofline stands in"),
+        "{table}"
+    );
+    let builds = table.lines().find(|l| l.starts_with("(lynx builds)")).unwrap_or_else(|| panic!("{table}"));
+    assert!(builds.contains("gpu-check-llama-bf16: commit ") && builds.contains("binary 0123456789ab"), "{builds}");
+    assert_eq!(code, Some(0), "{table}");
+    std::fs::write(good.join("roofline.json"), roofline).unwrap();
+    std::fs::write(&bf16_path, bf16_before).unwrap();
     // As graphs fp8 must be the faster; eagerly (launch-bound at batch 64, where fp8's extra
     // kernels cost the host) no more than 5% slower.
     let fp8_path = good.join("runs/h200/run/gpu-check-llama-fp8.json");
