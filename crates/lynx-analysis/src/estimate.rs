@@ -15,23 +15,80 @@ use lynx_schema::roofline::{Probe, RooflineRecord};
 use lynx_schema::value::Finite;
 
 /// One device's datasheet: HBM bandwidth and dense bf16 matmul rate (fp8: twice that on every
-/// device listed), as ../shared/REFERENCES.md tabulates them.
+/// device listed), as ../shared/REFERENCES.md tabulates them, and its memory, for planning a
+/// run on a device that is not here (`lynx run --plan --plan-as`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Datasheet {
     /// What the device's name holds as whole words (`H200` in `NVIDIA H200`).
     pub name: &'static str,
+    /// Its name as its driver gives it (`NVIDIA H200`, `AMD Instinct MI300X`).
+    pub full_name: &'static str,
+    /// Whether ROCm drives it (an AMD GPU: `rocm:N`), else CUDA (`cuda:N`).
+    pub rocm: bool,
+    /// Its memory as the datasheet gives it, in GB of 2^30 bytes (`80GB` on an H100's board; the
+    /// driver shows a little less, and frees less still beside its context).
+    pub memory_gb: u32,
     pub bandwidth_bytes_per_s: f64,
     pub bf16_flops_per_s: f64,
 }
 
 /// The devices lynx has datasheet figures for.
 pub const DATASHEETS: [Datasheet; 5] = [
-    Datasheet { name: "H100 80GB HBM3", bandwidth_bytes_per_s: 3.35e12, bf16_flops_per_s: 989e12 },
-    Datasheet { name: "H200", bandwidth_bytes_per_s: 4.8e12, bf16_flops_per_s: 989e12 },
-    Datasheet { name: "B200", bandwidth_bytes_per_s: 8.0e12, bf16_flops_per_s: 2250e12 },
-    Datasheet { name: "MI300X", bandwidth_bytes_per_s: 5.3e12, bf16_flops_per_s: 1300e12 },
-    Datasheet { name: "MI355X", bandwidth_bytes_per_s: 8.0e12, bf16_flops_per_s: 2500e12 },
+    Datasheet {
+        name: "H100 80GB HBM3",
+        full_name: "NVIDIA H100 80GB HBM3",
+        rocm: false,
+        memory_gb: 80,
+        bandwidth_bytes_per_s: 3.35e12,
+        bf16_flops_per_s: 989e12,
+    },
+    Datasheet {
+        name: "H200",
+        full_name: "NVIDIA H200",
+        rocm: false,
+        memory_gb: 141,
+        bandwidth_bytes_per_s: 4.8e12,
+        bf16_flops_per_s: 989e12,
+    },
+    Datasheet {
+        name: "B200",
+        full_name: "NVIDIA B200",
+        rocm: false,
+        memory_gb: 180,
+        bandwidth_bytes_per_s: 8.0e12,
+        bf16_flops_per_s: 2250e12,
+    },
+    Datasheet {
+        name: "MI300X",
+        full_name: "AMD Instinct MI300X",
+        rocm: true,
+        memory_gb: 192,
+        bandwidth_bytes_per_s: 5.3e12,
+        bf16_flops_per_s: 1300e12,
+    },
+    Datasheet {
+        name: "MI355X",
+        full_name: "AMD Instinct MI355X",
+        rocm: true,
+        memory_gb: 288,
+        bandwidth_bytes_per_s: 8.0e12,
+        bf16_flops_per_s: 2500e12,
+    },
 ];
+
+impl Datasheet {
+    /// Its memory in bytes, as the datasheet gives it.
+    pub fn memory_bytes(&self) -> u64 {
+        u64::from(self.memory_gb) << 30
+    }
+}
+
+/// The datasheet named `name` itself (its `name`, or its driver's `full_name`; case aside), for
+/// planning on a device that is not here.
+pub fn datasheet_named(name: &str) -> Option<&'static Datasheet> {
+    let wanted = name.split_whitespace().collect::<Vec<_>>().join(" ");
+    DATASHEETS.iter().find(|d| d.name.eq_ignore_ascii_case(&wanted) || d.full_name.eq_ignore_ascii_case(&wanted))
+}
 
 /// The datasheet of the device named `name` (as its driver names it), if lynx has one: the first
 /// whose name stands in the device's as whole words (`NVIDIA H200 NVL` is an H200; `NVIDIA
@@ -598,5 +655,21 @@ mod tests {
         assert_eq!(datasheet("NVIDIA H200 NVL").unwrap().name, "H200");
         assert_eq!(datasheet("AMD Instinct MI300X").unwrap().bandwidth_bytes_per_s, 5.3e12);
         assert!(Rates::cpu().basis.contains("assumed"));
+    }
+
+    /// A device planned and not here is named by its datasheet (case and spacing aside), and the
+    /// name its record then carries, its driver's, finds the same datasheet for its rates.
+    #[test]
+    fn a_datasheet_is_named_as_lynx_names_it_or_as_its_driver_does() {
+        for sheet in &DATASHEETS {
+            assert_eq!(datasheet(sheet.full_name), Some(sheet), "{}", sheet.full_name);
+            assert_eq!(datasheet_named(sheet.name), Some(sheet));
+            assert_eq!(datasheet_named(&sheet.full_name.to_lowercase()), Some(sheet));
+            assert!(sheet.memory_bytes() >= 80 << 30, "{}", sheet.name);
+            assert_eq!(sheet.rocm, sheet.full_name.starts_with("AMD "), "{}", sheet.name);
+        }
+        assert_eq!(datasheet_named("  h100   80gb hbm3 ").unwrap().memory_bytes(), 80 << 30);
+        assert!(datasheet_named("H100").is_none(), "an H100 PCIe is not the SXM board's datasheet");
+        assert!(datasheet_named("A100").is_none());
     }
 }

@@ -227,6 +227,12 @@ pub struct RunArgs {
     /// With --plan: print the plan as JSON.
     #[arg(long, requires = "plan")]
     pub json: bool,
+    /// With --plan: plan for a device that need not be here, from lynx's datasheet for it (H100
+    /// 80GB HBM3, H200, B200, MI300X or MI355X): its memory and rates the datasheet's, graphs
+    /// captured beside eager steps; --device names it (by default cuda:0, or rocm:0 for AMD).
+    #[arg(long, value_name = "DATASHEET", requires = "plan", value_parser = datasheet,
+          conflicts_with_all = ["resume", "all_devices", "devices"])]
+    pub plan_as: Option<&'static lynx_analysis::estimate::Datasheet>,
     /// (internal) Write the run's folder to this file once it exists.
     #[arg(long, hide = true)]
     pub report_run_dir: Option<PathBuf>,
@@ -478,6 +484,13 @@ fn usd_per_hour(text: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 && v <= MOST_USD_PER_HOUR => Ok(v),
         _ => Err(format!("must be a positive number of USD, at most {MOST_USD_PER_HOUR}")),
     }
+}
+
+fn datasheet(text: &str) -> Result<&'static lynx_analysis::estimate::Datasheet, String> {
+    lynx_analysis::estimate::datasheet_named(text).ok_or_else(|| {
+        let names: Vec<&str> = lynx_analysis::estimate::DATASHEETS.iter().map(|d| d.name).collect();
+        format!("lynx has no datasheet named {text:?}; it has {}", names.join(", "))
+    })
 }
 
 fn share(text: &str) -> Result<f64, String> {

@@ -512,6 +512,56 @@ fn a_plan_measures_and_writes_nothing() {
     assert!(!runs.exists(), "a plan made the run folder");
 }
 
+/// `lynx run --plan --plan-as DATASHEET` plans for a device that is not here from lynx's
+/// datasheet for it: its memory (less the weights) for the cells, its rates for the steps, graph
+/// cells beside eager ones, and the line that says it is planned; a datasheet lynx lacks, a
+/// device of the other kind and a plan-as without --plan are refused in one line.
+#[test]
+fn a_plan_for_a_device_not_here_takes_its_datasheet() {
+    let out = tempfile::tempdir().unwrap();
+    let runs = out.path().join("runs");
+    let plan = |extra: &[&str]| {
+        let output = lynx(&[["run", "--plan", "--out", runs.to_str().unwrap()].as_slice(), extra].concat());
+        assert!(output.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let stdout = plan(&["--plan-as", "h100 80gb hbm3", "--suite", "gpu-check-llama-bf16"]);
+    assert!(stdout.starts_with("plan: suite gpu-check-llama-bf16: llama-3.1-8b ("), "{stdout}");
+    assert!(stdout.contains(" at bf16 on cuda:0 (NVIDIA H100 80GB HBM3); nothing is measured"), "{stdout}");
+    assert!(stdout.contains("\nplanned from lynx's H100 80GB HBM3 datasheet (3.35 TB/s, 989 dense bf16 TFLOP/s, 80 GB): the device is not here"), "{stdout}");
+    // 80 GiB less Llama 3.1 8B's 14.96 GiB of bf16 weights.
+    assert!(
+        stdout.contains("free beside the weights: 65.04 GiB (the datasheet's memory, less the weights' 14.96 GiB)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("decode steps: eager and graph"), "{stdout}");
+    assert!(stdout.contains("\ndecode batch 1 ctx 1024 graph  "), "graph cells planned: {stdout}");
+    assert!(stdout.contains("from the H100 80GB HBM3 datasheet: 3.35 TB/s at 85%"), "{stdout}");
+    // An AMD datasheet is a ROCm device; --device names which.
+    let stdout = plan(&["--plan-as", "MI300X", "--device", "rocm:3", "--suite", "gpu-check-moe"]);
+    assert!(stdout.contains(" on rocm:3 (AMD Instinct MI300X)"), "{stdout}");
+    // The standard suite's largest decode batches do not fit beside the weights on an H200, and
+    // are planned as skipped with both figures.
+    let stdout = plan(&["--plan-as", "H200"]);
+    assert!(stdout.contains("plan: suite standard: "), "{stdout}");
+    assert!(stdout.contains("skip: it needs an estimated ") && stdout.contains("126.04 GiB free"), "{stdout}");
+    let json: Value = serde_json::from_str(&plan(&["--plan-as", "B200", "--json"])).unwrap();
+    assert_eq!(json["plans"][0]["planned_from_datasheet"], "B200");
+    assert_eq!(json["plans"][0]["device_name"], "NVIDIA B200");
+    assert_eq!(json["plans"][0]["graphs"], true);
+    assert!(!runs.exists(), "a plan made the run folder");
+
+    let line = bad_input(&["run", "--plan", "--plan-as", "A100"]);
+    assert!(
+        line.contains("lynx has no datasheet named \"A100\"; it has H100 80GB HBM3, H200, B200, MI300X, MI355X"),
+        "{line}"
+    );
+    let line = bad_input(&["run", "--plan", "--plan-as", "H200", "--device", "rocm:0"]);
+    assert!(line.contains("--plan-as H200: the NVIDIA H200 is named cuda:N, not rocm:0"), "{line}");
+    let line = bad_input(&["run", "--plan-as", "H200"]);
+    assert!(line.contains("--plan"), "{line}");
+}
+
 /// Regression (issue 15): a cell whose estimated memory exceeds the device's free memory is
 /// recorded as skipped with both figures, never allocated, and ends its batch ladder as out of
 /// memory would. The free memory is stated, so the planner is tested on any host.

@@ -2,6 +2,7 @@
 
 use crate::libtorch::load_gpu_backends;
 use crate::RunError;
+use lynx_analysis::estimate::Datasheet;
 use lynx_schema::device::{slug, DeviceName};
 use lynx_schema::result::{DeviceRecord, HostRecord};
 use lynx_schema::value::Reported;
@@ -49,6 +50,9 @@ pub struct Device {
     /// Its largest cache, bytes: a CPU's from sysfs, an NVIDIA GPU's L2 from the CUDA driver;
     /// `None` for ROCm devices (not read) and wherever it cannot be had.
     pub cache_bytes: Option<u64>,
+    /// The datasheet of a device that is not here, which a plan is made for ([`planned`]);
+    /// `None` for every device lynx found.
+    pub planned: Option<&'static Datasheet>,
 }
 
 impl Device {
@@ -73,6 +77,9 @@ impl Device {
     /// shim. Unavailable where the shim is: those cells run, and one that does not fit is
     /// recorded as out of memory.
     pub fn free_memory(&self) -> Reported<(u64, &'static str)> {
+        if let (Some(sheet), None) = (self.planned, stated_free_memory()) {
+            return Reported::Known((sheet.memory_bytes(), "the datasheet's memory"));
+        }
         match self.record.device {
             DeviceName::Cpu => host_free_memory(),
             _ if stated_free_memory().is_some() => host_free_memory(),
@@ -176,7 +183,41 @@ fn cpu(host: &HostRecord) -> Device {
         },
         torch: torch_device(DeviceName::Cpu),
         cache_bytes: lynx_probes::cpu::largest_cache_bytes(),
+        planned: None,
     }
+}
+
+/// A device that is not here, for a plan (`lynx run --plan --plan-as`): `sheet`'s device as
+/// `name` (by default its kind's first, `cuda:0` or `rocm:0`), its name and memory the
+/// datasheet's and nothing else known. A name of the other kind (`rocm:N` for an NVIDIA
+/// datasheet) is refused.
+pub fn planned(sheet: &'static Datasheet, name: Option<DeviceName>) -> Result<Device, RunError> {
+    let device = match (name, sheet.rocm) {
+        (None, false) => DeviceName::Cuda(0),
+        (None, true) => DeviceName::Rocm(0),
+        (Some(name @ DeviceName::Cuda(_)), false) | (Some(name @ DeviceName::Rocm(_)), true) => name,
+        (Some(name), _) => {
+            let kind = if sheet.rocm { "rocm:N" } else { "cuda:N" };
+            return Err(RunError::Config(format!(
+                "--plan-as {}: the {} is named {kind}, not {name}",
+                sheet.name, sheet.full_name
+            )));
+        }
+    };
+    let why = format!("planned from the {} datasheet: the device is not here", sheet.name);
+    Ok(Device {
+        record: DeviceRecord {
+            device,
+            name: Reported::Known(sheet.full_name.to_owned()),
+            memory_bytes: Reported::Known(sheet.memory_bytes()),
+            uuid: Reported::unavailable(why.clone()),
+            compute_capability: Reported::unavailable(why.clone()),
+            board: Reported::unavailable(why),
+        },
+        torch: torch_device(device),
+        cache_bytes: None,
+        planned: Some(sheet),
+    })
 }
 
 fn gpu_device(name: DeviceName, index: u32) -> Device {
@@ -215,7 +256,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
             },
         },
     };
-    Device { torch: torch_device(record.device), record, cache_bytes }
+    Device { torch: torch_device(record.device), record, cache_bytes, planned: None }
 }
 
 /// Processes other than this worker holding a context on `device` now: the driver's count (NVML,

@@ -25,19 +25,24 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
             vec![lynx_runner::forecast_resume(&run, &device)?]
         }
         None => {
-            let names = if args.node.is_node() {
-                super::run::node_devices(&args.node, &host)?
-            } else {
-                vec![match args.node.node_device.or(args.device) {
-                    Some(name) => name,
-                    None => devices::best(&host).record.device,
-                }]
+            let found = match args.plan_as {
+                Some(sheet) => vec![devices::planned(sheet, args.device)?],
+                None => {
+                    let names = if args.node.is_node() {
+                        super::run::node_devices(&args.node, &host)?
+                    } else {
+                        vec![match args.node.node_device.or(args.device) {
+                            Some(name) => name,
+                            None => devices::best(&host).record.device,
+                        }]
+                    };
+                    names.into_iter().map(|name| devices::find(name, &host)).collect::<Result<Vec<_>, _>>()?
+                }
             };
             let catalogue = suite::Catalogue::new(args.models.clone());
             let mut forecasts = Vec::new();
-            for name in names {
-                let device = devices::find(name, &host)?;
-                let default_suite = if name == DeviceName::Cpu { "cpu" } else { "standard" };
+            for device in found {
+                let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
                 let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
                 let weights = args.weights.clone();
                 forecasts.push(lynx_runner::forecast(&Plan {
@@ -121,6 +126,19 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
         suite.precision,
         forecast.device.device,
     );
+    if let Some(sheet) = forecast.planned {
+        let _ = writeln!(
+            out,
+            "planned from lynx's {} datasheet ({:.2} TB/s, {:.0} dense bf16 TFLOP/s, {} GB): the device is not \
+             here; its memory is the datasheet's (a run finds less free beside the driver's context), its decode \
+             steps are planned eager and graph (as where libtorch's GPU backend loads), and the parity check's \
+             host memory, on its own host, is not checked",
+            sheet.name,
+            sheet.bandwidth_bytes_per_s / 1e12,
+            sheet.bf16_flops_per_s / 1e12,
+            sheet.memory_gb
+        );
+    }
     if forecast.done > 0 {
         let _ = writeln!(out, "resuming: {} cells are in the journal; the rest is planned", forecast.done);
     }
@@ -187,6 +205,7 @@ fn plan_json(forecast: &Forecast) -> serde_json::Value {
     let mut out = json!({
         "device": forecast.device.device.to_string(),
         "device_name": forecast.device.name.known(),
+        "planned_from_datasheet": forecast.planned.map(|sheet| sheet.name),
         "suite": config.suite.name,
         "model": config.model.name,
         "precision": config.suite.precision.to_string(),

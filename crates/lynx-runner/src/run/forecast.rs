@@ -19,6 +19,8 @@ use lynx_schema::value::Reported;
 /// A run planned and not started.
 pub struct Forecast {
     pub device: DeviceRecord,
+    /// The datasheet a device that is not here was planned from.
+    pub planned: Option<&'static lynx_analysis::estimate::Datasheet>,
     pub config: ConfigRecord,
     /// The device's memory free beside the model's weights, and how that was had.
     pub free: Reported<(u64, String)>,
@@ -88,7 +90,15 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
     if cells.is_empty() {
         setup.some_cell_fits(device.record.device, free.known().map(|(bytes, source)| (*bytes, source.as_str())))?;
     }
-    let graphs = super::graph::Graphs::for_device(device.torch).record();
+    // A device that is not here is planned as its own host would run it: graphs captured
+    // beside eager steps, as wherever libtorch's GPU backend loads.
+    let (graphs, capture) = match device.planned {
+        Some(_) => (Reported::Known(true), true),
+        None => {
+            let graphs = super::graph::Graphs::for_device(device.torch);
+            (graphs.record(), graphs.available())
+        }
+    };
     let so_far = SoFar {
         checks: earlier.map_or(&[], |r| &r.checks),
         cells,
@@ -97,11 +107,11 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
     // As a worker finds it as it starts.
     let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, &setup.config.model);
     let nothing_left = earlier.is_some_and(|r| super::work::nothing_left(suite, &bounds, cells, r));
-    let wall_time = rates_of(&device.record, suite.precision).map(|rates| {
-        planned_wall_time(&setup.config, device.record.device, so_far, free.known().map(|(bytes, _)| *bytes), &rates)
-    });
+    let wall_time = rates_of(&device.record, suite.precision)
+        .map(|rates| planned_wall_time(&setup.config, capture, so_far, free.known().map(|(bytes, _)| *bytes), &rates));
     Ok(Forecast {
         device: device.record.clone(),
+        planned: device.planned,
         config: setup.config.clone(),
         free,
         graphs,

@@ -9,7 +9,6 @@ use crate::RunError;
 use lynx_analysis::estimate::{datasheet, wall_time, Planned, Rates, WallTime};
 use lynx_models::Checkpoint;
 use lynx_schema::config::Precision;
-use lynx_schema::device::DeviceName;
 use lynx_schema::result::{
     CellRecord, Check, CheckName, ConfigRecord, DeviceRecord, Reproduces, RunPlan, RunResult, StepMode, WeightsRecord,
 };
@@ -101,7 +100,8 @@ fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
         _ => result.device.memory_bytes.known().map(|m| m.saturating_sub(shape.weight_bytes(config.suite.precision))),
     };
     let so_far = SoFar { checks: &result.checks, cells: &result.cells, burst_probed: result.roofline.is_some() };
-    Ok(planned_wall_time(config, result.device.device, so_far, free_bytes, rates).to_string())
+    let graphs = super::graph::Graphs::for_device(crate::devices::torch_device(result.device.device)).available();
+    Ok(planned_wall_time(config, graphs, so_far, free_bytes, rates).to_string())
 }
 
 /// What a run has done so far, for the wall time of the rest of it.
@@ -113,19 +113,20 @@ pub(super) struct SoFar<'a> {
     pub burst_probed: bool,
 }
 
-/// The wall time the rest of a run of `config` on `device` is expected to take at `rates`, with
+/// The wall time the rest of a run of `config` is expected to take at `rates`, with
 /// `free_bytes` free beside the weights where known: its decode modes those its graph parity
-/// check allowed, or (before the check) graphs wherever this process can capture them.
+/// check allowed, or (before the check) graphs beside eager steps where `graphs` (the device's
+/// process can capture them).
 pub(super) fn planned_wall_time(
     config: &ConfigRecord,
-    device: DeviceName,
+    graphs: bool,
     so_far: SoFar,
     free_bytes: Option<u64>,
     rates: &Rates,
 ) -> WallTime {
     let modes = if so_far.checks.iter().any(|c| c.name == CheckName::GraphParity) {
         lynx_analysis::sweep::decode_modes(so_far.checks)
-    } else if super::graph::Graphs::for_device(crate::devices::torch_device(device)).available() {
+    } else if graphs {
         StepMode::ALL.to_vec()
     } else {
         vec![StepMode::Eager]

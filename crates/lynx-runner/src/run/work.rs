@@ -202,7 +202,8 @@ impl Setup {
         }
         let suite = &self.config.suite;
         let scaled = "measure a layer subset (scale.layers) or a tensor-parallel shard (scale.tp)";
-        if parity {
+        // A device planned and not here runs beside another host's memory, not this one's.
+        if parity && device.planned.is_none() {
             let cut = crate::parity::parity_shape(&self.shape, suite.parity.layers);
             let beside = device.torch != tch::Device::Cpu;
             let widened = crate::parity::host_copy_widens(suite.precision, beside);
