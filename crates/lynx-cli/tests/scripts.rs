@@ -70,16 +70,15 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         .last()
         .unwrap()
         .to_owned();
-    let output = script_command(
-        Path::new(&root),
-        "gpu-check.sh",
-        &[out.to_str().unwrap(), "--quick", "--archive", archive.to_str().unwrap()],
-    )
-    .env("LYNX_TEST_GRAPHS", "reissue")
-    .env("LYNX_BENCH_PYTHON", &python)
-    .env("LYNX_CHECK_HOST_TORCH", "1")
-    .output()
-    .unwrap();
+    let as_on_a_gpu_host = |args: &[&str]| {
+        script_command(Path::new(&root), "gpu-check.sh", args)
+            .env("LYNX_TEST_GRAPHS", "reissue")
+            .env("LYNX_BENCH_PYTHON", &python)
+            .env("LYNX_CHECK_HOST_TORCH", "1")
+            .output()
+            .unwrap()
+    };
+    let output = as_on_a_gpu_host(&[out.to_str().unwrap(), "--quick", "--archive", archive.to_str().unwrap()]);
     let table = succeeded("gpu-check.sh --quick", &output);
     // There libtorch_cuda loads (every CUDA library it needs is in the wheels), so the CUDA shim
     // is loaded for real, its symbols resolved against it, and a call through it (device 0's
@@ -183,16 +182,8 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     let line = |table: &str, claim: &str| -> String {
         table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("{claim}: {table}")).to_owned()
     };
-    let output = script_command(
-        Path::new(&root),
-        "gpu-check.sh",
-        &[kept.to_str().unwrap(), "--again", "--suites", "gpu-check-quick", "--deadline-s", "400"],
-    )
-    .env("LYNX_TEST_GRAPHS", "reissue")
-    .env("LYNX_BENCH_PYTHON", &python)
-    .env("LYNX_CHECK_HOST_TORCH", "1")
-    .output()
-    .unwrap();
+    let output =
+        as_on_a_gpu_host(&[kept.to_str().unwrap(), "--again", "--suites", "gpu-check-quick", "--deadline-s", "400"]);
     let again = succeeded("gpu-check.sh --again", &output);
     let aside = kept.join("earlier/pass-2");
     let set_aside = result_file(&aside.join("runs"));
