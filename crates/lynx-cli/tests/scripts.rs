@@ -47,11 +47,15 @@ fn bench_eager_quick_prints_lynx_against_python_eager() {
     assert!(ratio.is_finite() && ratio > 0.0, "{row}");
 }
 
+/// A gpu-check table's line for `claim` (the line that starts with it).
+fn claim_line<'a>(table: &'a str, claim: &str) -> &'a str {
+    table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("no {claim}: {table}"))
+}
+
 /// The claim column of a gpu-check table's line for `claim`: columns are two or more spaces
 /// apart, a claim's words one.
 fn verdict(table: &str, claim: &str) -> String {
-    let line = table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("no {claim}: {table}"));
-    line.split("  ").map(str::trim).filter(|s| !s.is_empty()).nth(1).unwrap().to_owned()
+    claim_line(table, claim).split("  ").map(str::trim).filter(|s| !s.is_empty()).nth(1).unwrap().to_owned()
 }
 
 #[test]
@@ -92,7 +96,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
     let verdict = |claim: &str| verdict(&table, claim);
     // Each run's estimates, the assumed rates' and the measured ceilings', beside its time.
-    let estimates = table.lines().find(|l| l.starts_with("(gpu-check-quick) estimate against the run")).unwrap();
+    let estimates = claim_line(&table, "(gpu-check-quick) estimate against the run");
     assert!(
         estimates.contains("estimated wall time about ")
             && estimates.contains(" | after the probes, estimated wall time about ")
@@ -119,7 +123,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(table.contains("its step timed again after the sweep took"), "{table}");
     // The cells' stability too, with the check's own words, passed or failed.
     assert_eq!(verdict("gpu-check-quick: stability (cells' step-time CV)"), "INFO", "{table}");
-    let stability = table.lines().find(|l| l.starts_with("gpu-check-quick: stability")).unwrap();
+    let stability = claim_line(&table, "gpu-check-quick: stability");
     assert!(stability.contains("passed: every cell's") || stability.contains("failed: unstable"), "{stability}");
     // And every cell's slow steps, summed by mode.
     assert_eq!(verdict("gpu-check-quick: slow steps against the telemetry readings"), "INFO", "{table}");
@@ -154,7 +158,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         environment.contains("summary: torch ") && environment.contains("no GPU visible to torch"),
         "{environment}"
     );
-    let torch = table.lines().find(|l| l.starts_with("environment: torch ")).unwrap_or_else(|| panic!("{table}"));
+    let torch = claim_line(&table, "environment: torch ");
     assert!(torch.contains("no GPU visible to torch"), "{torch}");
     if Command::new("nvidia-smi").arg("-L").output().is_err() {
         assert!(environment.contains("no nvidia-smi on PATH"), "{environment}");
@@ -179,9 +183,6 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // first pass's ceilings and phases kept, the whole table printed.
     let first = result_file(&kept.join("runs"));
     let roofline = std::fs::read(kept.join("roofline.json")).unwrap();
-    let line = |table: &str, claim: &str| -> String {
-        table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("{claim}: {table}")).to_owned()
-    };
     let output =
         as_on_a_gpu_host(&[kept.to_str().unwrap(), "--again", "--suites", "gpu-check-quick", "--deadline-s", "400"]);
     let again = succeeded("gpu-check.sh --again", &output);
@@ -192,11 +193,11 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert!(aside.join("gpu-check-quick.log").exists() && kept.join("gpu-check-quick.log").exists());
     assert_eq!(std::fs::read(kept.join("roofline.json")).unwrap(), roofline, "no roofline phase ran again");
     assert_eq!(
-        line(&again, "the check's phases within 8 minutes"),
-        line(&table, "the check's phases within 8 minutes"),
+        claim_line(&again, "the check's phases within 8 minutes"),
+        claim_line(&table, "the check's phases within 8 minutes"),
         "judged on the first pass"
     );
-    let pass = line(&again, "(again) pass 2");
+    let pass = claim_line(&again, "(again) pass 2");
     assert!(
         pass.contains("INFO")
             && pass.contains("gpu-check-quick run again in ")
@@ -204,7 +205,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         "{pass}"
     );
     assert!(pass.contains("what they replaced is under earlier/pass-2"), "{pass}");
-    assert!(line(&again, "every suite produced a result").contains("PASS"), "{again}");
+    assert_eq!(crate::verdict(&again, "every suite produced a result"), "PASS", "{again}");
     assert!(!again.contains("(lynx builds)"), "one build made both: {again}");
     assert_eq!(std::fs::read_to_string(kept.join("again.txt")).unwrap().lines().count(), 1);
 }
@@ -544,7 +545,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         table.contains("no roofline phase's figures (roofline.json): gpu-check-llama-bf16's own roofline stands in"),
         "{table}"
     );
-    let builds = table.lines().find(|l| l.starts_with("(lynx builds)")).unwrap_or_else(|| panic!("{table}"));
+    let builds = claim_line(&table, "(lynx builds)");
     assert!(builds.contains("gpu-check-llama-bf16: commit ") && builds.contains("binary 0123456789ab"), "{builds}");
     assert_eq!(code, Some(0), "{table}");
     std::fs::write(good.join("roofline.json"), roofline).unwrap();
@@ -601,7 +602,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     moe["cells"][0]["other_device_processes"] = json!(2);
     std::fs::write(&moe_path, moe.to_string()).unwrap();
     let (code, table) = claims(&bad);
-    let shared = table.lines().find(|l| l.starts_with("no other process held a context on the device")).unwrap();
+    let shared = claim_line(&table, "no other process held a context on the device");
     assert!(shared.contains("FAIL") && shared.contains("gpu-check-moe ") && shared.contains(": 2"), "{shared}");
     for short in [
         "energy counter within 5%",
@@ -714,7 +715,7 @@ fn gpu_check_says_which_suite_its_time_limit_stopped() {
     let table = String::from_utf8_lossy(&output.stdout).into_owned();
     assert_eq!(output.status.code(), Some(1), "{table}\n{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(verdict(&table, "(gpu-check-quick) deadline"), "INFO", "{table}");
-    let line = table.lines().find(|l| l.starts_with("(gpu-check-quick) deadline")).unwrap();
+    let line = claim_line(&table, "(gpu-check-quick) deadline");
     assert!(line.contains("-second limit: its result holds what it had measured by then"), "{line}");
     let environment = std::fs::read_to_string(out.join("environment.txt")).unwrap();
     assert!(environment.contains("lynx 0.0.0 (stand-in)"), "{environment}");

@@ -74,16 +74,15 @@ impl Device {
     /// set (to plan as if the device had that much free); on the CPU the host's available memory
     /// (`MemAvailable`); on a GPU the driver's free memory once libtorch's caching allocator has
     /// released the blocks it keeps for reuse (which the driver counts as used), through the CUDA
-    /// shim. Unavailable where the shim is: those cells run, and one that does not fit is
-    /// recorded as out of memory.
+    /// shim; on a device planned and not here, its datasheet's memory. Unavailable where the shim
+    /// is: those cells run, and one that does not fit is recorded as out of memory.
     pub fn free_memory(&self) -> Reported<(u64, &'static str)> {
-        if let (Some(sheet), None) = (self.planned, stated_free_memory()) {
-            return Reported::Known((sheet.memory_bytes(), "the datasheet's memory"));
-        }
-        match self.record.device {
-            DeviceName::Cpu => host_free_memory(),
+        match (self.record.device, self.planned) {
+            (DeviceName::Cpu, _) => host_free_memory(),
             _ if stated_free_memory().is_some() => host_free_memory(),
-            DeviceName::Cuda(index) | DeviceName::Rocm(index) => match crate::cuda::free_memory(index as usize) {
+            (_, Some(sheet)) => Reported::Known((sheet.memory_bytes(), "the datasheet's memory")),
+            (DeviceName::Cuda(index) | DeviceName::Rocm(index), None) => match crate::cuda::free_memory(index as usize)
+            {
                 Ok((free, _)) => Reported::Known((free, "the driver's free memory, libtorch's cache released")),
                 Err(reason) => Reported::unavailable(reason),
             },
