@@ -34,8 +34,20 @@ export LYNX_KVALIDATE_PYTHONPATH
 # Python PyTorch of lynx's libtorch version: scripts/bench-eager.sh --quick runs in the tests.
 LYNX_BENCH_PYTHON=$(scripts/bench-python.sh)
 export LYNX_BENCH_PYTHON
-# Every test binary runs even after one fails, so that a failure names every failing test.
-cargo test --workspace --locked --no-fail-fast
+# Every test binary runs even after one fails, so that a failure names every failing test. The
+# tests' temporary folders go in a folder of this run's own, which must be empty at the end: a
+# test that leaves one behind (tempfile's `.tmp…`, say from a static that is never dropped)
+# would fill the /tmp of every machine that runs the tests.
+mkdir -p target/tmp
+test_tmp=$(mktemp -d "$lynx_repo/target/tmp/test-run.XXXXXX")
+TMPDIR=$test_tmp cargo test --workspace --locked --no-fail-fast
+left=$(find "$test_tmp" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort)
+if [ -n "$left" ]; then
+  echo "test: the tests left these in their temporary folder ($test_tmp):" >&2
+  echo "$left" | sed 's/^/  /' >&2
+  exit 1
+fi
+rmdir "$test_tmp"
 # Whether the Slurm test ran on a real cluster or could not start one (and why), and whether the
 # full-disk test could mount its tmpfs.
 cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"

@@ -11,13 +11,26 @@ conf="$dir/slurm.conf"
 cannot() { echo "slurm: $*" >&2; exit 3; }
 
 if [ "$action" = stop ]; then
+  stopped=()
   for pidfile in "$dir"/*.pid; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile")
     # Only a process this script started: its pid recorded here and its command line ours.
     if [ -n "$pid" ] && grep -q -e slurm -e munged "/proc/$pid/cmdline" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
+      kill "$pid" 2>/dev/null && stopped+=("$pid")
     fi
+  done
+  # Wait (up to 10 s) for them to exit: slurmctld saves its state into DIR as it stops, and a
+  # caller that removes DIR as soon as this returns would otherwise find it written again.
+  for _ in $(seq 100); do
+    alive=0
+    for pid in "${stopped[@]}"; do
+      # A zombie (where nothing reaps the daemons) has exited.
+      state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || true
+      [ -n "$state" ] && [ "$state" != Z ] && alive=1
+    done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
   done
   exit 0
 fi

@@ -12,32 +12,36 @@ use std::time::{Duration, Instant};
 /// Far beyond what verifying a few kilobytes takes; only a hang or a blow-up reaches it.
 const HANG: Duration = Duration::from_secs(10);
 
+/// The samples file every envelope here names, as it was sealed.
+const SAMPLES: &str = "{}\n";
+
 struct Fixture {
-    dir: tempfile::TempDir,
     key: VerifyingKey,
     envelope: Vec<u8>,
     payload: String,
 }
 
-/// A valid signed envelope, once for every case.
+/// A valid signed envelope, once for every case. (Its folder goes when it is made: a static is
+/// never dropped, and a folder it held would outlive the process.)
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let (signing, key) = common::key_pair(dir.path());
-        std::fs::write(dir.path().join(common::SAMPLES_FILE), "{}\n").unwrap();
+        std::fs::write(dir.path().join(common::SAMPLES_FILE), SAMPLES).unwrap();
         let sealed = seal(&dir.path().join("run.json"), &common::result(), Some(&signing)).unwrap();
         let payload = sealed.payload.clone();
-        Fixture { dir, key, envelope: serde_json::to_vec(&sealed).unwrap(), payload }
+        Fixture { key, envelope: serde_json::to_vec(&sealed).unwrap(), payload }
     })
 }
 
-/// Verify `bytes` as an envelope beside the fixture's samples file, in a file of this case's
-/// own (cases run on several threads).
+/// Verify `bytes` as an envelope beside the samples file it was sealed with, in a folder of this
+/// case's own.
 fn verify_bytes(bytes: &[u8]) -> Result<String, String> {
     let fixture = fixture();
-    let dir = fixture.dir.path();
-    let path: PathBuf = envelope_path(&dir.join(format!("case-{:?}.json", std::thread::current().id())));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(common::SAMPLES_FILE), SAMPLES).unwrap();
+    let path: PathBuf = envelope_path(&dir.path().join("run.json"));
     std::fs::write(&path, bytes).unwrap();
     let start = Instant::now();
     let verdict = verify(&path, &fixture.key);

@@ -38,11 +38,24 @@ pub fn models(edit: impl Fn(&str) -> String) -> tempfile::TempDir {
 }
 
 /// The config folder every test's lynx sees as XDG_CONFIG_HOME: `lynx keygen` (no --out) made
-/// its default signing key there once, so runs are signed without --key.
+/// its default signing key there once, so runs are signed without --key. A static is never
+/// dropped, so a temporary folder here would outlive the process: the folder is
+/// `config-home-<pid>` in Cargo's scratch folder for tests (under `target/`), and each test
+/// process first removes those of processes that have ended.
 pub fn config_home() -> &'static Path {
     static HOME: OnceLock<PathBuf> = OnceLock::new();
     HOME.get_or_init(|| {
-        let home = tempfile::tempdir().unwrap().keep();
+        let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        for entry in std::fs::read_dir(scratch).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let pid = name.to_str().and_then(|name| name.strip_prefix("config-home-"));
+            if pid.is_some_and(|pid| !Path::new("/proc").join(pid).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let home = scratch.join(format!("config-home-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home); // an ended process's, whose pid this one has
+        std::fs::create_dir_all(&home).unwrap();
         let output =
             Command::new(env!("CARGO_BIN_EXE_lynx")).arg("keygen").env("XDG_CONFIG_HOME", &home).output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
