@@ -44,9 +44,16 @@ pub enum Length {
     },
 }
 
-/// The forms a length is written in, for the message that refuses one that is none of them.
-const FORMS: &str = "a number of tokens, { range_ratio = R, length = L }, { uniform = [lo, hi] }, \
-                     { lognormal = { median = M, sigma = S, min = lo, max = hi } } or { file = \"lengths.csv\" }";
+/// The forms a length is written in as a table, each as the messages name it.
+const RANGE_RATIO: &str = "{ range_ratio = R, length = L }";
+const UNIFORM: &str = "{ uniform = [lo, hi] }";
+const LOGNORMAL: &str = "{ lognormal = { median = M, sigma = S, min = lo, max = hi } }";
+const FILE: &str = "{ file = \"lengths.csv\" }";
+
+/// Every form a length is written in, for the message that refuses one that is none of them.
+fn forms() -> String {
+    format!("a number of tokens, {RANGE_RATIO}, {UNIFORM}, {LOGNORMAL} or {FILE}")
+}
 
 impl<'de> Deserialize<'de> for Length {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Length, D::Error> {
@@ -89,22 +96,20 @@ impl<'de> Deserialize<'de> for Length {
             toml::Value::Table(table) => {
                 let has = |key: &str| table.contains_key(key);
                 if has("range_ratio") || has("length") {
-                    form(written, "{ range_ratio = R, length = L }")
+                    form(written, RANGE_RATIO)
                         .map(|f: RangeRatio| Length::RangeRatio { range_ratio: f.range_ratio, length: f.length })
                 } else if has("uniform") {
-                    form(written, "{ uniform = [lo, hi] }").map(|f: Uniform| Length::Uniform { uniform: f.uniform })
+                    form(written, UNIFORM).map(|f: Uniform| Length::Uniform { uniform: f.uniform })
                 } else if has("lognormal") {
-                    form(written, "{ lognormal = { median = M, sigma = S, min = lo, max = hi } }")
-                        .map(|f: LognormalForm| Length::Lognormal { lognormal: f.lognormal })
+                    form(written, LOGNORMAL).map(|f: LognormalForm| Length::Lognormal { lognormal: f.lognormal })
                 } else if has("file") {
-                    form(written, "{ file = \"lengths.csv\" }")
-                        .map(|f: File| Length::File { file: f.file, pairs: f.pairs })
+                    form(written, FILE).map(|f: File| Length::File { file: f.file, pairs: f.pairs })
                 } else {
-                    Err(format!("a length is {FORMS}"))
+                    Err(format!("a length is {}", forms()))
                 }
             }
-            toml::Value::Array(_) => Err(format!("a length is {FORMS}, not an array")),
-            other => Err(format!("a length is {FORMS}, not a {}", other.type_str())),
+            toml::Value::Array(_) => Err(format!("a length is {}, not an array", forms())),
+            other => Err(format!("a length is {}, not a {}", forms(), other.type_str())),
         };
         length.map_err(D::Error::custom)
     }
