@@ -737,7 +737,14 @@ def slow_steps_by_mode(result):
         # lynx builds that recorded it).
         threads = [k["thread"] for k in kept if k.get("thread")]
         if slow and threads:
-            t = {key: sum(x[key] for x in threads) for key in threads[0]}
+            # How long the thread waited to run only where every cell's record says it (lynx
+            # builds from 2026-12-05 on, on a kernel that counts it).
+            keys = ["slow_preempted", "others_preempted", "slow_blocked", "others_blocked", "slow_cpu_s",
+                    "slow_wall_s", "others_cpu_s", "others_wall_s"]
+            waits = ["slow_runnable_s", "others_runnable_s"]
+            if all(key in x for x in threads for key in waits):
+                keys += waits
+            t = {key: sum(x[key] for x in threads) for key in keys}
             others = sum(k["steps"] - k["slow"] for k in kept if k.get("thread"))
             share = lambda n: n / others if others else 0.0
             on_cpu = lambda cpu, wall: cpu / wall if wall else 0.0
@@ -746,6 +753,13 @@ def slow_steps_by_mode(result):
                      f"steps: {share(t['others_blocked']):.0%}), on its CPU for "
                      f"{on_cpu(t['slow_cpu_s'], t['slow_wall_s']):.0%} of their time (the other steps: "
                      f"{on_cpu(t['others_cpu_s'], t['others_wall_s']):.0%})")
+            if "slow_runnable_s" in t:
+                line += (f", waiting to run for {on_cpu(t['slow_runnable_s'], t['slow_wall_s']):.0%} (the other "
+                         f"steps: {on_cpu(t['others_runnable_s'], t['others_wall_s']):.0%})")
+        # The hypervisor's steal over these cells (a virtual machine's host; the most of any cell).
+        stolen = [c["stolen_cpu_cores"] for c in cells(result) if mode(c) == mode_name and "stolen_cpu_cores" in c]
+        if stolen:
+            line += f"; the hypervisor stole at most {max(stolen):.2f} host cores during a cell"
         words.append(line)
     return "; ".join(words)
 

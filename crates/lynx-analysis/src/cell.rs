@@ -76,14 +76,16 @@ pub const SLOW_STEP_FACTOR: f64 = 1.2;
 /// run's clock, in the order it read them (one source reads one reading at a time).
 pub type Readings = (String, Vec<(f64, f64)>);
 
-/// What the thread that ran one step did during it, as the kernel accounts for it: its CPU time
-/// and its context switches, voluntary (it gave up its CPU to wait) and involuntary (it was
-/// switched out while it could run).
+/// What the thread that ran one step did during it, as the kernel accounts for it: its CPU time,
+/// its context switches, voluntary (it gave up its CPU to wait) and involuntary (it was switched
+/// out while it could run), and how long it waited to run (runnable, not running; `None` where
+/// the kernel does not say).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThreadStep {
     pub cpu_s: f64,
     pub voluntary: u64,
     pub involuntary: u64,
+    pub runnable_s: Option<f64>,
 }
 
 /// Where a cell's slow steps fell against the telemetry readings: the steps (each starting at
@@ -142,17 +144,21 @@ pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings], threa
 
 /// The thread's context switches and CPU time over the slow steps (`slow[i]`) and the others.
 fn thread_over_steps(step_s: &[f64], slow: &[bool], thread: &[ThreadStep]) -> Option<ThreadOverSteps> {
-    // (steps preempted in, steps blocked in, CPU seconds, wall seconds), slow and other.
-    let mut sums = [(0u32, 0u32, 0.0, 0.0); 2];
+    // (steps preempted in, steps blocked in, CPU seconds, wall seconds, seconds waiting to run),
+    // slow and other.
+    let mut sums = [(0u32, 0u32, 0.0, 0.0, 0.0); 2];
     for ((&wall, &is_slow), step) in step_s.iter().zip(slow).zip(thread) {
         let sum = &mut sums[usize::from(is_slow)];
         sum.0 += u32::from(step.involuntary > 0);
         sum.1 += u32::from(step.voluntary > 0);
         sum.2 += step.cpu_s;
         sum.3 += wall;
+        sum.4 += step.runnable_s.unwrap_or(0.0);
     }
     let [others, slow] = sums;
     let seconds = |s: f64| Finite::new(s, "thread seconds").ok();
+    // Waiting to run is summed only where the kernel said it for every step.
+    let runnable = |s: f64| thread.iter().all(|t| t.runnable_s.is_some()).then(|| seconds(s)).flatten();
     Some(ThreadOverSteps {
         slow_preempted: slow.0,
         others_preempted: others.0,
@@ -162,6 +168,8 @@ fn thread_over_steps(step_s: &[f64], slow: &[bool], thread: &[ThreadStep]) -> Op
         slow_wall_s: seconds(slow.3)?,
         others_cpu_s: seconds(others.2)?,
         others_wall_s: seconds(others.3)?,
+        slow_runnable_s: runnable(slow.4),
+        others_runnable_s: runnable(others.4),
     })
 }
 
@@ -239,20 +247,26 @@ mod tests {
     #[test]
     fn slow_steps_say_what_the_thread_did_during_them() {
         let (starts, steps) = ten_steps_two_slow();
-        let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0 };
+        let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) };
         let mut thread = vec![ran(0.010); 10];
-        // Step 3 lost its CPU to another thread for 20 ms; step 7 waited 20 ms off it; one fast
-        // step was preempted too.
-        thread[3] = ThreadStep { cpu_s: 0.010, voluntary: 0, involuntary: 2 };
-        thread[7] = ThreadStep { cpu_s: 0.010, voluntary: 1, involuntary: 0 };
-        thread[0] = ThreadStep { cpu_s: 0.009, voluntary: 0, involuntary: 1 };
+        // Step 3 lost its CPU to another thread for 20 ms, waiting to run; step 7 waited 20 ms
+        // off it; one fast step was preempted too, for a millisecond.
+        thread[3] = ThreadStep { cpu_s: 0.010, voluntary: 0, involuntary: 2, runnable_s: Some(0.020) };
+        thread[7] = ThreadStep { cpu_s: 0.010, voluntary: 1, involuntary: 0, runnable_s: Some(0.0) };
+        thread[0] = ThreadStep { cpu_s: 0.009, voluntary: 0, involuntary: 1, runnable_s: Some(0.001) };
         let found = slow_steps(&starts, &steps, &[], &thread).unwrap().thread.unwrap();
         assert_eq!((found.slow_preempted, found.others_preempted), (1, 1));
         assert_eq!((found.slow_blocked, found.others_blocked), (1, 0));
         let close = |a: Finite, b: f64| (a.get() - b).abs() < 1e-12;
         assert!(close(found.slow_cpu_s, 0.020) && close(found.slow_wall_s, 0.060), "{found:?}");
         assert!(close(found.others_cpu_s, 0.079) && close(found.others_wall_s, 0.080), "{found:?}");
+        assert!(close(found.slow_runnable_s.unwrap(), 0.020) && close(found.others_runnable_s.unwrap(), 0.001));
         assert!(slow_steps(&starts, &steps, &[], &thread[..9]).unwrap().thread.is_none());
+        // A step the kernel gave no run-queue delay for: the waits are not summed.
+        thread[5].runnable_s = None;
+        let found = slow_steps(&starts, &steps, &[], &thread).unwrap().thread.unwrap();
+        assert_eq!((found.slow_runnable_s, found.others_runnable_s), (None, None));
+        assert_eq!(found.slow_preempted, 1, "the rest is summed as before");
     }
 
     #[test]

@@ -164,7 +164,14 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
         reasons.push(format!("step-time CV {cv:.decimals$}% above {max_cv:.decimals$}%"));
     }
     if let Some(cores) = cell.other_cpu_cores.map(Finite::get).filter(|&c| c > max_other_cpu_cores) {
-        reasons.push(format!("other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2})"));
+        // A virtual machine's hypervisor taking its CPUs (steal) is in that count: said apart.
+        let stolen = match cell.stolen_cpu_cores.map(Finite::get).filter(|&s| s >= 0.005) {
+            Some(stolen) => format!("; the hypervisor stole {stolen:.2} of them"),
+            None => String::new(),
+        };
+        reasons.push(format!(
+            "other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2}){stolen}"
+        ));
     }
     // The device is lynx's alone while it measures: any other context on it shares its time.
     if let Some(others) = cell.other_device_processes.filter(|&n| n > 0) {
@@ -203,6 +210,14 @@ pub fn slow_steps_words(slow: &SlowSteps) -> String {
             on_cpu(thread.slow_cpu_s, thread.slow_wall_s),
             on_cpu(thread.others_cpu_s, thread.others_wall_s)
         ));
+        // How long of it the thread waited to run, where the kernel said.
+        if let (Some(slow), Some(others)) = (thread.slow_runnable_s, thread.others_runnable_s) {
+            words.push_str(&format!(
+                ", waiting to run for {:.0}% (the others: {:.0}%)",
+                on_cpu(slow, thread.slow_wall_s),
+                on_cpu(others, thread.others_wall_s)
+            ));
+        }
     }
     words
 }
@@ -465,8 +480,16 @@ mod tests {
         // A CV just above its bound is not printed as the bound.
         let just = unstable(&varied, 0.3846, 0.25).unwrap();
         assert!(just.contains("CV 38.49% above 38.46%"), "{just}");
-        let busy = measured(&[1.0, 1.0, 1.0, 1.0], Some(1.3), false);
-        assert!(unstable(&busy, 0.1, 0.25).unwrap().contains("1.30 host CPU cores"));
+        let mut busy = measured(&[1.0, 1.0, 1.0, 1.0], Some(1.3), false);
+        assert_eq!(unstable(&busy, 0.1, 0.25).unwrap(), "other processes kept 1.30 host CPU cores busy (limit 0.25)");
+        // A hypervisor's steal is in that count, and said apart where there was any.
+        busy.stolen_cpu_cores = Some(Finite::new(0.004, "cores").unwrap());
+        assert_eq!(unstable(&busy, 0.1, 0.25).unwrap(), "other processes kept 1.30 host CPU cores busy (limit 0.25)");
+        busy.stolen_cpu_cores = Some(Finite::new(0.4, "cores").unwrap());
+        assert_eq!(
+            unstable(&busy, 0.1, 0.25).unwrap(),
+            "other processes kept 1.30 host CPU cores busy (limit 0.25); the hypervisor stole 0.40 of them"
+        );
         // Another process on the device (NVML's count less the worker) makes a cell unstable,
         // however steady its steps; none, or a device that does not say, does not.
         let mut shared = measured(&[1.0, 1.0, 1.0, 1.0], Some(0.0), false);
@@ -501,10 +524,16 @@ mod tests {
                 .unwrap();
         let starts = [0.0, 1.5, 4.0, 5.5];
         let readings = [("nvml:0".to_owned(), vec![(2.0, 2.1), (6.0, 6.1)]), ("host".to_owned(), vec![(0.2, 0.3)])];
-        // The thread was preempted in one slow step and waited in the other, on its CPU for 0.5 s
-        // of each; it ran through the others.
-        let thread = [(1.0, 0, 0), (0.5, 0, 3), (1.0, 0, 0), (0.5, 1, 0)]
-            .map(|(cpu_s, voluntary, involuntary)| crate::cell::ThreadStep { cpu_s, voluntary, involuntary });
+        // The thread was preempted in one slow step (waiting to run for 1 s of it) and waited in
+        // the other, on its CPU for 0.5 s of each; it ran through the others.
+        let thread = [(1.0, 0, 0, 0.0), (0.5, 0, 3, 1.0), (1.0, 0, 0, 0.0), (0.5, 1, 0, 0.0)].map(
+            |(cpu_s, voluntary, involuntary, runnable_s)| crate::cell::ThreadStep {
+                cpu_s,
+                voluntary,
+                involuntary,
+                runnable_s: Some(runnable_s),
+            },
+        );
         varied.slow_steps = crate::cell::slow_steps(&starts, &[1.0, 2.0, 1.0, 2.0], &readings, &thread);
         let failed = stability(std::slice::from_ref(&varied), 0.1, 0.25).unwrap();
         assert!(
@@ -512,7 +541,7 @@ mod tests {
                 "CV 38.5% above 10.0% (2 of its 4 steps over 1.2× the median; of them, 2 overlapped nvml:0's \
                  readings (the others: 0%), 0 host's (the others: 50%); the thread running them was preempted in 1 \
                  (the others: 0%), waited off its CPU in 1 (the others: 0%), and was on its CPU for 25% of their \
-                 time (the others: 100%))"
+                 time (the others: 100%), waiting to run for 25% (the others: 0%))"
             ),
             "{}",
             failed.detail

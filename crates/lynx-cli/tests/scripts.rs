@@ -391,15 +391,27 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 nvml["energy"] = json!({"joules": 500.0 * 2.0 * counter * resolution, "method": "counter"});
                 cell["telemetry"].as_array_mut().unwrap().push(nvml);
                 cell["other_device_processes"] = json!(0);
-                // One cell's slow steps, most of them during the sampler's NVML readings.
+                // One cell's slow steps, most of them during the sampler's NVML readings; how long
+                // its thread waited to run, and the hypervisor's steal, where a lynx build recorded
+                // them (the fp8 suite's as older builds did, without).
                 cell["slow_steps"] = if i == 0 {
                     json!({"factor": 1.2, "steps": 100, "slow": 10, "during_readings": [
                         {"source": "nvml", "readings": 20, "reading_median_s": 0.0018, "slow": 8, "others_share": 0.1}],
                         "thread": {"slow_preempted": 7, "others_preempted": 9, "slow_blocked": 1, "others_blocked": 0,
-                            "slow_cpu_s": 0.05, "slow_wall_s": 0.1, "others_cpu_s": 0.891, "others_wall_s": 0.9}})
+                            "slow_cpu_s": 0.05, "slow_wall_s": 0.1, "others_cpu_s": 0.891, "others_wall_s": 0.9,
+                            "slow_runnable_s": 0.03, "others_runnable_s": 0.0}})
                 } else {
                     Value::Null
                 };
+                if suite == "gpu-check-llama-fp8" {
+                    if let Some(thread) = cell.pointer_mut("/slow_steps/thread").and_then(Value::as_object_mut) {
+                        thread.remove("slow_runnable_s");
+                        thread.remove("others_runnable_s");
+                    }
+                    cell.as_object_mut().unwrap().remove("stolen_cpu_cores");
+                } else {
+                    cell["stolen_cpu_cores"] = json!(if i == 0 { 0.12 } else { 0.01 });
+                }
                 if cell["step"] == "decode" && cell["batch"] == 16 {
                     cell["batch"] = json!(64);
                     let faster = (suite == "gpu-check-llama-fp8") == fp8_faster;
@@ -471,10 +483,15 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
             "eager: 10 of 100 steps in 1 cells over 1.2x their median; of them 8 during nvml's readings (the other \
              steps: 10%; a reading's median 1.80 ms); the thread running them was preempted in 7 (the other steps: \
              10%), waited off its CPU in 1 (the other steps: 0%), on its CPU for 50% of their time (the other steps: \
-             99%)"
+             99%), waiting to run for 30% (the other steps: 0%); the hypervisor stole at most 0.12 host cores during \
+             a cell"
         ),
         "{table}"
     );
+    // A result from a build that recorded neither says neither.
+    let fp8 = claim_line(&table, "gpu-check-llama-fp8: slow steps against the telemetry readings");
+    assert!(fp8.contains("on its CPU for 50% of their time (the other steps: 99%)"), "{fp8}");
+    assert!(!fp8.contains("waiting to run") && !fp8.contains("hypervisor"), "{fp8}");
     assert!(table.contains("worst 13.1% over 2.00 s; 8 of"), "{table}");
     assert!(table.contains("(eager/graph) gpu-check-llama-bf16"), "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");

@@ -4,7 +4,9 @@
 //! Linux counts every CPU's busy time in /proc/stat and each process's own in /proc/PID/stat,
 //! both in clock ticks of 1/100 s (USER_HZ). The busy time of the whole host less that of this
 //! process (the worker, with the sampler thread) and of its parent (the supervisor), over the
-//! cell's wall time, is the cores other processes kept busy.
+//! cell's wall time, is the cores other processes kept busy. In a virtual machine /proc/stat
+//! also counts the time its hypervisor ran something else while one of its CPUs could have run
+//! (steal): it is in that busy time, and said apart.
 
 use std::time::Instant;
 
@@ -14,26 +16,44 @@ const TICKS_PER_S: f64 = 100.0;
 /// The host's and lynx's CPU time at one instant.
 pub struct HostLoad {
     at: Instant,
-    busy_ticks: u64,
+    ticks: HostTicks,
     own_ticks: u64,
+}
+
+/// What other work kept the host's CPUs from lynx since a [`HostLoad`], on average, in cores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OtherLoad {
+    /// Busy with anything but lynx's own processes, the hypervisor's steal included.
+    pub cores: f64,
+    /// Of them, stolen by the hypervisor.
+    pub stolen_cores: f64,
 }
 
 impl HostLoad {
     /// Now; `None` where /proc does not say (not Linux).
     pub fn now() -> Option<HostLoad> {
-        Some(HostLoad { at: Instant::now(), busy_ticks: host_busy_ticks()?, own_ticks: own_ticks()? })
+        Some(HostLoad { at: Instant::now(), ticks: host_ticks()?, own_ticks: own_ticks()? })
     }
 
-    /// The cores other processes kept busy on average since `self`; `None` where /proc does not
-    /// say or too little time passed to tell (under 0.2 s, two ticks of a core).
-    pub fn other_cores_since(&self) -> Option<f64> {
+    /// What other work kept the host's cores busy on average since `self`; `None` where /proc
+    /// does not say or too little time passed to tell (under 0.2 s, two ticks of a core).
+    pub fn other_load_since(&self) -> Option<OtherLoad> {
         let wall = self.at.elapsed().as_secs_f64();
         if wall < 0.2 {
             return None;
         }
-        let busy = host_busy_ticks()?.saturating_sub(self.busy_ticks) as f64;
+        let now = host_ticks()?;
+        let busy = now.busy.saturating_sub(self.ticks.busy) as f64;
+        let stolen = now.steal.saturating_sub(self.ticks.steal) as f64;
         let own = own_ticks()?.saturating_sub(self.own_ticks) as f64;
-        Some(((busy - own) / TICKS_PER_S / wall).max(0.0))
+        let cores = |ticks: f64| (ticks / TICKS_PER_S / wall).max(0.0);
+        Some(OtherLoad { cores: cores(busy - own), stolen_cores: cores(stolen) })
+    }
+
+    /// The cores other processes kept busy on average since `self` (the hypervisor's steal
+    /// included): [`HostLoad::other_load_since`]'s `cores`.
+    pub fn other_cores_since(&self) -> Option<f64> {
+        self.other_load_since().map(|load| load.cores)
     }
 }
 
@@ -46,6 +66,9 @@ pub struct ThreadUsage {
     cpu_s: f64,
     voluntary: i64,
     involuntary: i64,
+    /// How long it has waited to run, runnable but not running (the run-queue delay of
+    /// /proc/thread-self/schedstat, to the nanosecond); `None` where the kernel does not say.
+    runnable_s: Option<f64>,
 }
 
 impl ThreadUsage {
@@ -66,6 +89,7 @@ impl ThreadUsage {
             cpu_s: cpu.tv_sec as f64 + cpu.tv_nsec as f64 / 1e9,
             voluntary: usage.ru_nvcsw,
             involuntary: usage.ru_nivcsw,
+            runnable_s: std::fs::read_to_string("/proc/thread-self/schedstat").ok().as_deref().and_then(run_delay_s),
         })
     }
 
@@ -81,21 +105,37 @@ impl ThreadUsage {
             cpu_s: (self.cpu_s - earlier.cpu_s).max(0.0),
             voluntary: count(self.voluntary, earlier.voluntary),
             involuntary: count(self.involuntary, earlier.involuntary),
+            runnable_s: self.runnable_s.zip(earlier.runnable_s).map(|(now, then)| (now - then).max(0.0)),
         }
     }
 }
 
-/// Busy ticks of every CPU: the first line of /proc/stat less its idle and iowait columns.
-fn host_busy_ticks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    busy_of(stat.lines().next()?)
+/// The run-queue delay of a /proc/PID/schedstat line (time on the CPU, time waiting to run,
+/// timeslices; nanoseconds), in seconds.
+fn run_delay_s(schedstat: &str) -> Option<f64> {
+    let waited: u64 = schedstat.split_whitespace().nth(1)?.parse().ok()?;
+    Some(waited as f64 / 1e9)
 }
 
-fn busy_of(cpu_line: &str) -> Option<u64> {
+/// Every CPU's ticks from the first line of /proc/stat: busy (all but idle and iowait, steal
+/// included) and stolen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HostTicks {
+    busy: u64,
+    steal: u64,
+}
+
+fn host_ticks() -> Option<HostTicks> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    ticks_of_cpu_line(stat.lines().next()?)
+}
+
+fn ticks_of_cpu_line(cpu_line: &str) -> Option<HostTicks> {
     let fields: Vec<u64> = cpu_line.split_whitespace().skip(1).map(|f| f.parse().ok()).collect::<Option<_>>()?;
     // user nice system idle iowait irq softirq steal [guest guest_nice, already in user and nice]
     let total: u64 = fields.iter().take(8).sum();
-    Some(total - fields.get(3)? - fields.get(4).copied().unwrap_or(0))
+    let busy = total - fields.get(3)? - fields.get(4).copied().unwrap_or(0);
+    Some(HostTicks { busy, steal: fields.get(7).copied().unwrap_or(0) })
 }
 
 /// User and system ticks of this process and of its parent.
@@ -124,7 +164,11 @@ mod tests {
 
     #[test]
     fn proc_lines_are_read_as_the_kernel_writes_them() {
-        assert_eq!(busy_of("cpu  100 5 50 1000 20 3 2 1 0 0"), Some(161));
+        assert_eq!(ticks_of_cpu_line("cpu  100 5 50 1000 20 3 2 1 0 0"), Some(HostTicks { busy: 161, steal: 1 }));
+        // A kernel too old to count steal (before 2.6.11) gives seven columns.
+        assert_eq!(ticks_of_cpu_line("cpu  100 5 50 1000 20 3 2"), Some(HostTicks { busy: 160, steal: 0 }));
+        assert_eq!(run_delay_s("295800905 151638 22\n"), Some(151638e-9));
+        assert_eq!(run_delay_s("garbage"), None);
         let stat = "4242 (lynx (worker) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 12 0 0";
         assert_eq!(ticks_of(stat), Some(325));
         assert_eq!(ticks_of("garbage"), None);
@@ -148,6 +192,31 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let slept = ThreadUsage::now().unwrap().since(&before);
         assert!(slept.voluntary >= 1 && slept.cpu_s < 0.02, "{slept:?}");
+    }
+
+    /// A thread spinning beside more spinning threads than the host has cores waits to run for
+    /// part of its time, and the kernel's run-queue delay says so, within its wall time.
+    #[test]
+    fn a_thread_that_must_wait_for_a_cpu_is_seen_waiting() {
+        let Some(before) = ThreadUsage::now() else { return };
+        let Some(_) = before.runnable_s else { return };
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let spin = |until: Instant| {
+            let mut x = 0u64;
+            while Instant::now() < until {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+        };
+        let start = Instant::now();
+        let until = start + std::time::Duration::from_millis(400);
+        let others: Vec<_> = (0..2 * cores).map(|_| std::thread::spawn(move || spin(until))).collect();
+        spin(until);
+        let waited = ThreadUsage::now().unwrap().since(&before);
+        let wall = start.elapsed().as_secs_f64();
+        others.into_iter().for_each(|t| t.join().unwrap());
+        let runnable = waited.runnable_s.expect("the kernel said before, and after");
+        assert!(runnable > 0.01 && runnable <= wall + 1e-3, "{waited:?} over {wall} s beside {} spinners", 2 * cores);
     }
 
     /// A thread of this process spinning is lynx's own time: it shows in the ticks subtracted

@@ -821,9 +821,15 @@ pub struct CellRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attended: Option<u32>,
     /// Host CPU cores that processes other than lynx's kept busy on average while the cell was
-    /// measured (from /proc; absent where the host does not say, and in older results).
+    /// measured, a hypervisor's steal included (from /proc; absent where the host does not say,
+    /// and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_cores: Option<Finite>,
+    /// Of `other_cpu_cores`, the cores the hypervisor of a virtual machine ran something else on
+    /// while the host could have run (steal, from /proc/stat; absent where the host does not say,
+    /// and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stolen_cpu_cores: Option<Finite>,
     /// Processes other than the worker measuring that held a context on the device while the
     /// cell was measured: the larger of the driver's count less one, asked as the cell began and
     /// as it ended (NVML, ROCm SMI; absent where the device does not say, a CPU's included, and
@@ -890,6 +896,17 @@ pub struct ThreadOverSteps {
     pub others_cpu_s: Finite,
     /// The other steps' wall time.
     pub others_wall_s: Finite,
+    /// How long the thread waited to run over the slow steps: runnable but not running (the
+    /// kernel's run-queue delay), so off its CPU against its will, for how long where
+    /// `slow_preempted` says how often. What is left of their wall time, neither on its CPU nor
+    /// waiting to run, is time it waited of its own (where `slow_blocked` says it did) or time
+    /// its CPU was not the guest's to give (a hypervisor's steal, interrupts). Absent in older
+    /// results and where the kernel does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_runnable_s: Option<Finite>,
+    /// The same over the other steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_runnable_s: Option<Finite>,
 }
 
 /// One telemetry source's readings against a cell's steps.
@@ -1035,6 +1052,7 @@ impl CellRecord {
             launch_bound: None,
             attended: None,
             other_cpu_cores: None,
+            stolen_cpu_cores: None,
             other_device_processes: None,
             remeasured: None,
             slow_steps: None,

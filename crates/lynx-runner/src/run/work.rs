@@ -613,8 +613,9 @@ impl Turn<'_> {
                 measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)
             });
             let mut cell = cell?;
-            cell.other_cpu_cores =
-                load.and_then(|l| l.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
+            let other = load.and_then(|l| l.other_load_since());
+            cell.other_cpu_cores = other.and_then(|o| Finite::new(o.cores, "other CPU cores").ok());
+            cell.stolen_cpu_cores = other.and_then(|o| Finite::new(o.stolen_cores, "stolen CPU cores").ok());
             cell.other_device_processes = others;
             Some(cell)
         };
