@@ -293,6 +293,16 @@ PY
     uname -a
     echo "cores: $(nproc)"
     grep -E '^(MemTotal|MemAvailable):' /proc/meminfo || true
+    # What a launch-bound eager step's host time depends on beyond lynx: the CPU, whether this
+    # is a virtual machine (whose hypervisor may take its CPUs: steal, /proc/stat's eighth
+    # column, in ticks of 10 ms since boot) and how the CPUs' clocks are governed.
+    local cpu virtual machine
+    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+    if grep -qw hypervisor /proc/cpuinfo; then virtual="a virtual machine"; else virtual="no hypervisor flag"; fi
+    machine=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null | tr -s '\n ' ' ' || true)
+    echo "summary: host: ${cpu:-an unnamed CPU}, $(nproc) cores; $virtual${machine:+ ($machine)}; steal" \
+      "$(awk '/^cpu /{print $9 + 0}' /proc/stat) ticks of 10 ms in $(cut -d' ' -f1 /proc/uptime) s up;" \
+      "cpufreq governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo none)"
     echo "== lynx"
     timeout 10 "$lynx" --version 2>&1 || echo "(lynx --version failed)"
     echo "== lynx's libraries (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
