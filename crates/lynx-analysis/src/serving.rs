@@ -641,7 +641,12 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     // And how busy other processes kept the host meanwhile: a host's load, not
                     // a step the simulation leaves out, where it was high.
                     let mut others = rate.other_cpu_cores.map_or(String::new(), |c| {
-                        format!(", while other processes kept {:.2} host CPU cores busy", c.get())
+                        let stolen = rate.stolen_cpu_cores.map(Finite::get).filter(|&s| s >= 0.005);
+                        format!(
+                            ", while other processes kept {:.2} host CPU cores busy{}",
+                            c.get(),
+                            stolen.map_or(String::new(), |s| format!(" (the hypervisor stole {s:.2} of them)"))
+                        )
                     });
                     // And whether another process shared the device itself.
                     if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
@@ -828,6 +833,7 @@ mod tests {
             prefill_step_ratio_after_idle: None,
             unfinished: None,
             other_cpu_cores: None,
+            stolen_cpu_cores: None,
             other_device_processes: None,
             simulated_draws: None,
             at_loop_pace: None,
@@ -1014,7 +1020,7 @@ mod tests {
         // Beside the host's other load, whether another process shared the device itself.
         let mut shared = far.clone();
         shared.other_device_processes = Some(1);
-        let detail = &super::checks(&record(vec![shared]))[0].detail;
+        let detail = &super::checks(&record(vec![shared.clone()]))[0].detail;
         assert!(
             detail.contains(
                 ", while other processes kept 0.75 host CPU cores busy, while 1 other process(es) held a context on \
@@ -1022,6 +1028,10 @@ mod tests {
             ),
             "{detail}"
         );
+        // Of the host's other load, what a virtual machine's hypervisor stole, where it stole any.
+        shared.stolen_cpu_cores = Some(f(0.3));
+        let detail = &super::checks(&record(vec![shared]))[0].detail;
+        assert!(detail.contains("0.75 host CPU cores busy (the hypervisor stole 0.30 of them), while 1"), "{detail}");
         // Where the simulation fed the loop's own steps misses too, the server is what differs.
         let mut unexplained = far.clone();
         unexplained.at_loop_steps = against(figures(1.3, 0.05));

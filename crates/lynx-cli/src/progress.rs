@@ -225,7 +225,8 @@ impl Observer for Progress {
                     self.say(format!(
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
-                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores{}{}{}{}",
+                         {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores (stolen \
+                         by the hypervisor: {}){}{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -236,6 +237,7 @@ impl Observer for Progress {
                         1e3 * r.overhead_s[2].get(),
                         r.iterations,
                         ratio(r.other_cpu_cores),
+                        ratio(r.stolen_cpu_cores),
                         r.step_spread_words().map_or(String::new(), |words| format!(
                             "; the steps' 90th percentile over the tables' median: {words}"
                         )),

@@ -843,7 +843,12 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         // Linux's /proc says how busy other processes kept the host while the rate was served
         // (128 requests take over half a second here; /proc's ticks cannot tell under 0.2 s).
         assert!(seconds(&r["window_s"]) < 0.2 || r["other_cpu_cores"].as_f64().is_some_and(|c| c >= 0.0), "{r}");
-        eprintln!("served window {} s, other processes {} cores", r["window_s"], r["other_cpu_cores"]);
+        // Of them, what a hypervisor stole (this host is a virtual machine; none stolen is 0).
+        assert!(seconds(&r["window_s"]) < 0.2 || r["stolen_cpu_cores"].as_f64().is_some_and(|c| c >= 0.0), "{r}");
+        eprintln!(
+            "served window {} s, other processes {} cores, stolen {}",
+            r["window_s"], r["other_cpu_cores"], r["stolen_cpu_cores"]
+        );
         assert!(r["joules_per_output_token"].is_object() || r["joules_per_output_token"].is_number(), "{r}");
         assert_eq!(
             r["within_bound"],

@@ -49,12 +49,6 @@ impl HostLoad {
         let cores = |ticks: f64| (ticks / TICKS_PER_S / wall).max(0.0);
         Some(OtherLoad { cores: cores(busy - own), stolen_cores: cores(stolen) })
     }
-
-    /// The cores other processes kept busy on average since `self` (the hypervisor's steal
-    /// included): [`HostLoad::other_load_since`]'s `cores`.
-    pub fn other_cores_since(&self) -> Option<f64> {
-        self.other_load_since().map(|load| load.cores)
-    }
 }
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, to the nanosecond: getrusage's CPU
@@ -232,6 +226,7 @@ mod tests {
         std::hint::black_box(x);
         let own = own_ticks().unwrap() - before;
         assert!(own >= 30, "0.6 s of spinning gave this process {own} ticks");
-        assert!(start.other_cores_since().is_some_and(|c| c >= 0.0));
+        let other = start.other_load_since().unwrap();
+        assert!(other.cores >= 0.0 && (0.0..=other.cores + 1e-9).contains(&other.stolen_cores), "{other:?}");
     }
 }

@@ -167,6 +167,10 @@ pub struct ServedRate {
     /// out, where the two disagree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_cores: Option<Finite>,
+    /// Of `other_cpu_cores`, the cores a virtual machine's hypervisor stole over the rate's
+    /// serving, as for a cell (absent where the host does not say, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stolen_cpu_cores: Option<Finite>,
     /// Processes other than the worker that held a context on the device over the rate's
     /// serving, as for a cell (the larger of the counts as it began and as it ended; absent where
     /// the device does not say, and in older results).

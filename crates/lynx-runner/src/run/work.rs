@@ -990,8 +990,9 @@ impl Turn<'_> {
             Ok(None) => return Ok(None),
             Err(error) => return Ok(Some(Err(error))),
         };
-        let other_cpu_cores =
-            host.and_then(|h| h.other_cores_since()).and_then(|c| Finite::new(c, "other CPU cores").ok());
+        let other = host.and_then(|h| h.other_load_since());
+        let other_cpu_cores = other.and_then(|o| Finite::new(o.cores, "other CPU cores").ok());
+        let stolen_cpu_cores = other.and_then(|o| Finite::new(o.stolen_cores, "stolen CPU cores").ok());
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
@@ -1048,6 +1049,7 @@ impl Turn<'_> {
                 decode_step_ratio_after_idle: median_ratio(&step_ratios(&steps, false, true)),
                 prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
                 other_cpu_cores,
+                stolen_cpu_cores,
                 other_device_processes,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
                 at_loop_pace: None,
