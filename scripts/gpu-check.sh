@@ -299,7 +299,7 @@ PY
     local cpu virtual machine
     cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     if grep -qw hypervisor /proc/cpuinfo; then virtual="a virtual machine"; else virtual="no hypervisor flag"; fi
-    machine=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null | tr -s '\n ' ' ' || true)
+    machine=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null | tr -s '\n ' ' ' | sed 's/ $//' || true)
     echo "summary: host: ${cpu:-an unnamed CPU}, $(nproc) cores; $virtual${machine:+ ($machine)}; steal" \
       "$(awk '/^cpu /{print $9 + 0}' /proc/stat) ticks of 10 ms in $(cut -d' ' -f1 /proc/uptime) s up;" \
       "cpufreq governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo none)"
