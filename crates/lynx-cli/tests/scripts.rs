@@ -161,7 +161,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     let torch = claim_line(&table, "environment: torch ");
     assert!(torch.contains("no GPU visible to torch"), "{torch}");
     // The host's CPU, whether it is a virtual machine and what its hypervisor took: this one is
-    // (Firecracker sets the flag), and CI's may be or not.
+    // (its cpuinfo has the flag), and CI's may be or not.
     let host = claim_line(&table, "environment: host: ");
     assert!(host.contains(" cores; ") && host.contains(" ticks of 10 ms in "), "{host}");
     assert!(host.contains("a virtual machine") || host.contains("no hypervisor flag"), "{host}");
