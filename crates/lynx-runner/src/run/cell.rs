@@ -322,12 +322,12 @@ pub(super) fn timed_steps<E>(
             back()?;
         }
         start_s.push(clock());
-        let usage = ThreadUsage::now();
+        let usage = ThreadUsage::before();
         let step_start = Instant::now();
         issue_s.push(step()?);
         step_s.push(step_start.elapsed().as_secs_f64());
         // A step the kernel did not account for leaves the cell with no thread record.
-        if let (Some(before), Some(after)) = (usage, ThreadUsage::now()) {
+        if let (Some(before), Some(after)) = (usage, ThreadUsage::after()) {
             thread.push(after.since(&before));
         }
     }
