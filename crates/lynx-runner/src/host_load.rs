@@ -176,6 +176,15 @@ fn ticks_of(stat: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Keep the calling thread on its CPU, computing, until `until`.
+    fn spin_until(until: Instant) {
+        let mut x = 0u64;
+        while Instant::now() < until {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+    }
+
     #[test]
     fn proc_lines_are_read_as_the_kernel_writes_them() {
         assert_eq!(ticks_of_cpu_line("cpu  100 5 50 1000 20 3 2 1 0 0"), Some(HostTicks { busy: 161, steal: 1 }));
@@ -194,11 +203,7 @@ mod tests {
     fn a_threads_usage_tells_running_from_waiting() {
         let Some(before) = ThreadUsage::before() else { return };
         let start = Instant::now();
-        let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(200) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-        }
-        std::hint::black_box(x);
+        spin_until(start + std::time::Duration::from_millis(200));
         let spun = ThreadUsage::after().unwrap().since(&before);
         let wall = start.elapsed().as_secs_f64();
         assert!(spun.cpu_s > 0.02 && spun.cpu_s <= wall + 1e-3, "{spun:?} over {wall} s");
@@ -233,17 +238,10 @@ mod tests {
         let Some(before) = ThreadUsage::before() else { return };
         assert!(before.runnable_s.is_some(), "Linux says a thread's run-queue delay in /proc/thread-self/schedstat");
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let spin = |until: Instant| {
-            let mut x = 0u64;
-            while Instant::now() < until {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            }
-            std::hint::black_box(x);
-        };
         let start = Instant::now();
         let until = start + std::time::Duration::from_millis(400);
-        let others: Vec<_> = (0..2 * cores).map(|_| std::thread::spawn(move || spin(until))).collect();
-        spin(until);
+        let others: Vec<_> = (0..2 * cores).map(|_| std::thread::spawn(move || spin_until(until))).collect();
+        spin_until(until);
         let waited = ThreadUsage::after().unwrap().since(&before);
         let wall = start.elapsed().as_secs_f64();
         others.into_iter().for_each(|t| t.join().unwrap());
@@ -256,12 +254,7 @@ mod tests {
     #[test]
     fn this_process_own_work_is_counted_as_its_own() {
         let (Some(start), Some(before)) = (HostLoad::now(), own_ticks()) else { return };
-        let until = Instant::now() + std::time::Duration::from_millis(600);
-        let mut x = 0u64;
-        while Instant::now() < until {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-        }
-        std::hint::black_box(x);
+        spin_until(Instant::now() + std::time::Duration::from_millis(600));
         let own = own_ticks().unwrap() - before;
         assert!(own >= 30, "0.6 s of spinning gave this process {own} ticks");
         let other = start.other_load_since().unwrap();
