@@ -10,6 +10,8 @@
 
 use std::time::Instant;
 
+use lynx_schema::value::Finite;
+
 /// Clock ticks per second in /proc/stat and /proc/PID/stat (USER_HZ, 100 on every Linux).
 const TICKS_PER_S: f64 = 100.0;
 
@@ -27,6 +29,18 @@ pub struct OtherLoad {
     pub cores: f64,
     /// Of them, stolen by the hypervisor.
     pub stolen_cores: f64,
+}
+
+impl OtherLoad {
+    /// The two figures a record keeps, other cores and stolen ones, where `other` said them and
+    /// they are finite.
+    pub fn recorded(other: Option<OtherLoad>) -> (Option<Finite>, Option<Finite>) {
+        let figure = |v: f64, what: &str| Finite::new(v, what).ok();
+        match other {
+            Some(o) => (figure(o.cores, "other CPU cores"), figure(o.stolen_cores, "stolen CPU cores")),
+            None => (None, None),
+        }
+    }
 }
 
 impl HostLoad {
@@ -183,6 +197,17 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
+    }
+
+    #[test]
+    fn recorded_keeps_each_finite_figure_and_drops_the_rest() {
+        let figures = |o| {
+            let (cores, stolen) = OtherLoad::recorded(o);
+            (cores.map(|f| f.get()), stolen.map(|f| f.get()))
+        };
+        assert_eq!(figures(Some(OtherLoad { cores: 1.5, stolen_cores: 0.25 })), (Some(1.5), Some(0.25)));
+        assert_eq!(figures(Some(OtherLoad { cores: f64::NAN, stolen_cores: 0.0 })), (None, Some(0.0)));
+        assert_eq!(figures(None), (None, None));
     }
 
     #[test]

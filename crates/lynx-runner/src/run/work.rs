@@ -613,9 +613,8 @@ impl Turn<'_> {
                 measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)
             });
             let mut cell = cell?;
-            let other = load.and_then(|l| l.other_load_since());
-            cell.other_cpu_cores = other.and_then(|o| Finite::new(o.cores, "other CPU cores").ok());
-            cell.stolen_cpu_cores = other.and_then(|o| Finite::new(o.stolen_cores, "stolen CPU cores").ok());
+            (cell.other_cpu_cores, cell.stolen_cpu_cores) =
+                crate::host_load::OtherLoad::recorded(load.and_then(|l| l.other_load_since()));
             cell.other_device_processes = others;
             Some(cell)
         };
@@ -990,9 +989,8 @@ impl Turn<'_> {
             Ok(None) => return Ok(None),
             Err(error) => return Ok(Some(Err(error))),
         };
-        let other = host.and_then(|h| h.other_load_since());
-        let other_cpu_cores = other.and_then(|o| Finite::new(o.cores, "other CPU cores").ok());
-        let stolen_cpu_cores = other.and_then(|o| Finite::new(o.stolen_cores, "stolen CPU cores").ok());
+        let (other_cpu_cores, stolen_cpu_cores) =
+            crate::host_load::OtherLoad::recorded(host.and_then(|h| h.other_load_since()));
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
