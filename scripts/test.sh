@@ -37,18 +37,25 @@ export LYNX_BENCH_PYTHON
 # Every test binary runs even after one fails, so that a failure names every failing test. The
 # tests' temporary folders go in a folder of this run's own, which must be empty at the end: a
 # test that leaves one behind (tempfile's `.tmp…`, say from a static that is never dropped)
-# would fill the /tmp of every machine that runs the tests.
+# would fill the /tmp of every machine that runs the tests. That check, and the records below,
+# come after failing tests too: a failure's leftovers are as much a defect as a pass's.
 mkdir -p target/tmp
 test_tmp=$(mktemp -d "$lynx_repo/target/tmp/test-run.XXXXXX")
-TMPDIR=$test_tmp cargo test --workspace --locked --no-fail-fast
+tests_rc=0
+TMPDIR=$test_tmp cargo test --workspace --locked --no-fail-fast || tests_rc=$?
 left=$(find "$test_tmp" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort)
 if [ -n "$left" ]; then
   echo "test: the tests left these in their temporary folder ($test_tmp):" >&2
   echo "$left" | sed 's/^/  /' >&2
-  exit 1
+else
+  rmdir "$test_tmp"
 fi
-rmdir "$test_tmp"
 # Whether the Slurm test ran on a real cluster or could not start one (and why), and whether the
 # full-disk test could mount its tmpfs.
 cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"
 cat target/tmp/full-disk-test.txt 2>/dev/null || echo "test: the full-disk test left no record"
+if [ "$tests_rc" != 0 ]; then
+  echo "test: cargo test failed (exit $tests_rc)" >&2
+  exit "$tests_rc"
+fi
+[ -z "$left" ] || exit 1
