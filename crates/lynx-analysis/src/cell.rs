@@ -96,11 +96,24 @@ pub struct ThreadStep {
 /// the steps and their starts disagree in number or there are fewer than two steps. Sources
 /// without readings are left out.
 pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings], thread: &[ThreadStep]) -> Option<SlowSteps> {
-    if starts_s.len() != step_s.len() || step_s.len() < 2 {
+    slow_steps_by_pace(starts_s, step_s, step_s, readings, thread)
+}
+
+/// As [`slow_steps`], over steps of different shapes: a step is slow where its `pace` (its time
+/// over what its shape is expected to take: the serving loop's measured / table time) is over
+/// [`SLOW_STEP_FACTOR`] times the median pace. `None` also where `pace` has another length.
+pub fn slow_steps_by_pace(
+    starts_s: &[f64],
+    step_s: &[f64],
+    pace: &[f64],
+    readings: &[Readings],
+    thread: &[ThreadStep],
+) -> Option<SlowSteps> {
+    if starts_s.len() != step_s.len() || pace.len() != step_s.len() || step_s.len() < 2 {
         return None;
     }
-    let threshold = SLOW_STEP_FACTOR * crate::stats::median(step_s).ok()?;
-    let slow: Vec<bool> = step_s.iter().map(|&s| s > threshold).collect();
+    let threshold = SLOW_STEP_FACTOR * crate::stats::median(pace).ok()?;
+    let slow: Vec<bool> = pace.iter().map(|&s| s > threshold).collect();
     let slow_count = slow.iter().filter(|&&s| s).count();
     let during_readings = readings
         .iter()
@@ -267,6 +280,24 @@ mod tests {
         let found = slow_steps(&starts, &steps, &[], &thread).unwrap().thread.unwrap();
         assert_eq!((found.slow_runnable_s, found.others_runnable_s), (None, None));
         assert_eq!(found.slow_preempted, 1, "the rest is summed as before");
+    }
+
+    /// Steps of different shapes are slow by their pace, not their time: a long step at its
+    /// table's pace is not slow, a short one at twice it is, and its wall time is what is summed.
+    #[test]
+    fn slow_steps_by_pace_judge_each_step_against_its_own_shape() {
+        let starts = [0.0, 0.1, 0.2, 0.3, 0.4];
+        let step_s = [0.010, 0.080, 0.010, 0.020, 0.010];
+        let pace = [1.0, 1.0, 1.0, 2.0, 1.1];
+        let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) };
+        let thread: Vec<ThreadStep> = step_s.iter().map(|&s| ran(s)).collect();
+        let found = slow_steps_by_pace(&starts, &step_s, &pace, &[], &thread).unwrap();
+        assert_eq!((found.steps, found.slow), (5, 1), "only the step at twice its pace: {found:?}");
+        let thread = found.thread.unwrap();
+        assert!((thread.slow_wall_s.get() - 0.020).abs() < 1e-12 && (thread.others_wall_s.get() - 0.110).abs() < 1e-12);
+        // By time alone the long step would have been the slow one.
+        assert_eq!(slow_steps(&starts, &step_s, &[], &[]).unwrap().slow, 2);
+        assert!(slow_steps_by_pace(&starts, &step_s, &pace[..4], &[], &[]).is_none(), "a pace a step");
     }
 
     #[test]

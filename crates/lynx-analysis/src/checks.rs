@@ -183,7 +183,13 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
 /// Where a cell's slow steps fell, in words: "9 of its 94 steps over 1.2× the median; of them, 8
 /// overlapped nvml:0's readings (the others: 10%), 1 host's (the others: 9%)".
 pub fn slow_steps_words(slow: &SlowSteps) -> String {
-    let mut words = format!("{} of its {} steps over {}× the median", slow.slow, slow.steps, slow.factor.get());
+    slow_steps_words_over(slow, "the median")
+}
+
+/// As [`slow_steps_words`], with what the factor multiplies named: `the median` for a cell's
+/// steps, `their median measured / table time` for the serving loop's.
+pub fn slow_steps_words_over(slow: &SlowSteps, median: &str) -> String {
+    let mut words = format!("{} of its {} steps over {}× {median}", slow.slow, slow.steps, slow.factor.get());
     if slow.slow > 0 && !slow.during_readings.is_empty() {
         let during: Vec<String> = slow
             .during_readings

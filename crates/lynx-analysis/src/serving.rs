@@ -498,6 +498,22 @@ pub fn batches_off_line(table: &StepTable, steps: &[LoopStep], prefill: bool) ->
     off
 }
 
+/// The serving loop's slow steps of each kind at a served rate, where it had any, in words: how
+/// many, the telemetry readings they overlapped and what the loop's thread did during them
+/// (`decode: 5 of its 220 steps over 1.2× their median measured / table time; …`); `None`
+/// where no kind had a slow step recorded.
+pub fn loop_slow_steps_words(rate: &ServedRate) -> Option<String> {
+    let words: Vec<String> = [("decode", &rate.decode_slow_steps), ("prefill", &rate.prefill_slow_steps)]
+        .into_iter()
+        .filter_map(|(kind, slow)| {
+            let slow = slow.as_ref().filter(|s| s.slow > 0)?;
+            let words = crate::checks::slow_steps_words_over(slow, "their median measured / table time");
+            Some(format!("{kind}: {words}"))
+        })
+        .collect();
+    (!words.is_empty()).then(|| words.join("; "))
+}
+
 /// Whether the simulation meets a served rate's measurement once the steps the loop met are put
 /// in for the cells' (fed their spread, then replaying them in order), in words for the
 /// `simulation` check: each diagnostic the rate has, with the verdict on the simulated server
@@ -674,6 +690,12 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     let mut spread = rate.step_spread_words().map_or(String::new(), |words| {
                         format!("; its steps' 90th percentile over the tables' median: {words}")
                     });
+                    // And what the loop's thread did during its slow steps: off its CPU (the
+                    // host's scheduler), waiting, or on it all along (the step's own work took
+                    // longer).
+                    if let Some(words) = loop_slow_steps_words(rate) {
+                        spread.push_str(&format!("; its slow steps ({words})"));
+                    }
                     // And batches no cell measured whose steps the table's line got wrong: what
                     // the suite can measure to make the simulation better.
                     if let Some(words) = rate.batches_off_line_words() {
@@ -842,6 +864,8 @@ mod tests {
             batches_off_line: None,
             decode_step_spread: None,
             prefill_step_spread: None,
+            decode_slow_steps: None,
+            prefill_slow_steps: None,
             steady: None,
         }
     }
@@ -1017,6 +1041,21 @@ mod tests {
             checks[0].detail
         );
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
+        // The loop's slow steps and what its thread did during them, each kind that had any.
+        let mut slowed = far.clone();
+        let thread = [crate::cell::ThreadStep { cpu_s: 0.01, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) }; 4];
+        let (starts, step_s) = ([0.0, 0.1, 0.2, 0.3], [0.01, 0.01, 0.01, 0.02]);
+        slowed.decode_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &step_s, &[], &thread);
+        slowed.prefill_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &[1.0; 4], &[], &thread);
+        let detail = &super::checks(&record(vec![slowed]))[0].detail;
+        assert!(
+            detail.ends_with(
+                "; its slow steps (decode: 1 of its 4 steps over 1.2× their median measured / table time; the thread \
+                 running them was preempted in 0 (the others: 0%), waited off its CPU in 0 (the others: 0%), and was \
+                 on its CPU for 50% of their time (the others: 100%), waiting to run for 0% (the others: 0%))"
+            ),
+            "no prefill step was slow, none is said: {detail}"
+        );
         // Beside the host's other load, whether another process shared the device itself.
         let mut shared = far.clone();
         shared.other_device_processes = Some(1);

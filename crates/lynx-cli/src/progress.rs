@@ -226,7 +226,7 @@ impl Observer for Progress {
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
                          {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores (stolen \
-                         by the hypervisor: {}){}{}{}{}",
+                         by the hypervisor: {}){}{}{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -241,6 +241,8 @@ impl Observer for Progress {
                         r.step_spread_words().map_or(String::new(), |words| format!(
                             "; the steps' 90th percentile over the tables' median: {words}"
                         )),
+                        lynx_analysis::serving::loop_slow_steps_words(r)
+                            .map_or(String::new(), |words| format!("; the slow steps: {words}")),
                         r.loop_paced().map_or(String::new(), |(how, p)| loop_words(how, p)),
                         r.at_loop_replay
                             .as_ref()

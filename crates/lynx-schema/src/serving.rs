@@ -3,7 +3,7 @@
 //! at the same rate.
 
 use crate::config::{LatencyBound, Workload};
-use crate::result::StepMode;
+use crate::result::{SlowSteps, StepMode};
 use crate::value::{Finite, Reported};
 use serde::{Deserialize, Serialize};
 
@@ -115,6 +115,18 @@ pub struct TracedStep {
     pub table_s: Option<f64>,
     /// The first step of its kind since the loop waited, idle, for an arrival.
     pub after_idle: bool,
+    /// The loop thread's CPU time during the step, how long it waited to run (runnable, not
+    /// running), and its voluntary and involuntary context switches, as for a cell's steps
+    /// ([`crate::result::ThreadOverSteps`]); absent where the kernel did not say, and in older
+    /// traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_runnable_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involuntary_switches: Option<u64>,
 }
 
 /// One request rate served: what the loop measured and what the simulation predicts there.
@@ -213,6 +225,17 @@ pub struct ServedRate {
     pub decode_step_spread: Option<StepSpread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_step_spread: Option<StepSpread>,
+    /// The loop's decode steps, and its prefill steps, slower against their tables than
+    /// [`crate::result::SlowSteps::factor`] times the kind's median measured / table time, with
+    /// the telemetry readings they overlapped and what the loop's thread did during them, as for
+    /// a cell's slow steps: where the loop's steps ran slow for a stretch, whether the thread
+    /// was off its CPU (the host's scheduler), waiting, or on it all along (the step's own work
+    /// took longer). Absent where fewer than two steps of the kind had a table time, and in
+    /// older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_slow_steps: Option<SlowSteps>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_slow_steps: Option<SlowSteps>,
     /// Batches the loop stepped at that no cell measured (the simulation charges them the
     /// straight line between measured neighbours) whose steps ran more than the `simulation`
     /// check's 15% off the pace of the loop's steps at measured batches: a step the table gets

@@ -94,6 +94,9 @@ pub(super) struct Step {
     pub start_s: f64,
     /// The first step of its kind since the loop waited, idle, for an arrival.
     pub after_idle: bool,
+    /// What the loop's thread did during it, as for a cell's step (`None` where the kernel did
+    /// not say).
+    pub thread: Option<lynx_analysis::cell::ThreadStep>,
 }
 
 /// A sequence in the pool.
@@ -248,6 +251,7 @@ pub(super) fn serve(
         let mut timed = |(prefill, batch, len): (bool, usize, i64),
                          step: &mut dyn FnMut() -> Result<Vec<i64>, ModelError>|
          -> Result<(Vec<i64>, f64), ModelError> {
+            let usage = crate::host_load::ThreadUsage::before();
             let from = now();
             let out = step()?;
             if !prefill && !server.slower_decode.is_zero() {
@@ -261,6 +265,7 @@ pub(super) fn serve(
                 }
             }
             let at = now();
+            let thread = usage.zip(crate::host_load::ThreadUsage::after()).map(|(before, after)| after.since(&before));
             in_steps += at - from;
             let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
             steps.push(Step {
@@ -270,6 +275,7 @@ pub(super) fn serve(
                 seconds: at - from,
                 start_s: from,
                 after_idle,
+                thread,
             });
             Ok((out, at))
         };

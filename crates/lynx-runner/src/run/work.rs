@@ -433,6 +433,10 @@ fn trace(
             start_s: Some(s.start_s),
             table_s: at.map(|at| at.step_s),
             after_idle: s.after_idle,
+            thread_cpu_s: s.thread.map(|t| t.cpu_s),
+            thread_runnable_s: s.thread.and_then(|t| t.runnable_s),
+            voluntary_switches: s.thread.map(|t| t.voluntary),
+            involuntary_switches: s.thread.map(|t| t.involuntary),
         })
         .collect();
     ServedTrace {
@@ -466,6 +470,28 @@ fn step_ratios(
             })
         })
         .collect()
+}
+
+/// The loop's steps of one kind that have a table time, slow by their measured / table time
+/// against the kind's median ([`lynx_analysis::cell::slow_steps_by_pace`]), set against the
+/// telemetry `readings` over the window (on the run's clock, where the loop's clock starts at
+/// `window_start_s`) and the loop thread's accounting (where every step has one).
+fn slow_loop_steps(
+    steps: &[(&super::serve::Step, Option<lynx_analysis::sim::Lookup>)],
+    prefill: bool,
+    readings: &[lynx_analysis::cell::Readings],
+    window_start_s: f64,
+) -> Option<lynx_schema::result::SlowSteps> {
+    let timed: Vec<(&super::serve::Step, f64)> = steps
+        .iter()
+        .filter(|(s, _)| s.prefill == prefill)
+        .filter_map(|(s, at)| Some((*s, at.as_ref()?.step_s)))
+        .collect();
+    let starts: Vec<f64> = timed.iter().map(|(s, _)| window_start_s + s.start_s).collect();
+    let step_s: Vec<f64> = timed.iter().map(|(s, _)| s.seconds).collect();
+    let pace: Vec<f64> = timed.iter().map(|(s, table_s)| s.seconds / table_s).collect();
+    let thread: Vec<lynx_analysis::cell::ThreadStep> = timed.iter().filter_map(|(s, _)| s.thread).collect();
+    lynx_analysis::cell::slow_steps_by_pace(&starts, &step_s, &pace, readings, &thread)
 }
 
 /// The median of measured / table time over steps as [`step_ratios`] gives them.
@@ -1013,6 +1039,7 @@ impl Turn<'_> {
                 at_loop_replay(plan, tables, rate, (replay(&prefill_steps), replay(&decode_steps)), &measured);
             let overhead = lynx_analysis::stats::Sorted::new(load.overhead_s.clone()).map_err(|e| e.to_string())?;
             let window = self.telemetry.summaries(load.window_s.0, load.window_s.1);
+            let readings = self.telemetry.readings(load.window_s.0, load.window_s.1);
             let output: f64 = load.served.iter().map(|s| f64::from(s.osl)).sum();
             let input: f64 = load.served.iter().map(|s| f64::from(s.isl)).sum();
             let energy = window.first().and_then(|w| w.energy.as_ref()).map(|e| e.joules.get());
@@ -1055,6 +1082,8 @@ impl Turn<'_> {
                 at_loop_replay: replayed.ok(),
                 decode_step_spread: step_spread(&decode_steps),
                 prefill_step_spread: step_spread(&prefill_steps),
+                decode_slow_steps: slow_loop_steps(&steps, false, &readings, load.window_s.0),
+                prefill_slow_steps: slow_loop_steps(&steps, true, &readings, load.window_s.0),
                 batches_off_line: {
                     let mut off = batches_off_line(tables.0, &prefill_steps, true);
                     off.extend(batches_off_line(tables.1, &decode_steps, false));
