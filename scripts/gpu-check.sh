@@ -717,6 +717,28 @@ else:
         claim(what, "FAIL", "no cell recorded the count" if results else "no run produced a result")
     else:
         claim(what, judged(not shared), "; ".join(shared) or f"{len(counted)} cells counted, none shared")
+def thread_words(threads, others):
+    """What the thread running some steps did in their slow ones and in the others (summed over
+    `threads`, records of lynx builds that kept them; `others` the steps that were not slow)."""
+    # How long the thread waited to run only where every record says it (lynx builds from
+    # 2026-12-05 on, on a kernel that counts it).
+    keys = ["slow_preempted", "others_preempted", "slow_blocked", "others_blocked", "slow_cpu_s",
+            "slow_wall_s", "others_cpu_s", "others_wall_s"]
+    waits = ["slow_runnable_s", "others_runnable_s"]
+    if all(key in x for x in threads for key in waits):
+        keys += waits
+    t = {key: sum(x[key] for x in threads) for key in keys}
+    share = lambda n: n / others if others else 0.0
+    on_cpu = lambda cpu, wall: cpu / wall if wall else 0.0
+    line = (f"the thread running them was preempted in {t['slow_preempted']} (the other steps: "
+            f"{share(t['others_preempted']):.0%}), waited off its CPU in {t['slow_blocked']} (the other "
+            f"steps: {share(t['others_blocked']):.0%}), on its CPU for "
+            f"{on_cpu(t['slow_cpu_s'], t['slow_wall_s']):.0%} of their time (the other steps: "
+            f"{on_cpu(t['others_cpu_s'], t['others_wall_s']):.0%})")
+    if "slow_runnable_s" in t:
+        line += (f", waiting to run for {on_cpu(t['slow_runnable_s'], t['slow_wall_s']):.0%} (the other "
+                 f"steps: {on_cpu(t['others_runnable_s'], t['others_wall_s']):.0%})")
+    return line
 def slow_steps_by_mode(result):
     """Per mode, the cells' slow steps of their timed steps, and for each source the slow ones
     during its readings, the share of the other steps during them, and its readings' median."""
@@ -747,25 +769,8 @@ def slow_steps_by_mode(result):
         # lynx builds that recorded it).
         threads = [k["thread"] for k in kept if k.get("thread")]
         if slow and threads:
-            # How long the thread waited to run only where every cell's record says it (lynx
-            # builds from 2026-12-05 on, on a kernel that counts it).
-            keys = ["slow_preempted", "others_preempted", "slow_blocked", "others_blocked", "slow_cpu_s",
-                    "slow_wall_s", "others_cpu_s", "others_wall_s"]
-            waits = ["slow_runnable_s", "others_runnable_s"]
-            if all(key in x for x in threads for key in waits):
-                keys += waits
-            t = {key: sum(x[key] for x in threads) for key in keys}
             others = sum(k["steps"] - k["slow"] for k in kept if k.get("thread"))
-            share = lambda n: n / others if others else 0.0
-            on_cpu = lambda cpu, wall: cpu / wall if wall else 0.0
-            line += (f"; the thread running them was preempted in {t['slow_preempted']} (the other steps: "
-                     f"{share(t['others_preempted']):.0%}), waited off its CPU in {t['slow_blocked']} (the other "
-                     f"steps: {share(t['others_blocked']):.0%}), on its CPU for "
-                     f"{on_cpu(t['slow_cpu_s'], t['slow_wall_s']):.0%} of their time (the other steps: "
-                     f"{on_cpu(t['others_cpu_s'], t['others_wall_s']):.0%})")
-            if "slow_runnable_s" in t:
-                line += (f", waiting to run for {on_cpu(t['slow_runnable_s'], t['slow_wall_s']):.0%} (the other "
-                         f"steps: {on_cpu(t['others_runnable_s'], t['others_wall_s']):.0%})")
+            line += "; " + thread_words(threads, others)
         # The hypervisor's steal over these cells (a virtual machine's host; the most of any cell).
         stolen = [c["stolen_cpu_cores"] for c in cells(result) if mode(c) == mode_name and "stolen_cpu_cores" in c]
         if stolen:
@@ -856,6 +861,14 @@ for name, result in sorted(results.items()):
                 if spread:
                     paced += (f"; {kind} steps' p90 over the tables' median {spread['loop_p90']:.2f} "
                               f"(the cells' {spread['cells_p90']:.2f})")
+            # The loop's steps slow against their tables, and what its thread did during them.
+            for kind in ("decode", "prefill"):
+                slow = r.get(f"{kind}_slow_steps")
+                if slow and slow["slow"]:
+                    paced += (f"; {kind} steps over {slow['factor']}x their median step/table: {slow['slow']} of "
+                              f"{slow['steps']}")
+                    if slow.get("thread"):
+                        paced += ", " + thread_words([slow["thread"]], slow["steps"] - slow["slow"])
             # The steady state at this rate (the search's requests, simulated), and whether the
             # window's measurement came to its verdict on the bound.
             steady = r.get("steady")

@@ -341,6 +341,13 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                                        "relative_error": {"ttft_p99": -0.04, "tpot_p99": 0.0, "output_tok_per_s": 0.0}});
     bounded["decode_step_spread"] = json!({"loop_p90": 1.031, "cells_p90": 1.02});
     bounded["batches_off_line"] = json!([{"prefill": false, "batch": 16, "steps": 40, "pace": 1.21}]);
+    // The loop's decode steps slow against their tables, and what its thread did in them; its
+    // prefill steps had none slow, and are not said.
+    bounded["decode_slow_steps"] = json!({"factor": 1.2, "steps": 50, "slow": 5, "during_readings": [],
+        "thread": {"slow_preempted": 1, "others_preempted": 9, "slow_blocked": 0, "others_blocked": 0,
+            "slow_cpu_s": 0.05, "slow_wall_s": 0.05, "others_cpu_s": 0.45, "others_wall_s": 0.45,
+            "slow_runnable_s": 0.0, "others_runnable_s": 0.0}});
+    bounded["prefill_slow_steps"] = json!({"factor": 1.2, "steps": 10, "slow": 0, "during_readings": []});
     bounded["steady"] = json!({"requests": 2000, "simulated": figures(1.9), "within_bound": true});
     // The throughput over the window's steady part: measured, and none in the simulated window.
     bounded["measured"]["steady_output_tok_per_s_per_device"] = json!(5600.0);
@@ -508,7 +515,10 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
             "simulated 450 ms / 10.0 ms / 5000 (no steady part) tok/s (median of 101 draws; p99s' 10th-90th percentiles 410-490 ms, \
              9.5-10.5 ms); steps/table decode 1.02, prefill -; fed the loop's own steps, simulated 500 ms (+0%) / \
              10.0 ms (+0%); replaying them in order, simulated 520 ms (-4%) / 10.0 ms (+0%); batches no cell measured, \
-             off the table's line: decode batch 16 at 1.21x (40 steps); decode steps' p90 over the tables' median 1.03 (the cells' 1.02); steady state (2000 \
+             off the table's line: decode batch 16 at 1.21x (40 steps); decode steps' p90 over the tables' median 1.03 (the cells' 1.02); decode \
+             steps over 1.2x their median step/table: 5 of 50, the thread running them was preempted in 1 (the other \
+             steps: 20%), waited off its CPU in 0 (the other steps: 0%), on its CPU for 100% of their time (the other \
+             steps: 100%), waiting to run for 0% (the other steps: 0%); steady state (2000 \
              simulated): 1900 ms / 10.0 ms, bound held, in the window held"
         ),
         "{table}"
