@@ -47,6 +47,47 @@ fn bench_eager_quick_prints_lynx_against_python_eager() {
     assert!(ratio.is_finite() && ratio > 0.0, "{row}");
 }
 
+/// `scripts/served-steps.py` over a hand-made trace: each kind's steps with a table time,
+/// grouped by pace over the kind's median, with the loop thread's CPU and wait shares of their
+/// wall time (unknown for a step of a build that did not record them); bad input gets one line
+/// naming it and exit 2.
+#[test]
+fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
+    let scratch = tempfile::tempdir().unwrap();
+    let decode = |step_s: f64, table_s: Option<f64>, cpu: f64, waited: f64| {
+        serde_json::json!({"prefill": false, "batch": 1, "len": 16, "step_s": step_s, "table_s": table_s,
+            "after_idle": false, "thread_cpu_s": cpu, "thread_runnable_s": waited})
+    };
+    let mut steps: Vec<serde_json::Value> = vec![decode(0.010, Some(0.010), 0.010, 0.0); 3];
+    steps.push(decode(0.015, Some(0.010), 0.009, 0.006));
+    steps.push(decode(0.020, None, 0.020, 0.0));
+    steps.push(
+        serde_json::json!({"prefill": true, "batch": 1, "len": 16, "step_s": 0.1, "table_s": 0.1, "after_idle": true}),
+    );
+    let trace = serde_json::json!({"label": "bounded", "rate_per_s": 1.25, "steps": steps});
+    let path = scratch.path().join("run.served.jsonl");
+    std::fs::write(&path, format!("{trace}\n")).unwrap();
+    let run =
+        |path: &Path| Command::new("python3").arg(repo_path("scripts/served-steps.py")).arg(path).output().unwrap();
+    let table = succeeded("served-steps.py", &run(&path));
+    assert_eq!(
+        table.lines().collect::<Vec<_>>(),
+        [
+            "bounded at 1.250 req/s, decode: 4 steps with a table time, median measured/table 1.00",
+            "  pace/median      1.0-1.1:    3 steps, mean    10.0 ms, on its CPU 100.0%, waiting to run   0.0%",
+            "  pace/median 1.4 and over:    1 steps, mean    15.0 ms, on its CPU  60.0%, waiting to run  40.0%",
+            "bounded at 1.250 req/s, prefill: 1 steps with a table time, median measured/table 1.00",
+            "  pace/median      1.0-1.1:    1 steps, mean   100.0 ms, on its CPU     -, waiting to run     -",
+        ],
+        "{table}"
+    );
+    std::fs::write(&path, format!("{trace}\nnot json\n")).unwrap();
+    let output = run(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("run.served.jsonl line 2: not JSON") && stderr.lines().count() == 1, "{stderr}");
+}
+
 /// A gpu-check table's line for `claim` (the line that starts with it).
 fn claim_line<'a>(table: &'a str, claim: &str) -> &'a str {
     table.lines().find(|l| l.starts_with(claim)).unwrap_or_else(|| panic!("no {claim}: {table}"))

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What the serving loop's thread did in its steps, by how slow each ran against its table.
+
+    python3 scripts/served-steps.py RUN.served.jsonl
+
+For each rate served and each step kind, the steps with a table time, grouped by their measured
+/ table time over the kind's median (bands of 0.1 from 0.8 to 1.4), with the loop thread's CPU
+time and its wait to run as shares of the group's wall time: where the slower steps keep the
+thread on its CPU, the step's own work took longer (on a CPU device, the host's pace); where
+they do not, something took the CPU away (docs/SWEEPS.md, "What the host's pace is"). Reads a
+trace of a lynx build that recorded the thread (2026-12-05 on); the steps of older ones are
+counted, their shares said to be unknown. Bad input: one line naming it, exit 2.
+"""
+import json
+import statistics
+import sys
+
+BANDS = [(None, 0.8)] + [(0.8 + 0.1 * i, 0.9 + 0.1 * i) for i in range(6)] + [(1.4, None)]
+
+
+def band_name(low, high):
+    if low is None:
+        return f"under {high:.1f}"
+    if high is None:
+        return f"{low:.1f} and over"
+    return f"{low:.1f}-{high:.1f}"
+
+
+def band_of(pace):
+    for i, (low, high) in enumerate(BANDS):
+        if (low is None or pace >= low - 1e-12) and (high is None or pace < high - 1e-12):
+            return i
+    return len(BANDS) - 1
+
+
+def number(step, key, where):
+    value = step.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or value < 0:
+        raise ValueError(f"{where}: {key} is not a non-negative number")
+    return float(value)
+
+
+def table(trace, where):
+    lines = []
+    steps = trace.get("steps")
+    if not isinstance(steps, list):
+        raise ValueError(f"{where}: no list of steps")
+    for prefill in (False, True):
+        kind = "prefill" if prefill else "decode"
+        timed = []
+        for i, step in enumerate(steps):
+            if not isinstance(step, dict):
+                raise ValueError(f"{where}: step {i} is not an object")
+            if step.get("prefill") is not prefill:
+                continue
+            wall, table_s = number(step, "step_s", f"{where} step {i}"), number(step, "table_s", f"{where} step {i}")
+            if wall is None or not table_s:
+                continue
+            cpu = number(step, "thread_cpu_s", f"{where} step {i}")
+            waited = number(step, "thread_runnable_s", f"{where} step {i}")
+            timed.append((wall / table_s, wall, cpu, waited))
+        if not timed:
+            continue
+        median = statistics.median(p for p, _, _, _ in timed)
+        rate = trace.get("rate_per_s")
+        rate = f"{rate:.3f}" if isinstance(rate, (int, float)) else "?"
+        lines.append(f"{trace.get('label', '?')} at {rate} req/s, {kind}: {len(timed)} steps with "
+                     f"a table time, median measured/table {median:.2f}")
+        groups = {}
+        for pace, wall, cpu, waited in timed:
+            g = groups.setdefault(band_of(pace / median), [0, 0.0, 0.0, 0.0, True, True])
+            g[0] += 1
+            g[1] += wall
+            g[2] += cpu or 0.0
+            g[3] += waited or 0.0
+            g[4] = g[4] and cpu is not None
+            g[5] = g[5] and waited is not None
+        for i in sorted(groups):
+            n, wall, cpu, waited, has_cpu, has_wait = groups[i]
+            share = lambda part, known: f"{100 * part / wall:5.1f}%" if known and wall > 0 else "    -"
+            lines.append(f"  pace/median {band_name(*BANDS[i]):>12}: {n:4d} steps, mean {1e3 * wall / n:7.1f} ms, "
+                         f"on its CPU {share(cpu, has_cpu)}, waiting to run {share(waited, has_wait)}")
+    return lines
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: served-steps.py RUN.served.jsonl", file=sys.stderr)
+        return 2
+    path = argv[1]
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"served-steps: {path}: cannot read it: {e}", file=sys.stderr)
+        return 2
+    out = []
+    try:
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {n}"
+            try:
+                trace = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{where}: not JSON ({e})") from None
+            if not isinstance(trace, dict):
+                raise ValueError(f"{where}: not a served rate's trace")
+            out += table(trace, where)
+    except ValueError as e:
+        print(f"served-steps: {e}", file=sys.stderr)
+        return 2
+    if not out:
+        print(f"served-steps: {path}: no step with a table time", file=sys.stderr)
+        return 2
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
