@@ -95,7 +95,13 @@ impl ThreadUsage {
 
     #[cfg(target_os = "linux")]
     fn read(clock_first: bool) -> Option<ThreadUsage> {
-        let run_delay = || std::fs::read_to_string("/proc/thread-self/schedstat").ok().as_deref().and_then(run_delay_s);
+        let run_delay = || {
+            SCHEDSTAT.with(|file| {
+                let mut read = [0u8; 128];
+                let n = std::os::unix::fs::FileExt::read_at(file.as_ref()?, &mut read, 0).ok()?;
+                run_delay_s(std::str::from_utf8(&read[..n]).ok()?)
+            })
+        };
         let early = (!clock_first).then(run_delay);
         // SAFETY: zeroed rusage and timespec (integers only) are valid ones; getrusage and
         // clock_gettime each write one through the pointer they are given, which points at the
@@ -136,6 +142,15 @@ impl ThreadUsage {
             runnable_s: self.runnable_s.zip(earlier.runnable_s).map(|(now, then)| (now - then).max(0.0)),
         }
     }
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// The calling thread's /proc/thread-self/schedstat (the link resolves to the thread that
+    /// opens it), opened once: a read at offset 0 of the open file has the kernel write its
+    /// figures anew, in about a tenth of the time an open, a read and a close take
+    /// (docs/SWEEPS.md, "Where the slow steps fell").
+    static SCHEDSTAT: Option<std::fs::File> = std::fs::File::open("/proc/thread-self/schedstat").ok();
 }
 
 /// The run-queue delay of a /proc/PID/schedstat line (time on the CPU, time waiting to run,
@@ -254,6 +269,37 @@ mod tests {
             cpu += ThreadUsage::after().unwrap().since(&before).cpu_s;
         }
         assert!(cpu <= wall + 1000.0 * 4e-6, "{cpu} s of CPU time over {wall} s of wall time");
+    }
+
+    /// Each thread reads its own run-queue delay: the file it keeps open is its own task's, and
+    /// reading it again gives the kernel's figures anew.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn each_thread_keeps_its_own_schedstat_open() {
+        let opened = || {
+            use std::os::fd::AsRawFd;
+            let fd = SCHEDSTAT.with(|f| f.as_ref().map(|f| f.as_raw_fd())).expect("Linux has the file");
+            let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+            // SAFETY: gettid takes nothing and only returns the calling thread's id.
+            let tid = unsafe { libc::gettid() };
+            (path, std::path::PathBuf::from(format!("/proc/{}/task/{tid}/schedstat", std::process::id())))
+        };
+        let (path, own) = opened();
+        assert_eq!(path, own);
+        let (path, own) = std::thread::spawn(opened).join().unwrap();
+        assert_eq!(path, own, "another thread opens its own");
+        // Its first figure is the thread's time on its CPU: a spin of 100 ms shows in it.
+        let on_cpu_ns = || {
+            SCHEDSTAT.with(|f| {
+                let mut read = [0u8; 128];
+                let n = std::os::unix::fs::FileExt::read_at(f.as_ref().unwrap(), &mut read, 0).unwrap();
+                String::from_utf8_lossy(&read[..n]).split_whitespace().next().unwrap().parse::<u64>().unwrap()
+            })
+        };
+        let before = on_cpu_ns();
+        spin_until(Instant::now() + std::time::Duration::from_millis(100));
+        let after = on_cpu_ns();
+        assert!(after >= before + 10_000_000, "{before} ns, then {after} ns after a 100 ms spin");
     }
 
     /// A thread spinning beside more spinning threads than the host has cores waits to run for
