@@ -12,6 +12,7 @@ trace of a lynx build that recorded the thread (2026-12-05 on); the steps of old
 counted, their shares said to be unknown. Bad input: one line naming it, exit 2.
 """
 import json
+import math
 import statistics
 import sys
 
@@ -37,8 +38,8 @@ def number(step, key, where):
     value = step.get(key)
     if value is None:
         return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or value < 0:
-        raise ValueError(f"{where}: {key} is not a non-negative number")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: {key} is not a finite non-negative number")
     return float(value)
 
 
@@ -66,7 +67,10 @@ def table(trace, where):
         median = statistics.median(p for p, _, _, _ in timed)
         rate = trace.get("rate_per_s")
         rate = f"{rate:.3f}" if isinstance(rate, (int, float)) else "?"
-        lines.append(f"{trace.get('label', '?')} at {rate} req/s, {kind}: {len(timed)} steps with "
+        # A label as the trace holds it, printable characters only (a hostile trace's escape
+        # sequences would otherwise reach the terminal).
+        label = "".join(c if c.isprintable() else "?" for c in str(trace.get("label", "?")))[:40]
+        lines.append(f"{label} at {rate} req/s, {kind}: {len(timed)} steps with "
                      f"a table time, median measured/table {median:.2f}")
         groups = {}
         for pace, wall, cpu, waited in timed:

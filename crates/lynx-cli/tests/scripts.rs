@@ -86,6 +86,18 @@ fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("run.served.jsonl line 2: not JSON") && stderr.lines().count() == 1, "{stderr}");
+    // A step time that is no finite number (Python's JSON reads `Infinity`), named by its step.
+    std::fs::write(&path, format!("{}\n", trace.to_string().replacen("0.015", "Infinity", 1))).unwrap();
+    let output = run(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("line 1 step 3: step_s is not a finite non-negative number"), "{stderr}");
+    // A label's control characters never reach the terminal.
+    let mut hostile = trace.clone();
+    hostile["label"] = serde_json::json!("\u{1b}[31mred");
+    std::fs::write(&path, format!("{hostile}\n")).unwrap();
+    let table = succeeded("served-steps.py", &run(&path));
+    assert!(table.starts_with("?[31mred at 1.250 req/s") && !table.contains('\u{1b}'), "{table}");
 }
 
 /// A gpu-check table's line for `claim` (the line that starts with it).
