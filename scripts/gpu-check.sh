@@ -453,7 +453,7 @@ device, suites, quick = settings["device"], settings["suites"], settings["quick"
 # device's name. These are lynx-analysis's DATASHEETS (estimate.rs), name for name and in its
 # order, matched as it matches them (the first whose name stands in the device's as whole words:
 # an H200 NVL is an H200, a GH200 is not); a test holds the two alike.
-DATASHEET_TBS = [("H100 80GB HBM3", 3.35), ("H200", 4.8), ("B200", 8.0), ("MI300X", 5.3), ("MI355X", 8.0)]
+DATASHEET_TBS = [("H100 80GB HBM3", 3.35), ("H100 PCIe", 2.0), ("H200", 4.8), ("B200", 8.0), ("MI300X", 5.3), ("MI355X", 8.0)]
 if settings.get("datasheet_tbs"):
     datasheet, datasheet_from = float(settings["datasheet_tbs"]) * 1e12, "--datasheet-tbs"
 else:

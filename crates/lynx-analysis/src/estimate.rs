@@ -15,8 +15,10 @@ use lynx_schema::roofline::{Probe, RooflineRecord};
 use lynx_schema::value::Finite;
 
 /// One device's datasheet: HBM bandwidth and dense bf16 matmul rate (fp8: twice that on every
-/// device listed), as ../shared/REFERENCES.md tabulates them, and its memory, for planning a
-/// run on a device that is not here (`lynx run --plan --plan-as`).
+/// device listed), as ../shared/REFERENCES.md tabulates them (the H100 PCIe, which it does not,
+/// from NVIDIA's H100 datasheet: 2.0 TB/s of HBM2e, 1,513 bf16 TFLOPS with sparsity, half that
+/// dense; its product brief, PB-11133-001, says more than 2,000 GB/s), and its memory, for
+/// planning a run on a device that is not here (`lynx run --plan --plan-as`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Datasheet {
     /// What the device's name holds as whole words (`H200` in `NVIDIA H200`).
@@ -33,7 +35,7 @@ pub struct Datasheet {
 }
 
 /// The devices lynx has datasheet figures for.
-pub const DATASHEETS: [Datasheet; 5] = [
+pub const DATASHEETS: [Datasheet; 6] = [
     Datasheet {
         name: "H100 80GB HBM3",
         full_name: "NVIDIA H100 80GB HBM3",
@@ -41,6 +43,14 @@ pub const DATASHEETS: [Datasheet; 5] = [
         memory_gb: 80,
         bandwidth_bytes_per_s: 3.35e12,
         bf16_flops_per_s: 989e12,
+    },
+    Datasheet {
+        name: "H100 PCIe",
+        full_name: "NVIDIA H100 PCIe",
+        rocm: false,
+        memory_gb: 80,
+        bandwidth_bytes_per_s: 2.0e12,
+        bf16_flops_per_s: 756e12,
     },
     Datasheet {
         name: "H200",
@@ -649,7 +659,8 @@ mod tests {
 
     #[test]
     fn a_device_without_a_datasheet_has_none() {
-        assert!(datasheet("NVIDIA H100 PCIe").is_none());
+        assert!(datasheet("NVIDIA A100-SXM4-80GB").is_none());
+        assert_eq!(datasheet("NVIDIA H100 PCIe").unwrap().bandwidth_bytes_per_s, 2.0e12, "not the SXM board's");
         assert!(datasheet("NVIDIA GH200 480GB").is_none(), "a Grace Hopper is not an H200");
         assert_eq!(datasheet("NVIDIA H100 80GB HBM3").unwrap().name, "H100 80GB HBM3");
         assert_eq!(datasheet("NVIDIA H200 NVL").unwrap().name, "H200");

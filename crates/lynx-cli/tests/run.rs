@@ -553,7 +553,9 @@ fn a_plan_for_a_device_not_here_takes_its_datasheet() {
 
     let line = bad_input(&["run", "--plan", "--plan-as", "A100"]);
     assert!(
-        line.contains("lynx has no datasheet named \"A100\"; it has H100 80GB HBM3, H200, B200, MI300X, MI355X"),
+        line.contains(
+            "lynx has no datasheet named \"A100\"; it has H100 80GB HBM3, H100 PCIe, H200, B200, MI300X, MI355X"
+        ),
         "{line}"
     );
     let line = bad_input(&["run", "--plan", "--plan-as", "H200", "--device", "rocm:0"]);
