@@ -183,49 +183,7 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
 /// Where a cell's slow steps fell, in words: "9 of its 94 steps over 1.2× the median; of them, 8
 /// overlapped nvml:0's readings (the others: 10%), 1 host's (the others: 9%)".
 pub fn slow_steps_words(slow: &SlowSteps) -> String {
-    slow_steps_words_over(slow, "the median")
-}
-
-/// As [`slow_steps_words`], with what the factor multiplies named: `the median` for a cell's
-/// steps, `their median measured / table time` for the serving loop's.
-pub fn slow_steps_words_over(slow: &SlowSteps, median: &str) -> String {
-    let mut words = format!("{} of its {} steps over {}× {median}", slow.slow, slow.steps, slow.factor.get());
-    if slow.slow > 0 && !slow.during_readings.is_empty() {
-        let during: Vec<String> = slow
-            .during_readings
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (verb, noun) = if i == 0 { (" overlapped", " readings") } else { ("", "") };
-                format!("{}{verb} {}'s{noun} (the others: {:.0}%)", r.slow, r.source, 100.0 * r.others_share.get())
-            })
-            .collect();
-        words.push_str(&format!("; of them, {}", during.join(", ")));
-    }
-    if let Some(thread) = slow.thread.as_ref().filter(|_| slow.slow > 0) {
-        let others = slow.steps.saturating_sub(slow.slow);
-        let of_others = |n: u32| if others == 0 { 0.0 } else { 100.0 * f64::from(n) / f64::from(others) };
-        let on_cpu = |cpu: Finite, wall: Finite| if wall.get() > 0.0 { 100.0 * cpu.get() / wall.get() } else { 0.0 };
-        words.push_str(&format!(
-            "; the thread running them was preempted in {} (the others: {:.0}%), waited off its CPU in {} (the \
-             others: {:.0}%), and was on its CPU for {:.0}% of their time (the others: {:.0}%)",
-            thread.slow_preempted,
-            of_others(thread.others_preempted),
-            thread.slow_blocked,
-            of_others(thread.others_blocked),
-            on_cpu(thread.slow_cpu_s, thread.slow_wall_s),
-            on_cpu(thread.others_cpu_s, thread.others_wall_s)
-        ));
-        // How long of it the thread waited to run, where the kernel said.
-        if let (Some(slow), Some(others)) = (thread.slow_runnable_s, thread.others_runnable_s) {
-            words.push_str(&format!(
-                ", waiting to run for {:.0}% (the others: {:.0}%)",
-                on_cpu(slow, thread.slow_wall_s),
-                on_cpu(others, thread.others_wall_s)
-            ));
-        }
-    }
-    words
+    slow.words("the median")
 }
 
 /// The `stability` check over the measured cells, under the bounds `unstable` takes; none when no

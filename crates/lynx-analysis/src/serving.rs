@@ -498,22 +498,6 @@ pub fn batches_off_line(table: &StepTable, steps: &[LoopStep], prefill: bool) ->
     off
 }
 
-/// The serving loop's slow steps of each kind at a served rate, where it had any, in words: how
-/// many, the telemetry readings they overlapped and what the loop's thread did during them
-/// (`decode: 5 of its 220 steps over 1.2× their median measured / table time; …`); `None`
-/// where no kind had a slow step recorded.
-pub fn loop_slow_steps_words(rate: &ServedRate) -> Option<String> {
-    let words: Vec<String> = [("decode", &rate.decode_slow_steps), ("prefill", &rate.prefill_slow_steps)]
-        .into_iter()
-        .filter_map(|(kind, slow)| {
-            let slow = slow.as_ref().filter(|s| s.slow > 0)?;
-            let words = crate::checks::slow_steps_words_over(slow, "their median measured / table time");
-            Some(format!("{kind}: {words}"))
-        })
-        .collect();
-    (!words.is_empty()).then(|| words.join("; "))
-}
-
 /// Whether the simulation meets a served rate's measurement once the steps the loop met are put
 /// in for the cells' (fed their spread, then replaying them in order), in words for the
 /// `simulation` check: each diagnostic the rate has, with the verdict on the simulated server
@@ -693,7 +677,7 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     // And what the loop's thread did during its slow steps: off its CPU (the
                     // host's scheduler), waiting, or on it all along (the step's own work took
                     // longer).
-                    if let Some(words) = loop_slow_steps_words(rate) {
+                    if let Some(words) = rate.slow_steps_words() {
                         spread.push_str(&format!("; its slow steps ({words})"));
                     }
                     // And batches no cell measured whose steps the table's line got wrong: what

@@ -241,8 +241,7 @@ impl Observer for Progress {
                         r.step_spread_words().map_or(String::new(), |words| format!(
                             "; the steps' 90th percentile over the tables' median: {words}"
                         )),
-                        lynx_analysis::serving::loop_slow_steps_words(r)
-                            .map_or(String::new(), |words| format!("; the slow steps: {words}")),
+                        r.slow_steps_words().map_or(String::new(), |words| format!("; the slow steps: {words}")),
                         r.loop_paced().map_or(String::new(), |(how, p)| loop_words(how, p)),
                         r.at_loop_replay
                             .as_ref()

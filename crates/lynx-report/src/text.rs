@@ -801,8 +801,17 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                     let off_line = r
                         .batches_off_line_words()
                         .map(|words| format!("batches no cell measured, off the table's line: {words}"));
-                    let both: Vec<String> =
-                        draws.into_iter().chain(paced).chain(replayed).chain(spread).chain(off_line).collect();
+                    // The loop's slow steps and what its thread did in them (a result's source
+                    // names are its own text: made inert).
+                    let slow = r.slow_steps_words().map(|words| format!("slow steps {}", terminal_text(&words, 2000)));
+                    let both: Vec<String> = draws
+                        .into_iter()
+                        .chain(paced)
+                        .chain(replayed)
+                        .chain(spread)
+                        .chain(slow)
+                        .chain(off_line)
+                        .collect();
                     if !both.is_empty() {
                         spreads.push(format!("{at}: {}", both.join("; ")));
                     }
@@ -833,8 +842,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
             "  SIM: each figure's median over draws of the steps' variation (the same requests and arrivals each \
              time); the simulated p99s' 10th–90th percentiles over the draws; measured / simulated p99 TTFT and \
              TPOT fed the loop's own steps (their pace and spread at each batch; in older results every step at their \
-             median pace, STEPS/TABLE) and replaying them in the order they ran, diagnostics; and the loop's steps' \
-             90th percentile over the tables' median beside the cells' own:"
+             median pace, STEPS/TABLE) and replaying them in the order they ran, diagnostics; the loop's steps' \
+             90th percentile over the tables' median beside the cells' own; and its slow steps, with what its thread \
+             did in them:"
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
@@ -1139,6 +1149,31 @@ mod tests {
             ),
             "{spread}"
         );
+        // And the loop's slow steps, what its thread did in them, and the readings they overlapped,
+        // whose source names a result holds as its own text: control characters made inert.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].decode_slow_steps = Some(lynx_schema::result::SlowSteps {
+            factor: f(1.2),
+            steps: 40,
+            slow: 4,
+            during_readings: vec![lynx_schema::result::ReadingOverlap {
+                source: "host\u{1b}[2J".to_owned(),
+                readings: 30,
+                reading_median_s: f(0.001),
+                slow: 2,
+                others_share: f(0.5),
+            }],
+            thread: None,
+        });
+        let slow = serving_section(&serving);
+        assert!(
+            slow.contains(
+                "(the cells' 1.08×); slow steps decode: 4 of its 40 steps over 1.2× their median measured / table \
+                 time; of them, 2 overlapped host\\u{1b}[2J's readings (the others: 50%)\n"
+            ),
+            "{slow}"
+        );
+        assert!(slow.contains("and its slow steps, with what its thread did in them:"), "{slow}");
     }
 
     /// Where a served rate records its steady part's throughput, the section gives it measured and

@@ -869,6 +869,53 @@ pub struct SlowSteps {
     pub thread: Option<ThreadOverSteps>,
 }
 
+impl SlowSteps {
+    /// Where the slow steps fell, in words, `median` naming what the factor multiplies (`the
+    /// median` for a cell's steps, `their median measured / table time` for the serving loop's):
+    /// "9 of its 94 steps over 1.2× the median; of them, 8 overlapped nvml:0's readings (the
+    /// others: 10%), 1 host's (the others: 9%); the thread running them was preempted in …".
+    pub fn words(&self, median: &str) -> String {
+        let mut words = format!("{} of its {} steps over {}× {median}", self.slow, self.steps, self.factor.get());
+        if self.slow > 0 && !self.during_readings.is_empty() {
+            let during: Vec<String> = self
+                .during_readings
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let (verb, noun) = if i == 0 { (" overlapped", " readings") } else { ("", "") };
+                    format!("{}{verb} {}'s{noun} (the others: {:.0}%)", r.slow, r.source, 100.0 * r.others_share.get())
+                })
+                .collect();
+            words.push_str(&format!("; of them, {}", during.join(", ")));
+        }
+        if let Some(thread) = self.thread.as_ref().filter(|_| self.slow > 0) {
+            let others = self.steps.saturating_sub(self.slow);
+            let of_others = |n: u32| if others == 0 { 0.0 } else { 100.0 * f64::from(n) / f64::from(others) };
+            let on_cpu =
+                |cpu: Finite, wall: Finite| if wall.get() > 0.0 { 100.0 * cpu.get() / wall.get() } else { 0.0 };
+            words.push_str(&format!(
+                "; the thread running them was preempted in {} (the others: {:.0}%), waited off its CPU in {} (the \
+                 others: {:.0}%), and was on its CPU for {:.0}% of their time (the others: {:.0}%)",
+                thread.slow_preempted,
+                of_others(thread.others_preempted),
+                thread.slow_blocked,
+                of_others(thread.others_blocked),
+                on_cpu(thread.slow_cpu_s, thread.slow_wall_s),
+                on_cpu(thread.others_cpu_s, thread.others_wall_s)
+            ));
+            // How long of it the thread waited to run, where the kernel said.
+            if let (Some(slow), Some(others)) = (thread.slow_runnable_s, thread.others_runnable_s) {
+                words.push_str(&format!(
+                    ", waiting to run for {:.0}% (the others: {:.0}%)",
+                    on_cpu(slow, thread.slow_wall_s),
+                    on_cpu(others, thread.others_wall_s)
+                ));
+            }
+        }
+        words
+    }
+}
+
 /// The thread that ran a cell's steps (issued them, on a GPU), over its slow steps and over the
 /// others, as the kernel accounts for it (the thread's CPU clock, and the context switches
 /// `getrusage(RUSAGE_THREAD)` counts). A slow step the thread was preempted in (another thread or

@@ -338,6 +338,21 @@ impl ServedRate {
         Some(words.join(", "))
     }
 
+    /// The loop's slow steps of each kind, where it had any, in words: how many, the telemetry
+    /// readings they overlapped and what the loop's thread did during them (`decode: 5 of its
+    /// 220 steps over 1.2× their median measured / table time; …`); `None` where no kind had a
+    /// slow step recorded.
+    pub fn slow_steps_words(&self) -> Option<String> {
+        let words: Vec<String> = [("decode", &self.decode_slow_steps), ("prefill", &self.prefill_slow_steps)]
+            .into_iter()
+            .filter_map(|(kind, slow)| {
+                let slow = slow.as_ref().filter(|s| s.slow > 0)?;
+                Some(format!("{kind}: {}", slow.words("their median measured / table time")))
+            })
+            .collect();
+        (!words.is_empty()).then(|| words.join("; "))
+    }
+
     /// The decode and the prefill steps' spread against their cells' in words, each kind that
     /// has one: `decode 1.45× (the cells' 1.08×), prefill …`; `None` where neither has.
     pub fn step_spread_words(&self) -> Option<String> {
