@@ -217,13 +217,7 @@ impl GqaAttention {
             }
             Some(sinks) => {
                 // The explicit path has no `is_causal`: every chunk of several queries is masked.
-                let blocked = (n > 1)
-                    .then(|| {
-                        explicit_mask(start, n, first, self.window, q.device())?
-                            .f_logical_not()
-                            .map_err(ModelError::from)
-                    })
-                    .transpose()?;
+                let blocked = (n > 1).then(|| blocked_mask(start, n, first, self.window, q.device())).transpose()?;
                 attend_with_sinks(q, &keys, &values, blocked.as_ref(), sinks, self.num_kv_heads)?
             }
         })
@@ -310,9 +304,7 @@ pub fn attention_mask(
 
 /// The mask of [`attention_mask`], always as a tensor `[n, start + n - first]`.
 fn explicit_mask(start: i64, n: i64, first: i64, window: Option<i64>, device: Device) -> Result<Tensor, ModelError> {
-    let end = start + n;
-    let queries = scalar_call(|| Tensor::f_arange_start(start, end, (Kind::Int64, device)))?.f_unsqueeze(1)?;
-    let keys = scalar_call(|| Tensor::f_arange_start(first, end, (Kind::Int64, device)))?.f_unsqueeze(0)?;
+    let (queries, keys) = positions(start, n, first, device)?;
     let mut allowed = keys.f_le_tensor(&queries)?;
     if let Some(w) = window {
         // Hugging Face's sliding mask: query − key < window.
@@ -320,6 +312,26 @@ fn explicit_mask(start: i64, n: i64, first: i64, window: Option<i64>, device: De
         allowed = allowed.f_logical_and(&scalar_call(|| near.f_lt(w))?)?;
     }
     Ok(allowed)
+}
+
+/// The complement of [`explicit_mask`], made as such (true where a query may not attend a key:
+/// a later key, or one a window or more behind), rather than made and then inverted.
+fn blocked_mask(start: i64, n: i64, first: i64, window: Option<i64>, device: Device) -> Result<Tensor, ModelError> {
+    let (queries, keys) = positions(start, n, first, device)?;
+    let mut blocked = keys.f_gt_tensor(&queries)?;
+    if let Some(w) = window {
+        let near = queries.f_sub(&keys)?;
+        blocked = blocked.f_logical_or(&scalar_call(|| near.f_ge(w))?)?;
+    }
+    Ok(blocked)
+}
+
+/// The positions of queries `start..start + n`, `[n, 1]`, and of keys `first..start + n`, `[1, s]`.
+fn positions(start: i64, n: i64, first: i64, device: Device) -> Result<(Tensor, Tensor), ModelError> {
+    let end = start + n;
+    let queries = scalar_call(|| Tensor::f_arange_start(start, end, (Kind::Int64, device)))?.f_unsqueeze(1)?;
+    let keys = scalar_call(|| Tensor::f_arange_start(first, end, (Kind::Int64, device)))?.f_unsqueeze(0)?;
+    Ok((queries, keys))
 }
 
 /// softmax([q·kᵀ · scale, sink]) without the sink's column, times v: attention in which a learned
@@ -350,4 +362,22 @@ fn attend_with_sinks(
     let weights = Tensor::f_cat(&[&scores, &sink], -1)?.f_softmax(-1, acc)?.f_narrow(-1, 0, s)?;
     let attended = weights.f_to_kind(values.kind())?.f_matmul(&values)?;
     Ok(attended.f_reshape([b, h, n, d])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sinks path's mask, made blocked, is the complement of the allowed one at every
+    /// chunk, cache position and window, the sliding window's edge included.
+    #[test]
+    fn the_blocked_mask_is_the_allowed_masks_complement() {
+        for (start, n, window) in [(0, 5, None), (3, 4, None), (0, 9, Some(4)), (6, 5, Some(4)), (10, 3, Some(2))] {
+            let first = window.map_or(0, |w: i64| (start + 1 - w).max(0));
+            let allowed = explicit_mask(start, n, first, window, Device::Cpu).unwrap();
+            let blocked = blocked_mask(start, n, first, window, Device::Cpu).unwrap();
+            assert_eq!(blocked.size(), allowed.size());
+            assert!(blocked.equal(&allowed.logical_not()), "start {start}, {n} queries, window {window:?}");
+        }
+    }
 }
