@@ -95,13 +95,7 @@ impl ThreadUsage {
 
     #[cfg(target_os = "linux")]
     fn read(clock_first: bool) -> Option<ThreadUsage> {
-        let run_delay = || {
-            SCHEDSTAT.with(|file| {
-                let mut read = [0u8; 128];
-                let n = std::os::unix::fs::FileExt::read_at(file.as_ref()?, &mut read, 0).ok()?;
-                run_delay_s(std::str::from_utf8(&read[..n]).ok()?)
-            })
-        };
+        let run_delay = || schedstat_now(run_delay_s);
         let early = (!clock_first).then(run_delay);
         // SAFETY: zeroed rusage and timespec (integers only) are valid ones; getrusage and
         // clock_gettime each write one through the pointer they are given, which points at the
@@ -151,6 +145,17 @@ thread_local! {
     /// figures anew, in about a tenth of the time an open, a read and a close take
     /// (docs/SWEEPS.md, "Where the slow steps fell").
     static SCHEDSTAT: Option<std::fs::File> = std::fs::File::open("/proc/thread-self/schedstat").ok();
+}
+
+/// `parse` of the calling thread's schedstat line as the kernel writes it now (time on its CPU,
+/// time waiting to run, timeslices), read again from the file [`SCHEDSTAT`] keeps open.
+#[cfg(target_os = "linux")]
+fn schedstat_now<T>(parse: impl FnOnce(&str) -> Option<T>) -> Option<T> {
+    SCHEDSTAT.with(|file| {
+        let mut read = [0u8; 128];
+        let n = std::os::unix::fs::FileExt::read_at(file.as_ref()?, &mut read, 0).ok()?;
+        parse(std::str::from_utf8(&read[..n]).ok()?)
+    })
 }
 
 /// The run-queue delay of a /proc/PID/schedstat line (time on the CPU, time waiting to run,
@@ -289,13 +294,7 @@ mod tests {
         let (path, own) = std::thread::spawn(opened).join().unwrap();
         assert_eq!(path, own, "another thread opens its own");
         // Its first figure is the thread's time on its CPU: a spin of 100 ms shows in it.
-        let on_cpu_ns = || {
-            SCHEDSTAT.with(|f| {
-                let mut read = [0u8; 128];
-                let n = std::os::unix::fs::FileExt::read_at(f.as_ref().unwrap(), &mut read, 0).unwrap();
-                String::from_utf8_lossy(&read[..n]).split_whitespace().next().unwrap().parse::<u64>().unwrap()
-            })
-        };
+        let on_cpu_ns = || schedstat_now(|line| line.split_whitespace().next()?.parse::<u64>().ok()).unwrap();
         let before = on_cpu_ns();
         spin_until(Instant::now() + std::time::Duration::from_millis(100));
         let after = on_cpu_ns();
