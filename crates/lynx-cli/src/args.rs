@@ -228,8 +228,9 @@ pub struct RunArgs {
     #[arg(long, requires = "plan")]
     pub json: bool,
     /// With --plan: plan for a device that need not be here, from lynx's datasheet for it (H100
-    /// 80GB HBM3, H100 PCIe, H200, B200, MI300X or MI355X): its memory and rates the datasheet's, graphs
-    /// captured beside eager steps; --device names it (by default cuda:0, or rocm:0 for AMD).
+    /// 80GB HBM3, H100 PCIe, H200, B200, MI300X or MI355X): its memory and rates the
+    /// datasheet's, graphs captured beside eager steps; --device names it (by default cuda:0, or
+    /// rocm:0 for AMD).
     #[arg(long, value_name = "DATASHEET", requires = "plan", value_parser = datasheet,
           conflicts_with_all = ["resume", "all_devices", "devices"])]
     pub plan_as: Option<&'static lynx_analysis::estimate::Datasheet>,
