@@ -449,25 +449,29 @@ import glob, json, os, sys
 out = sys.argv[1]
 settings = dict(line.split("=", 1) for line in open(os.path.join(out, "settings.txt")).read().splitlines() if "=" in line)
 device, suites, quick = settings["device"], settings["suites"], settings["quick"] == "true"
-# The datasheet the best native kernel is held to: --datasheet-tbs, or else lynx's for the
-# device's name. These are lynx-analysis's DATASHEETS (estimate.rs), name for name and in its
-# order, matched as it matches them (the first whose name stands in the device's as whole words:
-# an H200 NVL is an H200, a GH200 is not); a test holds the two alike.
-DATASHEET_TBS = [("H100 80GB HBM3", 3.35), ("H100 PCIe", 2.0), ("H200", 4.8), ("B200", 8.0), ("MI300X", 5.3), ("MI355X", 8.0)]
+# The datasheet the best native kernel is held to: --datasheet-tbs, or else the one lynx holds the
+# device to, as `lynx devices --json` names it (devices.json: `null` where lynx has none; no such
+# key from a lynx build before 2026-12-06).
 if settings.get("datasheet_tbs"):
     datasheet, datasheet_from = float(settings["datasheet_tbs"]) * 1e12, "--datasheet-tbs"
 else:
     try:
-        named = next(d["name"] for d in json.load(open(os.path.join(out, "devices.json"))) if d["device"] == device)
+        listed = next(d for d in json.load(open(os.path.join(out, "devices.json"))) if d["device"] == device)
     except (OSError, ValueError, KeyError, TypeError, StopIteration):
-        named = None
-    words = f" {' '.join(named.split())} " if named else ""
-    key, tbs = next(((k, t) for k, t in DATASHEET_TBS if f" {k} " in words), (None, None))
-    if key:
-        datasheet, datasheet_from = tbs * 1e12, f"the {key} datasheet"
+        listed = {}
+    named = listed.get("name") if isinstance(listed.get("name"), str) else None
+    sheet = listed.get("datasheet")
+    tbs = sheet.get("bandwidth_bytes_per_s") if isinstance(sheet, dict) else None
+    if isinstance(tbs, (int, float)) and not isinstance(tbs, bool) and tbs > 0:
+        datasheet, datasheet_from = float(tbs), f"the {sheet.get('name')} datasheet"
     else:
         datasheet = None
-        why = f"lynx has no datasheet for {named}" if named else "the device's name was not found (devices.json)"
+        if not named:
+            why = "the device's name was not found (devices.json)"
+        elif "datasheet" not in listed:
+            why = f"devices.json names no datasheet for {named} (a lynx build before 2026-12-06)"
+        else:
+            why = f"lynx has no datasheet for {named}"
         datasheet_from = f"{why}: give --datasheet-tbs"
 python_flops = float(settings["python_tflops"]) * 1e12 if settings.get("python_tflops") else None
 gpu = not device.startswith("cpu")

@@ -19,7 +19,7 @@ use lynx_schema::value::Finite;
 /// from NVIDIA's H100 datasheet: 2.0 TB/s of HBM2e, 1,513 bf16 TFLOPS with sparsity, half that
 /// dense; its product brief, PB-11133-001, says more than 2,000 GB/s), and its memory, for
 /// planning a run on a device that is not here (`lynx run --plan --plan-as`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Datasheet {
     /// What the device's name holds as whole words (`H200` in `NVIDIA H200`).
     pub name: &'static str,

@@ -5,6 +5,7 @@ use lynx_report::escape::terminal_text;
 use lynx_report::table::Table;
 use lynx_runner::libtorch::Runtime;
 use lynx_runner::Device;
+use lynx_schema::device::DeviceName;
 use lynx_schema::result::{RunResult, WeightsRecord};
 use lynx_schema::value::Reported;
 use std::fmt::Write;
@@ -15,21 +16,43 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// `lynx devices` as a table.
 pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
     let libtorch = format!("libtorch {} ({})", runtime.version, display_path(&runtime.lib_dir));
-    let mut rows = Table::new(["DEVICE".to_owned(), "NAME".to_owned(), "MEMORY".to_owned(), "RUNS ON".to_owned()]);
+    let mut rows = Table::new(["DEVICE", "NAME", "MEMORY", "DATASHEET", "RUNS ON"].map(str::to_owned));
+    let mut without = Vec::new();
     for device in devices {
         let memory = match &device.record.memory_bytes {
             Reported::Known(bytes) => format!("{:.1} GiB", *bytes as f64 / GIB),
             Reported::Unavailable { .. } => "unavailable".to_owned(),
         };
-        rows.row([device.record.device.to_string(), device.record.name.to_string(), memory, libtorch.clone()]);
+        let sheet = match (lynx_runner::devices::datasheet_of(&device.record), device.record.device) {
+            (Some(sheet), _) => format!(
+                "{} ({} TB/s, {} bf16 TFLOP/s)",
+                sheet.name,
+                sheet.bandwidth_bytes_per_s / 1e12,
+                sheet.bf16_flops_per_s / 1e12
+            ),
+            (None, DeviceName::Cpu) => "-".to_owned(),
+            (None, _) => {
+                without.push(device.record.name_or_kind());
+                "none".to_owned()
+            }
+        };
+        rows.row([device.record.device.to_string(), device.record.name.to_string(), memory, sheet, libtorch.clone()]);
     }
     let mut out = rows.text(usize::MAX);
+    for name in without {
+        let _ = writeln!(
+            out,
+            "note: lynx has no datasheet for {}: its wall-time estimate waits for the measured ceilings, \
+             and scripts/gpu-check.sh needs --datasheet-tbs",
+            terminal_text(&name, 200)
+        );
+    }
     for backend in &runtime.gpu_backends {
         if let Reported::Unavailable { unavailable } = &backend.loaded {
             let _ = writeln!(out, "note: {} not loaded: {unavailable}", backend.library);
         }
     }
-    let gpus = devices.iter().any(|d| !matches!(d.record.device, lynx_schema::device::DeviceName::Cpu));
+    let gpus = devices.iter().any(|d| !matches!(d.record.device, DeviceName::Cpu));
     match lynx_runner::cuda::shim() {
         Ok(_) if gpus => out.push_str("CUDA graphs: available\n"),
         // A CUDA libtorch on a host whose driver shows it no GPU: the shim is asked for device

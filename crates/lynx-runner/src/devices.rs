@@ -2,7 +2,7 @@
 
 use crate::libtorch::load_gpu_backends;
 use crate::RunError;
-use lynx_analysis::estimate::Datasheet;
+use lynx_analysis::estimate::{datasheet, Datasheet};
 use lynx_schema::device::{slug, DeviceName};
 use lynx_schema::result::{DeviceRecord, HostRecord};
 use lynx_schema::value::Reported;
@@ -105,6 +105,16 @@ impl Device {
                 format!("{}-{}", name.unwrap_or_else(|| kind.to_owned()), id.unwrap_or_else(|| index.to_string()))
             }
         }
+    }
+}
+
+/// The datasheet lynx holds `device` to (a GPU's whose name it matches, as
+/// [`lynx_analysis::estimate::datasheet`] matches names), for the wall-time estimate's rates and
+/// gpu-check's bandwidth claim; none for a CPU, or a GPU lynx has none for.
+pub fn datasheet_of(device: &DeviceRecord) -> Option<&'static Datasheet> {
+    match device.device {
+        DeviceName::Cpu => None,
+        DeviceName::Cuda(_) | DeviceName::Rocm(_) => device.name.known().and_then(|name| datasheet(name)),
     }
 }
 

@@ -6,7 +6,7 @@ use crate::journal::RunDir;
 use crate::store::write_json_atomic;
 use crate::unix_now_s;
 use crate::RunError;
-use lynx_analysis::estimate::{datasheet, wall_time, Planned, Rates, WallTime};
+use lynx_analysis::estimate::{wall_time, Planned, Rates, WallTime};
 use lynx_models::Checkpoint;
 use lynx_schema::config::Precision;
 use lynx_schema::result::{
@@ -78,8 +78,8 @@ pub(super) fn rates_of(device: &DeviceRecord, precision: Precision) -> Result<Ra
     if crate::devices::torch_device(device.device) == tch::Device::Cpu {
         return Ok(Rates::cpu());
     }
-    let name = device.name.known().cloned().unwrap_or_default();
-    let sheet = datasheet(&name).ok_or_else(|| format!("lynx has no datasheet for {name:?}"))?;
+    let sheet = crate::devices::datasheet_of(device)
+        .ok_or_else(|| format!("lynx has no datasheet for {:?}", device.name.known().cloned().unwrap_or_default()))?;
     Ok(Rates::gpu(sheet, precision))
 }
 
