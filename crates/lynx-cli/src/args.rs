@@ -16,7 +16,8 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// List the devices libtorch can use, with name, memory and the libtorch that runs them.
+    /// List the devices libtorch can use, with name, memory, the datasheet lynx holds each to
+    /// (a GPU's, where lynx has one) and the libtorch that runs them.
     Devices {
         /// Print JSON instead of a table.
         #[arg(long)]
