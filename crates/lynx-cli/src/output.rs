@@ -158,6 +158,37 @@ pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]
 mod tests {
     use super::*;
 
+    /// The table names the datasheet lynx holds each GPU to, a CPU none, and says what a GPU
+    /// lynx has none for goes without (GPUs stood in for by their records on this CPU).
+    #[test]
+    fn the_devices_table_names_each_gpus_datasheet() {
+        let host = lynx_runner::host_record();
+        let cpu = lynx_runner::devices::list(&host).swap_remove(0);
+        let gpu = |index: u32, name: &str| {
+            let mut device = cpu.clone();
+            device.record.device = DeviceName::Cuda(index);
+            device.record.name = Reported::Known(name.to_owned());
+            device
+        };
+        let devices = [cpu.clone(), gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA A100-SXM4-80GB")];
+        let table = devices_table(&devices, lynx_runner::libtorch::load_gpu_backends());
+        let line = |device: &str| {
+            table.lines().find(|l| l.starts_with(&format!("{device} "))).unwrap_or_else(|| panic!("{table}")).to_owned()
+        };
+        assert!(table.lines().next().unwrap().contains(" DATASHEET "), "{table}");
+        assert!(line("cuda:0").contains(" H200 (4.8 TB/s, 989 bf16 TFLOP/s) "), "{table}");
+        assert!(line("cuda:1").contains(" none "), "{table}");
+        assert!(line("cpu").contains(" - "), "{table}");
+        assert!(
+            table.contains(
+                "note: lynx has no datasheet for NVIDIA A100-SXM4-80GB: its wall-time estimate waits for the \
+                 measured ceilings, and scripts/gpu-check.sh needs --datasheet-tbs"
+            ),
+            "{table}"
+        );
+        assert_eq!(table.matches("note: lynx has no datasheet").count(), 1, "the A100's alone: {table}");
+    }
+
     /// A reproduction reading other weights than the published run's is warned of: another
     /// checkpoint's files, a checkpoint where the published run drew its weights.
     #[test]
