@@ -380,6 +380,10 @@ fn devices_lists_the_cpu_with_its_libtorch() {
     let devices: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(devices[0]["device"], "cpu");
     assert!(devices[0]["memory_bytes"].as_u64().unwrap() > 0);
+    // Beside each record, the datasheet lynx holds the device to: said as null for a CPU, so that
+    // gpu-check can tell a list from a build that named none.
+    assert_eq!(devices[0].get("datasheet"), Some(&Value::Null), "{devices}");
+    assert!(String::from_utf8_lossy(&lynx(&["devices"]).stdout).contains(" DATASHEET "));
 }
 
 #[test]
