@@ -321,16 +321,24 @@ impl KvCache {
         Ok(())
     }
 
+    /// Draw the first `len` tokens of every slab. On a CPU each contiguous run of them (one
+    /// sequence's tokens of one head, say) is drawn alone: libtorch's CPU `normal_` draws a
+    /// contiguous tensor with its vectorised path and any other one element at a time, about ten
+    /// times slower (`cargo bench -p lynx-models --bench cache_fill`); on a GPU one kernel draws
+    /// each slab's tokens.
     fn fill_layers(&self, len: i64) -> Result<(), ModelError> {
-        for layer in &self.layers {
-            match layer {
-                LayerCache::Gqa(c) => {
-                    let _ = c.keys.f_narrow(2, 0, len)?.f_normal_(0.0, 1.0)?;
-                    let _ = c.values.f_narrow(2, 0, len)?.f_normal_(0.0, 1.0)?;
-                }
-                LayerCache::Mla(c) => {
-                    let _ = c.latent_and_rope.f_narrow(1, 0, len)?.f_normal_(0.0, 1.0)?;
-                }
+        for slab in &self.slabs {
+            let size = slab.tensor.size();
+            let token_dim = slab.token_dim as usize;
+            let outer: i64 = size[..token_dim].iter().product();
+            let inner: i64 = size[token_dim + 1..].iter().product();
+            let mut runs = slab.tensor.f_view([outer, size[token_dim], inner])?.f_narrow(1, 0, len)?;
+            if slab.tensor.device() != Device::Cpu || len == size[token_dim] {
+                let _ = runs.f_normal_(0.0, 1.0)?;
+                continue;
+            }
+            for run in 0..outer {
+                let _ = runs.f_select(0, run)?.f_normal_(0.0, 1.0)?;
             }
         }
         Ok(())
@@ -902,6 +910,44 @@ impl Model {
 mod tests {
     use super::*;
     use lynx_schema::config::{ModelShape, Precision};
+
+    /// A random fill draws Normal(0, 1) values into the first `len` tokens of every layer's
+    /// cache tensors, GQA's and MLA's, and leaves the tokens past them as they were.
+    #[test]
+    fn a_random_fill_draws_the_held_tokens_and_no_others() {
+        let gqa = "name = \"gqa\"\nvocab_size = 97\nhidden_size = 64\nnum_layers = 2\nrms_norm_eps = 1e-5\n\
+                   [attention]\nkind = \"gqa\"\nnum_heads = 8\nnum_kv_heads = 2\nrope_theta = 10000.0\n\
+                   [mlp]\nintermediate_size = 160\n";
+        let mla = "name = \"mla\"\nvocab_size = 97\nhidden_size = 64\nnum_layers = 2\nrms_norm_eps = 1e-6\n\
+                   [attention]\nkind = \"mla\"\nnum_heads = 4\nq_lora_rank = 24\nkv_lora_rank = 16\n\
+                   qk_nope_head_dim = 8\nqk_rope_head_dim = 4\nv_head_dim = 8\nrope_theta = 10000.0\n\
+                   [mlp]\nintermediate_size = 128\n";
+        for (file, text) in [("gqa", gqa), ("mla", mla)] {
+            let model =
+                Model::new(&ModelShape::from_toml(text, file).unwrap(), Precision::Fp32, Device::Cpu, 1).unwrap();
+            let mut cache = KvCache::new(&model, 8, 40).unwrap();
+            cache.fill_random(25).unwrap();
+            assert_eq!(cache.len(), 25);
+            let mut drawn = Vec::new();
+            for layer in &cache.layers {
+                let tensors = match layer {
+                    LayerCache::Gqa(c) => vec![(&c.keys, 2), (&c.values, 2)],
+                    LayerCache::Mla(c) => vec![(&c.latent_and_rope, 1)],
+                };
+                for (tensor, token_dim) in tensors {
+                    let held = tensor.narrow(token_dim, 0, 25);
+                    assert_eq!(held.eq(0.0).sum(Kind::Int64).int64_value(&[]), 0, "{file}: a held token is zero");
+                    let past = tensor.narrow(token_dim, 25, 15);
+                    assert_eq!(past.ne(0.0).sum(Kind::Int64).int64_value(&[]), 0, "{file}: a token past 25 was drawn");
+                    drawn.push(held.flatten(0, -1));
+                }
+            }
+            let drawn = Tensor::cat(&drawn, 0);
+            let (mean, std) = (drawn.mean(Kind::Double).double_value(&[]), drawn.std(true).double_value(&[]));
+            assert!(drawn.size()[0] >= 5_000, "{file}: too few values to judge");
+            assert!(mean.abs() < 0.05 && (std - 1.0).abs() < 0.05, "{file}: mean {mean}, std {std}");
+        }
+    }
 
     /// A step's masks are made once for each window its layers attend within (gpt-oss
     /// alternates a 128-position window with none), each the mask a layer made for itself.
