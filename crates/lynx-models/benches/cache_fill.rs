@@ -8,26 +8,15 @@
 //! median of five fills each way (STRIDED: one `normal_` over each layer's keys and values
 //! narrowed to the held tokens, as lynx drew them until 2026-12-06) and their ratio.
 
+mod common;
+
 use lynx_models::{KvCache, Model};
 use lynx_schema::config::{Attention, ModelShape, Precision};
-use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
-
-fn timed(mut work: impl FnMut()) -> f64 {
-    median(
-        (0..5)
-            .map(|_| {
-                let start = Instant::now();
-                work();
-                start.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
+/// The median of five fills.
+fn timed(work: impl FnMut()) -> f64 {
+    common::timed(5, || (), work)
 }
 
 fn main() {
@@ -38,12 +27,12 @@ fn main() {
         "{:>5} {:>5} {:>10} {:>17} {:>18} {:>6}",
         "BATCH", "CTX", "MB", "FILL_RANDOM (ms)", "STRIDED (ms)", "RATIO"
     );
+    let Attention::Gqa(gqa) = &shape.attention else { unreachable!("lynx-ref-small is a GQA model") };
     for (batch, ctx) in [(1i64, 1024i64), (8, 1024), (16, 4096)] {
         let mut cache = KvCache::new(&model, batch, ctx + 64).expect("the cache fits");
         let fill = timed(|| cache.fill_random(ctx).expect("the fill"));
         // The same tokens drawn as lynx drew them before: one `normal_` over each layer's keys
         // and values narrowed to the held tokens, in a stand-in of the cache's layout.
-        let Attention::Gqa(gqa) = &shape.attention else { unreachable!("lynx-ref-small is a GQA model") };
         let layout = [
             2 * i64::from(shape.num_layers),
             batch,

@@ -21,12 +21,13 @@
 //! own while the next slab is read gained nothing on this project's 2-core host
 //! (docs/ARCHITECTURE.md, "Weights by name").
 
+mod common;
+
 use lynx_models::Checkpoint;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 const ROUNDS: usize = 5;
@@ -35,23 +36,9 @@ const COLUMNS: i64 = 32_768;
 /// As `Checkpoint::get` reads.
 const AT_ONCE: usize = 1 << 20;
 
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
-
 /// The median time of `work` over the rounds, each round after `before` (not timed).
-fn timed(mut before: impl FnMut(), mut work: impl FnMut()) -> f64 {
-    median(
-        (0..ROUNDS)
-            .map(|_| {
-                before();
-                let start = Instant::now();
-                work();
-                start.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
+fn timed(before: impl FnMut(), work: impl FnMut()) -> f64 {
+    common::timed(ROUNDS, before, work)
 }
 
 /// Drop the file's pages from the host's page cache.

@@ -7,17 +7,15 @@
 //! and their ratio. The serving phase's agreement with the simulation (docs/SWEEPS.md) depends
 //! on this ratio, since the simulation charges the cells' step times.
 
+mod common;
+
+use common::median;
 use lynx_models::{KvCache, Model};
 use lynx_schema::config::{ModelShape, Precision};
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 const STEPS: usize = 60;
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
 
 fn main() {
     let text = include_str!("../../../models/lynx-ref-small.toml");
