@@ -325,10 +325,11 @@ pub(super) fn timed_steps<E>(
         let usage = ThreadUsage::before();
         let step_start = Instant::now();
         issue_s.push(step()?);
-        step_s.push(step_start.elapsed().as_secs_f64());
+        let wall_s = step_start.elapsed().as_secs_f64();
+        step_s.push(wall_s);
         // A step the kernel did not account for leaves the cell with no thread record.
         if let (Some(before), Some(after)) = (usage, ThreadUsage::after()) {
-            thread.push(after.since(&before));
+            thread.push(after.over_step(&before, wall_s));
         }
     }
     let measured_s = start.elapsed().as_secs_f64();

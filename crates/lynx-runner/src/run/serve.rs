@@ -265,7 +265,9 @@ pub(super) fn serve(
                 }
             }
             let at = now();
-            let thread = usage.zip(crate::host_load::ThreadUsage::after()).map(|(before, after)| after.since(&before));
+            let thread = usage
+                .zip(crate::host_load::ThreadUsage::after())
+                .map(|(before, after)| after.over_step(&before, at - from));
             in_steps += at - from;
             let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
             steps.push(Step {
