@@ -840,8 +840,7 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         assert!(seconds(&spread["loop_p90"]) >= seconds(&r["decode_step_ratio"]) * (1.0 - 1e-12), "{r}");
         assert!(seconds(&spread["cells_p90"]) >= 1.0, "{r}");
         // And the loop's slow steps of each kind against their tables, with what its thread did:
-        // never more CPU time than the steps' wall time (the thread's CPU clock is read just
-        // outside each step's wall-clock bracket, a few microseconds a step at most).
+        // never more time on its CPU and waiting to run together than the steps' wall time.
         for kind in ["decode_slow_steps", "prefill_slow_steps"] {
             let slow = &r[kind];
             assert!(slow["steps"].as_u64().unwrap() >= 2 && slow["slow"].as_u64() <= slow["steps"].as_u64(), "{r}");
@@ -849,8 +848,9 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
             for part in ["slow", "others"] {
                 let (cpu, wall) =
                     (seconds(&thread[format!("{part}_cpu_s")]), seconds(&thread[format!("{part}_wall_s")]));
-                assert!(cpu <= wall + 1e-5 * slow["steps"].as_f64().unwrap(), "{kind} {part}: {r}");
-                assert!(thread[format!("{part}_runnable_s")].as_f64().is_some_and(|w| w >= 0.0), "{r}");
+                let waited = thread[format!("{part}_runnable_s")].as_f64().filter(|w| *w >= 0.0);
+                let waited = waited.unwrap_or_else(|| panic!("{kind} {part}: {r}"));
+                assert!(cpu + waited <= wall + 1e-6 * slow["steps"].as_f64().unwrap(), "{kind} {part}: {r}");
             }
         }
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
@@ -945,9 +945,11 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
             let start = seconds(&step["start_s"]);
             assert!(start >= free_at - 1e-9, "{step} starts before {free_at}");
             free_at = start + seconds(&step["step_s"]);
-            // What the loop's thread did during it, as the kernel accounts for it.
-            assert!(step["thread_cpu_s"].as_f64().is_some_and(|c| c >= 0.0), "{step}");
-            assert!(step["thread_runnable_s"].as_f64().is_some_and(|w| w >= 0.0), "{step}");
+            // What the loop's thread did during it, as the kernel accounts for it: on its CPU and
+            // waiting to run, within the step's wall time.
+            let cpu = step["thread_cpu_s"].as_f64().filter(|c| *c >= 0.0).unwrap_or_else(|| panic!("{step}"));
+            let waited = step["thread_runnable_s"].as_f64().filter(|w| *w >= 0.0).unwrap_or_else(|| panic!("{step}"));
+            assert!(cpu + waited <= seconds(&step["step_s"]) + 1e-6, "{step}");
             assert!(step["voluntary_switches"].is_u64() && step["involuntary_switches"].is_u64(), "{step}");
         }
         // The rate's slow steps are judged over the same steps: each kind's with a table time.
