@@ -173,6 +173,10 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
             let waited = at_least_zero(format!("{part}_runnable_s"));
             assert!(cpu + waited <= wall + 1e-6 * steps as f64, "{part}: {cell}");
         }
+        // The steal is part of the other processes' load, never more than it.
+        if let (Some(stolen), Some(other)) = (cell["stolen_cpu_cores"].as_f64(), cell["other_cpu_cores"].as_f64()) {
+            assert!(stolen >= 0.0 && stolen <= other + 1e-9, "{cell}");
+        }
         let wall = at_least_zero("slow_wall_s".into()) + at_least_zero("others_wall_s".into());
         assert!(wall > 0.0 && wall <= seconds(&cell["measured_s"]), "{cell}");
         // A sampler starved on a busy host may miss a short cell, so the host's readings are
