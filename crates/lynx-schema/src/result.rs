@@ -945,11 +945,12 @@ pub struct ThreadOverSteps {
     pub others_wall_s: Finite,
     /// How long the thread waited to run over the slow steps: runnable but not running (the
     /// kernel's run-queue delay), so off its CPU against its will, for how long where
-    /// `slow_preempted` says how often. Within the steps' own wall time: a wait that fell in the
-    /// readings around a step is not the step's (results before 2026-12-06 counted it). What is left of their wall time, neither on its CPU nor
-    /// waiting to run, is time it waited of its own (where `slow_blocked` says it did) or time
-    /// its CPU was not the guest's to give (a hypervisor's steal, interrupts). Absent in older
-    /// results and where the kernel does not say.
+    /// `slow_preempted` says how often. Within the steps' own wall time: a wait that fell in
+    /// the readings around a step is not the step's (results before 2026-12-06 counted it).
+    /// What is left of their wall time, neither on its CPU nor waiting to run, is time it
+    /// waited of its own (where `slow_blocked` says it did) or time its CPU was not the guest's
+    /// to give (a hypervisor's steal, interrupts). Absent in older results and where the kernel
+    /// does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_runnable_s: Option<Finite>,
     /// The same over the other steps.
