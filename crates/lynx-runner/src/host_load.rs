@@ -148,6 +148,12 @@ impl ThreadUsage {
         None
     }
 
+    /// The wall time from `earlier`'s first reading to `self`'s last: the step it brackets and
+    /// the readings around it.
+    pub fn span_s(&self, earlier: &ThreadUsage) -> f64 {
+        self.at.saturating_duration_since(earlier.at).as_secs_f64()
+    }
+
     /// The thread's CPU time between the CPU clock readings of `earlier` and `self`, as the clock
     /// says it, the readings' own edges included.
     fn cpu_since(&self, earlier: &ThreadUsage) -> f64 {
@@ -170,7 +176,7 @@ impl ThreadUsage {
     /// readings' few microseconds. The two together are then never more than the step lasted.
     pub fn over_step(&self, earlier: &ThreadUsage, step_s: f64) -> lynx_analysis::cell::ThreadStep {
         let count = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
-        let outside_s = (self.at.saturating_duration_since(earlier.at).as_secs_f64() - step_s).max(0.0);
+        let outside_s = (self.span_s(earlier) - step_s).max(0.0);
         lynx_analysis::cell::ThreadStep {
             cpu_s: self.cpu_since(earlier).min(step_s.max(0.0)),
             voluntary: count(self.voluntary, earlier.voluntary),
@@ -399,7 +405,7 @@ mod tests {
         let after = ThreadUsage::after().unwrap();
         others.into_iter().for_each(|t| t.join().unwrap());
         // The bracket as a whole did wait: the kernel counted it.
-        let whole = after.over_step(&before, after.at.duration_since(before.at).as_secs_f64());
+        let whole = after.over_step(&before, after.span_s(&before));
         assert!(whole.runnable_s.unwrap() > 0.01 && whole.cpu_s > 0.01, "{whole:?}");
         let step = after.over_step(&before, step_s);
         assert!(step.cpu_s + step.runnable_s.unwrap() <= step_s, "{step:?} over a step of {step_s} s");

@@ -24,6 +24,7 @@ mod telemetry;
 
 pub use devices::Device;
 pub use harness::{binary_sha256 as harness_binary_sha256, resume_differences, test_hooks_set};
+pub use host_load::ThreadUsage;
 pub use journal::RunDir;
 pub use lynx_telemetry::host_record;
 pub use run::{
