@@ -513,3 +513,52 @@ fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
     let line = refused_weights(models.path(), garbage.path());
     assert!(line.contains("model.safetensors: not a safetensors file"), "{line}");
 }
+
+/// A layer subset holds its head-only model, so a cell whose layers measured no slower than the
+/// head alone contradicted itself (the pace moved between the two measurements): it is measured
+/// once more, and says why, rather than recorded as an error at once. The contradiction is the
+/// test hook's here (this host's measurements agree); the second measurement is real, and its
+/// full-depth figures stand.
+#[test]
+fn a_scaled_cell_that_contradicted_itself_is_measured_once_more() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(|suite| {
+        format!("{suite}\n[scale]\nlayers = 2\n")
+            .replace("batches = [1, 8]", "batches = [2]")
+            .replace("prompt_lens = [16, 256]", "prompt_lens = [64]")
+    });
+    let wide = common::fixture("models/test-small.toml")
+        .replace("num_layers = 2", "num_layers = 8")
+        .replace("intermediate_size = 704", "intermediate_size = 4096");
+    std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut args = run_args(models.path(), out.path());
+    args.push("--unsigned");
+    let output = common::lynx_command()
+        .args(&args)
+        .env("LYNX_TEST_CONTRADICTED_CELL", "decode batch 2 ctx 512")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(
+        result["harness"]["test_hooks"],
+        serde_json::json!(["LYNX_TEST_CONTRADICTED_CELL=decode batch 2 ctx 512"])
+    );
+    let cells = result["cells"].as_array().unwrap();
+    let said = "the first measurement contradicted itself: simulated by LYNX_TEST_CONTRADICTED_CELL";
+    let again: Vec<&Value> = cells
+        .iter()
+        .filter(|c| c["remeasured"].as_str().is_some_and(|r| r.starts_with("the first measurement contradicted")))
+        .collect();
+    assert_eq!(again.len(), 1, "{cells:?}");
+    let cell = again[0];
+    assert_eq!(
+        (cell["step"].as_str(), cell["batch"].as_u64(), cell["ctx"].as_u64()),
+        (Some("decode"), Some(2), Some(512))
+    );
+    assert_eq!(cell["remeasured"], said, "{cell}");
+    assert_eq!(cell["status"], "ok", "{cell}");
+    assert_eq!(cell["full_depth"]["model_layers"], 8, "{cell}");
+    assert!(seconds(&cell["full_depth"]["median_s"]) > seconds(&cell["step_time"]["median_s"]), "{cell}");
+}

@@ -837,7 +837,8 @@ pub struct CellRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_device_processes: Option<u32>,
     /// Why the cell's first measurement was set aside and the cell measured once more (it was
-    /// not stable: its CV or the host's other load passed the suite's bound).
+    /// not stable: its CV or the host's other load passed the suite's bound; or it contradicted
+    /// itself: a layer subset measured no slower than its head alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remeasured: Option<String>,
     /// Where the cell's slow steps fell against the telemetry sampler's readings (absent in

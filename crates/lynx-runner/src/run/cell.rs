@@ -25,6 +25,10 @@ pub(super) struct HeadOnly {
 enum CellFailure {
     /// A step failed: the cell is recorded as failed with this message.
     Failed(String),
+    /// The measurement contradicted itself: a layer subset, which holds its head-only model,
+    /// measured no slower than that model alone (the pace moved between the two). The cell is
+    /// recorded as failed with this message, and is worth measuring once more.
+    Contradicted(String),
     /// The stop flag was raised: the cell is left to be measured again.
     Stopped,
 }
@@ -42,8 +46,9 @@ pub(super) fn without_backtrace(message: &str) -> String {
 }
 
 /// Measure one cell; a failure of any step fails the cell with its message (out of memory or an
-/// error). The cell's telemetry covers its own timed steps (not the head-only model's). `None`
-/// when `stop` was raised before the cell finished.
+/// error). The cell's telemetry covers its own timed steps (not the head-only model's). With it,
+/// whether the measurement contradicted itself ([`CellFailure::Contradicted`]: the cell is then
+/// recorded as failed). `None` when `stop` was raised before the cell finished.
 pub(super) fn measure_cell(
     model: &Model,
     head_only: Option<&HeadOnly>,
@@ -52,7 +57,7 @@ pub(super) fn measure_cell(
     graphs: &Graphs,
     telemetry: &RunTelemetry,
     stop: &AtomicBool,
-) -> Option<CellRecord> {
+) -> Option<(CellRecord, bool)> {
     let clock = || telemetry.now_s();
     let run = |model: &Model| -> Result<(StepTimeSummary, Measured), CellFailure> {
         let measured = match shape {
@@ -77,7 +82,9 @@ pub(super) fn measure_cell(
                     CellFailure::Failed(message) => CellFailure::Failed(format!("head-only model: {message}")),
                     stopped => stopped,
                 })?;
-                Some(lynx_analysis::cell::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers)?)
+                let full_depth =
+                    lynx_analysis::cell::extrapolate(&summary, head_summary, head.measured_layers, head.model_layers);
+                Some(full_depth.map_err(CellFailure::Contradicted)?)
             }
             None => None,
         };
@@ -108,8 +115,9 @@ pub(super) fn measure_cell(
         Ok(cell)
     });
     match summarised {
-        Ok(cell) => Some(cell),
-        Err(CellFailure::Failed(message)) => Some(CellRecord::failed(shape, message)),
+        Ok(cell) => Some((cell, false)),
+        Err(CellFailure::Failed(message)) => Some((CellRecord::failed(shape, message), false)),
+        Err(CellFailure::Contradicted(message)) => Some((CellRecord::failed(shape, message), true)),
         Err(CellFailure::Stopped) => None,
     }
 }

@@ -133,6 +133,12 @@ pub fn poisons_the_context(message: &str) -> bool {
 /// the first worker's warm-up step timed again after the sweep fails so.
 pub const SIMULATE_POISON_VAR: &str = "LYNX_TEST_POISON_CELL";
 
+/// A test hook: the first worker's first measurement of the cell of this shape (as `lynx run`
+/// prints it) is taken as having contradicted itself, as a layer subset measured no slower than
+/// its head alone would, so that the cell's second measurement can be tested on a host whose
+/// measurements agree.
+pub const SIMULATE_CONTRADICTION_VAR: &str = "LYNX_TEST_CONTRADICTED_CELL";
+
 /// A test hook: a number of milliseconds that each decode step of the serving loop takes longer
 /// at the simulation's latency-bounded rate (`bounded`) only, as a device slower there than in
 /// its cells would, so that the step down to the rates under it (where the measured p99s break

@@ -6,7 +6,10 @@ use super::cell::{measure_cell, HeadOnly};
 use super::graph::{graph_parity, Graphs};
 use super::serve::ServeError;
 use super::warmup::warm_up;
-use super::{model_error, next_segment, poisons_the_context, remove, Observer, WorkEnd, SIMULATE_POISON_VAR};
+use super::{
+    model_error, next_segment, poisons_the_context, remove, Observer, WorkEnd, SIMULATE_CONTRADICTION_VAR,
+    SIMULATE_POISON_VAR,
+};
 use crate::devices::Device;
 use crate::journal::{read_json, Journal, RunDir};
 use crate::libtorch::{load_gpu_backends, Runtime};
@@ -638,25 +641,39 @@ impl Turn<'_> {
             let (cell, others) = crate::devices::other_processes_over(&self.device.record, || {
                 measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)
             });
-            let mut cell = cell?;
+            let (mut cell, contradicted) = cell?;
             (cell.other_cpu_cores, cell.stolen_cpu_cores) =
                 crate::host_load::OtherLoad::recorded(load.and_then(|l| l.other_load_since()));
             cell.other_device_processes = others;
-            Some(cell)
+            Some((cell, contradicted))
         };
-        let first = measure()?;
-        let Some(why) = lynx_analysis::checks::unstable(&first, max_cv, max_other) else { return Some(first) };
-        if first.status != CellStatus::Ok {
-            return Some(first);
-        }
-        let mut again = measure()?;
-        // Where the first measurement's slow steps fell, and what its thread did in them: the
-        // first is set aside, and this is all of it the result keeps.
-        let fell = first
-            .slow_steps
-            .as_ref()
-            .map_or_else(String::new, |s| format!(" ({})", lynx_analysis::checks::slow_steps_words(s)));
-        again.remeasured = Some(format!("the first measurement was not stable: {why}{fell}"));
+        let (first, contradicted) = measure()?;
+        let simulated = std::env::var(SIMULATE_CONTRADICTION_VAR).is_ok_and(|v| v == shape.to_string())
+            && self.segment == 1
+            && first.status == CellStatus::Ok;
+        let why = if contradicted || simulated {
+            // A layer subset holds its head-only model: measured no slower than it, the two
+            // measurements saw the device (or the host) at different paces, and neither is kept.
+            let said = first
+                .status
+                .message()
+                .map_or_else(|| format!("simulated by {SIMULATE_CONTRADICTION_VAR}"), str::to_owned);
+            format!("the first measurement contradicted itself: {said}")
+        } else {
+            let Some(why) = lynx_analysis::checks::unstable(&first, max_cv, max_other) else { return Some(first) };
+            if first.status != CellStatus::Ok {
+                return Some(first);
+            }
+            // Where the first measurement's slow steps fell, and what its thread did in them: the
+            // first is set aside, and this is all of it the result keeps.
+            let fell = first
+                .slow_steps
+                .as_ref()
+                .map_or_else(String::new, |s| format!(" ({})", lynx_analysis::checks::slow_steps_words(s)));
+            format!("the first measurement was not stable: {why}{fell}")
+        };
+        let (mut again, _) = measure()?;
+        again.remeasured = Some(why);
         Some(again)
     }
 
