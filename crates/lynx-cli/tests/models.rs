@@ -90,9 +90,9 @@ fn importing_what_lynx_cannot_model_is_bad_input() {
     assert!(line.contains("/no/such/config.json") && line.contains("does not exist"), "{line}");
 }
 
-#[test]
-fn a_scaled_run_states_what_it_measured_and_extrapolated() {
-    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+/// A models folder whose suite measures 2 of the test model's 8 layers, as the shard of one
+/// device of 2-way tensor parallelism, at one prefill and one decode batch.
+fn scaled_models() -> tempfile::TempDir {
     let models = models(|suite| {
         format!("{suite}\n[scale]\nlayers = 2\ntp = 2\n")
             .replace("batches = [1, 8]", "batches = [2]")
@@ -103,6 +103,13 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
         .replace("num_layers = 2", "num_layers = 8")
         .replace("intermediate_size = 704", "intermediate_size = 4096");
     std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
+    models
+}
+
+#[test]
+fn a_scaled_run_states_what_it_measured_and_extrapolated() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = scaled_models();
     let out = tempfile::tempdir().unwrap();
     let mut args = run_args(models.path(), out.path());
     args.push("--unsigned");
@@ -522,15 +529,7 @@ fn a_run_reads_a_tensor_parallel_shard_of_a_checkpoint() {
 #[test]
 fn a_scaled_cell_that_contradicted_itself_is_measured_once_more() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(|suite| {
-        format!("{suite}\n[scale]\nlayers = 2\n")
-            .replace("batches = [1, 8]", "batches = [2]")
-            .replace("prompt_lens = [16, 256]", "prompt_lens = [64]")
-    });
-    let wide = common::fixture("models/test-small.toml")
-        .replace("num_layers = 2", "num_layers = 8")
-        .replace("intermediate_size = 704", "intermediate_size = 4096");
-    std::fs::write(models.path().join("test-small.toml"), wide).unwrap();
+    let models = scaled_models();
     let out = tempfile::tempdir().unwrap();
     let mut args = run_args(models.path(), out.path());
     args.push("--unsigned");
