@@ -538,7 +538,11 @@ fn a_scaled_cell_that_contradicted_itself_is_measured_once_more() {
         .env("LYNX_TEST_CONTRADICTED_CELL", "decode batch 2 ctx 512")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // Said as it happens, as an unstable cell's second measurement is.
+    let said_now = "decode batch 2 ctx 512 was measured once more: the first measurement contradicted itself";
+    assert!(stderr.contains(said_now), "{stderr}");
     let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
     assert_eq!(
         result["harness"]["test_hooks"],
