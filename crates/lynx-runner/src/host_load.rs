@@ -75,9 +75,10 @@ impl OtherLoad {
     /// and the load it is part of is never less than it (as the host's busy time less lynx's
     /// whole once was, on a busy host: `tests/run.rs`'s unstable-cells test).
     fn of_ticks(busy: u64, stolen: u64, own: u64, wall_s: f64) -> OtherLoad {
-        let others = busy.saturating_sub(stolen).saturating_sub(own) + stolen.min(busy);
+        let stolen = stolen.min(busy);
+        let others = (busy - stolen).saturating_sub(own) + stolen;
         let cores = |ticks: u64| (ticks as f64 / TICKS_PER_S / wall_s).max(0.0);
-        OtherLoad { cores: cores(others), stolen_cores: cores(stolen.min(busy)) }
+        OtherLoad { cores: cores(others), stolen_cores: cores(stolen) }
     }
 }
 
@@ -169,22 +170,24 @@ impl ThreadUsage {
     /// interrupt, which in a virtual machine can take tens of microseconds) is charged to the
     /// thread, and the wider a build's readings the likelier one falls there (a debug build's
     /// served steps came to 12–29 µs more CPU time than wall time), so the CPU time counted is
-    /// at most the step's wall time. The run-queue delay is read outermost, and a wait to run that fell
-    /// between a delay reading and the step (the thread preempted in the readings, a timeslice of
-    /// milliseconds) was not the step's: the wait counted is the delay over the bracket less the
-    /// bracket's time outside the step, short of the step's own wait by no more than the
-    /// readings' few microseconds. The two together are then never more than the step lasted.
+    /// at most the step's wall time. The run-queue delay is read outermost, and a wait to run
+    /// that fell between a delay reading and the step (the thread preempted in the readings, a
+    /// timeslice of milliseconds) was not the step's: the wait counted is the delay over the
+    /// bracket less the bracket's time outside the step, short of the step's own wait by no more
+    /// than the readings' few microseconds. The two together are then never more than the step
+    /// lasted.
     pub fn over_step(&self, earlier: &ThreadUsage, step_s: f64) -> lynx_analysis::cell::ThreadStep {
         let count = |now: i64, then: i64| u64::try_from(now - then).unwrap_or(0);
+        let step_s = step_s.max(0.0);
         let outside_s = (self.span_s(earlier) - step_s).max(0.0);
         lynx_analysis::cell::ThreadStep {
-            cpu_s: self.cpu_since(earlier).min(step_s.max(0.0)),
+            cpu_s: self.cpu_since(earlier).min(step_s),
             voluntary: count(self.voluntary, earlier.voluntary),
             involuntary: count(self.involuntary, earlier.involuntary),
             runnable_s: self
                 .runnable_s
                 .zip(earlier.runnable_s)
-                .map(|(now, then)| (now - then - outside_s).clamp(0.0, step_s.max(0.0))),
+                .map(|(now, then)| (now - then - outside_s).clamp(0.0, step_s)),
         }
     }
 }
