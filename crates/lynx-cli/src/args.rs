@@ -38,7 +38,8 @@ pub enum Command {
     },
     /// Verify signed results (DSSE envelopes) against pinned public keys, each under the trusted
     /// key its signature names: exit 0 when every one is valid, otherwise 1 naming the first
-    /// failed step of each.
+    /// failed step of each. A valid result's line also names the checks its run failed, and says
+    /// where the run stopped early.
     Verify {
         /// The `.intoto.json` envelopes, or folders (every `*.intoto.json` under each is
         /// verified); each envelope's samples file must be beside it.

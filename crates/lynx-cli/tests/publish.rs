@@ -17,16 +17,31 @@ fn publish_as(
     slower: f64,
     key: Option<&lynx_attest::SigningKey>,
 ) -> PathBuf {
-    let mut json: Value = serde_json::from_slice(&std::fs::read(result_path).unwrap()).unwrap();
-    json["device"]["name"] = Value::from(name);
-    for cell in json["cells"].as_array_mut().unwrap() {
-        if let Some(step) = cell["step_time"].as_object_mut() {
-            for field in ["median_s", "p90_s", "p99_s", "min_s", "max_s"] {
-                let t = step[field].as_f64().unwrap();
-                step.insert(field.to_owned(), Value::from(t * slower));
+    let rename_and_slow = |json: &mut Value| {
+        json["device"]["name"] = Value::from(name);
+        for cell in json["cells"].as_array_mut().unwrap() {
+            if let Some(step) = cell["step_time"].as_object_mut() {
+                for field in ["median_s", "p90_s", "p99_s", "min_s", "max_s"] {
+                    let t = step[field].as_f64().unwrap();
+                    step.insert(field.to_owned(), Value::from(t * slower));
+                }
             }
         }
-    }
+    };
+    publish_edited(result_path, dir, stem, rename_and_slow, key)
+}
+
+/// The result at `result_path`, changed by `edit`, written into `dir` as `stem` with its samples
+/// and sealed (signed by `key`, or unsigned): its envelope's path.
+fn publish_edited(
+    result_path: &Path,
+    dir: &Path,
+    stem: &str,
+    edit: impl FnOnce(&mut Value),
+    key: Option<&lynx_attest::SigningKey>,
+) -> PathBuf {
+    let mut json: Value = serde_json::from_slice(&std::fs::read(result_path).unwrap()).unwrap();
+    edit(&mut json);
     let samples = result_path.with_file_name(json["telemetry"]["samples_file"].as_str().unwrap());
     let samples_name = format!("{stem}.samples.jsonl");
     std::fs::copy(samples, dir.join(&samples_name)).unwrap();
@@ -1237,4 +1252,65 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
         "{table}"
     );
     assert!(rows[1].contains(&shown(&published["point"])), "{table}");
+}
+
+/// A signature vouches for who made a result's figures, not that they passed: `lynx verify`'s
+/// line for a valid result says where its own run fell short (stopped early, checks failed),
+/// and its JSON verdict gives the status and the failed checks; the exit status stays the
+/// signatures' alone.
+#[test]
+fn verify_says_where_a_valid_results_run_fell_short() {
+    let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
+    let signing = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let key = pubkey();
+    let dir = tempfile::tempdir().unwrap();
+    let fail = |json: &mut Value, names: &[&str]| {
+        for check in json["checks"].as_array_mut().unwrap() {
+            if names.contains(&check["name"].as_str().unwrap()) {
+                check["passed"] = Value::from(false);
+            }
+        }
+    };
+    let passed = publish_edited(&record, dir.path(), "passed", |_| {}, Some(&signing));
+    let failed = publish_edited(&record, dir.path(), "failed", |json| fail(json, &["simulation"]), Some(&signing));
+    let partial = publish_edited(
+        &record,
+        dir.path(),
+        "partial",
+        |json| {
+            json["status"] = Value::from("partial");
+            fail(json, &["stability", "equilibrium"]);
+        },
+        Some(&signing),
+    );
+    let files: Vec<&str> = [&passed, &failed, &partial].iter().map(|p| p.to_str().unwrap()).collect();
+    let output = lynx(&["verify", files[0], files[1], files[2], "--pubkey", &key]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "valid signatures, whatever their runs said: {said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 3, "{said}");
+    assert!(lines[0].starts_with(&format!("{}: valid (signed by key ", files[0])) && lines[0].ends_with(')'), "{said}");
+    let failed_tail = "; its run FAILED its simulation check: figures it marked not to publish as the device's";
+    assert!(lines[1].starts_with(&format!("{}: valid (", files[1])) && lines[1].ends_with(failed_tail), "{said}");
+    let partial_tail = "); a partial result: its run stopped before every cell ran; its run FAILED its \
+                        equilibrium, stability checks: figures it marked not to publish as the device's";
+    assert!(lines[2].starts_with(&format!("{}: valid (", files[2])) && lines[2].ends_with(partial_tail), "{said}");
+
+    let output = lynx(&["verify", files[0], files[1], files[2], "--pubkey", &key, "--json"]);
+    assert!(output.status.success());
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let field = |i: usize, name: &str| verdicts[i][name].clone();
+    assert_eq!((field(0, "status"), field(0, "failed_checks")), (Value::from("complete"), Value::Null), "{verdicts}");
+    assert_eq!(field(1, "failed_checks"), serde_json::json!(["simulation"]), "{verdicts}");
+    assert_eq!(field(2, "status"), Value::from("partial"), "{verdicts}");
+    assert_eq!(field(2, "failed_checks"), serde_json::json!(["equilibrium", "stability"]), "{verdicts}");
+
+    // An invalid one says neither: its figures are not vouched for at all.
+    let mut envelope: Value = serde_json::from_slice(&std::fs::read(&failed).unwrap()).unwrap();
+    envelope["signatures"][0]["sig"] = Value::from("AAAA");
+    std::fs::write(&failed, serde_json::to_vec(&envelope).unwrap()).unwrap();
+    let output = lynx(&["verify", files[1], "--pubkey", &key, "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let verdicts: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(verdicts[0].get("status").is_none() && verdicts[0].get("failed_checks").is_none(), "{verdicts}");
 }

@@ -146,6 +146,16 @@ pub struct VerifyVerdict {
     /// on a test's figures, not a device's. Absent where none was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_hooks: Option<Vec<String>>,
+    /// Where a valid result's run stood when it was signed: `complete`, or `partial` (stopped
+    /// before every cell ran) or `incomplete` (written while it was still going). Absent where
+    /// the result is not valid (and in verdicts from before December 2026).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+    /// The checks a valid result's run failed, in the result's order: a valid signature on
+    /// figures their own run marked as not fit to publish. Absent where it failed none (or the
+    /// result is not valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_checks: Option<Vec<CheckName>>,
 }
 
 /// A named check of a run.

@@ -1,8 +1,10 @@
 //! `lynx verify`: signed results against pinned public keys, each under the one its signature
-//! names.
+//! names. A valid result's line also says what its own run said of it where that falls short
+//! (test hooks set, stopped early, checks failed): a signature vouches for who made the figures,
+//! not that they passed.
 
 use crate::args::TrustArgs;
-use lynx_schema::result::VerifyVerdict;
+use lynx_schema::result::{RunStatus, VerifyVerdict};
 use std::path::PathBuf;
 
 pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()> {
@@ -17,6 +19,12 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
             let others = outcome.as_ref().ok().map(|v| v.other_signatures).filter(|&n| n > 0);
             let hooks =
                 outcome.as_ref().ok().and_then(|v| v.result.harness.test_hooks.clone()).filter(|h| !h.is_empty());
+            let status = outcome.as_ref().ok().map(|v| v.result.status);
+            let failed_checks = outcome
+                .as_ref()
+                .ok()
+                .map(|v| v.result.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>())
+                .filter(|failed| !failed.is_empty());
             VerifyVerdict {
                 file: file.display().to_string(),
                 valid: outcome.is_ok(),
@@ -26,6 +34,8 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
                 other_signatures: others.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
                 also_signed_by: also,
                 test_hooks: hooks,
+                status,
+                failed_checks,
             }
         })
         .collect();
@@ -55,7 +65,21 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
                             terminal_text(&hooks.join(", "), 300)
                         )
                     });
-                    sayln!("{}: valid (signed by key {}{also_words}{others}){hooks}", v.file, v.key_id);
+                    // What the signature vouches for, where its own run said the figures fall short.
+                    let stood = match v.status {
+                        Some(RunStatus::Partial) => "; a partial result: its run stopped before every cell ran",
+                        Some(RunStatus::Incomplete) => "; an incomplete result: written while its run was still going",
+                        Some(RunStatus::Complete) | None => "",
+                    };
+                    let failed = v.failed_checks.as_deref().map_or(String::new(), |names| {
+                        let names: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+                        format!(
+                            "; its run FAILED its {} check{}: figures it marked not to publish as the device's",
+                            names.join(", "),
+                            if names.len() == 1 { "" } else { "s" }
+                        )
+                    });
+                    sayln!("{}: valid (signed by key {}{also_words}{others}){hooks}{stood}{failed}", v.file, v.key_id);
                 }
                 Some(message) => sayln!("{}: INVALID at {message}", v.file),
             }
