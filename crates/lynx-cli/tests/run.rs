@@ -933,6 +933,34 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
             let (isl, osl) = (request["isl"].as_u64().unwrap(), request["osl"].as_u64().unwrap());
             assert!((8..=48).contains(&isl) && (6..=12).contains(&osl), "{request}");
         }
+        // The rate's measured figures are these requests': its p99s over those after the first
+        // tenth (numpy's default percentile), its throughput over all of them, from the first
+        // arrival to the last token.
+        let quantile = |mut xs: Vec<f64>, q: f64| {
+            xs.sort_by(f64::total_cmp);
+            let rank = q * (xs.len() - 1) as f64;
+            let (below, above) = (rank.floor() as usize, rank.ceil() as usize);
+            xs[below] + (xs[above] - xs[below]) * (rank - below as f64)
+        };
+        let times = |r: &Value| {
+            let osl = r["osl"].as_f64().unwrap();
+            let at = r["arrival_s"].as_f64().unwrap();
+            let (first, last) = (seconds(&r["first_token_s"]), seconds(&r["finish_s"]));
+            (first - at, (osl > 1.0).then(|| (last - first) / (osl - 1.0)), last, osl)
+        };
+        let judged: Vec<_> = requests[requests.len() / 10..].iter().map(times).collect();
+        let ttft = quantile(judged.iter().map(|t| t.0).collect(), 0.99);
+        let tpot = quantile(judged.iter().filter_map(|t| t.1).collect(), 0.99);
+        let last = requests.iter().map(|r| times(r).2).fold(0.0, f64::max);
+        let tok_per_s =
+            requests.iter().map(|r| times(r).3).sum::<f64>() / (last - requests[0]["arrival_s"].as_f64().unwrap());
+        let measured = &rate["measured"];
+        for (figure, from_trace) in
+            [("ttft_p99_s", ttft), ("tpot_p99_s", tpot), ("output_tok_per_s_per_device", tok_per_s)]
+        {
+            let recorded = seconds(&measured[figure]);
+            assert!((recorded / from_trace - 1.0).abs() < 1e-9, "{figure}: {recorded}, the trace's {from_trace}");
+        }
         let steps = trace["steps"].as_array().unwrap();
         let prefill = steps.iter().filter(|s| s["prefill"] == true).count();
         assert!(prefill > 0 && prefill < steps.len(), "prefill and decode steps");
