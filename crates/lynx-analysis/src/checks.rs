@@ -186,6 +186,11 @@ pub fn slow_steps_words(slow: &SlowSteps) -> String {
     slow.words("the median")
 }
 
+/// How a cell's `remeasured` begins where its first measurement was set aside because it
+/// contradicted itself (a layer subset measured no slower than its head alone), not because it
+/// was unstable.
+pub const CONTRADICTED: &str = "the first measurement contradicted itself";
+
 /// The `stability` check over the measured cells, under the bounds `unstable` takes; none when no
 /// cell was measured.
 pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) -> Option<Check> {
@@ -201,7 +206,22 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
             Some(format!("{}: {why}{fell}", c.shape))
         })
         .collect();
-    let again = measured.iter().filter(|c| c.remeasured.is_some()).count();
+    // Cells measured again for their spread or the host's load, and those measured again because
+    // their first measurement contradicted itself: said apart, since only the first are this
+    // check's.
+    let (contradicted, again): (Vec<&&CellRecord>, Vec<&&CellRecord>) = measured
+        .iter()
+        .filter(|c| c.remeasured.is_some())
+        .partition(|c| c.remeasured.as_deref().is_some_and(|why| why.starts_with(CONTRADICTED)));
+    let again = match contradicted.len() {
+        0 => format!("{} cell(s) measured once more to get there", again.len()),
+        n => format!(
+            "{} cell(s) measured once more to get there, and {n} more because {} first measurement \
+             contradicted itself",
+            again.len(),
+            if n == 1 { "its" } else { "their" }
+        ),
+    };
     let worst_cv = measured.iter().filter_map(|c| c.step_time.as_ref()?.cv.map(Finite::get)).fold(0.0, f64::max);
     // Said where the device says who else holds a context on it (NVML), never assumed.
     let device = if measured.iter().any(|c| c.other_device_processes.is_some()) {
@@ -212,7 +232,7 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
     let detail = if faults.is_empty() {
         format!(
             "every cell's step-time CV within {:.1}% (worst {:.1}%) and the host's other load within {:.2} cores{device}; \
-             {again} cell(s) measured once more to get there",
+             {again}",
             100.0 * max_cv,
             100.0 * worst_cv,
             max_other_cpu_cores
@@ -471,7 +491,15 @@ mod tests {
         let failed = stability(std::slice::from_ref(&shared), 0.1, 0.25).unwrap();
         assert!(!failed.passed && failed.detail.contains("2 other process(es) held a context"), "{}", failed.detail);
         let passed = stability(std::slice::from_ref(&steady), 0.1, 0.25).unwrap();
-        assert!(passed.passed && passed.detail.contains("1 cell(s) measured once more"), "{}", passed.detail);
+        assert!(passed.detail.ends_with("; 1 cell(s) measured once more to get there"), "{}", passed.detail);
+        // A cell measured again because its first measurement contradicted itself is counted
+        // apart: its spread was not why.
+        let mut contradicted = steady.clone();
+        contradicted.remeasured = Some(format!("{CONTRADICTED}: decode batch 1 ctx 8 measured no slower than …"));
+        let passed = stability(&[steady.clone(), contradicted], 0.1, 0.25).unwrap();
+        let said = "; 1 cell(s) measured once more to get there, and 1 more because its first measurement \
+                    contradicted itself";
+        assert!(passed.passed && passed.detail.ends_with(said), "{}", passed.detail);
         let failed = stability(&[steady, varied, busy], 0.1, 0.25).unwrap();
         assert!(!failed.passed && failed.detail.matches("decode batch 1 ctx 8:").count() == 2, "{}", failed.detail);
         assert!(stability(&[CellRecord::failed(CellShape::decode(1, 8), "x".into())], 0.1, 0.25).is_none());

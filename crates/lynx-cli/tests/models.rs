@@ -564,4 +564,10 @@ fn a_scaled_cell_that_contradicted_itself_is_measured_once_more() {
     assert_eq!(cell["status"], "ok", "{cell}");
     assert_eq!(cell["full_depth"]["model_layers"], 8, "{cell}");
     assert!(seconds(&cell["full_depth"]["median_s"]) > seconds(&cell["step_time"]["median_s"]), "{cell}");
+    // The stability check (passed: the run exited 0) counts it apart from the cells measured
+    // again for their spread.
+    let checks = result["checks"].as_array().unwrap();
+    let stability = checks.iter().find(|c| c["name"] == "stability").unwrap_or_else(|| panic!("{checks:?}"));
+    let detail = stability["detail"].as_str().unwrap();
+    assert!(detail.ends_with(" more because its first measurement contradicted itself"), "{detail}");
 }

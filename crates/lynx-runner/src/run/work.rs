@@ -658,7 +658,7 @@ impl Turn<'_> {
                 .status
                 .message()
                 .map_or_else(|| format!("simulated by {SIMULATE_CONTRADICTION_VAR}"), str::to_owned);
-            format!("the first measurement contradicted itself: {said}")
+            format!("{}: {said}", lynx_analysis::checks::CONTRADICTED)
         } else {
             let Some(why) = lynx_analysis::checks::unstable(&first, max_cv, max_other) else { return Some(first) };
             if first.status != CellStatus::Ok {
