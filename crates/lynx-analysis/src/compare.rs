@@ -2,7 +2,7 @@
 //! ratio of the second to the first, whether the second lies within the first's own spread and
 //! within 2% of it (MLPerf's bar for a materially different result), and the verdict over all.
 
-use lynx_schema::compare::{Comparison, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
+use lynx_schema::compare::{Comparison, FailedChecks, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::derived::LatencyBounded;
 use lynx_schema::result::{files_bytes, CellStatus, RunResult, WeightsRecord};
 use lynx_schema::roofline::ProbeKind;
@@ -104,6 +104,13 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
     let (hooks_a, hooks_b) = (a.harness.test_hooks(), b.harness.test_hooks());
     if hooks_a.is_some() || hooks_b.is_some() {
         verdict.test_hooks = Some(TestHooks { first: hooks_a, second: hooks_b });
+    }
+    let failed = |r: &RunResult| {
+        Some(r.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>()).filter(|f| !f.is_empty())
+    };
+    let (failed_a, failed_b) = (failed(a), failed(b));
+    if failed_a.is_some() || failed_b.is_some() {
+        verdict.failed_checks = Some(FailedChecks { first: failed_a, second: failed_b });
     }
     Comparison {
         first: first.to_owned(),
@@ -221,6 +228,7 @@ pub fn verdict(rows: &[Row]) -> Verdict {
         different_worse: different.iter().filter(|r| worse(r)).count(),
         worst,
         test_hooks: None,
+        failed_checks: None,
     }
 }
 

@@ -1257,7 +1257,7 @@ fn a_shortlist_at_a_served_length_mix_ranks_the_measured_figure() {
 /// A signature vouches for who made a result's figures, not that they passed: `lynx verify`'s
 /// line for a valid result says where its own run fell short (stopped early, checks failed),
 /// and its JSON verdict gives the status and the failed checks; the exit status stays the
-/// signatures' alone.
+/// signatures' alone. `lynx compare`'s verdict names the checks either run failed.
 #[test]
 fn verify_says_where_a_valid_results_run_fell_short() {
     let record = PathBuf::from(repo_path("results/amd-epyc/20261203T010753Z-dd076e65/20261203T010753Z-dd076e65.json"));
@@ -1304,6 +1304,25 @@ fn verify_says_where_a_valid_results_run_fell_short() {
     assert_eq!(field(1, "failed_checks"), serde_json::json!(["simulation"]), "{verdicts}");
     assert_eq!(field(2, "status"), Value::from("partial"), "{verdicts}");
     assert_eq!(field(2, "failed_checks"), serde_json::json!(["equilibrium", "stability"]), "{verdicts}");
+
+    // `lynx compare` (and so `lynx reproduce`) says it in its verdict, after what the figures
+    // say: the same figures, so a reproduction by them, whose second run failed a check.
+    let output = lynx(&["compare", files[0], files[1], "--pubkey", &key]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let verdict = said.lines().find(|l| l.starts_with("verdict: ")).unwrap_or_else(|| panic!("{said}"));
+    assert!(verdict.starts_with("verdict: reproduced: all "), "{verdict}");
+    assert!(verdict.ends_with("; second's run FAILED its simulation check"), "{verdict}");
+    let output = lynx(&["compare", files[2], files[0], "--pubkey", &key, "--json"]);
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        comparison["verdict"]["failed_checks"],
+        serde_json::json!({"first": ["equilibrium", "stability"]}),
+        "{comparison}"
+    );
+    let output = lynx(&["compare", files[0], files[0], "--pubkey", &key, "--json"]);
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(comparison["verdict"].get("failed_checks").is_none(), "{comparison}");
 
     // An invalid one says neither: its figures are not vouched for at all.
     let mut envelope: Value = serde_json::from_slice(&std::fs::read(&failed).unwrap()).unwrap();

@@ -354,6 +354,19 @@ fn percent(fraction: f64) -> String {
 /// `second` name the two results (e.g. published, local).
 pub fn verdict(comparison: &lynx_schema::compare::Comparison, first: &str, second: &str) -> String {
     let figures = figures_verdict(comparison, first, second);
+    // A run that failed its own checks is said after the figures: they are compared as they are.
+    let failed = comparison.verdict.failed_checks.as_ref().map_or(String::new(), |failed| {
+        let sides: Vec<String> = [(first, &failed.first), (second, &failed.second)]
+            .into_iter()
+            .filter_map(|(name, checks)| {
+                let names: Vec<&str> = checks.as_deref()?.iter().map(|c| c.as_str()).collect();
+                let plural = if names.len() == 1 { "" } else { "s" };
+                Some(format!("{name}'s run FAILED its {} check{plural}", names.join(", ")))
+            })
+            .collect();
+        format!("; {}", sides.join(", and "))
+    });
+    let figures = figures + &failed;
     // Whatever the figures say, a result made with test hooks set is a test's (`Harness::test_hooks`).
     let Some(hooks) = &comparison.verdict.test_hooks else { return figures };
     let hooked: Vec<String> = [(first, &hooks.first), (second, &hooks.second)]
@@ -1206,8 +1219,6 @@ mod tests {
         assert!(none.contains("(bounded): none measured: no steady part: the arrivals spanned 5.2 s\n"), "{none}");
     }
 
-    /// A signed result may hold zeros where figures should be: no NaN or infinity is printed for
-    /// a ratio or a relative error over them.
     /// Milliseconds with the decimals their size needs; under 10 µs, microseconds.
     #[test]
     fn durations_print_in_ms_or_under_10_us_in_us() {
@@ -1218,6 +1229,9 @@ mod tests {
         assert_eq!(ms(1e-6), "1.0 µs");
     }
 
+    /// A signed result may hold zeros where figures should be: no NaN or infinity is printed for
+    /// a ratio or a relative error over them. And a comparison's verdict says what each run said
+    /// of itself: test hooks set, checks failed.
     #[test]
     fn ratios_over_zero_print_as_undefined() {
         let show = |v: f64| format!("{v:.1}");
@@ -1242,6 +1256,7 @@ mod tests {
             different_worse: 1,
             worst: Some(lynx_schema::compare::Worst { figure: row.figure.clone(), ratio: row.ratio }),
             test_hooks: None,
+            failed_checks: None,
         };
         let comparison = Comparison {
             first: "a".into(),
@@ -1279,5 +1294,28 @@ mod tests {
         hooked.verdict.test_hooks = Some(TestHooks { first: Some("A=1".to_owned()), second: Some("B=2".to_owned()) });
         assert!(super::verdict(&hooked, "first", "second")
             .starts_with("NOT A COMPARISON OF DEVICES: first (A=1) and second (B=2) were made with test hooks set"));
+
+        // A run that failed its own checks is named after what the figures say, each side's
+        // checks in its result's order.
+        use lynx_schema::compare::FailedChecks;
+        use lynx_schema::result::CheckName;
+        let mut failed = comparison.clone();
+        let figures = super::verdict(&comparison, "published", "local");
+        failed.verdict.failed_checks = Some(FailedChecks { first: None, second: Some(vec![CheckName::Stability]) });
+        assert_eq!(
+            super::verdict(&failed, "published", "local"),
+            format!("{figures}; local's run FAILED its stability check")
+        );
+        failed.verdict.failed_checks = Some(FailedChecks {
+            first: Some(vec![CheckName::Equilibrium, CheckName::Simulation]),
+            second: Some(vec![CheckName::Stability]),
+        });
+        assert_eq!(
+            super::verdict(&failed, "published", "local"),
+            format!(
+                "{figures}; published's run FAILED its equilibrium, simulation checks, and local's run FAILED its \
+                 stability check"
+            )
+        );
     }
 }

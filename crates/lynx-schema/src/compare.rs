@@ -70,6 +70,11 @@ pub struct Verdict {
     /// figures. Absent where neither was (and in comparisons made before lynx said so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_hooks: Option<TestHooks>,
+    /// The checks each result's own run failed, where either failed any: a reproduction is as
+    /// good as the runs behind it, whatever the outcome says of the figures. Absent where
+    /// neither failed one (and in comparisons made before lynx said so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_checks: Option<FailedChecks>,
 }
 
 impl Verdict {
@@ -88,6 +93,16 @@ pub struct TestHooks {
     pub first: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second: Option<String>,
+}
+
+/// The checks the first and the second result's runs failed, in each result's order; at least
+/// one side is present.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedChecks {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<Vec<crate::result::CheckName>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second: Option<Vec<crate::result::CheckName>>,
 }
 
 /// The row farthest from the first result.
