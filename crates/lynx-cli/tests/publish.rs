@@ -526,10 +526,19 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     assert!(stdout.contains("WITHIN 2%"), "{stdout}");
 
     // Two made reproductions with known verdicts: the published figures exactly (reproduced),
-    // and every step far slower (materially different, worse, and outside any spread).
+    // and every step far slower (materially different, worse, and outside any spread). Each
+    // passed its run's checks, as a reproduction the site marks good must (this host's run may
+    // not have); a third, the exact figures from a run that failed one, is not marked good.
     let local_json: Value = serde_json::from_slice(&std::fs::read(&local_result).unwrap()).unwrap();
     let mut exact_json = original.clone();
     exact_json["reproduces"] = local_json["reproduces"].clone();
+    for check in exact_json["checks"].as_array_mut().unwrap() {
+        check["passed"] = Value::from(true);
+    }
+    let mut unsound_json = exact_json.clone();
+    unsound_json["checks"][0]["passed"] = Value::from(false);
+    let unsound_source = published_result.with_file_name("unsound-source.json");
+    std::fs::write(&unsound_source, serde_json::to_vec(&unsound_json).unwrap()).unwrap();
     let exact_source = published_result.with_file_name("exact-source.json");
     std::fs::write(&exact_source, serde_json::to_vec(&exact_json).unwrap()).unwrap();
     let site_dir = tempfile::tempdir().unwrap();
@@ -551,6 +560,7 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     let hooked_source = published_result.with_file_name("hooked-source.json");
     std::fs::write(&hooked_source, serde_json::to_vec(&hooked).unwrap()).unwrap();
     let hooked = publish_as(&hooked_source, site_dir.path(), "hooked", "Hooked GPU", 1.0, Some(&trusted));
+    publish_as(&unsound_source, site_dir.path(), "unsound", "Unsound GPU", 1.0, Some(&trusted));
     let published_copy = site_dir.path().join(published.file_name().unwrap());
     std::fs::copy(&published, &published_copy).unwrap();
     for name in
@@ -588,13 +598,14 @@ fn reproduce_reruns_the_published_configuration_and_gives_the_ratio_of_every_fig
     let pages = result_pages(site.path());
     let published_page =
         pages.iter().find(|p| p.contains("<h2>Reproductions</h2>")).expect("a page lists reproductions");
-    assert_eq!(published_page.matches("class=\"reproduction\"").count(), 3, "{published_page}");
+    assert_eq!(published_page.matches("class=\"reproduction\"").count(), 4, "{published_page}");
     assert!(published_page.contains("Exact GPU") && published_page.contains("Slow GPU"), "{published_page}");
     assert_eq!(published_page.matches("class=\"ok\">reproduced</span>").count(), 1, "{published_page}");
     assert!(published_page.contains("class=\"bad\">materially different</span>"), "{published_page}");
     assert!(published_page.contains("class=\"bad\">made with test hooks: reproduced</span>"), "{published_page}");
+    assert!(published_page.contains("class=\"bad\">its run failed a check: reproduced</span>"), "{published_page}");
     let reproducing: Vec<&String> = pages.iter().filter(|p| p.contains("<h2>Reproduces</h2>")).collect();
-    assert_eq!(reproducing.len(), 3);
+    assert_eq!(reproducing.len(), 4);
     let hooked_page = reproducing.iter().find(|p| p.contains("Hooked GPU")).unwrap();
     assert!(hooked_page.contains("class=\"bad\">NOT A COMPARISON OF DEVICES: this reproduction"), "{hooked_page}");
     assert!(reproducing.iter().all(|p| p.contains("This run reproduces <a href=\"result-")), "{reproducing:?}");

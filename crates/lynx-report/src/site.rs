@@ -409,11 +409,17 @@ struct Related<'a> {
 /// (A comparison with a result made with test hooks set is never good: `Verdict::of_devices`.)
 fn marked(comparison: &Comparison, text: &str) -> Markup {
     match comparison.verdict.outcome {
-        Outcome::Reproduced | Outcome::WithinSpread if comparison.verdict.of_devices() => {
+        Outcome::Reproduced | Outcome::WithinSpread if comparison.verdict.of_devices() && sound(comparison) => {
             html! { span.ok { (Html(text)) } }
         }
         _ => html! { span.bad { (Html(text)) } },
     }
+}
+
+/// Whether the reproduction (a comparison's second result) passed its own run's checks: one
+/// that failed any is never marked good, whatever its figures' outcome.
+fn sound(comparison: &Comparison) -> bool {
+    comparison.verdict.failed_checks.as_ref().is_none_or(|failed| failed.second.is_none())
 }
 
 /// A comparison's verdict in a few words, marked good or bad.
@@ -421,7 +427,8 @@ fn outcome(comparison: &Comparison) -> Markup {
     let v = &comparison.verdict;
     let within = format!("{} of {} figures within {}%", v.within_tolerance, v.figures, comparison.tolerance * 100.0);
     let hooks = if v.of_devices() { "" } else { "made with test hooks: " };
-    html! { (marked(comparison, &format!("{hooks}{}", v.outcome.as_str()))) " (" (within) ")" }
+    let failed = if sound(comparison) { "" } else { "its run failed a check: " };
+    html! { (marked(comparison, &format!("{hooks}{failed}{}", v.outcome.as_str()))) " (" (within) ")" }
 }
 
 /// For a reproduction: the published result it reproduces, with the verdict, or that it is not
