@@ -1283,7 +1283,16 @@ fn verify_says_where_a_valid_results_run_fell_short() {
         }
     };
     let passed = publish_edited(&record, dir.path(), "passed", |_| {}, Some(&signing));
-    let failed = publish_edited(&record, dir.path(), "failed", |json| fail(json, &["simulation"]), Some(&signing));
+    let failed = publish_edited(
+        &record,
+        dir.path(),
+        "failed",
+        |json| {
+            json["run_id"] = Value::from("20261203T010753Z-failed00");
+            fail(json, &["simulation"]);
+        },
+        Some(&signing),
+    );
     let partial = publish_edited(
         &record,
         dir.path(),
@@ -1334,6 +1343,20 @@ fn verify_says_where_a_valid_results_run_fell_short() {
     let output = lynx(&["compare", files[0], files[0], "--pubkey", &key, "--json"]);
     let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!(comparison["verdict"].get("failed_checks").is_none(), "{comparison}");
+
+    // `lynx collect` publishes it as it marks itself, and says so on its line.
+    let collected = tempfile::tempdir().unwrap();
+    let into = collected.path().to_str().unwrap();
+    let output = lynx(&["collect", files[0], files[1], "--into", into, "--pubkey", &key]);
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    let line = |stem: &str| {
+        let from = format!("collected {} -> ", dir.path().join(format!("{stem}.intoto.json")).display());
+        said.lines().find(|l| l.starts_with(&from)).unwrap_or_else(|| panic!("{stem}: {said}"))
+    };
+    assert!(line("passed").ends_with(".intoto.json"), "{said}");
+    let tail = ".intoto.json; its run FAILED its simulation check (checks_passed: false in the index)";
+    assert!(line("failed").ends_with(tail), "{said}");
 
     // An invalid one says neither: its figures are not vouched for at all.
     let mut envelope: Value = serde_json::from_slice(&std::fs::read(&failed).unwrap()).unwrap();

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 /// What happened to one envelope.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Collected(PathBuf),
+    /// Copied to `to`; `failed_checks` names the checks its run failed (in the result's order):
+    /// collected, and marked so in the index, as the result itself marks them.
+    Collected { to: PathBuf, failed_checks: Vec<lynx_schema::result::CheckName> },
     /// Already there, byte for byte.
     Duplicate(PathBuf),
     /// Refused, with the reason.
@@ -138,7 +140,8 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     }
     // The envelope last: a folder with it is a whole result.
     copy(envelope, &target)?;
-    Ok(Outcome::Collected(target))
+    let failed_checks = result.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect();
+    Ok(Outcome::Collected { to: target, failed_checks })
 }
 
 /// Rewrite `into/index.json` from the verified envelopes in `into`.

@@ -16,7 +16,16 @@ pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result
     for (envelope, outcome) in &outcomes {
         let shown = terminal_text(&envelope.display().to_string(), 300);
         match outcome {
-            Outcome::Collected(to) => sayln!("collected {shown} -> {}", to.display()),
+            Outcome::Collected { to, failed_checks } if failed_checks.is_empty() => {
+                sayln!("collected {shown} -> {}", to.display())
+            }
+            // Published as the result marks itself: its figures kept, the failure said.
+            Outcome::Collected { to, failed_checks } => sayln!(
+                "collected {shown} -> {}; its run FAILED its {} check{} (checks_passed: false in the index)",
+                to.display(),
+                failed_checks.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
+                if failed_checks.len() == 1 { "" } else { "s" }
+            ),
             Outcome::Duplicate(at) => sayln!("already collected {shown} (identical to {})", at.display()),
             Outcome::Refused(reason) => {
                 refused += 1;
