@@ -109,7 +109,7 @@ fn read_number(path: &Path) -> Option<f64> {
 }
 
 /// Files matching `dir/*prefix*/name` (or `dir/name*` when `name` ends in `*`).
-fn files(dir: &str, entry_prefix: &str, name: &str) -> Vec<PathBuf> {
+fn files(dir: impl AsRef<Path>, entry_prefix: &str, name: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -135,6 +135,49 @@ fn files(dir: &str, entry_prefix: &str, name: &str) -> Vec<PathBuf> {
         .collect();
     found.sort();
     found
+}
+
+/// The RAPL package domains under `powercap` (`intel-rapl:N/energy_uj`, each with its counter's
+/// range; sub-domains `intel-rapl:N:M` count within them, and AMD's are named so too), or why the
+/// host's package energy cannot be measured: none there, or a counter this process may not read
+/// (since Linux 5.10 `energy_uj` is readable by root alone, against the PLATYPUS power side
+/// channel, CVE-2020-8694), which would otherwise leave power missing with no reason given.
+fn rapl_domains(powercap: &Path) -> Result<Vec<(PathBuf, f64)>, String> {
+    let domains: Vec<(PathBuf, f64)> = files(powercap, "intel-rapl:", "energy_uj")
+        .into_iter()
+        .filter(|p| {
+            p.parent().and_then(|d| d.file_name()).is_some_and(|n| n.to_string_lossy().matches(':').count() == 1)
+        })
+        .map(|p| {
+            let range = read_number(&p.with_file_name("max_energy_range_uj")).unwrap_or(f64::MAX);
+            (p, range)
+        })
+        .collect();
+    if domains.is_empty() {
+        return Err(format!("no RAPL package domain in {}", powercap.display()));
+    }
+    for (path, _) in &domains {
+        if let Err(e) = std::fs::read_to_string(path) {
+            return Err(rapl_unreadable(path, &e));
+        }
+        if read_number(path).is_none() {
+            return Err(format!("RAPL's energy counter {} holds no number", path.display()));
+        }
+    }
+    Ok(domains)
+}
+
+/// Why the RAPL counter at `path` could not be read (`error`), and what would let lynx read it.
+fn rapl_unreadable(path: &Path, error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "RAPL's energy counter {} is readable by root alone (Linux 5.10 on, against the PLATYPUS side \
+             channel, CVE-2020-8694): run lynx as root, or make the counters readable (chmod a+r \
+             /sys/class/powercap/intel-rapl:*/energy_uj), to measure the host's package energy",
+            path.display()
+        ),
+        _ => format!("RAPL's energy counter {} cannot be read: {error}", path.display()),
+    }
 }
 
 /// The host as a telemetry source.
@@ -166,17 +209,10 @@ impl HostSource {
         let cpufreq = files("/sys/devices/system/cpu", "cpu", "cpufreq/scaling_cur_freq");
         let mut temperatures = files("/sys/class/thermal", "thermal_zone", "temp");
         temperatures.extend(files("/sys/class/hwmon", "hwmon", "temp*"));
-        let rapl: Vec<(PathBuf, f64)> = files("/sys/class/powercap", "intel-rapl:", "energy_uj")
-            .into_iter()
-            .filter(|p| {
-                // Package domains are intel-rapl:N (sub-domains intel-rapl:N:M count within them).
-                p.parent().and_then(|d| d.file_name()).is_some_and(|n| n.to_string_lossy().matches(':').count() == 1)
-            })
-            .map(|p| {
-                let range = read_number(&p.with_file_name("max_energy_range_uj")).unwrap_or(f64::MAX);
-                (p, range)
-            })
-            .collect();
+        let (rapl, no_rapl) = match rapl_domains(Path::new("/sys/class/powercap")) {
+            Ok(domains) => (domains, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
         let mut unavailable = Vec::new();
         let mut missing = |field: &str, reason: &str| unavailable.push((field.to_owned(), reason.to_owned()));
         if cpufreq.is_empty() {
@@ -189,9 +225,9 @@ impl HostSource {
         if temperatures.is_empty() {
             missing("temperature_c", "no thermal zone or hwmon sensor in /sys");
         }
-        if rapl.is_empty() {
-            missing("power_w", "no RAPL package domain in /sys/class/powercap");
-            missing("energy_j", "no RAPL package domain in /sys/class/powercap");
+        if let Some(why) = &no_rapl {
+            missing("power_w", why);
+            missing("energy_j", why);
         }
         missing("mem_clock_mhz", "not exposed for host memory");
         missing("throttle", "Linux exposes no per-sample throttle state for CPUs");
@@ -322,6 +358,34 @@ mod tests {
         let cpuinfo = "processor : 0\ncpu MHz\t\t: 2000.0\nprocessor : 1\ncpu MHz\t\t: 3000.0\n";
         assert_eq!(parse_cpuinfo_mhz(cpuinfo), [2000.0, 3000.0]);
         assert_eq!(mean(&parse_cpuinfo_mhz(cpuinfo)), Some(2500.0));
+    }
+
+    /// Package domains are found (sub-domains and other zones left out), each with its counter's
+    /// range; where there are none, or a counter cannot be read, the reason names the file and
+    /// what would let lynx read it.
+    #[test]
+    fn rapl_domains_are_found_or_their_absence_explained() {
+        let root = tempfile::tempdir().unwrap();
+        let powercap = root.path();
+        assert_eq!(rapl_domains(powercap).unwrap_err(), format!("no RAPL package domain in {}", powercap.display()));
+        for (zone, energy) in [("intel-rapl:0", "1000"), ("intel-rapl:0:0", "5"), ("intel-rapl-mmio:0", "7")] {
+            std::fs::create_dir(powercap.join(zone)).unwrap();
+            std::fs::write(powercap.join(zone).join("energy_uj"), energy).unwrap();
+        }
+        std::fs::write(powercap.join("intel-rapl:0").join("max_energy_range_uj"), "262143328850").unwrap();
+        let domains = rapl_domains(powercap).unwrap();
+        assert_eq!(domains, [(powercap.join("intel-rapl:0/energy_uj"), 262143328850.0)]);
+        // A second package whose counter is not a file that reads (a folder stands in for one
+        // this process may not read: these tests may run as root, who reads any file).
+        std::fs::create_dir_all(powercap.join("intel-rapl:1/energy_uj")).unwrap();
+        let why = rapl_domains(powercap).unwrap_err();
+        let counter = powercap.join("intel-rapl:1/energy_uj");
+        assert!(why.starts_with(&format!("RAPL's energy counter {} cannot be read: ", counter.display())), "{why}");
+        let denied = rapl_unreadable(&counter, &std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert!(denied.contains("is readable by root alone") && denied.contains("CVE-2020-8694"), "{denied}");
+        std::fs::remove_dir(&counter).unwrap();
+        std::fs::write(&counter, "not a number").unwrap();
+        assert!(rapl_domains(powercap).unwrap_err().ends_with("holds no number"));
     }
 
     #[test]
