@@ -345,6 +345,13 @@ pub fn comparison(comparison: &lynx_schema::compare::Comparison, first: &str, se
     out
 }
 
+/// Checks named in words, as a run that failed them is said to have: `simulation check`,
+/// `equilibrium, stability checks`.
+pub fn checks_named(names: &[lynx_schema::result::CheckName]) -> String {
+    let joined: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+    format!("{} check{}", joined.join(", "), if names.len() == 1 { "" } else { "s" })
+}
+
 /// A tolerance as a percentage: `2%`.
 fn percent(fraction: f64) -> String {
     format!("{}%", (fraction * 1000.0).round() / 10.0)
@@ -358,11 +365,7 @@ pub fn verdict(comparison: &lynx_schema::compare::Comparison, first: &str, secon
     let failed = comparison.verdict.failed_checks.as_ref().map_or(String::new(), |failed| {
         let sides: Vec<String> = [(first, &failed.first), (second, &failed.second)]
             .into_iter()
-            .filter_map(|(name, checks)| {
-                let names: Vec<&str> = checks.as_deref()?.iter().map(|c| c.as_str()).collect();
-                let plural = if names.len() == 1 { "" } else { "s" };
-                Some(format!("{name}'s run FAILED its {} check{plural}", names.join(", ")))
-            })
+            .filter_map(|(name, checks)| Some(format!("{name}'s run FAILED its {}", checks_named(checks.as_deref()?))))
             .collect();
         format!("; {}", sides.join(", and "))
     });

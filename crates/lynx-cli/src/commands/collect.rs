@@ -21,10 +21,9 @@ pub fn run(sources: &[PathBuf], into: &Path, trust: TrustArgs) -> anyhow::Result
             }
             // Published as the result marks itself: its figures kept, the failure said.
             Outcome::Collected { to, failed_checks } => sayln!(
-                "collected {shown} -> {}; its run FAILED its {} check{} (checks_passed: false in the index)",
+                "collected {shown} -> {}; its run FAILED its {} (checks_passed: false in the index)",
                 to.display(),
-                failed_checks.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "),
-                if failed_checks.len() == 1 { "" } else { "s" }
+                lynx_report::text::checks_named(failed_checks)
             ),
             Outcome::Duplicate(at) => sayln!("already collected {shown} (identical to {})", at.display()),
             Outcome::Refused(reason) => {

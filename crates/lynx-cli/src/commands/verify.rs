@@ -72,11 +72,9 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
                         Some(RunStatus::Complete) | None => "",
                     };
                     let failed = v.failed_checks.as_deref().map_or(String::new(), |names| {
-                        let names: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
                         format!(
-                            "; its run FAILED its {} check{}: figures it marked not to publish as the device's",
-                            names.join(", "),
-                            if names.len() == 1 { "" } else { "s" }
+                            "; its run FAILED its {}: figures it marked not to publish as the device's",
+                            lynx_report::text::checks_named(names)
                         )
                     });
                     sayln!("{}: valid (signed by key {}{also_words}{others}){hooks}{stood}{failed}", v.file, v.key_id);
