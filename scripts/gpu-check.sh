@@ -489,11 +489,12 @@ def load(path):
     except (OSError, ValueError):
         return None
 
-results = {}
+results, result_paths = {}, {}
 for path in glob.glob(os.path.join(out, "runs", "**", "*.json"), recursive=True):
     result = load(path)
     if isinstance(result, dict) and "cells" in result and "config" in result:
         results[result["config"]["suite"]["name"]] = result
+        result_paths[result["config"]["suite"]["name"]] = path
 # The device's ceilings: the roofline phase's; where it left none (cut, stopped, or an OUTDIR
 # only --again filled), those a run measured in its own roofline on the same device, the bf16
 # suite's first.
@@ -782,6 +783,40 @@ def slow_steps_by_mode(result):
         words.append(line)
     return "; ".join(words)
 
+def slow_readings(name, result):
+    """How many of the GPU library's readings (NVML, ROCm SMI) in the run's samples took over
+    1 ms, and which of their calls took the time (each call's median and largest over those
+    readings): a call that holds the driver for milliseconds can hold up the eager steps issued
+    beside it. Read from the samples file, where the archive kept it."""
+    samples = os.path.join(os.path.dirname(result_paths[name]), (result.get("telemetry") or {}).get("samples_file", ""))
+    try:
+        lines = open(samples).read().splitlines()
+    except OSError:
+        return "not known: the run's samples file is not here (an archive made without it)"
+    total, slow, calls = 0, 0, {}
+    for line in lines:
+        try:
+            sample = json.loads(line)
+        except ValueError:
+            continue  # a line torn by a kill
+        if not isinstance(sample, dict) or sample.get("kind") != "telemetry" or sample.get("source") == "host":
+            continue
+        total += 1
+        if sample.get("slow_calls"):
+            slow += 1
+            for call in sample["slow_calls"]:
+                calls.setdefault(call["call"], []).append(call["s"])
+    if not total:
+        return ""
+    if not slow:
+        return f"none of its {total} readings"
+    def took(times):
+        times = sorted(times)
+        return f"median {times[len(times) // 2] * 1e3:.2f} ms, largest {times[-1] * 1e3:.2f} ms"
+    slowest = sorted(calls.items(), key=lambda kv: -sorted(kv[1])[len(kv[1]) // 2])
+    return (f"{slow} of its {total} readings; their calls, slowest first: "
+            + "; ".join(f"{call} {took(times)}" for call, times in slowest[:4]))
+
 for name, result in sorted(results.items()):
     for check in result["checks"]:
         if check["name"] == "parity":
@@ -813,6 +848,9 @@ for name, result in sorted(results.items()):
     slow = slow_steps_by_mode(result)
     if slow:
         claim(f"{name}: slow steps against the telemetry readings", "INFO", slow)
+    readings = slow_readings(name, result)
+    if readings:
+        claim(f"{name}: GPU library readings over 1 ms, and their calls", "INFO", readings)
 # The serving phase's rates, measured against simulated. Beside each output tok/s (the whole
 # window's, fill and drain included), its steady part's where the result has it (from one request
 # lifetime after the first arrival to the last arrival), or that the window had none.

@@ -502,6 +502,32 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                     json!({"name": "serving_overhead", "passed": true, "detail": "0.1/0.2/0.3 ms"}),
                 ]);
             }
+            // The bf16 run's samples: 40 NVML readings, 2 of them slow (their calls timed), beside
+            // the host's, which are not counted; the other runs' samples are not in the folder.
+            result["telemetry"]["samples_file"] = json!(format!("{suite}.samples.jsonl"));
+            if suite == "gpu-check-llama-bf16" {
+                let calls = |clock: f64, fields: f64| {
+                    json!([{"call": "nvmlDeviceGetFieldValues", "s": fields},
+                           {"call": "nvmlDeviceGetClockInfo(SM)", "s": clock},
+                           {"call": "nvmlDeviceGetMemoryInfo", "s": 0.00001}])
+                };
+                let mut lines = vec![json!({"kind": "segment", "segment": 1, "started_at": "2026-12-06T00:00:00Z"})];
+                for i in 0..40 {
+                    let mut nvml =
+                        json!({"kind": "telemetry", "source": "nvml", "t_s": 0.05 * i as f64, "read_s": 0.0003});
+                    match i {
+                        7 => nvml["slow_calls"] = calls(0.0021, 0.0001),
+                        30 => nvml["slow_calls"] = calls(0.0043, 0.0012),
+                        _ => {}
+                    }
+                    lines.push(nvml);
+                    lines.push(json!({"kind": "telemetry", "source": "host", "t_s": 0.05 * i as f64,
+                        "slow_calls": calls(1.0, 1.0)}));
+                }
+                let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+                std::fs::write(folder.join(format!("runs/h200/run/{suite}.samples.jsonl")), text + "{\"kind\":\"tel")
+                    .unwrap();
+            }
             let file = folder.join(format!("runs/h200/run/{suite}.json"));
             std::fs::write(file, result.to_string()).unwrap();
         }
@@ -554,6 +580,19 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         ),
         "{table}"
     );
+    // The GPU library's slow readings, and the calls that took their time, slowest first (the
+    // host's readings and a line torn by a kill left out); where the samples are not there, so.
+    let readings = claim_line(&table, "gpu-check-llama-bf16: GPU library readings over 1 ms, and their calls");
+    assert!(
+        readings.contains(
+            "2 of its 40 readings; their calls, slowest first: nvmlDeviceGetClockInfo(SM) median 4.30 ms, largest \
+             4.30 ms; nvmlDeviceGetFieldValues median 1.20 ms, largest 1.20 ms; nvmlDeviceGetMemoryInfo median 0.01 \
+             ms, largest 0.01 ms"
+        ),
+        "{readings}"
+    );
+    let fp8 = claim_line(&table, "gpu-check-llama-fp8: GPU library readings over 1 ms, and their calls");
+    assert!(fp8.contains("not known: the run's samples file is not here"), "{fp8}");
     // A result from a build that recorded neither says neither.
     let fp8 = claim_line(&table, "gpu-check-llama-fp8: slow steps against the telemetry readings");
     assert!(fp8.contains("on its CPU for 50% of their time (the other steps: 99%)"), "{fp8}");

@@ -3,9 +3,11 @@
  * nvml-wrapper), with the types and numbering of nvml.h, and fixed readings that the tests
  * check lynx's units and decoding against. See crates/lynx-fakes/src/lib.rs for the devices.
  */
+#define _POSIX_C_SOURCE 199309L /* nanosleep */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 enum {
@@ -224,8 +226,18 @@ nvmlReturn_t nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *c) {
     *c = d->gpu_temp_c;
     return NVML_SUCCESS;
 }
+/* How long each SM clock query takes, in microseconds (0: no time at all), set by a test through
+ * lynx_fake_nvml_slow_sm_clock: a call that holds the driver for milliseconds, as a real one can. */
+static _Atomic unsigned int sm_clock_us = 0;
+void lynx_fake_nvml_slow_sm_clock(unsigned int microseconds) { atomic_store(&sm_clock_us, microseconds); }
+
 nvmlReturn_t nvmlDeviceGetClockInfo(void *h, int type, unsigned int *mhz) {
     DEVICE(h)
+    unsigned int us = atomic_load(&sm_clock_us);
+    if (type == CLOCK_SM && us > 0) {
+        struct timespec pause = { us / 1000000, (long)(us % 1000000) * 1000 };
+        nanosleep(&pause, NULL);
+    }
     if (type == CLOCK_SM) *mhz = d->sm_mhz;
     else if (type == CLOCK_MEM) *mhz = d->mem_mhz;
     else return NVML_ERROR_NOT_SUPPORTED;

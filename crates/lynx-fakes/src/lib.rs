@@ -12,7 +12,10 @@
 //!   and memory 3201 MHz; 87% busy; 80 GiB of 140.4 GiB used; throttle reasons 0x44 (SW power
 //!   cap, HW thermal slowdown); power limits 700 W default, 650 W enforced; ECC on, MIG off,
 //!   persistence on; serial 1650924000001, bus 00000000:19:00.0, VBIOS 96.00.AF.00.01;
-//!   compute contexts of processes 4001, 4002 and 4003, a graphics one of 4003.
+//!   compute contexts of processes 4001, 4002 and 4003, a graphics one of 4003. Its SM clock
+//!   query takes as long as `lynx_fake_nvml_slow_sm_clock(microseconds)`, exported by the
+//!   library, last set (no time at all until then): a call that holds the driver, as real ones
+//!   can.
 //! - device 1, `GPU-f4ce0001-1111-2222-3333-444444444444` (an older board): no power or energy
 //!   field, no memory temperature, no energy counter, no throttle reasons, no serial, ECC, MIG
 //!   or process list (each `NVML_ERROR_NOT_SUPPORTED`); `nvmlDeviceGetPowerUsage` 250500 mW; GPU 48 °C.

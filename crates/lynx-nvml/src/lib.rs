@@ -22,7 +22,7 @@
 use lynx_schema::result::BoardRecord;
 use lynx_schema::telemetry::{Sample, ThrottleReason};
 use lynx_schema::value::Reported;
-use lynx_telemetry::TelemetrySource;
+use lynx_telemetry::{CallTimer, TelemetrySource};
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
@@ -197,36 +197,50 @@ impl NvmlSource {
         Ok(source)
     }
 
-    /// One reading of every value; with `explain`, why each missing one is missing.
+    /// One reading of every value; with `explain`, why each missing one is missing. Each call is
+    /// timed, and a reading slower than `SLOW_READING_S` keeps what each took.
     fn read(&self, explain: bool) -> Reading {
         let d = &self.device;
         let mut missing = Missing { explain, list: Vec::new() };
+        let mut calls = CallTimer::start();
         let power_field = if self.instant_power { NVML_FI_DEV_POWER_INSTANT } else { NVML_FI_DEV_POWER_AVERAGE };
         let [power, energy, memory_temperature] =
             batched_fields(d, [power_field, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML_FI_DEV_MEMORY_TEMP]);
+        calls.lap("nvmlDeviceGetFieldValues");
         // NVML gives power in mW and energy in mJ.
         let power_w = match power {
             Ok(mw) => Ok(mw / 1000.0),
-            Err(field) => d.power_usage().map(|mw| f64::from(mw) / 1000.0).map_err(|call| {
-                missing
-                    .note("power_w", &[&format!("power field: {field}"), &format!("nvmlDeviceGetPowerUsage: {call}")])
-            }),
+            Err(field) => {
+                let power = d.power_usage().map(|mw| f64::from(mw) / 1000.0).map_err(|call| {
+                    missing.note(
+                        "power_w",
+                        &[&format!("power field: {field}"), &format!("nvmlDeviceGetPowerUsage: {call}")],
+                    )
+                });
+                calls.lap("nvmlDeviceGetPowerUsage");
+                power
+            }
         }
         .ok();
         let energy_j = match energy {
             Ok(mj) => Ok(mj / 1000.0),
-            Err(field) => d.total_energy_consumption().map(|mj| mj as f64 / 1000.0).map_err(|call| {
-                missing.note(
-                    "energy_j",
-                    &[
-                        &format!("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: {field}"),
-                        &format!("nvmlDeviceGetTotalEnergyConsumption: {call}"),
-                    ],
-                )
-            }),
+            Err(field) => {
+                let energy = d.total_energy_consumption().map(|mj| mj as f64 / 1000.0).map_err(|call| {
+                    missing.note(
+                        "energy_j",
+                        &[
+                            &format!("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: {field}"),
+                            &format!("nvmlDeviceGetTotalEnergyConsumption: {call}"),
+                        ],
+                    )
+                });
+                calls.lap("nvmlDeviceGetTotalEnergyConsumption");
+                energy
+            }
         }
         .ok();
         let gpu_temperature = d.temperature(TemperatureSensor::Gpu).map(f64::from);
+        calls.lap("nvmlDeviceGetTemperature(GPU)");
         if let Err(e) = &memory_temperature {
             missing.note("memory_temperature_c", &[e]);
         }
@@ -239,14 +253,19 @@ impl NvmlSource {
             }
         };
         let sm_clock_mhz = missing.ok("sm_clock_mhz", d.clock_info(Clock::SM).map(f64::from));
+        calls.lap("nvmlDeviceGetClockInfo(SM)");
         let mem_clock_mhz = missing.ok("mem_clock_mhz", d.clock_info(Clock::Memory).map(f64::from));
+        calls.lap("nvmlDeviceGetClockInfo(memory)");
         let utilisation = missing.ok("utilisation", d.utilization_rates().map(|u| f64::from(u.gpu) / 100.0));
+        calls.lap("nvmlDeviceGetUtilizationRates");
         let memory_used_bytes = missing.ok("memory_used_bytes", d.memory_info().map(|m| m.used));
+        calls.lap("nvmlDeviceGetMemoryInfo");
         let throttle = d
             .current_throttle_reasons()
             .map(|reasons| throttle_reasons(reasons.bits()))
             .map_err(|e| missing.note("throttle", &[&format!("nvmlDeviceGetCurrentClocksThrottleReasons: {e}")]))
             .unwrap_or_default();
+        calls.lap("nvmlDeviceGetCurrentClocksThrottleReasons");
         Reading {
             sample: Sample {
                 t_s: 0.0,
@@ -261,6 +280,7 @@ impl NvmlSource {
                 core_utilisation: Vec::new(),
                 core_mhz: Vec::new(),
                 throttle,
+                slow_calls: calls.if_slow(),
             },
             missing: missing.list,
         }

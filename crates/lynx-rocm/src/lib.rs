@@ -20,7 +20,7 @@ pub use ffi::{Hip, RocmSmiLib, SmiError};
 use lynx_schema::result::BoardRecord;
 use lynx_schema::telemetry::Sample;
 use lynx_schema::value::Reported;
-use lynx_telemetry::TelemetrySource;
+use lynx_telemetry::{CallTimer, TelemetrySource};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -236,23 +236,50 @@ impl TelemetrySource for RocmSource {
 
     fn sample(&mut self) -> Sample {
         let (smi, d) = (self.smi, self.device);
-        let power_uw = if self.current_power { smi.current_socket_power_uw(d) } else { smi.average_power_uw(d) };
+        // Each call timed: a reading slower than SLOW_READING_S keeps what each took.
+        let mut calls = CallTimer::start();
+        let power_w = if self.current_power {
+            let power = smi.current_socket_power_uw(d);
+            calls.lap("rsmi_dev_current_socket_power_get");
+            power
+        } else {
+            let power = smi.average_power_uw(d);
+            calls.lap("rsmi_dev_power_ave_get");
+            power
+        }
+        .ok()
+        .map(|uw| uw as f64 / 1e6);
+        let energy_j = smi.energy_uj(d).ok().map(|uj| uj / 1e6);
+        calls.lap("rsmi_dev_energy_count_get");
+        let sm_clock_mhz = smi.clock_mhz(d, 0).ok();
+        calls.lap("rsmi_dev_gpu_clk_freq_get(system)");
+        let mem_clock_mhz = smi.clock_mhz(d, 4).ok();
+        calls.lap("rsmi_dev_gpu_clk_freq_get(memory)");
+        let temperature_c = (0..3).filter_map(|sensor| smi.temperature_c(d, sensor).ok()).reduce(f64::max);
+        calls.lap("rsmi_dev_temp_metric_get(edge, junction, memory)");
+        let utilisation = smi.busy_percent(d).ok().map(|p| f64::from(p) / 100.0);
+        calls.lap("rsmi_dev_busy_percent_get");
+        let memory_used_bytes = smi.memory_used(d).ok();
+        calls.lap("rsmi_dev_memory_usage_get");
+        let throttle = match &self.metrics {
+            Ok((_, file)) => read_throttle(file).map(metrics::throttle_reasons).unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        calls.lap("gpu_metrics (throttle status)");
         Sample {
             t_s: 0.0,
             read_s: None,
-            power_w: power_uw.ok().map(|uw| uw as f64 / 1e6),
-            energy_j: smi.energy_uj(d).ok().map(|uj| uj / 1e6),
-            sm_clock_mhz: smi.clock_mhz(d, 0).ok(),
-            mem_clock_mhz: smi.clock_mhz(d, 4).ok(),
-            temperature_c: (0..3).filter_map(|sensor| smi.temperature_c(d, sensor).ok()).reduce(f64::max),
-            utilisation: smi.busy_percent(d).ok().map(|p| f64::from(p) / 100.0),
-            memory_used_bytes: smi.memory_used(d).ok(),
+            power_w,
+            energy_j,
+            sm_clock_mhz,
+            mem_clock_mhz,
+            temperature_c,
+            utilisation,
+            memory_used_bytes,
             core_utilisation: Vec::new(),
             core_mhz: Vec::new(),
-            throttle: match &self.metrics {
-                Ok((_, file)) => read_throttle(file).map(metrics::throttle_reasons).unwrap_or_default(),
-                Err(_) => Vec::new(),
-            },
+            throttle,
+            slow_calls: calls.if_slow(),
         }
     }
 }

@@ -100,6 +100,26 @@ pub struct Sample {
     /// Active clock-event reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub throttle: Vec<ThrottleReason>,
+    /// Where a slow reading's time went: each call a source that times its calls (NVML's) made
+    /// for a reading that took longer than [`SLOW_READING_S`], in order, with its seconds. Empty
+    /// for every quicker reading, from other sources, and in samples written before lynx kept
+    /// them: a vendor library's call that holds a driver lock for milliseconds can hold up the
+    /// steps measured beside it, and this names the call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slow_calls: Vec<CallTime>,
+}
+
+/// A reading that took longer than this (seconds) keeps what each of its calls took
+/// ([`Sample::slow_calls`]): some twenty times what a GPU library's reading usually takes.
+pub const SLOW_READING_S: f64 = 1e-3;
+
+/// One call of a reading, and how long it took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallTime {
+    /// The library's entry point, with what it was asked where one entry point is called more
+    /// than once (`nvmlDeviceGetClockInfo(SM)`).
+    pub call: String,
+    pub s: f64,
 }
 
 impl Sample {
@@ -119,6 +139,7 @@ impl Sample {
         if self.core_mhz.iter().any(|x| !x.is_finite()) {
             self.core_mhz.clear();
         }
+        self.slow_calls.retain(|c| c.s.is_finite());
         self
     }
 }
@@ -126,9 +147,11 @@ impl Sample {
 /// One line of a run's samples file (JSON Lines, the file a result names in
 /// `telemetry.samples_file`). Each process that works on a run opens its part with a segment
 /// line; the times of the samples after it count from that line. Borrowed when written (the
-/// sampler writes 100 a second), owned when read (`SamplesLine<'static>`).
+/// sampler writes 100 a second), owned when read (`SamplesLine<'static>`). Nearly every line is a
+/// sample: boxing the large variant would only add an allocation to each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)]
 pub enum SamplesLine<'a> {
     /// `{"kind":"segment","segment":…,"started_at":…}`
     Segment {

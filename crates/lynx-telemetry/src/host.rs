@@ -330,6 +330,7 @@ impl TelemetrySource for HostSource {
             memory_used_bytes: self.memory.and_then(|(_, bytes)| bytes),
             core_utilisation: cores,
             throttle: Vec::new(),
+            slow_calls: Vec::new(),
         }
     }
 }

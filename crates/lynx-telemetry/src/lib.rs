@@ -16,7 +16,9 @@ pub use host::{
 pub use sampler::{Sampler, SamplerError, TelemetrySource};
 
 use lynx_schema::result::HostRecord;
+use lynx_schema::telemetry::{CallTime, SLOW_READING_S};
 use lynx_schema::value::Reported;
+use std::time::Instant;
 use sysinfo::System;
 
 /// The host's identity. Values the OS does not expose are `Unavailable` with the reason.
@@ -32,6 +34,37 @@ pub fn host_record() -> HostRecord {
         memory_bytes: system.total_memory(),
         os: known(System::long_os_version(), "the OS reports no name or version"),
         kernel: known(System::kernel_version(), "the OS reports no kernel version"),
+    }
+}
+
+/// The calls of one reading, timed one after another: a source that times its calls keeps
+/// them in [`lynx_schema::telemetry::Sample::slow_calls`] where the reading was slow.
+pub struct CallTimer {
+    began: Instant,
+    last: Instant,
+    calls: Vec<(&'static str, f64)>,
+}
+
+impl CallTimer {
+    /// The reading's first call starts now.
+    pub fn start() -> CallTimer {
+        let now = Instant::now();
+        CallTimer { began: now, last: now, calls: Vec::new() }
+    }
+
+    /// `call` ended now: it took the time since the last one ended.
+    pub fn lap(&mut self, call: &'static str) {
+        let now = Instant::now();
+        self.calls.push((call, now.duration_since(self.last).as_secs_f64()));
+        self.last = now;
+    }
+
+    /// Each call's time, where the reading took longer than [`SLOW_READING_S`]; else none.
+    pub fn if_slow(self) -> Vec<CallTime> {
+        if self.last.duration_since(self.began).as_secs_f64() <= SLOW_READING_S {
+            return Vec::new();
+        }
+        self.calls.into_iter().map(|(call, s)| CallTime { call: call.to_owned(), s }).collect()
     }
 }
 
