@@ -76,6 +76,23 @@ fn known<T>(value: Option<T>, reason: &str) -> Reported<T> {
 mod tests {
     use super::*;
 
+    /// A reading's calls are kept, each with its own time, only where the whole took longer than
+    /// `SLOW_READING_S`.
+    #[test]
+    fn a_call_timer_keeps_the_calls_of_a_slow_reading_only() {
+        let mut quick = CallTimer::start();
+        quick.lap("first");
+        quick.lap("second");
+        assert!(quick.if_slow().is_empty());
+        let mut slow = CallTimer::start();
+        slow.lap("first");
+        std::thread::sleep(std::time::Duration::from_secs_f64(2.0 * SLOW_READING_S));
+        slow.lap("second");
+        let calls = slow.if_slow();
+        assert_eq!(calls.iter().map(|c| c.call.as_str()).collect::<Vec<_>>(), ["first", "second"]);
+        assert!(calls[1].s >= 2.0 * SLOW_READING_S && calls[0].s < calls[1].s, "{calls:?}");
+    }
+
     #[test]
     fn the_host_has_cpus_and_memory() {
         let host = host_record();
