@@ -12,7 +12,10 @@ use std::path::Path;
 fn a_slow_reading_names_the_call_that_took_the_time() {
     let nvml = lynx_nvml::open(Path::new(lynx_fakes::NVML)).expect("the stand-in libnvidia-ml loads");
     let mut source = NvmlSource::new(nvml, lynx_fakes::NVML_FULL_UUID).unwrap();
-    assert!(source.sample().slow_calls.is_empty(), "a quick reading keeps no call times");
+    // A quick reading keeps no call times (one of five: a preemption inside a reading on a busy
+    // host makes it slow).
+    let mut quick = || (0..5).any(|_| source.sample().slow_calls.is_empty());
+    assert!(quick(), "a quick reading keeps no call times");
 
     // The library loaded again by its path is the same one, with the same state.
     let library = unsafe { libloading::Library::new(lynx_fakes::NVML) }.unwrap();
@@ -48,5 +51,5 @@ fn a_slow_reading_names_the_call_that_took_the_time() {
     let json = serde_json::to_value(&sample).unwrap();
     assert_eq!(json["slow_calls"][2]["call"], "nvmlDeviceGetClockInfo(SM)", "{json}");
     assert!(json["slow_calls"][2]["s"].as_f64().is_some_and(|s| s >= 3e-3), "{json}");
-    assert!(source.sample().slow_calls.is_empty(), "quick again");
+    assert!((0..5).any(|_| source.sample().slow_calls.is_empty()), "quick again");
 }
