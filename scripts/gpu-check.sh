@@ -757,7 +757,9 @@ def slow_steps_by_mode(result):
         sources = {}
         for k in kept:
             for r in k["during_readings"]:
-                s = sources.setdefault(r["source"], {"slow": 0, "others": 0.0, "other_steps": 0, "medians": []})
+                # A source's readings over a time (its slow ones) are an entry of their own.
+                label = f"{r['source']}'s readings" + (f" over {r['over_s'] * 1e3:g} ms" if r.get("over_s") else "")
+                s = sources.setdefault(label, {"slow": 0, "others": 0.0, "other_steps": 0, "medians": []})
                 s["slow"] += r["slow"]
                 s["others"] += r["others_share"] * (k["steps"] - k["slow"])
                 s["other_steps"] += k["steps"] - k["slow"]
@@ -766,7 +768,7 @@ def slow_steps_by_mode(result):
         for source, s in sorted(sources.items()):
             medians = sorted(s["medians"])
             others = s["others"] / s["other_steps"] if s["other_steps"] else 0.0
-            parts.append(f"{s['slow']} during {source}'s readings (the other steps: {others:.0%}; "
+            parts.append(f"{s['slow']} during {source} (the other steps: {others:.0%}; "
                          f"a reading's median {medians[len(medians) // 2] * 1e3:.2f} ms)")
         if slow and parts:
             line += "; of them " + ", ".join(parts)

@@ -73,8 +73,21 @@ pub fn launch_bound(issue_median_s: f64, step_median_s: f64) -> bool {
 pub const SLOW_STEP_FACTOR: f64 = 1.2;
 
 /// One telemetry source's readings over a cell: its name and each reading's (start, end) on the
-/// run's clock, in the order it read them (one source reads one reading at a time).
-pub type Readings = (String, Vec<(f64, f64)>);
+/// run's clock, in the order it read them (one source reads one reading at a time); `over_s`,
+/// where set, says these are only those of its readings that took longer than it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Readings {
+    pub source: String,
+    pub over_s: Option<f64>,
+    pub reads: Vec<(f64, f64)>,
+}
+
+impl Readings {
+    /// Every reading of `source` in `reads`.
+    pub fn all(source: impl Into<String>, reads: Vec<(f64, f64)>) -> Readings {
+        Readings { source: source.into(), over_s: None, reads }
+    }
+}
 
 /// What the thread that ran one step did during it, as the kernel accounts for it: its CPU time,
 /// its context switches, voluntary (it gave up its CPU to wait) and involuntary (it was switched
@@ -117,8 +130,8 @@ pub fn slow_steps_by_pace(
     let slow_count = slow.iter().filter(|&&s| s).count();
     let during_readings = readings
         .iter()
-        .filter(|(_, reads)| !reads.is_empty())
-        .filter_map(|(source, reads)| {
+        .filter(|r| !r.reads.is_empty())
+        .filter_map(|Readings { source, over_s, reads }| {
             let mut reads = reads.clone();
             reads.sort_by(|a, b| a.0.total_cmp(&b.0));
             // One source's readings follow one another, so the last to start before a step ends
@@ -143,6 +156,7 @@ pub fn slow_steps_by_pace(
                 reading_median_s: Finite::new(crate::stats::median(&durations).ok()?, "reading time").ok()?,
                 slow: slow_hit,
                 others_share: Finite::new(others_share, "share of steps").ok()?,
+                over_s: over_s.and_then(|over| Finite::new(over, "reading time").ok()),
             })
         })
         .collect();
@@ -234,21 +248,33 @@ mod tests {
         let readings = vec![
             // Inside step 3 (0.060..0.090) and step 7 (0.140..0.170), and in the gaps between
             // others (step 1 ends at 0.030, step 2 starts at 0.040).
-            ("nvml:0".to_owned(), vec![(0.065, 0.068), (0.031, 0.039), (0.150, 0.152)]),
-            ("host".to_owned(), vec![(0.0, 0.5)]),
-            ("silent".to_owned(), vec![]),
+            Readings::all("nvml:0", vec![(0.065, 0.068), (0.031, 0.039), (0.150, 0.152)]),
+            Readings::all("host", vec![(0.0, 0.5)]),
+            Readings::all("silent", vec![]),
+            // Of nvml:0's, the one slow reading (3 ms), inside step 3.
+            Readings { source: "nvml:0".to_owned(), over_s: Some(1e-3), reads: vec![(0.065, 0.068)] },
         ];
         let found = slow_steps(&starts, &steps, &readings, &[]).unwrap();
         assert_eq!((found.steps, found.slow, found.factor.get()), (10, 2, SLOW_STEP_FACTOR));
-        assert_eq!(found.during_readings.len(), 2, "{found:?}");
+        assert_eq!(found.during_readings.len(), 3, "{found:?}");
         let nvml = &found.during_readings[0];
         assert_eq!((nvml.source.as_str(), nvml.readings, nvml.slow), ("nvml:0", 3, 2));
         assert_eq!(nvml.others_share.get(), 0.0, "the gap reading overlaps no step");
         assert!((nvml.reading_median_s.get() - 0.003).abs() < 1e-12, "{nvml:?}");
+        assert!(nvml.over_s.is_none());
         let host = &found.during_readings[1];
         assert_eq!((host.slow, host.others_share.get()), (2, 1.0));
+        // The slow readings' own entry: one of the slow steps fell on one, no other step did.
+        let slow_nvml = &found.during_readings[2];
+        assert_eq!((slow_nvml.source.as_str(), slow_nvml.readings, slow_nvml.slow), ("nvml:0", 1, 1));
+        assert_eq!((slow_nvml.others_share.get(), slow_nvml.over_s.map(|o| o.get())), (0.0, Some(1e-3)));
+        assert_eq!(
+            found.words("the median"),
+            "2 of its 10 steps over 1.2× the median; of them, 2 overlapped nvml:0's readings (the others: 0%), 2 \
+             host's (the others: 100%), 1 nvml:0's over 1 ms (the others: 0%)"
+        );
         // A reading that ends exactly as a step starts does not overlap it.
-        let touching = slow_steps(&starts, &steps, &[("edge".to_owned(), vec![(0.050, 0.060)])], &[]).unwrap();
+        let touching = slow_steps(&starts, &steps, &[Readings::all("edge", vec![(0.050, 0.060)])], &[]).unwrap();
         assert_eq!((touching.during_readings[0].slow, touching.during_readings[0].others_share.get()), (0, 0.0));
         assert!(slow_steps(&starts, &steps[..9], &readings, &[]).is_none(), "steps and starts disagree");
         assert!(slow_steps(&[0.0], &[0.01], &readings, &[]).is_none(), "one step has no median to stand out from");

@@ -515,7 +515,10 @@ mod tests {
             crate::cell::measured(CellShape::decode(1, 8), summary, Finite::new(1.0, "t").unwrap(), None, None)
                 .unwrap();
         let starts = [0.0, 1.5, 4.0, 5.5];
-        let readings = [("nvml:0".to_owned(), vec![(2.0, 2.1), (6.0, 6.1)]), ("host".to_owned(), vec![(0.2, 0.3)])];
+        let readings = [
+            crate::cell::Readings::all("nvml:0", vec![(2.0, 2.1), (6.0, 6.1)]),
+            crate::cell::Readings::all("host", vec![(0.2, 0.3)]),
+        ];
         // The thread was preempted in one slow step (waiting to run for 1 s of it) and waited in
         // the other, on its CPU for 0.5 s of each; it ran through the others.
         let thread = [(1.0, 0, 0, 0.0), (0.5, 0, 3, 1.0), (1.0, 0, 0, 0.0), (0.5, 1, 0, 0.0)].map(

@@ -462,7 +462,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 // them (the fp8 suite's as older builds did, without).
                 cell["slow_steps"] = if i == 0 {
                     json!({"factor": 1.2, "steps": 100, "slow": 10, "during_readings": [
-                        {"source": "nvml", "readings": 20, "reading_median_s": 0.0018, "slow": 8, "others_share": 0.1}],
+                        {"source": "nvml", "readings": 20, "reading_median_s": 0.0018, "slow": 8, "others_share": 0.1},
+                        {"source": "nvml", "readings": 3, "reading_median_s": 0.004, "slow": 3, "others_share": 0.0,
+                         "over_s": 0.001}],
                         "thread": {"slow_preempted": 7, "others_preempted": 9, "slow_blocked": 1, "others_blocked": 0,
                             "slow_cpu_s": 0.05, "slow_wall_s": 0.1, "others_cpu_s": 0.891, "others_wall_s": 0.9,
                             "slow_runnable_s": 0.03, "others_runnable_s": 0.0}})
@@ -573,7 +575,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(
         table.contains(
             "eager: 10 of 100 steps in 1 cells over 1.2x their median; of them 8 during nvml's readings (the other \
-             steps: 10%; a reading's median 1.80 ms); the thread running them was preempted in 7 (the other steps: \
+             steps: 10%; a reading's median 1.80 ms), 3 during nvml's readings over 1 ms (the other steps: 0%; a \
+             reading's median 4.00 ms); the thread running them was preempted in 7 (the other steps: \
              10%), waited off its CPU in 1 (the other steps: 0%), on its CPU for 50% of their time (the other steps: \
              99%), waiting to run for 30% (the other steps: 0%); the hypervisor stole at most 0.12 host cores during \
              a cell"

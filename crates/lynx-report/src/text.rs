@@ -1178,6 +1178,7 @@ mod tests {
                 reading_median_s: f(0.001),
                 slow: 2,
                 others_share: f(0.5),
+                over_s: None,
             }],
             thread: None,
         });

@@ -8,7 +8,7 @@ use lynx_nvml::NvmlSource;
 use lynx_rocm::RocmSource;
 use lynx_schema::device::DeviceName;
 use lynx_schema::result::{SourceRecord, TelemetryRecord};
-use lynx_schema::telemetry::{Sample, SamplesLine, WindowSummary};
+use lynx_schema::telemetry::{Sample, SamplesLine, WindowSummary, SLOW_READING_S};
 use lynx_schema::value::Finite;
 use lynx_telemetry::{HostSource, Sampler, TelemetrySource};
 use std::fs::File;
@@ -147,19 +147,13 @@ impl RunTelemetry {
         self.sampler.samples_from(0, from)
     }
 
-    /// Each source's timed readings (start, end) that overlap `[start_s, end_s]`, for setting a
-    /// cell's slow steps against them.
+    /// Each source's timed readings that overlap `[start_s, end_s]` ([`readings_of`]), for
+    /// setting a cell's slow steps against them.
     pub fn readings(&self, start_s: f64, end_s: f64) -> Vec<lynx_analysis::cell::Readings> {
         (0..self.sampler.names().len())
-            .map(|i| {
-                let reads = self.sampler.with_samples(i, |samples| {
-                    samples
-                        .iter()
-                        .filter_map(|s| s.read_s.map(|r| (s.t_s - r, s.t_s)))
-                        .filter(|&(begin, end)| begin < end_s && end > start_s)
-                        .collect()
-                });
-                (self.sampler.names()[i].clone(), reads)
+            .flat_map(|i| {
+                let name = &self.sampler.names()[i];
+                self.sampler.with_samples(i, |samples| readings_of(name, samples, start_s, end_s))
             })
             .collect()
     }
@@ -188,9 +182,63 @@ impl RunTelemetry {
     }
 }
 
+/// The timed readings (start, end) of the source `name` among `samples` that overlap `[start_s,
+/// end_s]`; and, where any of them took longer than [`SLOW_READING_S`] (those that kept their
+/// calls' times), those again as an entry of their own: whether a cell's slow steps fell on the
+/// slow readings in particular.
+pub fn readings_of(name: &str, samples: &[Sample], start_s: f64, end_s: f64) -> Vec<lynx_analysis::cell::Readings> {
+    let overlapping: Vec<&Sample> =
+        samples.iter().filter(|s| s.read_s.is_some_and(|r| s.t_s - r < end_s && s.t_s > start_s)).collect();
+    let span = |s: &&Sample| s.read_s.map(|r| (s.t_s - r, s.t_s));
+    let mut readings = vec![lynx_analysis::cell::Readings::all(name, overlapping.iter().filter_map(span).collect())];
+    let slow: Vec<(f64, f64)> = overlapping.iter().filter(|s| !s.slow_calls.is_empty()).filter_map(span).collect();
+    if !slow.is_empty() {
+        readings.push(lynx_analysis::cell::Readings {
+            source: name.to_owned(),
+            over_s: Some(SLOW_READING_S),
+            reads: slow,
+        });
+    }
+    readings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A source's readings over a window, and its slow ones (those that kept their calls' times)
+    /// again as their own entry; a window with none slow has no such entry.
+    #[test]
+    fn a_sources_slow_readings_are_an_entry_of_their_own() {
+        use lynx_schema::telemetry::CallTime;
+        let reading = |t_s: f64, read_s: f64, slow: bool| Sample {
+            t_s,
+            read_s: Some(read_s),
+            slow_calls: if slow {
+                vec![CallTime { call: "nvmlDeviceGetClockInfo(SM)".to_owned(), s: read_s }]
+            } else {
+                vec![]
+            },
+            ..Sample::default()
+        };
+        let samples = [
+            reading(0.95, 0.0002, false),
+            reading(1.0, 0.0003, false),
+            reading(1.05, 0.004, true),
+            reading(1.10, 0.0002, false),
+            reading(2.0, 0.005, true),
+        ];
+        let found = readings_of("nvml:0", &samples, 1.0, 1.2);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!((found[0].source.as_str(), found[0].over_s), ("nvml:0", None));
+        // Those ending after the window starts and starting before it ends: not the one that
+        // ends as it starts.
+        assert_eq!(found[0].reads, [(1.05 - 0.004, 1.05), (1.10 - 0.0002, 1.10)]);
+        assert_eq!(found[1].over_s, Some(SLOW_READING_S));
+        assert_eq!(found[1].reads, [(1.05 - 0.004, 1.05)]);
+        let quiet = readings_of("nvml:0", &samples, 1.06, 1.2);
+        assert_eq!(quiet.len(), 1, "no slow reading there: {quiet:?}");
+    }
 
     /// Issue 17: a samples file left with a torn last line (a full disk mid-write) has it cut
     /// off when the next segment opens it, so the new header starts a line of its own; a whole

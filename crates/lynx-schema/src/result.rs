@@ -894,7 +894,9 @@ impl SlowSteps {
                 .enumerate()
                 .map(|(i, r)| {
                     let (verb, noun) = if i == 0 { (" overlapped", " readings") } else { ("", "") };
-                    format!("{}{verb} {}'s{noun} (the others: {:.0}%)", r.slow, r.source, 100.0 * r.others_share.get())
+                    let over = r.over_s.map_or(String::new(), |over| format!(" over {} ms", 1e3 * over.get()));
+                    let share = 100.0 * r.others_share.get();
+                    format!("{}{verb} {}'s{noun}{over} (the others: {share:.0}%)", r.slow, r.source)
                 })
                 .collect();
             words.push_str(&format!("; of them, {}", during.join(", ")));
@@ -981,6 +983,12 @@ pub struct ReadingOverlap {
     pub slow: u32,
     /// The share of the other steps that overlapped one (0 where every step was slow).
     pub others_share: Finite,
+    /// Where set, the figures are over the source's readings that took longer than this only
+    /// (seconds; those that kept their calls' times, `Sample::slow_calls`), beside its entry for
+    /// all of them: whether the slow steps fell on the slow readings in particular. Absent for a
+    /// source's entry over all its readings (and in results from before lynx kept it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_s: Option<Finite>,
 }
 
 /// How a step runs a mixture of experts' routed experts, none of them copying per-expert counts
