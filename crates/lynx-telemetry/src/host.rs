@@ -140,8 +140,9 @@ fn files(dir: impl AsRef<Path>, entry_prefix: &str, name: &str) -> Vec<PathBuf> 
 /// The RAPL package domains under `powercap` (`intel-rapl:N/energy_uj`, each with its counter's
 /// range; sub-domains `intel-rapl:N:M` count within them, and AMD's are named so too), or why the
 /// host's package energy cannot be measured: none there, or a counter this process may not read
-/// (since Linux 5.10 `energy_uj` is readable by root alone, against the PLATYPUS power side
-/// channel, CVE-2020-8694), which would otherwise leave power missing with no reason given.
+/// (`energy_uj` is readable by root alone since the November 2020 fix for the PLATYPUS power
+/// side channel, CVE-2020-8694: Linux 5.10, and the stable kernels it went back to), which
+/// would otherwise leave power missing with no reason given.
 fn rapl_domains(powercap: &Path) -> Result<Vec<(PathBuf, f64)>, String> {
     let domains: Vec<(PathBuf, f64)> = files(powercap, "intel-rapl:", "energy_uj")
         .into_iter()
@@ -171,7 +172,7 @@ fn rapl_domains(powercap: &Path) -> Result<Vec<(PathBuf, f64)>, String> {
 fn rapl_unreadable(path: &Path, error: &std::io::Error) -> String {
     match error.kind() {
         std::io::ErrorKind::PermissionDenied => format!(
-            "RAPL's energy counter {} is readable by root alone (Linux 5.10 on, against the PLATYPUS side \
+            "RAPL's energy counter {} is readable by root alone (since the fix for the PLATYPUS side \
              channel, CVE-2020-8694): run lynx as root, or make the counters readable (chmod a+r \
              /sys/class/powercap/intel-rapl:*/energy_uj), to measure the host's package energy",
             path.display()
