@@ -110,7 +110,9 @@ pub struct Sample {
 }
 
 /// A reading that took longer than this (seconds) keeps what each of its calls took
-/// ([`Sample::slow_calls`]): some twenty times what a GPU library's reading usually takes.
+/// ([`Sample::slow_calls`]): a millisecond, a tenth of a launch-bound eager step on the H200 and
+/// half of what its slow steps lost. What a GPU library's reading usually takes has not been
+/// timed on a device yet; each sample's `read_s` will say.
 pub const SLOW_READING_S: f64 = 1e-3;
 
 /// One call of a reading, and how long it took.
