@@ -795,7 +795,7 @@ def slow_readings(name, result):
         lines = open(samples).read().splitlines()
     except OSError:
         return "not known: the run's samples file is not here (an archive made without it)"
-    total, slow, calls = 0, 0, {}
+    total, slow, calls, read = 0, 0, {}, []
     for line in lines:
         try:
             sample = json.loads(line)
@@ -804,19 +804,26 @@ def slow_readings(name, result):
         if not isinstance(sample, dict) or sample.get("kind") != "telemetry" or sample.get("source") == "host":
             continue
         total += 1
+        if isinstance(sample.get("read_s"), (int, float)):
+            read.append(sample["read_s"])
         if sample.get("slow_calls"):
             slow += 1
             for call in sample["slow_calls"]:
                 calls.setdefault(call["call"], []).append(call["s"])
     if not total:
         return ""
+    # What a reading usually takes, and its slowest: what no GPU run had measured before.
+    read.sort()
+    usual = (f" (a reading took {read[len(read) // 2] * 1e3:.3f} ms at the median, "
+             f"{read[min(len(read) - 1, int(0.99 * len(read)))] * 1e3:.3f} ms at p99, {read[-1] * 1e3:.3f} ms at most)"
+             if read else "")
     if not slow:
-        return f"none of its {total} readings"
+        return f"none of its {total} readings{usual}"
     def took(times):
         times = sorted(times)
         return f"median {times[len(times) // 2] * 1e3:.2f} ms, largest {times[-1] * 1e3:.2f} ms"
     slowest = sorted(calls.items(), key=lambda kv: -sorted(kv[1])[len(kv[1]) // 2])
-    return (f"{slow} of its {total} readings; their calls, slowest first: "
+    return (f"{slow} of its {total} readings{usual}; their calls, slowest first: "
             + "; ".join(f"{call} {took(times)}" for call, times in slowest[:4]))
 
 for name, result in sorted(results.items()):

@@ -517,10 +517,12 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 for i in 0..40 {
                     let mut nvml =
                         json!({"kind": "telemetry", "source": "nvml", "t_s": 0.05 * i as f64, "read_s": 0.0003});
-                    match i {
-                        7 => nvml["slow_calls"] = calls(0.0021, 0.0001),
-                        30 => nvml["slow_calls"] = calls(0.0043, 0.0012),
-                        _ => {}
+                    // A slow reading's time is its calls'.
+                    for (at, clock, fields) in [(7, 0.0021, 0.0001), (30, 0.0043, 0.0012)] {
+                        if i == at {
+                            nvml["slow_calls"] = calls(clock, fields);
+                            nvml["read_s"] = json!(clock + fields + 0.00001);
+                        }
                     }
                     lines.push(nvml);
                     lines.push(json!({"kind": "telemetry", "source": "host", "t_s": 0.05 * i as f64,
@@ -529,6 +531,16 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
                 std::fs::write(folder.join(format!("runs/h200/run/{suite}.samples.jsonl")), text + "{\"kind\":\"tel")
                     .unwrap();
+            }
+            // The MoE run's: three quick NVML readings, none kept their calls.
+            if suite == "gpu-check-moe" {
+                let text: String = [0.0002, 0.0004, 0.0003]
+                    .iter()
+                    .map(|read_s| {
+                        format!("{}\n", json!({"kind": "telemetry", "source": "nvml", "t_s": 1.0, "read_s": read_s}))
+                    })
+                    .collect();
+                std::fs::write(folder.join(format!("runs/h200/run/{suite}.samples.jsonl")), text).unwrap();
             }
             let file = folder.join(format!("runs/h200/run/{suite}.json"));
             std::fs::write(file, result.to_string()).unwrap();
@@ -588,12 +600,16 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     let readings = claim_line(&table, "gpu-check-llama-bf16: GPU library readings over 1 ms, and their calls");
     assert!(
         readings.contains(
-            "2 of its 40 readings; their calls, slowest first: nvmlDeviceGetClockInfo(SM) median 4.30 ms, largest \
-             4.30 ms; nvmlDeviceGetFieldValues median 1.20 ms, largest 1.20 ms; nvmlDeviceGetMemoryInfo median 0.01 \
-             ms, largest 0.01 ms"
+            "2 of its 40 readings (a reading took 0.300 ms at the median, 5.510 ms at p99, 5.510 ms at most); their \
+             calls, slowest first: nvmlDeviceGetClockInfo(SM) median 4.30 ms, largest 4.30 ms; \
+             nvmlDeviceGetFieldValues median 1.20 ms, largest 1.20 ms; nvmlDeviceGetMemoryInfo median 0.01 ms, \
+             largest 0.01 ms"
         ),
         "{readings}"
     );
+    let moe = claim_line(&table, "gpu-check-moe: GPU library readings over 1 ms, and their calls");
+    let quick = "none of its 3 readings (a reading took 0.300 ms at the median, 0.400 ms at p99, 0.400 ms at most)";
+    assert!(moe.contains(quick), "{moe}");
     let fp8 = claim_line(&table, "gpu-check-llama-fp8: GPU library readings over 1 ms, and their calls");
     assert!(fp8.contains("not known: the run's samples file is not here"), "{fp8}");
     // A result from a build that recorded neither says neither.
