@@ -857,7 +857,10 @@ for name, result in sorted(results.items()):
     slow = slow_steps_by_mode(result)
     if slow:
         claim(f"{name}: slow steps against the telemetry readings", "INFO", slow)
-    readings = slow_readings(name, result)
+    try:
+        readings = slow_readings(name, result)
+    except Exception as e:  # a diagnostic: it never costs the window its table
+        readings = f"not read: {type(e).__name__}: {e}"
     if readings:
         claim(f"{name}: GPU library readings over 1 ms, and their calls", "INFO", readings)
 # The serving phase's rates, measured against simulated. Beside each output tok/s (the whole
