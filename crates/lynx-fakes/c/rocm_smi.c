@@ -4,9 +4,11 @@
  * twice: RSMI_MAJOR=5 (the 5.x rsmi_frequencies_t, no current socket power) and RSMI_MAJOR=6
  * (current socket power; a frequencies layout lynx does not read). See src/lib.rs.
  */
+#define _POSIX_C_SOURCE 199309L /* nanosleep */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef RSMI_MAJOR
 #error "build with -DRSMI_MAJOR=5 or 6"
@@ -141,7 +143,21 @@ rsmi_status_t rsmi_dev_temp_metric_get(uint32_t dv, uint32_t sensor, int metric,
     *milli = current[sensor];
     return RSMI_STATUS_SUCCESS;
 }
-rsmi_status_t rsmi_dev_busy_percent_get(uint32_t dv, uint32_t *percent) { CHECK(dv) *percent = 93; return RSMI_STATUS_SUCCESS; }
+/* How long each busy-percent query takes, in microseconds (0: no time at all), set by a test
+ * through lynx_fake_rocm_slow_busy: a call that holds the driver for milliseconds. */
+static _Atomic uint32_t busy_us = 0;
+void lynx_fake_rocm_slow_busy(uint32_t microseconds) { atomic_store(&busy_us, microseconds); }
+
+rsmi_status_t rsmi_dev_busy_percent_get(uint32_t dv, uint32_t *percent) {
+    CHECK(dv)
+    uint32_t us = atomic_load(&busy_us);
+    if (us > 0) {
+        struct timespec pause = { us / 1000000, (long)(us % 1000000) * 1000 };
+        nanosleep(&pause, NULL);
+    }
+    *percent = 93;
+    return RSMI_STATUS_SUCCESS;
+}
 
 /* System clock: 8 levels 500..1900 MHz, current level 6 (1700 MHz); memory: 3 levels, current
  * 2 (1600 MHz). Frequencies in Hz. */

@@ -20,14 +20,15 @@
 //!   field, no memory temperature, no energy counter, no throttle reasons, no serial, ECC, MIG
 //!   or process list (each `NVML_ERROR_NOT_SUPPORTED`); `nvmlDeviceGetPowerUsage` 250500 mW; GPU 48 °C.
 //!
-//! **ROCm SMI** ([`ROCM_SMI_5`] reports version 5.7, [`ROCM_SMI_6`] 6.2), one device: power
-//! cap 290 W, default 300 W, average power 280.25 W, current socket power 287.5 W (6.x only);
+//! **ROCm SMI** ([`ROCM_SMI_5`] reports version 5.7, [`ROCM_SMI_6`] 6.2), one device: power cap
+//! 290 W, default 300 W, average power 280.25 W, current socket power 287.5 W (6.x only);
 //! energy accumulator 2^30 + 65536 per read at 15.2587890625 µJ (so 16384 J, plus 1 J per
-//! read); edge 45, junction 71.5, memory 66 °C; 93% busy; system clock 1700 MHz and memory
-//! clock 1600 MHz (the 5.x `rsmi_frequencies_t`); 12 GiB of 63.98 GiB VRAM used; PCI
-//! 0000:83:00.0; serial 692231000131; VBIOS 113-D67301-063. [`ROCM_SMI_6_THREE`] sees three
-//! such devices on buses 0x83, 0x84 and 0x85; [`HIP`] is the HIP runtime of a process that
-//! sees two of them, renumbered (see there).
+//! read); edge 45, junction 71.5, memory 66 °C; 93% busy (the query taking as long as
+//! `lynx_fake_rocm_slow_busy(microseconds)` last set, no time at all until then); system clock
+//! 1700 MHz and memory clock 1600 MHz (the 5.x `rsmi_frequencies_t`); 12 GiB of 63.98 GiB VRAM
+//! used; PCI 0000:83:00.0; serial 692231000131; VBIOS 113-D67301-063. [`ROCM_SMI_6_THREE`] sees
+//! three such devices on buses 0x83, 0x84 and 0x85; [`HIP`] is the HIP runtime of a process
+//! that sees two of them, renumbered (see there).
 
 /// The stand-in libnvidia-ml.
 pub const NVML: &str = concat!(env!("OUT_DIR"), "/nvml/libnvidia-ml.so.1");
