@@ -209,16 +209,14 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
     // Cells measured again for their spread or the host's load, and those measured again because
     // their first measurement contradicted itself: said apart, since only the first are this
     // check's.
-    let (contradicted, again): (Vec<&&CellRecord>, Vec<&&CellRecord>) = measured
-        .iter()
-        .filter(|c| c.remeasured.is_some())
-        .partition(|c| c.remeasured.as_deref().is_some_and(|why| why.starts_with(CONTRADICTED)));
-    let again = match contradicted.len() {
-        0 => format!("{} cell(s) measured once more to get there", again.len()),
+    let remeasured: Vec<&str> = measured.iter().filter_map(|c| c.remeasured.as_deref()).collect();
+    let contradicted = remeasured.iter().filter(|why| why.starts_with(CONTRADICTED)).count();
+    let unstable = remeasured.len() - contradicted;
+    let again = match contradicted {
+        0 => format!("{unstable} cell(s) measured once more to get there"),
         n => format!(
-            "{} cell(s) measured once more to get there, and {n} more because {} first measurement \
+            "{unstable} cell(s) measured once more to get there, and {n} more because {} first measurement \
              contradicted itself",
-            again.len(),
             if n == 1 { "its" } else { "their" }
         ),
     };

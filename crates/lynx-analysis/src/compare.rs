@@ -105,9 +105,7 @@ pub fn compare(first: &str, a: &RunResult, second: &str, b: &RunResult) -> Compa
     if hooks_a.is_some() || hooks_b.is_some() {
         verdict.test_hooks = Some(TestHooks { first: hooks_a, second: hooks_b });
     }
-    let failed = |r: &RunResult| {
-        Some(r.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>()).filter(|f| !f.is_empty())
-    };
+    let failed = |r: &RunResult| Some(r.failed_checks()).filter(|f| !f.is_empty());
     let (failed_a, failed_b) = (failed(a), failed(b));
     if failed_a.is_some() || failed_b.is_some() {
         verdict.failed_checks = Some(FailedChecks { first: failed_a, second: failed_b });

@@ -177,7 +177,7 @@ fn judge(
         (workload, bound, served),
         &inputs,
     );
-    let failed_checks: Vec<String> = result.checks.iter().filter(|c| !c.passed).map(|c| c.name.to_string()).collect();
+    let failed_checks: Vec<String> = result.failed_checks().iter().map(ToString::to_string).collect();
     let measured_part = measured_part(&result);
     Ok(Entry {
         file: shown,

@@ -218,7 +218,7 @@ fn index_body(entries: &[Entry]) -> Markup {
 fn result_row(entry: &Entry) -> Markup {
     match &entry.verdict {
         Ok((result, signers)) => {
-            let failed: Vec<&str> = result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+            let failed: Vec<&str> = result.failed_checks().iter().map(|c| c.as_str()).collect();
             html! {
                 tr.result {
                     td.long { a href=(entry.page) { (Html(&device_label(result))) } }

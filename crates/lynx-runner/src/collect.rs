@@ -140,8 +140,7 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     }
     // The envelope last: a folder with it is a whole result.
     copy(envelope, &target)?;
-    let failed_checks = result.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect();
-    Ok(Outcome::Collected { to: target, failed_checks })
+    Ok(Outcome::Collected { to: target, failed_checks: result.failed_checks() })
 }
 
 /// Rewrite `into/index.json` from the verified envelopes in `into`.

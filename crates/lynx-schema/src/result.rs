@@ -63,6 +63,13 @@ pub struct RunResult {
     pub serving: Option<crate::serving::ServingRecord>,
 }
 
+impl RunResult {
+    /// The checks the run failed, in the order it made them (none: every check passed).
+    pub fn failed_checks(&self) -> Vec<CheckName> {
+        self.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect()
+    }
+}
+
 /// What a run was asked to do, written into its folder before anything runs: the worker process
 /// reads it, and `lynx run --resume` re-runs exactly it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -179,14 +179,13 @@ pub fn execute(
         );
         return Err(Exit(128 + signal as u8).into());
     }
-    let failed: Vec<&str> = outcome.result.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+    let failed = outcome.result.failed_checks();
     if failed.is_empty() {
         Ok(outcome)
     } else {
-        let checks = if failed.len() == 1 { "check" } else { "checks" };
         Err(anyhow::anyhow!(
-            "the run failed its {} {checks}; its figures are in {}",
-            failed.join(", "),
+            "the run failed its {}; its figures are in {}",
+            lynx_report::text::checks_named(&failed),
             outcome.path.display()
         ))
     }

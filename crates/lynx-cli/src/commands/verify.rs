@@ -20,11 +20,8 @@ pub fn run(paths: &[PathBuf], trust: TrustArgs, json: bool) -> anyhow::Result<()
             let hooks =
                 outcome.as_ref().ok().and_then(|v| v.result.harness.test_hooks.clone()).filter(|h| !h.is_empty());
             let status = outcome.as_ref().ok().map(|v| v.result.status);
-            let failed_checks = outcome
-                .as_ref()
-                .ok()
-                .map(|v| v.result.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>())
-                .filter(|failed| !failed.is_empty());
+            let failed_checks =
+                outcome.as_ref().ok().map(|v| v.result.failed_checks()).filter(|failed| !failed.is_empty());
             VerifyVerdict {
                 file: file.display().to_string(),
                 valid: outcome.is_ok(),
