@@ -47,3 +47,18 @@ pub const HIP: &str = concat!(env!("OUT_DIR"), "/hip/libamdhip64.so.6");
 pub const NVML_FULL_UUID: &str = "GPU-f4ce0000-1111-2222-3333-444444444444";
 /// NVML device 1's UUID (the older board).
 pub const NVML_OLDER_UUID: &str = "GPU-f4ce0001-1111-2222-3333-444444444444";
+
+/// Make a stand-in library's slowed call take `microseconds` (0: no time at all), through the
+/// setter it exports (`lynx_fake_nvml_slow_sm_clock`, `lynx_fake_rocm_slow_busy`). `library` is
+/// loaded again by its path, which gives the copy the process already loaded: the delay holds
+/// for every caller in this process until it is set again.
+pub fn slow_down(library: &str, setter: &str, microseconds: u32) {
+    // SAFETY: the path is one of this crate's stand-ins, whose setters take one u32 and return
+    // nothing; loading one runs no initialiser.
+    unsafe {
+        let library = libloading::Library::new(library).expect("the stand-in loads");
+        let set: libloading::Symbol<unsafe extern "C" fn(u32)> =
+            library.get(setter.as_bytes()).unwrap_or_else(|e| panic!("{setter}: {e}"));
+        set(microseconds);
+    }
+}

@@ -17,13 +17,9 @@ fn a_slow_reading_names_the_call_that_took_the_time() {
     let mut quick = || (0..5).any(|_| source.sample().slow_calls.is_empty());
     assert!(quick(), "a quick reading keeps no call times");
 
-    // The library loaded again by its path is the same one, with the same state.
-    let library = unsafe { libloading::Library::new(lynx_fakes::NVML) }.unwrap();
-    let slow_sm_clock: libloading::Symbol<unsafe extern "C" fn(u32)> =
-        unsafe { library.get(b"lynx_fake_nvml_slow_sm_clock") }.unwrap();
-    unsafe { slow_sm_clock(3000) };
+    lynx_fakes::slow_down(lynx_fakes::NVML, "lynx_fake_nvml_slow_sm_clock", 3000);
     let sample = source.sample();
-    unsafe { slow_sm_clock(0) };
+    lynx_fakes::slow_down(lynx_fakes::NVML, "lynx_fake_nvml_slow_sm_clock", 0);
 
     let calls: Vec<&str> = sample.slow_calls.iter().map(|c| c.call.as_str()).collect();
     assert_eq!(

@@ -17,12 +17,9 @@ fn a_slow_reading_names_the_call_that_took_the_time() {
     // One of five: a preemption inside a reading on a busy host makes it slow.
     assert!((0..5).any(|_| source.sample().slow_calls.is_empty()), "a quick reading keeps no call times");
 
-    let library = unsafe { libloading::Library::new(lynx_fakes::ROCM_SMI_5) }.unwrap();
-    let slow_busy: libloading::Symbol<unsafe extern "C" fn(u32)> =
-        unsafe { library.get(b"lynx_fake_rocm_slow_busy") }.unwrap();
-    unsafe { slow_busy(3000) };
+    lynx_fakes::slow_down(lynx_fakes::ROCM_SMI_5, "lynx_fake_rocm_slow_busy", 3000);
     let sample = source.sample();
-    unsafe { slow_busy(0) };
+    lynx_fakes::slow_down(lynx_fakes::ROCM_SMI_5, "lynx_fake_rocm_slow_busy", 0);
 
     let calls: Vec<&str> = sample.slow_calls.iter().map(|c| c.call.as_str()).collect();
     assert_eq!(
