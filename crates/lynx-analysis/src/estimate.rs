@@ -10,6 +10,7 @@
 use crate::memory::{fit_memory, CellMemory};
 use crate::roofline::{matmul_dtype, Ceilings};
 use lynx_schema::config::{LatencyBound, ModelShape, Precision, Suite};
+use lynx_schema::device::slug;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, StepMode};
 use lynx_schema::roofline::{Probe, RooflineRecord};
 use lynx_schema::value::Finite;
@@ -93,11 +94,26 @@ impl Datasheet {
     }
 }
 
-/// The datasheet named `name` itself (its `name`, or its driver's `full_name`; case aside), for
-/// planning on a device that is not here.
-pub fn datasheet_named(name: &str) -> Option<&'static Datasheet> {
-    let wanted = name.split_whitespace().collect::<Vec<_>>().join(" ");
-    DATASHEETS.iter().find(|d| d.name.eq_ignore_ascii_case(&wanted) || d.full_name.eq_ignore_ascii_case(&wanted))
+/// The datasheet `name` names, for planning on a device that is not here: the one whose `name`
+/// or driver's `full_name` it is, or the slug of either (`nvidia-h200`, as results and prices name
+/// devices), case and spacing aside; else the only one whose full name holds its words as whole
+/// words (`hbm3`). `Err` with those it could mean where it could mean several (`h100`: an H100
+/// 80GB HBM3 or an H100 PCIe), empty where none.
+pub fn datasheet_named(name: &str) -> Result<&'static Datasheet, Vec<&'static Datasheet>> {
+    let wanted = slug(name);
+    if wanted.is_empty() {
+        return Err(Vec::new());
+    }
+    if let Some(sheet) = DATASHEETS.iter().find(|d| slug(d.name) == wanted || slug(d.full_name) == wanted) {
+        return Ok(sheet);
+    }
+    let words = format!("-{wanted}-");
+    let meant: Vec<&Datasheet> =
+        DATASHEETS.iter().filter(|d| format!("-{}-", slug(d.full_name)).contains(&words)).collect();
+    match meant[..] {
+        [sheet] => Ok(sheet),
+        _ => Err(meant),
+    }
 }
 
 /// The datasheet of the device named `name` (as its driver names it), if lynx has one: the first
@@ -674,13 +690,19 @@ mod tests {
     fn a_datasheet_is_named_as_lynx_names_it_or_as_its_driver_does() {
         for sheet in &DATASHEETS {
             assert_eq!(datasheet(sheet.full_name), Some(sheet), "{}", sheet.full_name);
-            assert_eq!(datasheet_named(sheet.name), Some(sheet));
-            assert_eq!(datasheet_named(&sheet.full_name.to_lowercase()), Some(sheet));
+            assert_eq!(datasheet_named(sheet.name), Ok(sheet));
+            assert_eq!(datasheet_named(&sheet.full_name.to_lowercase()), Ok(sheet));
             assert!(sheet.memory_bytes() >= 80 << 30, "{}", sheet.name);
             assert_eq!(sheet.rocm, sheet.full_name.starts_with("AMD "), "{}", sheet.name);
         }
         assert_eq!(datasheet_named("  h100   80gb hbm3 ").unwrap().memory_bytes(), 80 << 30);
-        assert!(datasheet_named("H100").is_none(), "an H100 PCIe is not the SXM board's datasheet");
-        assert!(datasheet_named("A100").is_none());
+        assert_eq!(datasheet_named("nvidia-h200").unwrap().name, "H200", "a device's slug");
+        assert_eq!(datasheet_named("nvidia-h100-pcie").unwrap().name, "H100 PCIe");
+        assert_eq!(datasheet_named("HBM3").unwrap().name, "H100 80GB HBM3", "the only one it could mean");
+        let meant = |name: &str| datasheet_named(name).unwrap_err().iter().map(|d| d.name).collect::<Vec<_>>();
+        assert_eq!(meant("H100"), ["H100 80GB HBM3", "H100 PCIe"], "an H100 PCIe is not the SXM board's datasheet");
+        assert_eq!(meant("nvidia h1"), Vec::<&str>::new(), "whole words only");
+        assert_eq!(meant("A100"), Vec::<&str>::new());
+        assert_eq!(meant(" - "), Vec::<&str>::new());
     }
 }

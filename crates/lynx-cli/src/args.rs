@@ -230,9 +230,9 @@ pub struct RunArgs {
     #[arg(long, requires = "plan")]
     pub json: bool,
     /// With --plan: plan for a device that need not be here, from lynx's datasheet for it (H100
-    /// 80GB HBM3, H100 PCIe, H200, B200, MI300X or MI355X): its memory and rates the
-    /// datasheet's, graphs captured beside eager steps; --device names it (by default cuda:0, or
-    /// rocm:0 for AMD).
+    /// 80GB HBM3, H100 PCIe, H200, B200, MI300X or MI355X; its driver's name or a slug of
+    /// either, e.g. nvidia-h200): its memory and rates the datasheet's, graphs captured beside
+    /// eager steps; --device names it (by default cuda:0, or rocm:0 for AMD).
     #[arg(long, value_name = "DATASHEET", requires = "plan", value_parser = datasheet,
           conflicts_with_all = ["resume", "all_devices", "devices"])]
     pub plan_as: Option<&'static lynx_analysis::estimate::Datasheet>,
@@ -490,9 +490,16 @@ fn usd_per_hour(text: &str) -> Result<f64, String> {
 }
 
 fn datasheet(text: &str) -> Result<&'static lynx_analysis::estimate::Datasheet, String> {
-    lynx_analysis::estimate::datasheet_named(text).ok_or_else(|| {
-        let names: Vec<&str> = lynx_analysis::estimate::DATASHEETS.iter().map(|d| d.name).collect();
-        format!("lynx has no datasheet named {text:?}; it has {}", names.join(", "))
+    lynx_analysis::estimate::datasheet_named(text).map_err(|meant| {
+        let names = |sheets: &[&lynx_analysis::estimate::Datasheet]| {
+            sheets.iter().map(|d| d.name).collect::<Vec<_>>().join(", ")
+        };
+        if meant.is_empty() {
+            let all: Vec<_> = lynx_analysis::estimate::DATASHEETS.iter().collect();
+            format!("lynx has no datasheet named {text:?}; it has {}", names(&all))
+        } else {
+            format!("{text:?} could mean any of {}: name one", names(&meant))
+        }
     })
 }
 

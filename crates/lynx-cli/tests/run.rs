@@ -562,6 +562,11 @@ fn a_plan_for_a_device_not_here_takes_its_datasheet() {
         ),
         "{line}"
     );
+    // A name that could mean two datasheets names both; a device's slug names its own.
+    let line = bad_input(&["run", "--plan", "--plan-as", "h100"]);
+    assert!(line.contains("\"h100\" could mean any of H100 80GB HBM3, H100 PCIe: name one"), "{line}");
+    let json: Value = serde_json::from_str(&plan(&["--plan-as", "nvidia-h100-pcie", "--json"])).unwrap();
+    assert_eq!(json["plans"][0]["planned_from_datasheet"], "H100 PCIe");
     let line = bad_input(&["run", "--plan", "--plan-as", "H200", "--device", "rocm:0"]);
     assert!(line.contains("--plan-as H200: the NVIDIA H200 is named cuda:N, not rocm:0"), "{line}");
     let line = bad_input(&["run", "--plan-as", "H200"]);
