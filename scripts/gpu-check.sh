@@ -744,6 +744,13 @@ def thread_words(threads, others):
         line += (f", waiting to run for {on_cpu(t['slow_runnable_s'], t['slow_wall_s']):.0%} (the other "
                  f"steps: {on_cpu(t['others_runnable_s'], t['others_wall_s']):.0%})")
     return line
+def allocator_words(allocators, others):
+    """Where libtorch's caching allocator called the driver for memory in some steps' slow ones and
+    in the others (summed over `allocators`, records of lynx builds that kept them, on a GPU)."""
+    slow, other, calls = (sum(a[key] for a in allocators) for key in ("slow", "others", "calls"))
+    share = other / others if others else 0.0
+    return (f"libtorch's allocator called the driver for memory in {slow} of them (the other steps: "
+            f"{share:.0%}; {calls} calls over all the steps)")
 def slow_steps_by_mode(result):
     """Per mode, the cells' slow steps of their timed steps, and for each source the slow ones
     during its readings, the share of the other steps during them, and its readings' median."""
@@ -778,6 +785,11 @@ def slow_steps_by_mode(result):
         if slow and threads:
             others = sum(k["steps"] - k["slow"] for k in kept if k.get("thread"))
             line += "; " + thread_words(threads, others)
+        # Where the caching allocator called the driver (lynx builds from 2026-12-06 on, on a GPU).
+        allocators = [k["allocator"] for k in kept if k.get("allocator")]
+        if slow and allocators:
+            others = sum(k["steps"] - k["slow"] for k in kept if k.get("allocator"))
+            line += "; " + allocator_words(allocators, others)
         # The hypervisor's steal over these cells (a virtual machine's host; the most of any cell).
         stolen = [c["stolen_cpu_cores"] for c in cells(result) if mode(c) == mode_name and "stolen_cpu_cores" in c]
         if stolen:
@@ -923,6 +935,8 @@ for name, result in sorted(results.items()):
                               f"{slow['steps']}")
                     if slow.get("thread"):
                         paced += ", " + thread_words([slow["thread"]], slow["steps"] - slow["slow"])
+                    if slow.get("allocator"):
+                        paced += ", " + allocator_words([slow["allocator"]], slow["steps"] - slow["slow"])
             # The steady state at this rate (the search's requests, simulated), and whether the
             # window's measurement came to its verdict on the bound.
             steady = r.get("steady")

@@ -2,7 +2,9 @@
 //! times, and the full-depth extrapolation of a layer subset.
 
 use lynx_schema::config::ModelShape;
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, FullDepth, ReadingOverlap, SlowSteps, ThreadOverSteps};
+use lynx_schema::result::{
+    AllocatorOverSteps, CellRecord, CellShape, CellStatus, FullDepth, ReadingOverlap, SlowSteps, ThreadOverSteps,
+};
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::{Finite, NotFinite};
 
@@ -105,11 +107,19 @@ pub struct ThreadStep {
 /// `starts_s[i]` on the run's clock and lasting `step_s[i]`) over [`SLOW_STEP_FACTOR`] times their
 /// median, and for each source how many of them overlapped one of its readings beside the share
 /// of the other steps that did; and, where `thread` has one entry a step, what the thread that
-/// ran them did during the slow steps and during the others ([`ThreadOverSteps`]). `None` where
-/// the steps and their starts disagree in number or there are fewer than two steps. Sources
-/// without readings are left out.
-pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings], thread: &[ThreadStep]) -> Option<SlowSteps> {
-    slow_steps_by_pace(starts_s, step_s, step_s, readings, thread)
+/// ran them did during the slow steps and during the others ([`ThreadOverSteps`]); and, where
+/// `allocator` has one entry a step (the calls libtorch's caching allocator made to the driver
+/// for memory during it, on a GPU), in how many of each it called the driver
+/// ([`AllocatorOverSteps`]). `None` where the steps and their starts disagree in number or there
+/// are fewer than two steps. Sources without readings are left out.
+pub fn slow_steps(
+    starts_s: &[f64],
+    step_s: &[f64],
+    readings: &[Readings],
+    thread: &[ThreadStep],
+    allocator: &[u64],
+) -> Option<SlowSteps> {
+    slow_steps_by_pace(starts_s, step_s, step_s, readings, thread, allocator)
 }
 
 /// As [`slow_steps`], over steps of different shapes: a step is slow where its `pace` (its time
@@ -121,6 +131,7 @@ pub fn slow_steps_by_pace(
     pace: &[f64],
     readings: &[Readings],
     thread: &[ThreadStep],
+    allocator: &[u64],
 ) -> Option<SlowSteps> {
     if starts_s.len() != step_s.len() || pace.len() != step_s.len() || step_s.len() < 2 {
         return None;
@@ -166,7 +177,18 @@ pub fn slow_steps_by_pace(
         slow: u32::try_from(slow_count).unwrap_or(u32::MAX),
         during_readings,
         thread: (thread.len() == step_s.len()).then(|| thread_over_steps(step_s, &slow, thread)).flatten(),
+        allocator: (allocator.len() == step_s.len()).then(|| allocator_over_steps(&slow, allocator)),
     })
+}
+
+/// The steps, slow (`slow[i]`) and other, in which libtorch's caching allocator called the
+/// driver, and its calls over them all.
+fn allocator_over_steps(slow: &[bool], calls: &[u64]) -> AllocatorOverSteps {
+    let with_calls = |want_slow: bool| {
+        let n = slow.iter().zip(calls).filter(|(&is_slow, &c)| is_slow == want_slow && c > 0).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    AllocatorOverSteps { slow: with_calls(true), others: with_calls(false), calls: calls.iter().sum() }
 }
 
 /// The thread's context switches and CPU time over the slow steps (`slow[i]`) and the others.
@@ -254,7 +276,7 @@ mod tests {
             // Of nvml:0's, the one slow reading (3 ms), inside step 3.
             Readings { source: "nvml:0".to_owned(), over_s: Some(1e-3), reads: vec![(0.065, 0.068)] },
         ];
-        let found = slow_steps(&starts, &steps, &readings, &[]).unwrap();
+        let found = slow_steps(&starts, &steps, &readings, &[], &[]).unwrap();
         assert_eq!((found.steps, found.slow, found.factor.get()), (10, 2, SLOW_STEP_FACTOR));
         assert_eq!(found.during_readings.len(), 3, "{found:?}");
         let nvml = &found.during_readings[0];
@@ -274,10 +296,10 @@ mod tests {
              host's (the others: 100%), 1 nvml:0's over 1 ms (the others: 0%)"
         );
         // A reading that ends exactly as a step starts does not overlap it.
-        let touching = slow_steps(&starts, &steps, &[Readings::all("edge", vec![(0.050, 0.060)])], &[]).unwrap();
+        let touching = slow_steps(&starts, &steps, &[Readings::all("edge", vec![(0.050, 0.060)])], &[], &[]).unwrap();
         assert_eq!((touching.during_readings[0].slow, touching.during_readings[0].others_share.get()), (0, 0.0));
-        assert!(slow_steps(&starts, &steps[..9], &readings, &[]).is_none(), "steps and starts disagree");
-        assert!(slow_steps(&[0.0], &[0.01], &readings, &[]).is_none(), "one step has no median to stand out from");
+        assert!(slow_steps(&starts, &steps[..9], &readings, &[], &[]).is_none(), "steps and starts disagree");
+        assert!(slow_steps(&[0.0], &[0.01], &readings, &[], &[]).is_none(), "one step has no median to stand out from");
         assert!(found.thread.is_none(), "no thread accounting, none recorded");
     }
 
@@ -293,19 +315,44 @@ mod tests {
         thread[3] = ThreadStep { cpu_s: 0.010, voluntary: 0, involuntary: 2, runnable_s: Some(0.020) };
         thread[7] = ThreadStep { cpu_s: 0.010, voluntary: 1, involuntary: 0, runnable_s: Some(0.0) };
         thread[0] = ThreadStep { cpu_s: 0.009, voluntary: 0, involuntary: 1, runnable_s: Some(0.001) };
-        let found = slow_steps(&starts, &steps, &[], &thread).unwrap().thread.unwrap();
+        let found = slow_steps(&starts, &steps, &[], &thread, &[]).unwrap().thread.unwrap();
         assert_eq!((found.slow_preempted, found.others_preempted), (1, 1));
         assert_eq!((found.slow_blocked, found.others_blocked), (1, 0));
         let close = |a: Finite, b: f64| (a.get() - b).abs() < 1e-12;
         assert!(close(found.slow_cpu_s, 0.020) && close(found.slow_wall_s, 0.060), "{found:?}");
         assert!(close(found.others_cpu_s, 0.079) && close(found.others_wall_s, 0.080), "{found:?}");
         assert!(close(found.slow_runnable_s.unwrap(), 0.020) && close(found.others_runnable_s.unwrap(), 0.001));
-        assert!(slow_steps(&starts, &steps, &[], &thread[..9]).unwrap().thread.is_none());
+        assert!(slow_steps(&starts, &steps, &[], &thread[..9], &[]).unwrap().thread.is_none());
         // A step the kernel gave no run-queue delay for: the waits are not summed.
         thread[5].runnable_s = None;
-        let found = slow_steps(&starts, &steps, &[], &thread).unwrap().thread.unwrap();
+        let found = slow_steps(&starts, &steps, &[], &thread, &[]).unwrap().thread.unwrap();
         assert_eq!((found.slow_runnable_s, found.others_runnable_s), (None, None));
         assert_eq!(found.slow_preempted, 1, "the rest is summed as before");
+    }
+
+    /// The same ten steps with libtorch's caching allocator's calls to the driver during each: the
+    /// slow steps that made calls are counted apart from the others that did, with every call;
+    /// calls for some steps only record none, and a CPU's (none asked) none either.
+    #[test]
+    fn slow_steps_say_where_the_allocator_called_the_driver() {
+        let (starts, steps) = ten_steps_two_slow();
+        let mut calls = vec![0u64; 10];
+        // Step 3 allocated two blocks; a fast step freed one.
+        calls[3] = 2;
+        calls[8] = 1;
+        let found = slow_steps(&starts, &steps, &[], &[], &calls).unwrap();
+        assert_eq!(found.allocator, Some(AllocatorOverSteps { slow: 1, others: 1, calls: 3 }));
+        let words = found.words("the median");
+        assert!(
+            words.ends_with(
+                "; libtorch's allocator called the driver for memory in 1 of them (the others: 12%; 3 calls over all \
+                 the steps)"
+            ),
+            "{words}"
+        );
+        assert_eq!(slow_steps(&starts, &steps, &[], &[], &calls[..9]).unwrap().allocator, None);
+        let cpu = slow_steps(&starts, &steps, &[], &[], &[]).unwrap();
+        assert!(cpu.allocator.is_none() && !cpu.words("the median").contains("allocator"));
     }
 
     /// Steps of different shapes are slow by their pace, not their time: a long step at its
@@ -317,13 +364,13 @@ mod tests {
         let pace = [1.0, 1.0, 1.0, 2.0, 1.1];
         let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) };
         let thread: Vec<ThreadStep> = step_s.iter().map(|&s| ran(s)).collect();
-        let found = slow_steps_by_pace(&starts, &step_s, &pace, &[], &thread).unwrap();
+        let found = slow_steps_by_pace(&starts, &step_s, &pace, &[], &thread, &[]).unwrap();
         assert_eq!((found.steps, found.slow), (5, 1), "only the step at twice its pace: {found:?}");
         let thread = found.thread.unwrap();
         assert!((thread.slow_wall_s.get() - 0.020).abs() < 1e-12 && (thread.others_wall_s.get() - 0.110).abs() < 1e-12);
         // By time alone the long step would have been the slow one.
-        assert_eq!(slow_steps(&starts, &step_s, &[], &[]).unwrap().slow, 2);
-        assert!(slow_steps_by_pace(&starts, &step_s, &pace[..4], &[], &[]).is_none(), "a pace a step");
+        assert_eq!(slow_steps(&starts, &step_s, &[], &[], &[]).unwrap().slow, 2);
+        assert!(slow_steps_by_pace(&starts, &step_s, &pace[..4], &[], &[], &[]).is_none(), "a pace a step");
     }
 
     #[test]

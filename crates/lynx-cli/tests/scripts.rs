@@ -399,7 +399,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     bounded["decode_slow_steps"] = json!({"factor": 1.2, "steps": 50, "slow": 5, "during_readings": [],
         "thread": {"slow_preempted": 1, "others_preempted": 9, "slow_blocked": 0, "others_blocked": 0,
             "slow_cpu_s": 0.05, "slow_wall_s": 0.05, "others_cpu_s": 0.45, "others_wall_s": 0.45,
-            "slow_runnable_s": 0.0, "others_runnable_s": 0.0}});
+            "slow_runnable_s": 0.0, "others_runnable_s": 0.0},
+        "allocator": {"slow": 0, "others": 0, "calls": 0}});
     bounded["prefill_slow_steps"] = json!({"factor": 1.2, "steps": 10, "slow": 0, "during_readings": []});
     bounded["steady"] = json!({"requests": 2000, "simulated": figures(1.9), "within_bound": true});
     // The throughput over the window's steady part: measured, and none in the simulated window.
@@ -458,8 +459,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 cell["telemetry"].as_array_mut().unwrap().push(nvml);
                 cell["other_device_processes"] = json!(0);
                 // One cell's slow steps, most of them during the sampler's NVML readings; how long
-                // its thread waited to run, and the hypervisor's steal, where a lynx build recorded
-                // them (the fp8 suite's as older builds did, without).
+                // its thread waited to run, where the caching allocator called the driver, and the
+                // hypervisor's steal, where a lynx build recorded them (the fp8 suite's as older
+                // builds did, without).
                 cell["slow_steps"] = if i == 0 {
                     json!({"factor": 1.2, "steps": 100, "slow": 10, "during_readings": [
                         {"source": "nvml", "readings": 20, "reading_median_s": 0.0018, "slow": 8, "others_share": 0.1},
@@ -467,7 +469,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                          "over_s": 0.001}],
                         "thread": {"slow_preempted": 7, "others_preempted": 9, "slow_blocked": 1, "others_blocked": 0,
                             "slow_cpu_s": 0.05, "slow_wall_s": 0.1, "others_cpu_s": 0.891, "others_wall_s": 0.9,
-                            "slow_runnable_s": 0.03, "others_runnable_s": 0.0}})
+                            "slow_runnable_s": 0.03, "others_runnable_s": 0.0},
+                        "allocator": {"slow": 4, "others": 9, "calls": 26}})
                 } else {
                     Value::Null
                 };
@@ -475,6 +478,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                     if let Some(thread) = cell.pointer_mut("/slow_steps/thread").and_then(Value::as_object_mut) {
                         thread.remove("slow_runnable_s");
                         thread.remove("others_runnable_s");
+                    }
+                    if let Some(slow) = cell.get_mut("slow_steps").and_then(Value::as_object_mut) {
+                        slow.remove("allocator");
                     }
                     cell.as_object_mut().unwrap().remove("stolen_cpu_cores");
                 } else {
@@ -590,8 +596,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              steps: 10%; a reading's median 1.80 ms), 3 during nvml's readings over 1 ms (the other steps: 0%; a \
              reading's median 4.00 ms); the thread running them was preempted in 7 (the other steps: \
              10%), waited off its CPU in 1 (the other steps: 0%), on its CPU for 50% of their time (the other steps: \
-             99%), waiting to run for 30% (the other steps: 0%); the hypervisor stole at most 0.12 host cores during \
-             a cell"
+             99%), waiting to run for 30% (the other steps: 0%); libtorch's allocator called the driver for memory in \
+             4 of them (the other steps: 10%; 26 calls over all the steps); the hypervisor stole at most 0.12 host \
+             cores during a cell"
         ),
         "{table}"
     );
@@ -615,7 +622,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     // A result from a build that recorded neither says neither.
     let fp8 = claim_line(&table, "gpu-check-llama-fp8: slow steps against the telemetry readings");
     assert!(fp8.contains("on its CPU for 50% of their time (the other steps: 99%)"), "{fp8}");
-    assert!(!fp8.contains("waiting to run") && !fp8.contains("hypervisor"), "{fp8}");
+    assert!(!fp8.contains("waiting to run") && !fp8.contains("hypervisor") && !fp8.contains("allocator"), "{fp8}");
     assert!(table.contains("worst 13.1% over 2.00 s; 8 of"), "{table}");
     assert!(table.contains("(eager/graph) gpu-check-llama-bf16"), "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");
@@ -629,7 +636,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              off the table's line: decode batch 16 at 1.21x (40 steps); decode steps' p90 over the tables' median 1.03 (the cells' 1.02); decode \
              steps over 1.2x their median step/table: 5 of 50, the thread running them was preempted in 1 (the other \
              steps: 20%), waited off its CPU in 0 (the other steps: 0%), on its CPU for 100% of their time (the other \
-             steps: 100%), waiting to run for 0% (the other steps: 0%); steady state (2000 \
+             steps: 100%), waiting to run for 0% (the other steps: 0%), libtorch's allocator called the driver for \
+             memory in 0 of them (the other steps: 0%; 0 calls over all the steps); steady state (2000 \
              simulated): 1900 ms / 10.0 ms, bound held, in the window held"
         ),
         "{table}"

@@ -1181,6 +1181,7 @@ mod tests {
                 over_s: None,
             }],
             thread: None,
+            allocator: None,
         });
         let slow = serving_section(&serving);
         assert!(

@@ -141,4 +141,16 @@ int lynx_cuda_free_memory(int device, uint64_t *free_bytes, uint64_t *total_byte
   });
 }
 
+// The calls libtorch's caching allocator has made to the driver for `device`'s memory so far
+// (cudaMalloc and cudaFree, or the mapping calls of expandable segments; a failed allocation's
+// retry frees cached blocks, each a call): none while every block a step asks for is one it
+// holds, and each a wait on the driver where there is one. Read under the allocator's lock, with
+// no synchronisation, so that it can bracket each timed step.
+int lynx_cuda_allocator_calls(int device, uint64_t *calls, char *error, size_t len) noexcept {
+  return guarded(error, len, [&] {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    *calls = static_cast<uint64_t>(stats.num_device_alloc + stats.num_device_free);
+  });
+}
+
 } // extern "C"

@@ -19,6 +19,7 @@ type GraphBegin = unsafe extern "C" fn(*mut c_void, c_int, *mut c_char, usize) -
 type GraphStep = unsafe extern "C" fn(*mut c_void, *mut c_char, usize) -> c_int;
 type GraphFree = unsafe extern "C" fn(*mut c_void);
 type FreeMemory = unsafe extern "C" fn(c_int, *mut u64, *mut u64, *mut c_char, usize) -> c_int;
+type AllocatorCalls = unsafe extern "C" fn(c_int, *mut u64, *mut c_char, usize) -> c_int;
 
 /// The shim's entry points.
 pub struct Shim {
@@ -28,6 +29,7 @@ pub struct Shim {
     graph_replay: GraphStep,
     graph_free: GraphFree,
     free_memory: FreeMemory,
+    allocator_calls: AllocatorCalls,
 }
 
 #[cfg(lynx_cuda)]
@@ -70,6 +72,7 @@ fn load() -> Result<Shim, String> {
             graph_replay: std::mem::transmute::<*mut c_void, GraphStep>(symbol("lynx_cuda_graph_replay")?),
             graph_free: std::mem::transmute::<*mut c_void, GraphFree>(symbol("lynx_cuda_graph_free")?),
             free_memory: std::mem::transmute::<*mut c_void, FreeMemory>(symbol("lynx_cuda_free_memory")?),
+            allocator_calls: std::mem::transmute::<*mut c_void, AllocatorCalls>(symbol("lynx_cuda_allocator_calls")?),
         })
     }
 }
@@ -221,6 +224,19 @@ pub fn free_memory(device: usize) -> Result<(u64, u64), String> {
     Ok((free, total))
 }
 
+/// The calls libtorch's caching allocator has made to the driver for `device`'s memory so far
+/// (allocations and frees; a step that makes none was served from the blocks it keeps), for
+/// bracketing a step: `None` on a CPU, and where the shim is not loaded or could not say.
+pub fn allocator_calls(device: tch::Device) -> Option<u64> {
+    let tch::Device::Cuda(index) = device else { return None };
+    let shim = shim().ok()?;
+    let index = c_int::try_from(index).ok()?;
+    let mut calls = 0u64;
+    // SAFETY: the out-pointer is valid for the call; the error buffer is ERROR_LEN bytes.
+    call(|e, n| unsafe { (shim.allocator_calls)(index, &mut calls, e, n) }).ok()?;
+    Some(calls)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +258,7 @@ mod tests {
                 );
                 assert_eq!(CudaGraph::capture(0, || Ok::<(), String>(())).err().unwrap(), reason);
                 assert_eq!(free_memory(0).unwrap_err(), reason);
+                assert_eq!(allocator_calls(tch::Device::Cuda(0)), None);
             }
             Ok(_) => {
                 let error = CudaGraph::capture(0, || Ok::<(), String>(())).err().expect("no GPU to capture on");
@@ -250,6 +267,7 @@ mod tests {
                 assert!(error.contains("CUDA") && !error.contains('\n'), "{error}");
             }
         }
+        assert_eq!(allocator_calls(tch::Device::Cpu), None, "a CPU has no caching allocator to ask");
     }
 
     /// Where the in-memory file cannot be opened (a sandbox may refuse to map one executable),

@@ -885,6 +885,25 @@ pub struct SlowSteps {
     /// host does not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<ThreadOverSteps>,
+    /// Where libtorch's caching allocator called the device's driver for memory during the steps
+    /// (a GPU's, where lynx could ask it; absent on a CPU and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<AllocatorOverSteps>,
+}
+
+/// libtorch's caching allocator over a cell's steps: its calls to the driver for memory
+/// (allocations and frees). A step whose blocks the allocator already held makes none; one that
+/// makes some waits on the driver, and a failed allocation's retry frees the cached blocks and
+/// synchronises the device first. Slow steps that made calls where the others made none say the
+/// allocator held them up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocatorOverSteps {
+    /// Slow steps during which it called the driver at least once.
+    pub slow: u32,
+    /// The other steps during which it did.
+    pub others: u32,
+    /// Its calls over all the steps.
+    pub calls: u64,
 }
 
 impl SlowSteps {
@@ -931,6 +950,15 @@ impl SlowSteps {
                     on_cpu(others, thread.others_wall_s)
                 ));
             }
+        }
+        if let Some(allocator) = self.allocator.as_ref().filter(|_| self.slow > 0) {
+            let others = self.steps.saturating_sub(self.slow);
+            let share = if others == 0 { 0.0 } else { 100.0 * f64::from(allocator.others) / f64::from(others) };
+            words.push_str(&format!(
+                "; libtorch's allocator called the driver for memory in {} of them (the others: {share:.0}%; {} calls \
+                 over all the steps)",
+                allocator.slow, allocator.calls
+            ));
         }
         words
     }

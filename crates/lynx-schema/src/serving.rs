@@ -127,6 +127,11 @@ pub struct TracedStep {
     pub voluntary_switches: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub involuntary_switches: Option<u64>,
+    /// The calls libtorch's caching allocator made to the driver for memory during the step
+    /// ([`crate::result::AllocatorOverSteps`]); absent on a CPU, where it could not be asked, and
+    /// in older traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator_calls: Option<u64>,
 }
 
 /// One request rate served: what the loop measured and what the simulation predicts there.

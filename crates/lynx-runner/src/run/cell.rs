@@ -95,8 +95,13 @@ pub(super) fn measure_cell(
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         let readings = telemetry.readings(measured.window_s.0, measured.window_s.1);
-        cell.slow_steps =
-            lynx_analysis::cell::slow_steps(&measured.start_s, &measured.step_s, &readings, &measured.thread);
+        cell.slow_steps = lynx_analysis::cell::slow_steps(
+            &measured.start_s,
+            &measured.step_s,
+            &readings,
+            &measured.thread,
+            &measured.allocator_calls,
+        );
         cell.attention = measured.attention;
         cell.attended = measured.attended;
         cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
@@ -139,6 +144,9 @@ pub(super) struct Measured {
     start_s: Vec<f64>,
     /// What the thread running the steps did during each (none where the kernel does not say).
     thread: Vec<lynx_analysis::cell::ThreadStep>,
+    /// The calls libtorch's caching allocator made to the driver for memory during each (none on
+    /// a CPU, or where a step's could not be asked).
+    allocator_calls: Vec<u64>,
     /// Graph steps: the keys each attends (the cache's capacity).
     attended: Option<u32>,
     /// A mixture of experts: the distinct experts the first untimed step routed to, on average
@@ -160,7 +168,12 @@ fn measure_prefill(
     let mut step = || issued(|| model.prefill(&prompts, &mut cache)).map(|(_, issue_s)| issue_s);
     let (_, experts_touched) = model.tally_experts(&mut step)?;
     let no_room = (u32::MAX, || Ok(()));
-    Ok(timed_steps(limits, clock, stop, no_room, step)?.map(|m| Measured { attention, experts_touched, ..m }))
+    let allocator = || crate::cuda::allocator_calls(model.device());
+    Ok(timed_steps(limits, (clock, &allocator), stop, no_room, step)?.map(|m| Measured {
+        attention,
+        experts_touched,
+        ..m
+    }))
 }
 
 /// A decode cell's cache, sized by running its two untimed steps with `untimed`: it holds the
@@ -230,7 +243,8 @@ fn measure_decode(
         cache.borrow_mut().truncate(i64::from(ctx));
         Ok::<(), ModelError>(())
     };
-    let measured = timed_steps(limits, clock, stop, (room, back), || {
+    let allocator = || crate::cuda::allocator_calls(model.device());
+    let measured = timed_steps(limits, (clock, &allocator), stop, (room, back), || {
         let (next, issue_s) = issued(|| model.decode(&tokens, &mut cache.borrow_mut()))?;
         tokens = next;
         Ok::<f64, ModelError>(issue_s)
@@ -268,7 +282,8 @@ fn measure_graph_decode(
     to_host(&buffers.tokens).map_err(model_error)?;
     buffers.rewind(start).map_err(model_error)?;
     let back = || buffers.rewind(start).map_err(model_error);
-    let measured = timed_steps(limits, clock, stop, (room, back), || {
+    let allocator = || crate::cuda::allocator_calls(model.device());
+    let measured = timed_steps(limits, (clock, &allocator), stop, (room, back), || {
         let issue = Instant::now();
         captured.replay()?;
         let issue_s = issue.elapsed().as_secs_f64();
@@ -306,10 +321,12 @@ fn to_host(tokens: &Tensor) -> Result<(), ModelError> {
 /// Run `step` (which returns its issue time) at least `min_steps` times and `min_s` seconds, at
 /// most `max_steps` times; `None` when `stop` is raised first (checked between steps, so a step
 /// in flight finishes). After every `room` steps (a decode cell's cache room) `back` takes the
-/// steps back to the cell's context, between two timed steps.
+/// steps back to the cell's context, between two timed steps. Each step's start is read from
+/// `clock`, and the caching allocator's calls to the driver so far from `allocator`
+/// ([`crate::cuda::allocator_calls`]) before and after it, outside the thread's bracket.
 pub(super) fn timed_steps<E>(
     limits: &MeasureConfig,
-    clock: &dyn Fn() -> f64,
+    (clock, allocator): (&dyn Fn() -> f64, &dyn Fn() -> Option<u64>),
     stop: &AtomicBool,
     (room, mut back): (u32, impl FnMut() -> Result<(), E>),
     mut step: impl FnMut() -> Result<f64, E>,
@@ -318,6 +335,7 @@ pub(super) fn timed_steps<E>(
     let mut issue_s = Vec::new();
     let mut start_s = Vec::new();
     let mut thread = Vec::new();
+    let mut allocator_calls = Vec::new();
     let window_start = clock();
     let start = Instant::now();
     while step_s.len() < limits.max_steps as usize
@@ -330,6 +348,7 @@ pub(super) fn timed_steps<E>(
             back()?;
         }
         start_s.push(clock());
+        let calls_before = allocator();
         let usage = ThreadUsage::before();
         let step_start = Instant::now();
         issue_s.push(step()?);
@@ -338,6 +357,10 @@ pub(super) fn timed_steps<E>(
         // A step the kernel did not account for leaves the cell with no thread record.
         if let (Some(before), Some(after)) = (usage, ThreadUsage::after()) {
             thread.push(after.over_step(&before, wall_s));
+        }
+        // And one whose allocator could not be asked, with no allocator record.
+        if let (Some(before), Some(after)) = (calls_before, allocator()) {
+            allocator_calls.push(after.saturating_sub(before));
         }
     }
     let measured_s = start.elapsed().as_secs_f64();
@@ -351,6 +374,7 @@ pub(super) fn timed_steps<E>(
         issue_s,
         start_s,
         thread,
+        allocator_calls,
         attended: None,
         experts_touched: None,
     }))
@@ -374,10 +398,16 @@ mod tests {
             taken.set(0);
             Ok::<(), String>(())
         };
-        let measured = timed_steps(&limits, &|| 0.0, &AtomicBool::new(false), (3, back), || {
+        // A stand-in for the caching allocator's count: every third step calls the driver twice.
+        let calls = std::cell::Cell::new(0u64);
+        let allocator = || Some(calls.get());
+        let measured = timed_steps(&limits, (&|| 0.0, &allocator), &AtomicBool::new(false), (3, back), || {
             // A step past the room would write outside the cache.
             assert!(taken.get() < 3, "a step past the room");
             taken.set(taken.get() + 1);
+            if taken.get() == 3 {
+                calls.set(calls.get() + 2);
+            }
             std::thread::sleep(std::time::Duration::from_millis(1));
             Ok::<f64, String>(0.0)
         })
@@ -386,6 +416,8 @@ mod tests {
         let n = measured.step_s.len();
         assert!(measured.measured_s >= limits.min_s && n > 3, "{n} steps in {} s", measured.measured_s);
         assert_eq!(backs.get(), (n - 1) / 3, "back after each 3 steps, never before the first");
+        let expected: Vec<u64> = (1..=n).map(|i| if i % 3 == 0 { 2 } else { 0 }).collect();
+        assert_eq!(measured.allocator_calls, expected, "each step's own calls");
         assert_eq!(ctx_end(512, n, 3), Some(514));
         assert_eq!(ctx_end(512, 2, 3), Some(513));
     }

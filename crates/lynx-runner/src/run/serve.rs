@@ -97,6 +97,9 @@ pub(super) struct Step {
     /// What the loop's thread did during it, as for a cell's step (`None` where the kernel did
     /// not say).
     pub thread: Option<lynx_analysis::cell::ThreadStep>,
+    /// The calls libtorch's caching allocator made to the driver for memory during it, as for a
+    /// cell's step (`None` on a CPU, and where they could not be asked).
+    pub allocator_calls: Option<u64>,
 }
 
 /// A sequence in the pool.
@@ -251,6 +254,7 @@ pub(super) fn serve(
         let mut timed = |(prefill, batch, len): (bool, usize, i64),
                          step: &mut dyn FnMut() -> Result<Vec<i64>, ModelError>|
          -> Result<(Vec<i64>, f64), ModelError> {
+            let calls_before = crate::cuda::allocator_calls(device);
             let usage = crate::host_load::ThreadUsage::before();
             let from = now();
             let out = step()?;
@@ -268,6 +272,9 @@ pub(super) fn serve(
             let thread = usage
                 .zip(crate::host_load::ThreadUsage::after())
                 .map(|(before, after)| after.over_step(&before, at - from));
+            let allocator_calls = calls_before
+                .zip(crate::cuda::allocator_calls(device))
+                .map(|(before, after)| after.saturating_sub(before));
             in_steps += at - from;
             let after_idle = std::mem::take(&mut idled[usize::from(prefill)]);
             steps.push(Step {
@@ -278,6 +285,7 @@ pub(super) fn serve(
                 start_s: from,
                 after_idle,
                 thread,
+                allocator_calls,
             });
             Ok((out, at))
         };

@@ -147,8 +147,8 @@ pub(super) fn recheck(
             tokens = next;
             Ok(issue_s)
         };
-        let Some(measured) =
-            super::cell::timed_steps(limits, &|| 0.0, stop, (room, back), step).map_err(|e| e.to_string())?
+        let Some(measured) = super::cell::timed_steps(limits, (&|| 0.0, &|| None), stop, (room, back), step)
+            .map_err(|e| e.to_string())?
         else {
             return Ok(None);
         };

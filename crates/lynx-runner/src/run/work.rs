@@ -440,6 +440,7 @@ fn trace(
             thread_runnable_s: s.thread.and_then(|t| t.runnable_s),
             voluntary_switches: s.thread.map(|t| t.voluntary),
             involuntary_switches: s.thread.map(|t| t.involuntary),
+            allocator_calls: s.allocator_calls,
         })
         .collect();
     ServedTrace {
@@ -494,7 +495,8 @@ fn slow_loop_steps(
     let step_s: Vec<f64> = timed.iter().map(|(s, _)| s.seconds).collect();
     let pace: Vec<f64> = timed.iter().map(|(s, table_s)| s.seconds / table_s).collect();
     let thread: Vec<lynx_analysis::cell::ThreadStep> = timed.iter().filter_map(|(s, _)| s.thread).collect();
-    lynx_analysis::cell::slow_steps_by_pace(&starts, &step_s, &pace, readings, &thread)
+    let allocator: Vec<u64> = timed.iter().filter_map(|(s, _)| s.allocator_calls).collect();
+    lynx_analysis::cell::slow_steps_by_pace(&starts, &step_s, &pace, readings, &thread, &allocator)
 }
 
 /// The median of measured / table time over steps as [`step_ratios`] gives them.
