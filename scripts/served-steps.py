@@ -7,9 +7,11 @@ For each rate served and each step kind, the steps with a table time, grouped by
 / table time over the kind's median (bands of 0.1 from 0.8 to 1.4), with the loop thread's CPU
 time and its wait to run as shares of the group's wall time: where the slower steps keep the
 thread on its CPU, the step's own work took longer (on a CPU device, the host's pace); where
-they do not, something took the CPU away (docs/SWEEPS.md, "What the host's pace is"). Reads a
-trace of a lynx build that recorded the thread (2026-12-05 on); the steps of older ones are
-counted, their shares said to be unknown. Bad input: one line naming it, exit 2.
+they do not, something took the CPU away (docs/SWEEPS.md, "What the host's pace is"). On a GPU,
+where the trace has them (2026-12-06 on), also the steps in which libtorch's caching allocator
+called the driver for memory, and its calls. Reads a trace of a lynx build that recorded the
+thread (2026-12-05 on); the steps of older ones are counted, their shares said to be unknown.
+Bad input: one line naming it, exit 2.
 """
 import json
 import math
@@ -61,10 +63,11 @@ def table(trace, where):
                 continue
             cpu = number(step, "thread_cpu_s", f"{where} step {i}")
             waited = number(step, "thread_runnable_s", f"{where} step {i}")
-            timed.append((wall / table_s, wall, cpu, waited))
+            calls = number(step, "allocator_calls", f"{where} step {i}")
+            timed.append((wall / table_s, wall, cpu, waited, calls))
         if not timed:
             continue
-        median = statistics.median(p for p, _, _, _ in timed)
+        median = statistics.median(t[0] for t in timed)
         rate = trace.get("rate_per_s")
         rate = f"{rate:.3f}" if isinstance(rate, (int, float)) else "?"
         # A label as the trace holds it, printable characters only (a hostile trace's escape
@@ -73,19 +76,26 @@ def table(trace, where):
         lines.append(f"{label} at {rate} req/s, {kind}: {len(timed)} steps with "
                      f"a table time, median measured/table {median:.2f}")
         groups = {}
-        for pace, wall, cpu, waited in timed:
-            g = groups.setdefault(band_of(pace / median), [0, 0.0, 0.0, 0.0, True, True])
+        for pace, wall, cpu, waited, calls in timed:
+            g = groups.setdefault(band_of(pace / median), [0, 0.0, 0.0, 0.0, True, True, 0, 0, True])
             g[0] += 1
             g[1] += wall
             g[2] += cpu or 0.0
             g[3] += waited or 0.0
             g[4] = g[4] and cpu is not None
             g[5] = g[5] and waited is not None
+            g[6] += 1 if calls else 0
+            g[7] += int(calls or 0)
+            g[8] = g[8] and calls is not None
         for i in sorted(groups):
-            n, wall, cpu, waited, has_cpu, has_wait = groups[i]
+            n, wall, cpu, waited, has_cpu, has_wait, calling, calls, has_calls = groups[i]
             share = lambda part, known: f"{100 * part / wall:5.1f}%" if known and wall > 0 else "    -"
-            lines.append(f"  pace/median {band_name(*BANDS[i]):>12}: {n:4d} steps, mean {1e3 * wall / n:7.1f} ms, "
-                         f"on its CPU {share(cpu, has_cpu)}, waiting to run {share(waited, has_wait)}")
+            line = (f"  pace/median {band_name(*BANDS[i]):>12}: {n:4d} steps, mean {1e3 * wall / n:7.1f} ms, "
+                    f"on its CPU {share(cpu, has_cpu)}, waiting to run {share(waited, has_wait)}")
+            # The caching allocator's calls to the driver, where every step of the group has them.
+            if has_calls:
+                line += f", the allocator called the driver in {calling} ({calls} calls)"
+            lines.append(line)
     return lines
 
 
