@@ -147,6 +147,9 @@ const KERNELS_PER_MOE_LAYER: f64 = 20.0;
 const GRAPH_LAUNCH_S: f64 = 20e-6;
 /// The burst roofline probes, before warm-up.
 const BURST_PROBES_S: f64 = 15.0;
+/// cuBLASLt's matmuls on an NVIDIA GPU (TF32, fp16, bf16), each sustained after warm-up beside
+/// libtorch's one at the run's precision.
+const NATIVE_MATMULS: f64 = 3.0;
 /// Drawing random weights and KV caches on the host.
 const HOST_DRAW_BYTES_PER_S: f64 = 1e9;
 /// A host CPU lynx has no datasheet for: memory bandwidth and matmul rate assumed.
@@ -313,8 +316,11 @@ pub struct Planned<'a> {
     pub free_bytes: Option<u64>,
     /// Cells a resumed run already has.
     pub done: &'a [CellRecord],
-    /// Whether the burst roofline probes have run (the sustained one runs after warm-up).
+    /// Whether the burst roofline probes have run (the sustained ones run after warm-up).
     pub burst_probed: bool,
+    /// Whether cuBLASLt's matmuls are measured beside libtorch's (an NVIDIA GPU): after warm-up
+    /// each of its three element types is sustained for the suite's `sustained_s` as well.
+    pub native_matmuls: bool,
 }
 
 /// The wall time of `run` at `rates`.
@@ -324,7 +330,8 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     let draw = |bytes: f64| bytes / if rates.gpu { rates.bandwidth_bytes_per_s / 4.0 } else { HOST_DRAW_BYTES_PER_S };
     let mut total_s = 0.0;
     if run.done.is_empty() && suite.roofline.probe {
-        total_s += if run.burst_probed { 0.0 } else { BURST_PROBES_S } + suite.roofline.sustained_s;
+        let sustained = 1.0 + if run.native_matmuls { NATIVE_MATMULS } else { 0.0 };
+        total_s += if run.burst_probed { 0.0 } else { BURST_PROBES_S } + sustained * suite.roofline.sustained_s;
     }
     total_s += draw(run.shape.weight_bytes(precision) as f64) + suite.warmup.min_s;
     let head = run.suite.scale.layers.map(|_| crate::cell::head_only_shape(run.shape));
@@ -469,6 +476,7 @@ mod tests {
             free_bytes: None,
             done: &[],
             burst_probed: false,
+            native_matmuls: false,
         }
     }
 
@@ -486,12 +494,21 @@ mod tests {
         let (suite, model) = catalogued("standard");
         let bounds = crate::latency::bounds_for(&suite.bounds, &model);
         let rates = Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision);
-        let planned = Planned { modes: &StepMode::ALL, free_bytes: Some(120 << 30), ..fresh(&suite, &model, &bounds) };
+        let planned = Planned {
+            modes: &StepMode::ALL,
+            free_bytes: Some(120 << 30),
+            native_matmuls: true,
+            ..fresh(&suite, &model, &bounds)
+        };
         let estimate = wall_time(&planned, &rates);
         println!("{estimate} ({:.0} s)", estimate.total_s);
         assert!(estimate.total_s <= 20.0 * 60.0, "{estimate}");
         assert!(estimate.cells > 50, "{estimate}");
         assert!(estimate.to_string().contains("H200 datasheet: 4.80 TB/s"), "{estimate}");
+        // cuBLASLt's three sustained matmuls are counted beside libtorch's, each as long.
+        let without = wall_time(&Planned { native_matmuls: false, ..planned }, &rates);
+        let three = 3.0 * suite.roofline.sustained_s;
+        assert!(three > 0.0 && (estimate.total_s - without.total_s - three).abs() < 1e-9, "{estimate:?} {without:?}");
         // Without graph lines it is shorter, and a resumed run with cells done is shorter still.
         let eager = wall_time(&Planned { modes: &[StepMode::Eager], ..planned }, &rates);
         assert!(eager.total_s < estimate.total_s && eager.cells < estimate.cells);
@@ -621,6 +638,7 @@ mod tests {
                 shape: &shape,
                 modes: &StepMode::ALL,
                 free_bytes: Some(120 << 30),
+                native_matmuls: true,
                 ..fresh(&suite, &full, &bounds)
             };
             let estimate = wall_time(&planned, &Rates::gpu(datasheet("NVIDIA H200").unwrap(), suite.precision));

@@ -338,6 +338,65 @@ fn random_values<T>(n: usize, seed: u64, convert: impl Fn(f32) -> T) -> Vec<T> {
         .collect()
 }
 
+/// One shape's operands on the device, for [`matmul_rate`].
+struct MatmulOperands<T> {
+    a: CudaSlice<T>,
+    b: CudaSlice<T>,
+    c: CudaSlice<T>,
+    config: MatmulConfig,
+    flops: f64,
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits + Copy> MatmulOperands<T>
+where
+    CudaBlasLT: Matmul<T>,
+{
+    /// Random m×k and k×n operands and a zeroed m×n product, column-major.
+    fn new(
+        stream: &Arc<CudaStream>,
+        (m, n, k): (u64, u64, u64),
+        convert: impl Fn(f32) -> T + Copy,
+    ) -> Result<Self, NativeUnavailable> {
+        Ok(MatmulOperands {
+            a: stream.clone_htod(&random_values((m * k) as usize, 1, convert))?,
+            b: stream.clone_htod(&random_values((k * n) as usize, 2, convert))?,
+            c: stream.alloc_zeros::<T>((m * n) as usize)?,
+            config: MatmulConfig {
+                transa: false,
+                transb: false,
+                transc: false,
+                m,
+                n,
+                k,
+                alpha: 1.0,
+                lda: m as i64,
+                ldb: k as i64,
+                beta: 0.0,
+                ldc: m as i64,
+                stride_a: None,
+                stride_b: None,
+                stride_c: None,
+                stride_bias: None,
+                batch_size: None,
+            },
+            flops: 2.0 * (m * n * k) as f64,
+        })
+    }
+
+    /// One product, issued on the blas handle's stream.
+    fn launch(&mut self, blas: &CudaBlasLT) -> Result<(), NativeUnavailable> {
+        // SAFETY: a is m×k, b is k×n and c is m×n, column-major with the leading dimensions the
+        // config gives; no bias, no epilogue.
+        unsafe { blas.matmul(self.config, &self.a, &self.b, &mut self.c, None, None) }
+            .map_err(|e| NativeUnavailable::Blas(e.to_string()))
+    }
+}
+
+/// The burst rate of each of [`MATMUL_SHAPES`] (the median of [`REPETITIONS`] products after
+/// three untimed ones), and the best shape's; with `sustained`, that shape's sustained rate too:
+/// the median over the last third of `seconds` of back-to-back products. Only the best shape is
+/// held for the sustained seconds: it is the one kept, and a sustained run of each shape (as
+/// until 2026-12-06) doubled the probe's time.
 fn matmul_rate<T: DeviceRepr + ValidAsZeroBits + Copy>(
     context: &Arc<CudaContext>,
     blas: &CudaBlasLT,
@@ -349,61 +408,32 @@ where
     CudaBlasLT: Matmul<T>,
 {
     let stream = context.default_stream();
-    let mut best: Option<NativeMatmul> = None;
-    for (m, n, k) in MATMUL_SHAPES {
-        let a = stream.clone_htod(&random_values((m * k) as usize, 1, convert))?;
-        let b = stream.clone_htod(&random_values((k * n) as usize, 2, convert))?;
-        let mut c = stream.alloc_zeros::<T>((m * n) as usize)?;
-        let config = MatmulConfig {
-            transa: false,
-            transb: false,
-            transc: false,
-            m,
-            n,
-            k,
-            alpha: 1.0,
-            lda: m as i64,
-            ldb: k as i64,
-            beta: 0.0,
-            ldc: m as i64,
-            stride_a: None,
-            stride_b: None,
-            stride_c: None,
-            stride_bias: None,
-            batch_size: None,
-        };
-        let flops = 2.0 * (m * n * k) as f64;
-        let mut launch = || {
-            // SAFETY: a is m×k, b is k×n and c is m×n, column-major with the leading dimensions
-            // given; no bias, no epilogue.
-            unsafe { blas.matmul(config, &a, &b, &mut c, None, None) }
-                .map_err(|e| NativeUnavailable::Blas(e.to_string()))
-        };
+    let mut best: Option<(NativeMatmul, MatmulOperands<T>)> = None;
+    for shape in MATMUL_SHAPES {
+        let mut operands = MatmulOperands::new(&stream, shape, convert)?;
         for _ in 0..3 {
-            launch()?;
+            operands.launch(blas)?;
         }
         let mut times = Vec::new();
         for _ in 0..REPETITIONS {
-            times.push(milliseconds(context, &stream, &mut launch)? / 1e3);
+            times.push(milliseconds(context, &stream, || operands.launch(blas))? / 1e3);
         }
-        let burst = flops / median(times)?;
-        let sustained = match sustained {
-            Some((seconds, stop)) => {
-                let start = Instant::now();
-                let mut rates = Vec::new();
-                while start.elapsed().as_secs_f64() < seconds && !stop.load(Ordering::SeqCst) {
-                    rates.push(flops / (milliseconds(context, &stream, &mut launch)? / 1e3));
-                }
-                let tail = rates.split_off(rates.len() * 2 / 3);
-                Some(median(if tail.is_empty() { rates } else { tail })?)
-            }
-            None => None,
-        };
-        if best.as_ref().is_none_or(|b| burst > b.burst) {
-            best = Some(NativeMatmul { dtype, shape: (m, n, k), burst, sustained });
+        let burst = operands.flops / median(times)?;
+        if best.as_ref().is_none_or(|(b, _)| burst > b.burst) {
+            best = Some((NativeMatmul { dtype, shape, burst, sustained: None }, operands));
         }
     }
-    best.ok_or_else(|| NativeUnavailable::Blas("no shape ran".to_owned()))
+    let (mut best, mut operands) = best.ok_or_else(|| NativeUnavailable::Blas("no shape ran".to_owned()))?;
+    if let Some((seconds, stop)) = sustained {
+        let start = Instant::now();
+        let mut rates = Vec::new();
+        while start.elapsed().as_secs_f64() < seconds && !stop.load(Ordering::SeqCst) {
+            rates.push(operands.flops / (milliseconds(context, &stream, || operands.launch(blas))? / 1e3));
+        }
+        let tail = rates.split_off(rates.len() * 2 / 3);
+        best.sustained = Some(median(if tail.is_empty() { rates } else { tail })?);
+    }
+    Ok(best)
 }
 
 /// Matmul rates through cuBLASLt on device `ordinal` in TF32, fp16 and bf16 (fp32 accumulate),

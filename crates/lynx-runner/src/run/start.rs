@@ -99,9 +99,20 @@ fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
         tch::Device::Cpu => crate::devices::host_free_memory().known().map(|(free, _)| *free),
         _ => result.device.memory_bytes.known().map(|m| m.saturating_sub(shape.weight_bytes(config.suite.precision))),
     };
-    let so_far = SoFar { checks: &result.checks, cells: &result.cells, burst_probed: result.roofline.is_some() };
+    let so_far = SoFar {
+        checks: &result.checks,
+        cells: &result.cells,
+        burst_probed: result.roofline.is_some(),
+        native_matmuls: native_matmuls(result.device.device),
+    };
     let graphs = super::graph::Graphs::for_device(crate::devices::torch_device(result.device.device)).available();
     Ok(planned_wall_time(config, graphs, so_far, free_bytes, rates).to_string())
+}
+
+/// Whether a run on `device` measures cuBLASLt's matmuls beside libtorch's (an NVIDIA GPU, as
+/// `lynx_probes::roofline` decides).
+pub(super) fn native_matmuls(device: lynx_schema::device::DeviceName) -> bool {
+    matches!(device, lynx_schema::device::DeviceName::Cuda(_))
 }
 
 /// What a run has done so far, for the wall time of the rest of it.
@@ -111,6 +122,8 @@ pub(super) struct SoFar<'a> {
     pub cells: &'a [CellRecord],
     /// Whether the burst roofline probes have run.
     pub burst_probed: bool,
+    /// Whether the device runs cuBLASLt's matmul probes beside libtorch's (an NVIDIA GPU).
+    pub native_matmuls: bool,
 }
 
 /// The wall time the rest of a run of `config` is expected to take at `rates`, with
@@ -141,6 +154,7 @@ pub(super) fn planned_wall_time(
         free_bytes,
         done: so_far.cells,
         burst_probed: so_far.burst_probed,
+        native_matmuls: so_far.native_matmuls,
     };
     wall_time(&planned, rates)
 }
