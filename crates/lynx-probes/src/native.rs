@@ -394,9 +394,11 @@ where
 
 /// The burst rate of each of [`MATMUL_SHAPES`] (the median of [`REPETITIONS`] products after
 /// three untimed ones), and the best shape's; with `sustained`, that shape's sustained rate too:
-/// the median over the last third of `seconds` of back-to-back products. Only the best shape is
-/// held for the sustained seconds: it is the one kept, and a sustained run of each shape (as
-/// until 2026-12-06) doubled the probe's time.
+/// the median over the last third of `seconds` of back-to-back products. Only the best shape,
+/// the one kept, is sustained: a sustained run of each (as until 2026-12-06) doubled the probe's
+/// time. Each shape's operands are freed before the next shape's are made, and the best shape's
+/// made again for the sustained seconds, so that the probe holds one shape's at a time (under
+/// 1 GiB), as it did, beside a model on the device.
 fn matmul_rate<T: DeviceRepr + ValidAsZeroBits + Copy>(
     context: &Arc<CudaContext>,
     blas: &CudaBlasLT,
@@ -408,7 +410,7 @@ where
     CudaBlasLT: Matmul<T>,
 {
     let stream = context.default_stream();
-    let mut best: Option<(NativeMatmul, MatmulOperands<T>)> = None;
+    let mut best: Option<NativeMatmul> = None;
     for shape in MATMUL_SHAPES {
         let mut operands = MatmulOperands::new(&stream, shape, convert)?;
         for _ in 0..3 {
@@ -419,12 +421,14 @@ where
             times.push(milliseconds(context, &stream, || operands.launch(blas))? / 1e3);
         }
         let burst = operands.flops / median(times)?;
-        if best.as_ref().is_none_or(|(b, _)| burst > b.burst) {
-            best = Some((NativeMatmul { dtype, shape, burst, sustained: None }, operands));
+        if best.as_ref().is_none_or(|b| burst > b.burst) {
+            best = Some(NativeMatmul { dtype, shape, burst, sustained: None });
         }
     }
-    let (mut best, mut operands) = best.ok_or_else(|| NativeUnavailable::Blas("no shape ran".to_owned()))?;
+    let mut best = best.ok_or_else(|| NativeUnavailable::Blas("no shape ran".to_owned()))?;
     if let Some((seconds, stop)) = sustained {
+        let mut operands = MatmulOperands::new(&stream, best.shape, convert)?;
+        operands.launch(blas)?;
         let start = Instant::now();
         let mut rates = Vec::new();
         while start.elapsed().as_secs_f64() < seconds && !stop.load(Ordering::SeqCst) {
