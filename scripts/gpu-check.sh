@@ -7,6 +7,7 @@
 #                        [--deadline-s 570] [--archive FILE] [--archive-max-bytes N]
 #   scripts/gpu-check.sh OUTDIR --claims-only
 #   scripts/gpu-check.sh OUTDIR --again --suites a,b [--deadline-s S] [--archive FILE]
+#                        [--telemetry-hz N]
 #
 # It finds the host's libtorch through `python3 -c 'import torch'` and sets the library path to
 # it (a carried binary's rpath names the build host's), records the host (environment.txt: the
@@ -43,6 +44,12 @@
 # roofline phase's figures are in OUTDIR, the ceilings a run measured in its own roofline (the
 # bf16 suite's first) stand in, and the table says so.
 #
+# --telemetry-hz N (1 to 100; first pass or --again): each suite runs as built in but for its
+# sampler, which reads the telemetry sources N times a second (a suite's `[telemetry] rate_hz`,
+# 20 by default), from a copy of the suite's file under OUTDIR/telemetry-at-N-hz/ (`lynx run
+# --models`): eager cells' step-time CVs at a few hertz against twenty say whether the GPU
+# library's readings hold their steps up. Not with LYNX_MODELS_DIR, whose folder it would hide.
+#
 # --quick (the test suite's check that this script still works, on any host): the CPU unless
 # --device is given, and the small gpu-check-quick suite; every claim only a GPU can answer is
 # SKIP with its reason, and the claims about this machine's state are shown but not judged.
@@ -65,9 +72,10 @@ archive=""
 archive_max_bytes=15728640
 claims_only=false
 again=false
+telemetry_hz=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --device|--datasheet-tbs|--suites|--deadline-s|--archive|--archive-max-bytes)
+    --device|--datasheet-tbs|--suites|--deadline-s|--archive|--archive-max-bytes|--telemetry-hz)
       [ $# -ge 2 ] || { echo "gpu-check: $1 needs a value" >&2; exit 2; } ;;&
     --device) device=$2; device_given=true; shift 2 ;;
     --datasheet-tbs) datasheet=$2; shift 2 ;;
@@ -75,6 +83,7 @@ while [ $# -gt 0 ]; do
     --deadline-s) deadline_s=$2; shift 2 ;;
     --archive) archive=$2; shift 2 ;;
     --archive-max-bytes) archive_max_bytes=$2; shift 2 ;;
+    --telemetry-hz) telemetry_hz=$2; shift 2 ;;
     --claims-only) claims_only=true; shift ;;
     --again) again=true; shift ;;
     --quick) quick=true; shift ;;
@@ -88,6 +97,13 @@ done
   || { echo "gpu-check: --deadline-s $deadline_s is not a whole number of seconds above 0" >&2; exit 2; }
 [[ "$archive_max_bytes" =~ ^[0-9]{1,12}$ ]] && [ "$archive_max_bytes" -gt 0 ] \
   || { echo "gpu-check: --archive-max-bytes $archive_max_bytes is not a whole number of bytes above 0" >&2; exit 2; }
+if [ -n "$telemetry_hz" ]; then
+  [[ "$telemetry_hz" =~ ^[0-9]{1,3}$ ]] && [ "$telemetry_hz" -ge 1 ] && [ "$telemetry_hz" -le 100 ] \
+    || { echo "gpu-check: --telemetry-hz $telemetry_hz is not a whole number of hertz from 1 to 100" >&2; exit 2; }
+  [ -z "${LYNX_MODELS_DIR:-}" ] \
+    || { echo "gpu-check: --telemetry-hz runs copies of the built-in suites and would hide LYNX_MODELS_DIR ($LYNX_MODELS_DIR)" >&2; exit 2; }
+  ! $claims_only || { echo "gpu-check: --telemetry-hz runs suites and --claims-only runs nothing: give one" >&2; exit 2; }
+fi
 # A suite's name names its files under OUTDIR: letters, digits, '.', '_' and '-', never a path.
 for name in ${suites//,/ }; do
   [[ "$name" =~ ^[A-Za-z0-9_-][A-Za-z0-9._-]*$ ]] \
@@ -406,13 +422,38 @@ PY
       gpu-check-quick) want=240 ;;
       *) want=90 ;;
     esac
+    # --telemetry-hz: the suite's file (the one built in, from this repository) with its sampler's
+    # rate, in a models folder of OUTDIR's own that overrides the built-in suite of that name.
+    models=()
+    if [ -n "$telemetry_hz" ]; then
+      folder="$out/telemetry-at-$telemetry_hz-hz"
+      mkdir -p "$folder/suites"
+      if ! "$python" - "$repo/models/suites/$suite.toml" "$telemetry_hz" > "$folder/suites/$suite.toml" <<'PY'
+import re, sys
+try:
+    text = open(sys.argv[1]).read()
+except OSError as e:
+    sys.exit(f"no suite file to copy: {e}")
+if re.search(r"^\s*\[telemetry\]", text, re.M):
+    sys.exit(f"{sys.argv[1]} sets its own [telemetry]")
+print(text.rstrip("\n") + f"\n\n# gpu-check --telemetry-hz\n[telemetry]\nrate_hz = {sys.argv[2]}.0")
+PY
+      then
+        printf '%s\tnot run: no copy of its suite file at %s Hz (see the script'"'"'s output)\n' "$suite" "$telemetry_hz" \
+          >> "$out/not-run.txt"
+        say "$suite not run: no copy of its suite file at $telemetry_hz Hz"
+        continue
+      fi
+      models=(--models "$folder")
+      say "$suite with its sampler at $telemetry_hz Hz ($folder/suites/$suite.toml)"
+    fi
     limit=$(phase "$suite" "$want" 20)
     [ "$limit" -gt 0 ] || continue
     say "lynx run --suite $suite (at most ${limit} s)"
     # SIGTERM at the limit: lynx stops after the step in flight and writes a partial result.
     started=$(date +%s)
     rc=0
-    limited 20 "$limit" "$lynx" run --suite "$suite" --device "$device" --out "$out/runs" --unsigned \
+    limited 20 "$limit" "$lynx" run --suite "$suite" "${models[@]}" --device "$device" --out "$out/runs" --unsigned \
       > "$out/$suite.log" 2>&1 || rc=$?
     echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
     [ "$rc" -eq 0 ] || say "$suite ended with $rc (see $out/$suite.log)"
@@ -868,6 +909,11 @@ for name, result in sorted(results.items()):
     # the sampler's NVML calls shows here on any run, not only in an unstable cell's entry.
     slow = slow_steps_by_mode(result)
     if slow:
+        # The sampler's rate (the suite's, or --telemetry-hz's): the readings the steps are set
+        # against are as many as it made.
+        rate = ((result.get("config") or {}).get("suite") or {}).get("telemetry", {}).get("rate_hz")
+        if isinstance(rate, (int, float)):
+            slow = f"{slow}; the sampler read its sources at {rate:g} Hz"
         claim(f"{name}: slow steps against the telemetry readings", "INFO", slow)
     try:
         readings = slow_readings(name, result)

@@ -246,12 +246,31 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     gpu_claims_are_judged_both_ways(&root, &kept);
     // The rest of a window after a fix: the suite run again into the folder the check filled
     // (here the one brought back and unpacked), its earlier result, log and time set aside, the
-    // first pass's ceilings and phases kept, the whole table printed.
+    // first pass's ceilings and phases kept, the whole table printed; here with its sampler at
+    // 2 Hz, as a window testing whether the telemetry readings hold the steps up would run it.
     let first = result_file(&kept.join("runs"));
     let roofline = std::fs::read(kept.join("roofline.json")).unwrap();
-    let output =
-        as_on_a_gpu_host(&[kept.to_str().unwrap(), "--again", "--suites", "gpu-check-quick", "--deadline-s", "400"]);
+    let slow_line = "gpu-check-quick: slow steps against the telemetry readings";
+    assert!(claim_line(&table, slow_line).contains("; the sampler read its sources at 20 Hz"), "{table}");
+    let kept_arg = kept.to_str().unwrap();
+    let output = as_on_a_gpu_host(&[
+        kept_arg,
+        "--again",
+        "--suites",
+        "gpu-check-quick",
+        "--deadline-s",
+        "400",
+        "--telemetry-hz",
+        "2",
+    ]);
     let again = succeeded("gpu-check.sh --again", &output);
+    let copy = std::fs::read_to_string(kept.join("telemetry-at-2-hz/suites/gpu-check-quick.toml")).unwrap();
+    assert!(copy.ends_with("[telemetry]\nrate_hz = 2.0\n"), "{copy}");
+    let rerun: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(result_file(&kept.join("runs"))).unwrap()).unwrap();
+    assert_eq!(rerun["config"]["suite"]["telemetry"]["rate_hz"], 2.0, "the copy ran, not the built-in suite");
+    assert_eq!(rerun["config"]["suite"]["name"], "gpu-check-quick");
+    assert!(claim_line(&again, slow_line).contains("; the sampler read its sources at 2 Hz"), "{again}");
     let aside = kept.join("earlier/pass-2");
     let set_aside = result_file(&aside.join("runs"));
     assert_eq!(set_aside.file_name(), first.file_name(), "the first pass's result, set aside");
@@ -303,6 +322,22 @@ fn gpu_check_again_refuses_what_it_cannot_run_again() {
         let error = run(&[folder, "--again", "--suites", name]);
         assert!(error.contains(&format!("'{name}' is not a suite's name")), "{error}");
     }
+    // A sampler's rate a suite could not take, or with nothing to run, or hiding a models folder.
+    for rate in ["0", "101", "2.5", "x"] {
+        let error = run(&[folder, "--again", "--suites", "gpu-check-quick", "--telemetry-hz", rate]);
+        assert!(error.contains(&format!("--telemetry-hz {rate} is not a whole number of hertz")), "{error}");
+    }
+    assert!(run(&[folder, "--claims-only", "--telemetry-hz", "2"]).contains("give one"));
+    let hidden = script_command(
+        Path::new(&root),
+        "gpu-check.sh",
+        &[folder, "--again", "--suites", "gpu-check-quick", "--telemetry-hz", "2"],
+    )
+    .env("LYNX_MODELS_DIR", out.path())
+    .output()
+    .unwrap();
+    assert_eq!(hidden.status.code(), Some(2), "{hidden:?}");
+    assert!(String::from_utf8_lossy(&hidden.stderr).contains("would hide LYNX_MODELS_DIR"), "{hidden:?}");
     assert!(kept.exists() && !out.path().join("earlier").exists(), "nothing was moved");
 }
 
