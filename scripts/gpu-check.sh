@@ -785,6 +785,16 @@ def thread_words(threads, others):
         line += (f", waiting to run for {on_cpu(t['slow_runnable_s'], t['slow_wall_s']):.0%} (the other "
                  f"steps: {on_cpu(t['others_runnable_s'], t['others_wall_s']):.0%})")
     return line
+def issue_words(issues, slow, others):
+    """How much of some steps' slow ones' time and of the others' the host spent issuing them
+    (summed over `issues`, records of lynx builds that kept them, on a GPU; `slow` and `others`
+    the steps of each)."""
+    t = {key: sum(x[key] for x in issues) for key in ("slow_issue_s", "slow_wall_s", "others_issue_s", "others_wall_s")}
+    share = lambda issue, wall: issue / wall if wall else 0.0
+    per_step = lambda seconds, steps: 1e3 * seconds / max(steps, 1)
+    return (f"the host issued them in {share(t['slow_issue_s'], t['slow_wall_s']):.0%} of their time, "
+            f"{per_step(t['slow_issue_s'], slow):.2f} ms a step (the other steps: "
+            f"{share(t['others_issue_s'], t['others_wall_s']):.0%}, {per_step(t['others_issue_s'], others):.2f} ms)")
 def allocator_words(allocators, others):
     """Where libtorch's caching allocator called the driver for memory in some steps' slow ones and
     in the others (summed over `allocators`, records of lynx builds that kept them, on a GPU)."""
@@ -826,6 +836,12 @@ def slow_steps_by_mode(result):
         if slow and threads:
             others = sum(k["steps"] - k["slow"] for k in kept if k.get("thread"))
             line += "; " + thread_words(threads, others)
+        # How much of the steps' time the host spent issuing them (lynx builds from 2026-12-06 on,
+        # on a GPU): a slow step issued as fast as the others waited on the device.
+        issues = [k for k in kept if k.get("issue")]
+        if slow and issues:
+            line += "; " + issue_words([k["issue"] for k in issues], sum(k["slow"] for k in issues),
+                                       sum(k["steps"] - k["slow"] for k in issues))
         # Where the caching allocator called the driver (lynx builds from 2026-12-06 on, on a GPU).
         allocators = [k["allocator"] for k in kept if k.get("allocator")]
         if slow and allocators:

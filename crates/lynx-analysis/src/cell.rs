@@ -3,7 +3,8 @@
 
 use lynx_schema::config::ModelShape;
 use lynx_schema::result::{
-    AllocatorOverSteps, CellRecord, CellShape, CellStatus, FullDepth, ReadingOverlap, SlowSteps, ThreadOverSteps,
+    AllocatorOverSteps, CellRecord, CellShape, CellStatus, FullDepth, IssueOverSteps, ReadingOverlap, SlowSteps,
+    ThreadOverSteps,
 };
 use lynx_schema::stats::StepTimeSummary;
 use lynx_schema::value::{Finite, NotFinite};
@@ -103,23 +104,32 @@ pub struct ThreadStep {
     pub runnable_s: Option<f64>,
 }
 
+/// What was recorded of each step besides its time, for [`slow_steps`]: each slice holds one
+/// entry a step, and one that does not (empty where nothing was recorded, shorter where a step
+/// went unrecorded) records nothing of the steps.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepRecords<'a> {
+    /// What the thread that ran it did ([`ThreadOverSteps`]).
+    pub thread: &'a [ThreadStep],
+    /// The calls libtorch's caching allocator made to the driver for memory during it (a
+    /// GPU's; [`AllocatorOverSteps`]).
+    pub allocator: &'a [u64],
+    /// The host's issue time: until the model's call returned, before the step's tokens were
+    /// copied to the host (a GPU's, where the two differ; [`IssueOverSteps`]).
+    pub issue_s: &'a [f64],
+}
+
 /// Where a cell's slow steps fell against the telemetry readings: the steps (each starting at
 /// `starts_s[i]` on the run's clock and lasting `step_s[i]`) over [`SLOW_STEP_FACTOR`] times their
 /// median, and for each source how many of them overlapped one of its readings beside the share
-/// of the other steps that did; and, where `thread` has one entry a step, what the thread that
-/// ran them did during the slow steps and during the others ([`ThreadOverSteps`]); and, where
-/// `allocator` has one entry a step (the calls libtorch's caching allocator made to the driver
-/// for memory during it, on a GPU), in how many of each it called the driver
-/// ([`AllocatorOverSteps`]). `None` where the steps and their starts disagree in number or there
-/// are fewer than two steps. Sources without readings are left out.
-pub fn slow_steps(
-    starts_s: &[f64],
-    step_s: &[f64],
-    readings: &[Readings],
-    thread: &[ThreadStep],
-    allocator: &[u64],
-) -> Option<SlowSteps> {
-    slow_steps_by_pace(starts_s, step_s, step_s, readings, thread, allocator)
+/// of the other steps that did; and, from what `records` holds of every step, what the thread
+/// that ran them did during the slow steps and during the others ([`ThreadOverSteps`]), in how
+/// many of each libtorch's caching allocator called the driver ([`AllocatorOverSteps`]), and how
+/// much of each's time the host spent issuing them ([`IssueOverSteps`]). `None` where the steps
+/// and their starts disagree in number or there are fewer than two steps. Sources without
+/// readings are left out.
+pub fn slow_steps(starts_s: &[f64], step_s: &[f64], readings: &[Readings], records: StepRecords) -> Option<SlowSteps> {
+    slow_steps_by_pace(starts_s, step_s, step_s, readings, records)
 }
 
 /// As [`slow_steps`], over steps of different shapes: a step is slow where its `pace` (its time
@@ -130,9 +140,9 @@ pub fn slow_steps_by_pace(
     step_s: &[f64],
     pace: &[f64],
     readings: &[Readings],
-    thread: &[ThreadStep],
-    allocator: &[u64],
+    records: StepRecords,
 ) -> Option<SlowSteps> {
+    let StepRecords { thread, allocator, issue_s } = records;
     if starts_s.len() != step_s.len() || pace.len() != step_s.len() || step_s.len() < 2 {
         return None;
     }
@@ -178,6 +188,26 @@ pub fn slow_steps_by_pace(
         during_readings,
         thread: (thread.len() == step_s.len()).then(|| thread_over_steps(step_s, &slow, thread)).flatten(),
         allocator: (allocator.len() == step_s.len()).then(|| allocator_over_steps(&slow, allocator)),
+        issue: (issue_s.len() == step_s.len()).then(|| issue_over_steps(step_s, &slow, issue_s)).flatten(),
+    })
+}
+
+/// The host's issue time and the wall time over the slow steps (`slow[i]`) and over the others.
+fn issue_over_steps(step_s: &[f64], slow: &[bool], issue_s: &[f64]) -> Option<IssueOverSteps> {
+    // (issue seconds, wall seconds), other and slow.
+    let mut sums = [(0.0, 0.0); 2];
+    for ((&wall, &is_slow), &issue) in step_s.iter().zip(slow).zip(issue_s) {
+        let sum = &mut sums[usize::from(is_slow)];
+        sum.0 += issue.clamp(0.0, wall);
+        sum.1 += wall;
+    }
+    let [others, slow] = sums;
+    let seconds = |s: f64| Finite::new(s, "issue seconds").ok();
+    Some(IssueOverSteps {
+        slow_issue_s: seconds(slow.0)?,
+        slow_wall_s: seconds(slow.1)?,
+        others_issue_s: seconds(others.0)?,
+        others_wall_s: seconds(others.1)?,
     })
 }
 
@@ -253,6 +283,11 @@ pub fn measured(
 mod tests {
     use super::*;
 
+    /// Only the thread's records of the steps.
+    fn threads(thread: &[ThreadStep]) -> StepRecords<'_> {
+        StepRecords { thread, ..StepRecords::default() }
+    }
+
     /// Ten steps of 10 ms every 20 ms, the fourth and the eighth 30 ms: their starts and times.
     fn ten_steps_two_slow() -> (Vec<f64>, Vec<f64>) {
         let mut steps = vec![0.010; 10];
@@ -276,7 +311,7 @@ mod tests {
             // Of nvml:0's, the one slow reading (3 ms), inside step 3.
             Readings { source: "nvml:0".to_owned(), over_s: Some(1e-3), reads: vec![(0.065, 0.068)] },
         ];
-        let found = slow_steps(&starts, &steps, &readings, &[], &[]).unwrap();
+        let found = slow_steps(&starts, &steps, &readings, StepRecords::default()).unwrap();
         assert_eq!((found.steps, found.slow, found.factor.get()), (10, 2, SLOW_STEP_FACTOR));
         assert_eq!(found.during_readings.len(), 3, "{found:?}");
         let nvml = &found.during_readings[0];
@@ -296,10 +331,18 @@ mod tests {
              host's (the others: 100%), 1 nvml:0's over 1 ms (the others: 0%)"
         );
         // A reading that ends exactly as a step starts does not overlap it.
-        let touching = slow_steps(&starts, &steps, &[Readings::all("edge", vec![(0.050, 0.060)])], &[], &[]).unwrap();
+        let touching =
+            slow_steps(&starts, &steps, &[Readings::all("edge", vec![(0.050, 0.060)])], StepRecords::default())
+                .unwrap();
         assert_eq!((touching.during_readings[0].slow, touching.during_readings[0].others_share.get()), (0, 0.0));
-        assert!(slow_steps(&starts, &steps[..9], &readings, &[], &[]).is_none(), "steps and starts disagree");
-        assert!(slow_steps(&[0.0], &[0.01], &readings, &[], &[]).is_none(), "one step has no median to stand out from");
+        assert!(
+            slow_steps(&starts, &steps[..9], &readings, StepRecords::default()).is_none(),
+            "steps and starts disagree"
+        );
+        assert!(
+            slow_steps(&[0.0], &[0.01], &readings, StepRecords::default()).is_none(),
+            "one step has no median to stand out from"
+        );
         assert!(found.thread.is_none(), "no thread accounting, none recorded");
     }
 
@@ -315,17 +358,17 @@ mod tests {
         thread[3] = ThreadStep { cpu_s: 0.010, voluntary: 0, involuntary: 2, runnable_s: Some(0.020) };
         thread[7] = ThreadStep { cpu_s: 0.010, voluntary: 1, involuntary: 0, runnable_s: Some(0.0) };
         thread[0] = ThreadStep { cpu_s: 0.009, voluntary: 0, involuntary: 1, runnable_s: Some(0.001) };
-        let found = slow_steps(&starts, &steps, &[], &thread, &[]).unwrap().thread.unwrap();
+        let found = slow_steps(&starts, &steps, &[], threads(&thread)).unwrap().thread.unwrap();
         assert_eq!((found.slow_preempted, found.others_preempted), (1, 1));
         assert_eq!((found.slow_blocked, found.others_blocked), (1, 0));
         let close = |a: Finite, b: f64| (a.get() - b).abs() < 1e-12;
         assert!(close(found.slow_cpu_s, 0.020) && close(found.slow_wall_s, 0.060), "{found:?}");
         assert!(close(found.others_cpu_s, 0.079) && close(found.others_wall_s, 0.080), "{found:?}");
         assert!(close(found.slow_runnable_s.unwrap(), 0.020) && close(found.others_runnable_s.unwrap(), 0.001));
-        assert!(slow_steps(&starts, &steps, &[], &thread[..9], &[]).unwrap().thread.is_none());
+        assert!(slow_steps(&starts, &steps, &[], threads(&thread[..9])).unwrap().thread.is_none());
         // A step the kernel gave no run-queue delay for: the waits are not summed.
         thread[5].runnable_s = None;
-        let found = slow_steps(&starts, &steps, &[], &thread, &[]).unwrap().thread.unwrap();
+        let found = slow_steps(&starts, &steps, &[], threads(&thread)).unwrap().thread.unwrap();
         assert_eq!((found.slow_runnable_s, found.others_runnable_s), (None, None));
         assert_eq!(found.slow_preempted, 1, "the rest is summed as before");
     }
@@ -340,7 +383,8 @@ mod tests {
         // Step 3 allocated two blocks; a fast step freed one.
         calls[3] = 2;
         calls[8] = 1;
-        let found = slow_steps(&starts, &steps, &[], &[], &calls).unwrap();
+        let found =
+            slow_steps(&starts, &steps, &[], StepRecords { allocator: &calls, ..StepRecords::default() }).unwrap();
         assert_eq!(found.allocator, Some(AllocatorOverSteps { slow: 1, others: 1, calls: 3 }));
         let words = found.words("the median");
         assert!(
@@ -350,9 +394,41 @@ mod tests {
             ),
             "{words}"
         );
-        assert_eq!(slow_steps(&starts, &steps, &[], &[], &calls[..9]).unwrap().allocator, None);
-        let cpu = slow_steps(&starts, &steps, &[], &[], &[]).unwrap();
+        assert_eq!(
+            slow_steps(&starts, &steps, &[], StepRecords { allocator: &calls[..9], ..StepRecords::default() })
+                .unwrap()
+                .allocator,
+            None
+        );
+        let cpu = slow_steps(&starts, &steps, &[], StepRecords::default()).unwrap();
         assert!(cpu.allocator.is_none() && !cpu.words("the median").contains("allocator"));
+    }
+
+    /// The same ten steps with the host's issue time of each: the slow steps' issue and wall time
+    /// are summed apart from the others', an issue time never counted past its step's end; issue
+    /// times for some steps only record none.
+    #[test]
+    fn slow_steps_say_how_much_of_their_time_the_host_spent_issuing_them() {
+        let (starts, steps) = ten_steps_two_slow();
+        // Launch-bound steps: 9 ms of each 10 ms issued. Step 3 was issued as fast and waited
+        // 20 ms more for the device; step 7 took 29 ms to issue; one fast step's issue time
+        // reads past its end (clocks read apart) and counts as its whole step.
+        let mut issue_s = vec![0.009; 10];
+        issue_s[7] = 0.029;
+        issue_s[0] = 0.011;
+        let records = StepRecords { issue_s: &issue_s, ..StepRecords::default() };
+        let found = slow_steps(&starts, &steps, &[], records).unwrap();
+        let issue = found.issue.clone().unwrap();
+        let close = |a: Finite, b: f64| (a.get() - b).abs() < 1e-12;
+        assert!(close(issue.slow_issue_s, 0.038) && close(issue.slow_wall_s, 0.060), "{issue:?}");
+        assert!(close(issue.others_issue_s, 0.073) && close(issue.others_wall_s, 0.080), "{issue:?}");
+        let words = found.words("the median");
+        assert!(
+            words.ends_with("; the host issued them in 63% of their time, 19.00 ms a step (the others: 91%, 9.12 ms)"),
+            "{words}"
+        );
+        let some = StepRecords { issue_s: &issue_s[..9], ..StepRecords::default() };
+        assert_eq!(slow_steps(&starts, &steps, &[], some).unwrap().issue, None);
     }
 
     /// Steps of different shapes are slow by their pace, not their time: a long step at its
@@ -364,13 +440,16 @@ mod tests {
         let pace = [1.0, 1.0, 1.0, 2.0, 1.1];
         let ran = |cpu_s: f64| ThreadStep { cpu_s, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) };
         let thread: Vec<ThreadStep> = step_s.iter().map(|&s| ran(s)).collect();
-        let found = slow_steps_by_pace(&starts, &step_s, &pace, &[], &thread, &[]).unwrap();
+        let found = slow_steps_by_pace(&starts, &step_s, &pace, &[], threads(&thread)).unwrap();
         assert_eq!((found.steps, found.slow), (5, 1), "only the step at twice its pace: {found:?}");
         let thread = found.thread.unwrap();
         assert!((thread.slow_wall_s.get() - 0.020).abs() < 1e-12 && (thread.others_wall_s.get() - 0.110).abs() < 1e-12);
         // By time alone the long step would have been the slow one.
-        assert_eq!(slow_steps(&starts, &step_s, &[], &[], &[]).unwrap().slow, 2);
-        assert!(slow_steps_by_pace(&starts, &step_s, &pace[..4], &[], &[], &[]).is_none(), "a pace a step");
+        assert_eq!(slow_steps(&starts, &step_s, &[], StepRecords::default()).unwrap().slow, 2);
+        assert!(
+            slow_steps_by_pace(&starts, &step_s, &pace[..4], &[], StepRecords::default()).is_none(),
+            "a pace a step"
+        );
     }
 
     #[test]

@@ -527,7 +527,12 @@ mod tests {
                 runnable_s: Some(runnable_s),
             },
         );
-        varied.slow_steps = crate::cell::slow_steps(&starts, &[1.0, 2.0, 1.0, 2.0], &readings, &thread, &[]);
+        varied.slow_steps = crate::cell::slow_steps(
+            &starts,
+            &[1.0, 2.0, 1.0, 2.0],
+            &readings,
+            crate::cell::StepRecords { thread: &thread, ..Default::default() },
+        );
         let failed = stability(std::slice::from_ref(&varied), 0.1, 0.25).unwrap();
         assert!(
             failed.detail.contains(
@@ -539,7 +544,13 @@ mod tests {
             "{}",
             failed.detail
         );
-        let steady = crate::cell::slow_steps(&starts, &[1.0; 4], &readings, &thread, &[]).unwrap();
+        let steady = crate::cell::slow_steps(
+            &starts,
+            &[1.0; 4],
+            &readings,
+            crate::cell::StepRecords { thread: &thread, ..Default::default() },
+        )
+        .unwrap();
         assert_eq!(slow_steps_words(&steady), "0 of its 4 steps over 1.2× the median");
     }
 }

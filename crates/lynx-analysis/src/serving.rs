@@ -1029,8 +1029,9 @@ mod tests {
         let mut slowed = far.clone();
         let thread = [crate::cell::ThreadStep { cpu_s: 0.01, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) }; 4];
         let (starts, step_s) = ([0.0, 0.1, 0.2, 0.3], [0.01, 0.01, 0.01, 0.02]);
-        slowed.decode_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &step_s, &[], &thread, &[]);
-        slowed.prefill_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &[1.0; 4], &[], &thread, &[]);
+        let records = crate::cell::StepRecords { thread: &thread, ..Default::default() };
+        slowed.decode_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &step_s, &[], records);
+        slowed.prefill_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &[1.0; 4], &[], records);
         let detail = &super::checks(&record(vec![slowed]))[0].detail;
         assert!(
             detail.ends_with(

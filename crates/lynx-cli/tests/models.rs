@@ -180,8 +180,9 @@ fn a_scaled_run_states_what_it_measured_and_extrapolated() {
             let waited = at_least_zero(format!("{part}_runnable_s"));
             assert!(cpu + waited <= wall + 1e-6 * steps as f64, "{part}: {cell}");
         }
-        // A CPU has no caching allocator to ask: nothing is said of one.
-        assert!(slow.get("allocator").is_none(), "{cell}");
+        // A CPU has no caching allocator to ask, and runs its kernels as they are issued: nothing
+        // is said of either.
+        assert!(slow.get("allocator").is_none() && slow.get("issue").is_none(), "{cell}");
         // The steal is part of the other processes' load, never more than it.
         if let (Some(stolen), Some(other)) = (cell["stolen_cpu_cores"].as_f64(), cell["other_cpu_cores"].as_f64()) {
             assert!(stolen >= 0.0 && stolen <= other + 1e-9, "{cell}");

@@ -512,7 +512,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                         "thread": {"slow_preempted": 7, "others_preempted": 9, "slow_blocked": 1, "others_blocked": 0,
                             "slow_cpu_s": 0.05, "slow_wall_s": 0.1, "others_cpu_s": 0.891, "others_wall_s": 0.9,
                             "slow_runnable_s": 0.03, "others_runnable_s": 0.0},
-                        "allocator": {"slow": 4, "others": 9, "calls": 26}})
+                        "allocator": {"slow": 4, "others": 9, "calls": 26},
+                        "issue": {"slow_issue_s": 0.06, "slow_wall_s": 0.1, "others_issue_s": 0.81,
+                            "others_wall_s": 0.9}})
                 } else {
                     Value::Null
                 };
@@ -523,6 +525,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                     }
                     if let Some(slow) = cell.get_mut("slow_steps").and_then(Value::as_object_mut) {
                         slow.remove("allocator");
+                        slow.remove("issue");
                     }
                     cell.as_object_mut().unwrap().remove("stolen_cpu_cores");
                 } else {
@@ -638,7 +641,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              steps: 10%; a reading's median 1.80 ms), 3 during nvml's readings over 1 ms (the other steps: 0%; a \
              reading's median 4.00 ms); the thread running them was preempted in 7 (the other steps: \
              10%), waited off its CPU in 1 (the other steps: 0%), on its CPU for 50% of their time (the other steps: \
-             99%), waiting to run for 30% (the other steps: 0%); libtorch's allocator called the driver for memory in \
+             99%), waiting to run for 30% (the other steps: 0%); the host issued them in 60% of their time, 6.00 ms a \
+             step (the other steps: 90%, 9.00 ms); libtorch's allocator called the driver for memory in \
              4 of them (the other steps: 10%; 26 calls over all the steps); the hypervisor stole at most 0.12 host \
              cores during a cell"
         ),
@@ -664,7 +668,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     // A result from a build that recorded neither says neither.
     let fp8 = claim_line(&table, "gpu-check-llama-fp8: slow steps against the telemetry readings");
     assert!(fp8.contains("on its CPU for 50% of their time (the other steps: 99%)"), "{fp8}");
-    assert!(!fp8.contains("waiting to run") && !fp8.contains("hypervisor") && !fp8.contains("allocator"), "{fp8}");
+    for newer in ["waiting to run", "hypervisor", "allocator", "issued"] {
+        assert!(!fp8.contains(newer), "{newer}: {fp8}");
+    }
     assert!(table.contains("worst 13.1% over 2.00 s; 8 of"), "{table}");
     assert!(table.contains("(eager/graph) gpu-check-llama-bf16"), "{table}");
     assert_eq!(verdict(&table, "gpu-check-llama-bf16: serving loop's own time < 1 ms"), "PASS", "{table}");

@@ -1182,6 +1182,7 @@ mod tests {
             }],
             thread: None,
             allocator: None,
+            issue: None,
         });
         let slow = serving_section(&serving);
         assert!(

@@ -889,6 +889,24 @@ pub struct SlowSteps {
     /// (a GPU's, where lynx could ask it; absent on a CPU and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator: Option<AllocatorOverSteps>,
+    /// How much of the slow steps' time, and of the others', the host spent issuing them (a
+    /// GPU's cells; absent on a CPU, whose kernels run as they are issued, in the serving loop's
+    /// steps and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueOverSteps>,
+}
+
+/// The host's issue time (until the model's call returned, before the step's tokens were copied
+/// to the host) over a cell's slow steps and over the others, beside their wall time. A
+/// launch-bound step is mostly issue time; a slow one that the host issued as fast as the others
+/// waited longer for the device (its clocks, another context, the copy), one that took longer to
+/// issue lost its time on the host (the thread, the dispatcher, a lock, the allocator).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IssueOverSteps {
+    pub slow_issue_s: Finite,
+    pub slow_wall_s: Finite,
+    pub others_issue_s: Finite,
+    pub others_wall_s: Finite,
 }
 
 /// libtorch's caching allocator over a cell's steps: its calls to the driver for memory
@@ -950,6 +968,18 @@ impl SlowSteps {
                     on_cpu(others, thread.others_wall_s)
                 ));
             }
+        }
+        if let Some(issue) = self.issue.as_ref().filter(|_| self.slow > 0) {
+            let share =
+                |issue: Finite, wall: Finite| if wall.get() > 0.0 { 100.0 * issue.get() / wall.get() } else { 0.0 };
+            let per_step = |seconds: Finite, steps: u32| 1e3 * seconds.get() / f64::from(steps.max(1));
+            words.push_str(&format!(
+                "; the host issued them in {:.0}% of their time, {:.2} ms a step (the others: {:.0}%, {:.2} ms)",
+                share(issue.slow_issue_s, issue.slow_wall_s),
+                per_step(issue.slow_issue_s, self.slow),
+                share(issue.others_issue_s, issue.others_wall_s),
+                per_step(issue.others_issue_s, self.steps.saturating_sub(self.slow))
+            ));
         }
         if let Some(allocator) = self.allocator.as_ref().filter(|_| self.slow > 0) {
             let others = self.steps.saturating_sub(self.slow);

@@ -95,22 +95,22 @@ pub(super) fn measure_cell(
             .map_err(|e| e.to_string())?;
         cell.telemetry = telemetry.summaries(measured.window_s.0, measured.window_s.1);
         let readings = telemetry.readings(measured.window_s.0, measured.window_s.1);
-        cell.slow_steps = lynx_analysis::cell::slow_steps(
-            &measured.start_s,
-            &measured.step_s,
-            &readings,
-            &measured.thread,
-            &measured.allocator_calls,
-        );
+        // A CPU runs each kernel as it is issued: its issue time is its step time, which says
+        // nothing of where a slow step's time went, and no step of it is launch-bound.
+        let on_gpu = model.device() != tch::Device::Cpu;
+        let records = lynx_analysis::cell::StepRecords {
+            thread: &measured.thread,
+            allocator: &measured.allocator_calls,
+            issue_s: if on_gpu { &measured.issue_s } else { &[] },
+        };
+        cell.slow_steps = lynx_analysis::cell::slow_steps(&measured.start_s, &measured.step_s, &readings, records);
         cell.attention = measured.attention;
         cell.attended = measured.attended;
         cell.experts = model.expert_kernel(i64::try_from(shape.tokens_per_step()).unwrap_or(i64::MAX));
         cell.experts_touched = measured.experts_touched.and_then(|t| Finite::new(t, "experts touched").ok());
         let issue_median_s = lynx_analysis::stats::median(&measured.issue_s).map_err(|e| e.to_string())?;
         cell.issue_median_s = Finite::new(issue_median_s, "issue time").ok();
-        // A CPU runs each kernel as it is issued: its issue time is its step time.
-        cell.launch_bound = (model.device() != tch::Device::Cpu)
-            .then(|| lynx_analysis::cell::launch_bound(issue_median_s, step_median_s));
+        cell.launch_bound = on_gpu.then(|| lynx_analysis::cell::launch_bound(issue_median_s, step_median_s));
         let tokens = steps * shape.tokens_per_step();
         cell.joules_per_token = cell
             .telemetry

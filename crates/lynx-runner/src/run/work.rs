@@ -496,7 +496,8 @@ fn slow_loop_steps(
     let pace: Vec<f64> = timed.iter().map(|(s, table_s)| s.seconds / table_s).collect();
     let thread: Vec<lynx_analysis::cell::ThreadStep> = timed.iter().filter_map(|(s, _)| s.thread).collect();
     let allocator: Vec<u64> = timed.iter().filter_map(|(s, _)| s.allocator_calls).collect();
-    lynx_analysis::cell::slow_steps_by_pace(&starts, &step_s, &pace, readings, &thread, &allocator)
+    let records = lynx_analysis::cell::StepRecords { thread: &thread, allocator: &allocator, issue_s: &[] };
+    lynx_analysis::cell::slow_steps_by_pace(&starts, &step_s, &pace, readings, records)
 }
 
 /// The median of measured / table time over steps as [`step_ratios`] gives them.
