@@ -100,6 +100,7 @@ done
 if [ -n "$telemetry_hz" ]; then
   [[ "$telemetry_hz" =~ ^[0-9]{1,3}$ ]] && [ "$telemetry_hz" -ge 1 ] && [ "$telemetry_hz" -le 100 ] \
     || { echo "gpu-check: --telemetry-hz $telemetry_hz is not a whole number of hertz from 1 to 100" >&2; exit 2; }
+  telemetry_hz=$((10#$telemetry_hz))  # "002" is 2 (and TOML takes no leading zero)
   [ -z "${LYNX_MODELS_DIR:-}" ] \
     || { echo "gpu-check: --telemetry-hz runs copies of the built-in suites and would hide LYNX_MODELS_DIR ($LYNX_MODELS_DIR)" >&2; exit 2; }
   ! $claims_only || { echo "gpu-check: --telemetry-hz runs suites and --claims-only runs nothing: give one" >&2; exit 2; }

@@ -261,7 +261,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         "--deadline-s",
         "400",
         "--telemetry-hz",
-        "2",
+        "02",
     ]);
     let again = succeeded("gpu-check.sh --again", &output);
     let copy = std::fs::read_to_string(kept.join("telemetry-at-2-hz/suites/gpu-check-quick.toml")).unwrap();
