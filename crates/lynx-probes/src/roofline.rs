@@ -413,6 +413,12 @@ pub fn burst(device: &Target, plan: &ProbePlan) -> RooflineRecord {
     RooflineRecord { cache_bytes: device.cache_bytes, ..with_gaps(probes) }
 }
 
+/// Whether [`sustained`] measures cuBLASLt's matmuls beside libtorch's on `device` (an NVIDIA
+/// GPU's, each of its three element types), as a run's wall-time estimate needs to know.
+pub fn sustains_native_matmuls(device: DeviceName) -> bool {
+    matches!(device, DeviceName::Cuda(_))
+}
+
 /// Sustained matmul rates (after the device reached equilibrium), added to `record`. `false`
 /// when `plan.stop` was raised: then `record` is left as it was, for a resumed run to measure.
 pub fn sustained(device: &Target, plan: &ProbePlan, record: &mut RooflineRecord) -> bool {
@@ -422,7 +428,7 @@ pub fn sustained(device: &Target, plan: &ProbePlan, record: &mut RooflineRecord)
     for precision in torch_dtypes(device, plan.precision) {
         probes.push(torch_matmul(device, precision, Some((seconds, plan.stop))));
     }
-    if matches!(device.device, DeviceName::Cuda(_)) && !plan.stop.load(Ordering::SeqCst) {
+    if sustains_native_matmuls(device.device) && !plan.stop.load(Ordering::SeqCst) {
         device.before_native();
         probes.extend(native_matmul_probes(device, lib_dir.as_deref(), Some((seconds, plan.stop))));
     }

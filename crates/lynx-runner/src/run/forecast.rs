@@ -103,7 +103,7 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
         checks: earlier.map_or(&[], |r| &r.checks),
         cells,
         burst_probed: earlier.is_some_and(|r| r.roofline.is_some()),
-        native_matmuls: super::start::native_matmuls(device.record.device),
+        native_matmuls: lynx_probes::roofline::sustains_native_matmuls(device.record.device),
     };
     // As a worker finds it as it starts.
     let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, &setup.config.model);

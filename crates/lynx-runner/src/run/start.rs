@@ -103,16 +103,10 @@ fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
         checks: &result.checks,
         cells: &result.cells,
         burst_probed: result.roofline.is_some(),
-        native_matmuls: native_matmuls(result.device.device),
+        native_matmuls: lynx_probes::roofline::sustains_native_matmuls(result.device.device),
     };
     let graphs = super::graph::Graphs::for_device(crate::devices::torch_device(result.device.device)).available();
     Ok(planned_wall_time(config, graphs, so_far, free_bytes, rates).to_string())
-}
-
-/// Whether a run on `device` measures cuBLASLt's matmuls beside libtorch's (an NVIDIA GPU, as
-/// `lynx_probes::roofline` decides).
-pub(super) fn native_matmuls(device: lynx_schema::device::DeviceName) -> bool {
-    matches!(device, lynx_schema::device::DeviceName::Cuda(_))
 }
 
 /// What a run has done so far, for the wall time of the rest of it.
