@@ -59,16 +59,19 @@ pub(super) fn measure_cell(
     stop: &AtomicBool,
 ) -> Option<(CellRecord, bool)> {
     let clock = || telemetry.now_s();
+    // The head-only model runs on the measured model's device, whose allocator it counts too.
+    let allocator = || crate::cuda::allocator_calls(model.device());
+    let readers: Readers = (&clock, &allocator);
     let run = |model: &Model| -> Result<(StepTimeSummary, Measured), CellFailure> {
         let measured = match shape {
             CellShape::Prefill { batch, prompt_len } => {
-                measure_prefill(model, batch, prompt_len, limits, &clock, stop).map_err(|e| e.to_string())
+                measure_prefill(model, batch, prompt_len, limits, readers, stop).map_err(|e| e.to_string())
             }
             CellShape::Decode { batch, ctx, mode: StepMode::Eager } => {
-                measure_decode(model, batch, ctx, limits, &clock, stop).map_err(|e| e.to_string())
+                measure_decode(model, batch, ctx, limits, readers, stop).map_err(|e| e.to_string())
             }
             CellShape::Decode { batch, ctx, mode: StepMode::Graph } => {
-                measure_graph_decode(model, graphs, batch, ctx, limits, &clock, stop)
+                measure_graph_decode(model, graphs, batch, ctx, limits, readers, stop)
             }
         }
         .map_err(|e| without_backtrace(&e))?
@@ -127,6 +130,10 @@ pub(super) fn measure_cell(
     }
 }
 
+/// What each timed step is read against: the run's clock, and the calls libtorch's caching
+/// allocator has made to the driver so far ([`crate::cuda::allocator_calls`]; `None` on a CPU).
+pub(super) type Readers<'a> = (&'a dyn Fn() -> f64, &'a dyn Fn() -> Option<u64>);
+
 /// A model's timed steps of one cell.
 pub(super) struct Measured {
     pub(super) step_s: Vec<f64>,
@@ -159,7 +166,7 @@ fn measure_prefill(
     batch: u32,
     prompt_len: u32,
     limits: &MeasureConfig,
-    clock: &dyn Fn() -> f64,
+    readers: Readers,
     stop: &AtomicBool,
 ) -> Result<Option<Measured>, ModelError> {
     let prompts = model.random_tokens(i64::from(batch), i64::from(prompt_len))?;
@@ -168,12 +175,7 @@ fn measure_prefill(
     let mut step = || issued(|| model.prefill(&prompts, &mut cache)).map(|(_, issue_s)| issue_s);
     let (_, experts_touched) = model.tally_experts(&mut step)?;
     let no_room = (u32::MAX, || Ok(()));
-    let allocator = || crate::cuda::allocator_calls(model.device());
-    Ok(timed_steps(limits, (clock, &allocator), stop, no_room, step)?.map(|m| Measured {
-        attention,
-        experts_touched,
-        ..m
-    }))
+    Ok(timed_steps(limits, readers, stop, no_room, step)?.map(|m| Measured { attention, experts_touched, ..m }))
 }
 
 /// A decode cell's cache, sized by running its two untimed steps with `untimed`: it holds the
@@ -229,7 +231,7 @@ fn measure_decode(
     batch: u32,
     ctx: u32,
     limits: &MeasureConfig,
-    clock: &dyn Fn() -> f64,
+    readers: Readers,
     stop: &AtomicBool,
 ) -> Result<Option<Measured>, ModelError> {
     let mut tokens = model.random_tokens(i64::from(batch), 1)?;
@@ -243,8 +245,7 @@ fn measure_decode(
         cache.borrow_mut().truncate(i64::from(ctx));
         Ok::<(), ModelError>(())
     };
-    let allocator = || crate::cuda::allocator_calls(model.device());
-    let measured = timed_steps(limits, (clock, &allocator), stop, (room, back), || {
+    let measured = timed_steps(limits, readers, stop, (room, back), || {
         let (next, issue_s) = issued(|| model.decode(&tokens, &mut cache.borrow_mut()))?;
         tokens = next;
         Ok::<f64, ModelError>(issue_s)
@@ -262,7 +263,7 @@ fn measure_graph_decode(
     batch: u32,
     ctx: u32,
     limits: &MeasureConfig,
-    clock: &dyn Fn() -> f64,
+    readers: Readers,
     stop: &AtomicBool,
 ) -> Result<Option<Measured>, String> {
     let model_error = |e: ModelError| e.to_string();
@@ -282,8 +283,7 @@ fn measure_graph_decode(
     to_host(&buffers.tokens).map_err(model_error)?;
     buffers.rewind(start).map_err(model_error)?;
     let back = || buffers.rewind(start).map_err(model_error);
-    let allocator = || crate::cuda::allocator_calls(model.device());
-    let measured = timed_steps(limits, (clock, &allocator), stop, (room, back), || {
+    let measured = timed_steps(limits, readers, stop, (room, back), || {
         let issue = Instant::now();
         captured.replay()?;
         let issue_s = issue.elapsed().as_secs_f64();
@@ -326,7 +326,7 @@ fn to_host(tokens: &Tensor) -> Result<(), ModelError> {
 /// ([`crate::cuda::allocator_calls`]) before and after it, outside the thread's bracket.
 pub(super) fn timed_steps<E>(
     limits: &MeasureConfig,
-    (clock, allocator): (&dyn Fn() -> f64, &dyn Fn() -> Option<u64>),
+    (clock, allocator): Readers,
     stop: &AtomicBool,
     (room, mut back): (u32, impl FnMut() -> Result<(), E>),
     mut step: impl FnMut() -> Result<f64, E>,
@@ -439,9 +439,10 @@ mod tests {
         let (mixture, dense) = (build(shape(moe)), build(shape("[mlp]\nintermediate_size = 96\n")));
         let limits = MeasureConfig { min_steps: 2, min_s: 0.0, max_steps: 4, ..MeasureConfig::default() };
         let (clock, stop) = (|| 0.0, AtomicBool::new(false));
-        let decode = |model: &Model, batch| measure_decode(model, batch, 8, &limits, &clock, &stop).unwrap().unwrap();
+        let readers: Readers = (&clock, &|| None);
+        let decode = |model: &Model, batch| measure_decode(model, batch, 8, &limits, readers, &stop).unwrap().unwrap();
         assert_eq!(decode(&mixture, 1).experts_touched, Some(2.0));
-        let prefill = measure_prefill(&mixture, 4, 16, &limits, &clock, &stop).unwrap().unwrap();
+        let prefill = measure_prefill(&mixture, 4, 16, &limits, readers, &stop).unwrap().unwrap();
         assert!(prefill.experts_touched.is_some_and(|t| t > 2.0 && t <= 8.0), "{:?}", prefill.experts_touched);
         assert_eq!(decode(&dense, 1).experts_touched, None);
     }
