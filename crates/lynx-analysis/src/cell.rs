@@ -192,16 +192,23 @@ pub fn slow_steps_by_pace(
     })
 }
 
+/// `add` of each step `i` into one sum over the other steps and one over the slow steps
+/// (`slow[i]`): `[others, slow]`.
+fn split_by_slowness<S: Default>(slow: &[bool], mut add: impl FnMut(&mut S, usize)) -> [S; 2] {
+    let mut sums = [S::default(), S::default()];
+    for (i, &is_slow) in slow.iter().enumerate() {
+        add(&mut sums[usize::from(is_slow)], i);
+    }
+    sums
+}
+
 /// The host's issue time and the wall time over the slow steps (`slow[i]`) and over the others.
 fn issue_over_steps(step_s: &[f64], slow: &[bool], issue_s: &[f64]) -> Option<IssueOverSteps> {
-    // (issue seconds, wall seconds), other and slow.
-    let mut sums = [(0.0, 0.0); 2];
-    for ((&wall, &is_slow), &issue) in step_s.iter().zip(slow).zip(issue_s) {
-        let sum = &mut sums[usize::from(is_slow)];
-        sum.0 += issue.clamp(0.0, wall);
-        sum.1 += wall;
-    }
-    let [others, slow] = sums;
+    // (issue seconds, wall seconds)
+    let [others, slow] = split_by_slowness(slow, |sum: &mut (f64, f64), i| {
+        sum.0 += issue_s[i].clamp(0.0, step_s[i]);
+        sum.1 += step_s[i];
+    });
     let seconds = |s: f64| Finite::new(s, "issue seconds").ok();
     Some(IssueOverSteps {
         slow_issue_s: seconds(slow.0)?,
@@ -214,27 +221,21 @@ fn issue_over_steps(step_s: &[f64], slow: &[bool], issue_s: &[f64]) -> Option<Is
 /// The steps, slow (`slow[i]`) and other, in which libtorch's caching allocator called the
 /// driver, and its calls over them all.
 fn allocator_over_steps(slow: &[bool], calls: &[u64]) -> AllocatorOverSteps {
-    let with_calls = |want_slow: bool| {
-        let n = slow.iter().zip(calls).filter(|(&is_slow, &c)| is_slow == want_slow && c > 0).count();
-        u32::try_from(n).unwrap_or(u32::MAX)
-    };
-    AllocatorOverSteps { slow: with_calls(true), others: with_calls(false), calls: calls.iter().sum() }
+    let [others, slow] = split_by_slowness(slow, |n: &mut u32, i| *n += u32::from(calls[i] > 0));
+    AllocatorOverSteps { slow, others, calls: calls.iter().sum() }
 }
 
 /// The thread's context switches and CPU time over the slow steps (`slow[i]`) and the others.
 fn thread_over_steps(step_s: &[f64], slow: &[bool], thread: &[ThreadStep]) -> Option<ThreadOverSteps> {
-    // (steps preempted in, steps blocked in, CPU seconds, wall seconds, seconds waiting to run),
-    // slow and other.
-    let mut sums = [(0u32, 0u32, 0.0, 0.0, 0.0); 2];
-    for ((&wall, &is_slow), step) in step_s.iter().zip(slow).zip(thread) {
-        let sum = &mut sums[usize::from(is_slow)];
+    // (steps preempted in, steps blocked in, CPU seconds, wall seconds, seconds waiting to run)
+    let [others, slow] = split_by_slowness(slow, |sum: &mut (u32, u32, f64, f64, f64), i| {
+        let step = &thread[i];
         sum.0 += u32::from(step.involuntary > 0);
         sum.1 += u32::from(step.voluntary > 0);
         sum.2 += step.cpu_s;
-        sum.3 += wall;
+        sum.3 += step_s[i];
         sum.4 += step.runnable_s.unwrap_or(0.0);
-    }
-    let [others, slow] = sums;
+    });
     let seconds = |s: f64| Finite::new(s, "thread seconds").ok();
     // Waiting to run is summed only where the kernel said it for every step.
     let runnable = |s: f64| thread.iter().all(|t| t.runnable_s.is_some()).then(|| seconds(s)).flatten();
