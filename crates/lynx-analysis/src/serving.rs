@@ -652,45 +652,25 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                     if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
                         others.push_str(&format!(", while {n} other process(es) held a context on the device"));
                     }
-                    // And how far the steps' variation alone moves the simulated p99s: a
-                    // measurement well outside that is more than the luck of the draw.
-                    let draws = rate.simulated_draws.as_ref().map_or(String::new(), |d| {
-                        let ms =
-                            |[low, high]: [Finite; 2]| format!("{:.1}–{:.1} ms", 1e3 * low.get(), 1e3 * high.get());
-                        format!(
-                            "; over {} draws of the steps the simulated p99 TTFT spread over {} and p99 TPOT over {} \
-                             (10th–90th percentile)",
-                            d.draws,
-                            ms(d.ttft_p99_s),
-                            ms(d.tpot_p99_s)
-                        )
-                    });
                     // And whether the simulated server is the loop's once the steps the loop
                     // met are put in for the cells': their spread, and where it was recorded
-                    // their order, which alone says it (a slow stretch is an order).
+                    // their order, which alone says it (a slow stretch is an order). The figures
+                    // behind these verdicts (the draws' spread, the steps' own spread, the slow
+                    // steps and what the loop's thread did in them) are the rate's, printed with
+                    // it (the progress line, the summary's SIM lines, the site): the check says
+                    // what failed, by how much and what the diagnostics conclude.
                     let paced = loop_verdicts(rate);
-                    // And whether the steps varied more than their cells had: a slow stretch
-                    // that the median ratio hides.
-                    let mut spread = rate.step_spread_words().map_or(String::new(), |words| {
-                        format!("; its steps' 90th percentile over the tables' median: {words}")
-                    });
-                    // And what the loop's thread did during its slow steps: off its CPU (the
-                    // host's scheduler), waiting, or on it all along (the step's own work took
-                    // longer).
-                    if let Some(words) = rate.slow_steps_words() {
-                        spread.push_str(&format!("; its slow steps ({words})"));
-                    }
                     // And batches no cell measured whose steps the table's line got wrong: what
                     // the suite can measure to make the simulation better.
-                    if let Some(words) = rate.batches_off_line_words() {
-                        spread.push_str(&format!(
+                    let off_line = rate.batches_off_line_words().map_or(String::new(), |words| {
+                        format!(
                             "; batches no cell measured ran off the table's line (against the loop's pace at measured \
                              batches): {words}, which the suite can measure"
-                        ));
-                    }
+                        )
+                    });
                     faults.push(format!(
-                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{draws}{paced}\
-                         {spread}",
+                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{paced}\
+                         {off_line}",
                         100.0 * e.ttft_p99.get(),
                         100.0 * e.tpot_p99.get()
                     ));
@@ -1013,34 +993,25 @@ mod tests {
         far.at_loop_steps = against(figures(1.02, 0.049));
         let step = |ratio, cells_p90| LoopStep { batch: 1, start_s: 0.0, ratio, cells_p90 };
         far.decode_step_spread = step_spread(&[step(1.0, Some(1.04)), step(1.6, Some(1.1)), step(0.9, None)]);
+        // The loop's slow steps and what its thread did during them.
+        let thread = [crate::cell::ThreadStep { cpu_s: 0.01, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) }; 4];
+        let (starts, step_s) = ([0.0, 0.1, 0.2, 0.3], [0.01, 0.01, 0.01, 0.02]);
+        let records = crate::cell::StepRecords { thread: &thread, ..Default::default() };
+        far.decode_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &step_s, &[], records);
+        assert!(far.slow_steps_words().is_some() && far.step_spread_words().is_some());
         let checks = super::checks(&record(vec![far.clone()]));
+        // The check says what failed, by how much and what the diagnostics conclude; the figures
+        // behind them (the draws' spread, the steps' spread, the slow steps) are the rate's own,
+        // printed with it, and not said again here.
         assert!(
             checks[0].detail.ends_with(
-                "over 31 draws of the steps the simulated p99 TTFT spread over 900.0–1100.0 ms and p99 TPOT over \
-                 38.0–42.0 ms (10th–90th percentile); fed the loop's own steps, the simulation gives p99 TTFT -2%, p99 \
-                 TPOT +2%, within 15%: the simulated server held, the steps were not the cells'; its steps' 90th \
-                 percentile over the tables' median: decode 1.54× (the cells' 1.07×)"
+                "while other processes kept 0.75 host CPU cores busy; fed the loop's own steps, the simulation gives \
+                 p99 TTFT -2%, p99 TPOT +2%, within 15%: the simulated server held, the steps were not the cells'"
             ),
             "{}",
             checks[0].detail
         );
         assert!(!checks[0].passed && checks[0].detail.contains("w server bounded: p99 TTFT +0%, p99 TPOT +25%"));
-        // The loop's slow steps and what its thread did during them, each kind that had any.
-        let mut slowed = far.clone();
-        let thread = [crate::cell::ThreadStep { cpu_s: 0.01, voluntary: 0, involuntary: 0, runnable_s: Some(0.0) }; 4];
-        let (starts, step_s) = ([0.0, 0.1, 0.2, 0.3], [0.01, 0.01, 0.01, 0.02]);
-        let records = crate::cell::StepRecords { thread: &thread, ..Default::default() };
-        slowed.decode_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &step_s, &[], records);
-        slowed.prefill_slow_steps = crate::cell::slow_steps_by_pace(&starts, &step_s, &[1.0; 4], &[], records);
-        let detail = &super::checks(&record(vec![slowed]))[0].detail;
-        assert!(
-            detail.ends_with(
-                "; its slow steps (decode: 1 of its 4 steps over 1.2× their median measured / table time; the thread \
-                 running them was preempted in 0 (the others: 0%), waited off its CPU in 0 (the others: 0%), and was \
-                 on its CPU for 50% of their time (the others: 100%), waiting to run for 0% (the others: 0%))"
-            ),
-            "no prefill step was slow, none is said: {detail}"
-        );
         // Beside the host's other load, whether another process shared the device itself.
         let mut shared = far.clone();
         shared.other_device_processes = Some(1);
@@ -1074,7 +1045,7 @@ mod tests {
                 "fed the loop's own steps, the simulation gives p99 TTFT -23%, p99 TPOT +0%; replaying the loop's steps \
                  in the order they ran, the simulation gives p99 TTFT -5%, p99 TPOT +0%, within 15%: the simulated \
                  server held, the steps were not the cells' (the steps' spread alone missed: they ran slow or fast for \
-                 a stretch, in an order it does not carry); its steps'"
+                 a stretch, in an order it does not carry)"
             ),
             "{detail}"
         );
@@ -1087,7 +1058,7 @@ mod tests {
             detail.contains(
                 "fed the loop's own steps, the simulation gives p99 TTFT -2%, p99 TPOT +2%; replaying the loop's steps in \
                  the order they ran, the simulation gives p99 TTFT -29%, p99 TPOT +0%, beyond 15% too: the simulated \
-                 server is not the loop's; its steps'"
+                 server is not the loop's"
             ),
             "{detail}"
         );
