@@ -630,50 +630,7 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
                 let off = e.ttft_p99.get().abs().max(e.tpot_p99.get().abs());
                 worst = worst.max(off);
                 if off > AGREEMENT {
-                    // Steps that ran at another speed than the cells' say the device changed; the
-                    // first steps after an idle gap, whether it slowed down while idle.
-                    let idle = step_ratios(rate.decode_step_ratio_after_idle, rate.prefill_step_ratio_after_idle)
-                        .map_or(String::new(), |(_, ratios)| format!("; the first after an idle gap {ratios}"));
-                    let steps = step_ratios(rate.decode_step_ratio, rate.prefill_step_ratio)
-                        .map_or(String::new(), |(which, ratios)| {
-                            format!(" (its {which} steps took {ratios} the cells' times{idle})")
-                        });
-                    // And how busy other processes kept the host meanwhile: a host's load, not
-                    // a step the simulation leaves out, where it was high.
-                    let mut others = rate.other_cpu_cores.map_or(String::new(), |c| {
-                        let stolen = rate.stolen_cpu_cores.map(Finite::get).filter(|&s| s >= 0.005);
-                        format!(
-                            ", while other processes kept {:.2} host CPU cores busy{}",
-                            c.get(),
-                            stolen.map_or(String::new(), |s| format!(" (the hypervisor stole {s:.2} of them)"))
-                        )
-                    });
-                    // And whether another process shared the device itself.
-                    if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
-                        others.push_str(&format!(", while {n} other process(es) held a context on the device"));
-                    }
-                    // And whether the simulated server is the loop's once the steps the loop
-                    // met are put in for the cells': their spread, and where it was recorded
-                    // their order, which alone says it (a slow stretch is an order). The figures
-                    // behind these verdicts (the draws' spread, the steps' own spread, the slow
-                    // steps and what the loop's thread did in them) are the rate's, printed with
-                    // it (the progress line, the summary's SIM lines, the site): the check says
-                    // what failed, by how much and what the diagnostics conclude.
-                    let paced = loop_verdicts(rate);
-                    // And batches no cell measured whose steps the table's line got wrong: what
-                    // the suite can measure to make the simulation better.
-                    let off_line = rate.batches_off_line_words().map_or(String::new(), |words| {
-                        format!(
-                            "; batches no cell measured ran off the table's line (against the loop's pace at measured \
-                             batches): {words}, which the suite can measure"
-                        )
-                    });
-                    faults.push(format!(
-                        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{paced}\
-                         {off_line}",
-                        100.0 * e.ttft_p99.get(),
-                        100.0 * e.tpot_p99.get()
-                    ));
+                    faults.push(disagreement(name, rate, e));
                 }
             }
             None => faults.push(format!("{name}: no simulated figures to compare")),
@@ -765,6 +722,51 @@ pub fn checks(serving: &ServingRecord) -> Vec<Check> {
         limit: Finite::new(OVERHEAD_LIMIT_S, "overhead limit").ok(),
     };
     vec![simulation, overhead]
+}
+
+/// Why a served rate's measured p99s lie beyond the `simulation` check's agreement with the
+/// simulated ones: by how much, what moved (its steps against their cells, the host's and the
+/// device's other load), what the simulation fed the loop's own steps concludes, and what the
+/// suite can measure. The figures behind those verdicts (the draws' spread, the steps' own
+/// spread, the slow steps and what the loop's thread did in them) are the rate's, printed with it
+/// (the progress line, the summary's SIM lines, the site), and not said again here.
+fn disagreement(name: &str, rate: &ServedRate, e: &RelativeError) -> String {
+    // Steps that ran at another speed than the cells' say the device changed; the first steps
+    // after an idle gap, whether it slowed down while idle.
+    let idle = step_ratios(rate.decode_step_ratio_after_idle, rate.prefill_step_ratio_after_idle)
+        .map_or(String::new(), |(_, ratios)| format!("; the first after an idle gap {ratios}"));
+    let steps = step_ratios(rate.decode_step_ratio, rate.prefill_step_ratio)
+        .map_or(String::new(), |(which, ratios)| format!(" (its {which} steps took {ratios} the cells' times{idle})"));
+    // How busy other processes kept the host meanwhile: a host's load, not a step the simulation
+    // leaves out, where it was high; and whether another process shared the device itself.
+    let mut others = rate.other_cpu_cores.map_or(String::new(), |c| {
+        let stolen = rate.stolen_cpu_cores.map(Finite::get).filter(|&s| s >= 0.005);
+        format!(
+            ", while other processes kept {:.2} host CPU cores busy{}",
+            c.get(),
+            stolen.map_or(String::new(), |s| format!(" (the hypervisor stole {s:.2} of them)"))
+        )
+    });
+    if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
+        others.push_str(&format!(", while {n} other process(es) held a context on the device"));
+    }
+    // Whether the simulated server is the loop's once the steps the loop met are put in for the
+    // cells': their spread, and where it was recorded their order, which alone says it (a slow
+    // stretch is an order).
+    let paced = loop_verdicts(rate);
+    // Batches no cell measured whose steps the table's line got wrong: what the suite can measure
+    // to make the simulation better.
+    let off_line = rate.batches_off_line_words().map_or(String::new(), |words| {
+        format!(
+            "; batches no cell measured ran off the table's line (against the loop's pace at measured batches): \
+             {words}, which the suite can measure"
+        )
+    });
+    format!(
+        "{name}: p99 TTFT {:+.0}%, p99 TPOT {:+.0}% against the simulation{steps}{others}{paced}{off_line}",
+        100.0 * e.ttft_p99.get(),
+        100.0 * e.tpot_p99.get()
+    )
 }
 
 /// Which of a rate's steps ran against the step tables (decode and prefill, or decode alone)
