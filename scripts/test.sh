@@ -50,10 +50,11 @@ if [ -n "$left" ]; then
 else
   rmdir "$test_tmp"
 fi
-# Whether the Slurm test ran on a real cluster or could not start one (and why), and whether the
-# full-disk test could mount its tmpfs.
+# Whether the Slurm test ran on a real cluster or could not start one (and why), whether the
+# full-disk test could mount its tmpfs, and whether the CPU-quota test could make its cgroup.
 cat target/tmp/slurm-test.txt 2>/dev/null || echo "test: the Slurm test left no record"
 cat target/tmp/full-disk-test.txt 2>/dev/null || echo "test: the full-disk test left no record"
+cat target/tmp/cpu-quota-test.txt 2>/dev/null || echo "test: the CPU-quota test left no record"
 if [ "$tests_rc" != 0 ]; then
   echo "test: cargo test failed (exit $tests_rc)" >&2
   exit "$tests_rc"

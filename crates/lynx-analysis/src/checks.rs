@@ -150,10 +150,24 @@ fn default_power_limit(board: Option<&BoardRecord>) -> Option<f64> {
     ((default - enforced).abs() <= 0.5).then_some(enforced)
 }
 
+/// How long a CFS quota on lynx's cgroup held it off its CPUs, in words, with what to do.
+pub struct Throttled(pub f64);
+
+impl std::fmt::Display for Throttled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its cgroup's CPU quota held lynx off its CPUs for {:.1} ms (give the run more CPU time: the container's \
+             CPU limit)",
+            1e3 * self.0
+        )
+    }
+}
+
 /// Why `cell` is not stable under the bounds: its step-time CV above `max_cv`, other processes
-/// keeping more than `max_other_cpu_cores` of the host's CPUs busy while it was measured, or
-/// another process holding a context on the device; `None` when it is stable (or was not
-/// measured).
+/// keeping more than `max_other_cpu_cores` of the host's CPUs busy while it was measured,
+/// another process holding a context on the device, or a CPU quota throttling lynx; `None` when
+/// it is stable (or was not measured).
 pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Option<String> {
     let mut reasons = Vec::new();
     if let Some(cv) = cell.step_time.as_ref().and_then(|t| t.cv).map(Finite::get).filter(|&cv| cv > max_cv) {
@@ -176,6 +190,11 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
     // The device is lynx's alone while it measures: any other context on it shares its time.
     if let Some(others) = cell.other_device_processes.filter(|&n| n > 0) {
         reasons.push(format!("{others} other process(es) held a context on the device"));
+    }
+    // A CFS quota that throttled lynx stopped its steps for the rest of a period: the cell timed
+    // the quota as much as the device.
+    if let Some(throttled) = cell.cpu_throttled_s.map(Finite::get).filter(|&s| s > 0.0) {
+        reasons.push(format!("{}", Throttled(throttled)));
     }
     (!reasons.is_empty()).then(|| reasons.join(", "))
 }
@@ -222,11 +241,15 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
     };
     let worst_cv = measured.iter().filter_map(|c| c.step_time.as_ref()?.cv.map(Finite::get)).fold(0.0, f64::max);
     // Said where the device says who else holds a context on it (NVML), never assumed.
-    let device = if measured.iter().any(|c| c.other_device_processes.is_some()) {
-        ", with no other process on the device"
+    let mut device = if measured.iter().any(|c| c.other_device_processes.is_some()) {
+        ", with no other process on the device".to_owned()
     } else {
-        ""
+        String::new()
     };
+    // Said where the cgroups count their throttling, never assumed.
+    if measured.iter().any(|c| c.cpu_throttled_s.is_some()) {
+        device.push_str(" and no CPU quota throttling lynx");
+    }
     let detail = if faults.is_empty() {
         format!(
             "every cell's step-time CV within {:.1}% (worst {:.1}%) and the host's other load within {:.2} cores{device}; \
@@ -488,6 +511,21 @@ mod tests {
         assert_eq!(unstable(&shared, 0.1, 0.25).unwrap(), "2 other process(es) held a context on the device");
         let failed = stability(std::slice::from_ref(&shared), 0.1, 0.25).unwrap();
         assert!(!failed.passed && failed.detail.contains("2 other process(es) held a context"), "{}", failed.detail);
+        // A CPU quota that throttled lynx while the cell ran makes it unstable too, saying what
+        // to do; a cgroup that counted no throttling does not.
+        let mut quota = measured(&[1.0, 1.0, 1.0, 1.0], Some(0.0), false);
+        quota.cpu_throttled_s = Some(Finite::new(0.0, "s").unwrap());
+        assert_eq!(unstable(&quota, 0.1, 0.25), None);
+        quota.cpu_throttled_s = Some(Finite::new(0.0372, "s").unwrap());
+        assert_eq!(
+            unstable(&quota, 0.1, 0.25).unwrap(),
+            "its cgroup's CPU quota held lynx off its CPUs for 37.2 ms (give the run more CPU time: the container's CPU \
+             limit)"
+        );
+        let unthrottled = Some(Finite::new(0.0, "s").unwrap());
+        let counted = stability(&[CellRecord { cpu_throttled_s: unthrottled, ..steady.clone() }], 0.1, 0.25);
+        let counted = counted.unwrap().detail;
+        assert!(counted.contains("0.25 cores and no CPU quota throttling lynx; 1 cell(s)"), "{counted}");
         let passed = stability(std::slice::from_ref(&steady), 0.1, 0.25).unwrap();
         assert!(passed.detail.ends_with("; 1 cell(s) measured once more to get there"), "{}", passed.detail);
         // A cell measured again because its first measurement contradicted itself is counted

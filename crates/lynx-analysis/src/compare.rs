@@ -18,6 +18,9 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("device", a.device.name.to_string(), b.device.name.to_string());
     differ("device kind", a.device.device.to_string(), b.device.device.to_string());
     differ("host CPU", a.host.cpu_model.to_string(), b.host.cpu_model.to_string());
+    let allowance =
+        |r: &RunResult| r.host.cpu_allowance.as_ref().map_or_else(|| "not recorded".to_owned(), |a| a.words());
+    differ("host CPUs allowed", allowance(a), allowance(b));
     differ("lynx", a.harness.lynx_version.clone(), b.harness.lynx_version.clone());
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
@@ -424,6 +427,37 @@ mod tests {
         assert_eq!(hooks.second, None);
         let hooks = compare("a", &published, "b", &hooked).verdict.test_hooks.unwrap();
         assert_eq!((hooks.first, hooks.second.is_some()), (None, true));
+    }
+
+    /// How two runs differ says what each was allowed of its host's CPUs: how many, and how much
+    /// CPU time (the same count on other CPUs is the same allowance); a result before the record
+    /// says it has none.
+    #[test]
+    fn the_differences_say_what_each_run_was_allowed_of_the_cpus() {
+        let run = "20261203T010753Z-dd076e65";
+        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
+        let published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let line = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("host CPUs"));
+        assert_eq!(line(&published, &published), None);
+        let allowed = |cpus: &str, quota: Option<f64>| {
+            let mut r = published.clone();
+            r.host.cpu_allowance = Some(lynx_schema::result::CpuAllowance {
+                cpus: cpus.to_owned(),
+                cpu_count: 2,
+                quota_cores: quota.map(|q| lynx_schema::value::Finite::new(q, "cores").unwrap()),
+                quota: quota.map_or("none: cpu.max says max".to_owned(), |q| format!("{q:.2} cores: cpu.max")),
+            });
+            r
+        };
+        assert_eq!(line(&allowed("0-1", None), &allowed("2-3", None)), None);
+        assert_eq!(
+            line(&allowed("0-1", None), &allowed("0-1", Some(1.5))).unwrap(),
+            "host CPUs allowed: 2 CPUs, no CPU quota vs 2 CPUs, a CPU quota of 1.50 cores"
+        );
+        assert_eq!(
+            line(&published, &allowed("0-1", None)).unwrap(),
+            "host CPUs allowed: not recorded vs 2 CPUs, no CPU quota"
+        );
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {

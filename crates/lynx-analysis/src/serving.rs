@@ -750,6 +750,10 @@ fn disagreement(name: &str, rate: &ServedRate, e: &RelativeError) -> String {
     if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
         others.push_str(&format!(", while {n} other process(es) held a context on the device"));
     }
+    // And whether a CPU quota on lynx's cgroup stopped the loop for the rest of a period.
+    if let Some(s) = rate.cpu_throttled_s.map(Finite::get).filter(|&s| s > 0.0) {
+        others.push_str(&format!(", while {}", crate::checks::Throttled(s)));
+    }
     // Whether the simulated server is the loop's once the steps the loop met are put in for the
     // cells': their spread, and where it was recorded their order, which alone says it (a slow
     // stretch is an order).
@@ -822,6 +826,7 @@ mod tests {
             unfinished: None,
             other_cpu_cores: None,
             stolen_cpu_cores: None,
+            cpu_throttled_s: None,
             other_device_processes: None,
             simulated_draws: None,
             at_loop_pace: None,
@@ -1027,8 +1032,18 @@ mod tests {
         );
         // Of the host's other load, what a virtual machine's hypervisor stole, where it stole any.
         shared.stolen_cpu_cores = Some(f(0.3));
-        let detail = &super::checks(&record(vec![shared]))[0].detail;
+        let detail = &super::checks(&record(vec![shared.clone()]))[0].detail;
         assert!(detail.contains("0.75 host CPU cores busy (the hypervisor stole 0.30 of them), while 1"), "{detail}");
+        // And a CPU quota that throttled lynx while it served.
+        shared.cpu_throttled_s = Some(f(0.25));
+        let detail = &super::checks(&record(vec![shared]))[0].detail;
+        assert!(
+            detail.contains(
+                "on the device, while its cgroup's CPU quota held lynx off its CPUs for 250.0 ms (give the run more CPU \
+                 time: the container's CPU limit)"
+            ),
+            "{detail}"
+        );
         // Where the simulation fed the loop's own steps misses too, the server is what differs.
         let mut unexplained = far.clone();
         unexplained.at_loop_steps = against(figures(1.3, 0.05));

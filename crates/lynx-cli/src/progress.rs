@@ -7,6 +7,7 @@ use lynx_runner::{Observer, WarmupProgress};
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::telemetry::Sample;
+use lynx_schema::value::Finite;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -94,6 +95,11 @@ impl Observer for Progress {
         ));
         let dir = result_path.parent().unwrap_or(Path::new("."));
         self.say(format!("result file {} (resume with `lynx run --resume {}`)", result_path.display(), dir.display()));
+        // What the host lets the run use of its CPUs: a container's CPU limit throttles lynx, which
+        // makes every cell it throttles unstable.
+        if result.host.cpu_allowance.is_some() {
+            self.say(format!("host: {}", result.host.cpu_allowance_words()));
+        }
         // Once the inputs are accepted (bad input gets its one line, and no estimate), the time
         // the cells still to run are expected to take.
         match lynx_runner::estimate(result) {
@@ -226,7 +232,7 @@ impl Observer for Progress {
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
                          {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores (stolen \
-                         by the hypervisor: {}){}{}{}{}{}",
+                         by the hypervisor: {}){}{}{}{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -238,6 +244,10 @@ impl Observer for Progress {
                         r.iterations,
                         ratio(r.other_cpu_cores),
                         ratio(r.stolen_cpu_cores),
+                        r.cpu_throttled_s
+                            .map(Finite::get)
+                            .filter(|&s| s > 0.0)
+                            .map_or(String::new(), |s| format!("; {}", lynx_analysis::checks::Throttled(s))),
                         r.step_spread_words().map_or(String::new(), |words| format!(
                             "; the steps' 90th percentile over the tables' median: {words}"
                         )),

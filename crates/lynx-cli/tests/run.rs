@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 #[test]
 fn a_run_writes_every_cell_with_sane_figures() {
@@ -1329,4 +1330,94 @@ fn a_busy_process_beside_the_cells_fails_the_stability_check() {
     assert_eq!(detail.matches("host CPU cores busy (limit 0.20)").count(), cells.len(), "{detail}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("check stability FAILED"), "{stdout}");
+}
+
+/// A cgroup of this test's own with a CFS quota (a container's CPU limit), removed when dropped
+/// (once the processes in it have ended).
+struct QuotaCgroup(PathBuf);
+
+impl QuotaCgroup {
+    /// Under cgroup v1's cpu hierarchy, or v2's with its cpu controller enabled for its children;
+    /// why not where neither can be made (no such hierarchy, or not root).
+    fn make(cores: f64) -> Result<QuotaCgroup, String> {
+        let name = format!("lynx-test-quota-{}", std::process::id());
+        let period = 100_000u64;
+        let quota = (cores * period as f64) as u64;
+        let v1 = Path::new("/sys/fs/cgroup/cpu");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let (dir, file, text) = if v1.join("cpu.cfs_quota_us").is_file() {
+            (v1.join(&name), "cpu.cfs_quota_us", format!("{quota}"))
+        } else if std::fs::read_to_string(v2.join("cgroup.subtree_control")).is_ok_and(|c| c.contains("cpu")) {
+            (v2.join(&name), "cpu.max", format!("{quota} {period}"))
+        } else {
+            return Err("no cgroup v1 cpu hierarchy, nor a v2 one that gives its children the cpu controller".into());
+        };
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let made = QuotaCgroup(dir);
+        std::fs::write(made.0.join(file), text).map_err(|e| format!("{}: {e}", made.0.join(file).display()))?;
+        Ok(made)
+    }
+}
+
+impl Drop for QuotaCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Cells measured while a CFS quota on lynx's cgroup throttles it (a container given less CPU
+/// time than libtorch's threads use) timed the quota as much as the device: the result records
+/// the quota with the CPUs, each cell the seconds it was throttled, and the `stability` check
+/// fails naming the quota and what to do. Needs a cgroup it can make: where it cannot, the test
+/// says so and checks nothing, and its record (which scripts/test.sh prints) says it did not run.
+#[test]
+fn a_cpu_quota_that_throttles_the_cells_fails_the_stability_check() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cpu-quota-test.txt");
+    let _ = std::fs::remove_file(&record);
+    // Under the two threads libtorch runs on this 2-core host: each cell is throttled.
+    let cgroup = match QuotaCgroup::make(0.8) {
+        Ok(cgroup) => cgroup,
+        Err(why) => {
+            let line = format!("cpu-quota test SKIPPED: no cgroup with a CPU quota could be made here ({why})");
+            eprintln!("{line}");
+            std::fs::write(&record, format!("{line}\n")).unwrap();
+            return;
+        }
+    };
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    // The shell moves itself into the cgroup, then becomes lynx (with the tests' config folder).
+    let output = std::process::Command::new("sh")
+        .env("XDG_CONFIG_HOME", config_home())
+        .args(["-c", r#"echo $$ > "$1" && shift && exec "$@""#, "sh"])
+        .arg(cgroup.0.join("cgroup.procs"))
+        .arg(env!("CARGO_BIN_EXE_lynx"))
+        .args(run_args(models.path(), out.path()))
+        .output()
+        .unwrap();
+    drop(cgroup);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    let allowed = &result["host"]["cpu_allowance"];
+    assert!((allowed["quota_cores"].as_f64().unwrap() - 0.8).abs() < 1e-9, "{allowed}");
+    assert!(allowed["quota"].as_str().unwrap().starts_with("0.80 cores: /sys/fs/cgroup/"), "{allowed}");
+    let cells = result["cells"].as_array().unwrap();
+    let throttled: Vec<&Value> = cells.iter().filter(|c| c["cpu_throttled_s"].as_f64().unwrap() > 0.0).collect();
+    assert!(!throttled.is_empty(), "no cell was throttled: {cells:?}");
+    for cell in &throttled {
+        let why = cell["remeasured"].as_str().unwrap_or_else(|| panic!("{cell}"));
+        assert!(why.contains("its cgroup's CPU quota held lynx off its CPUs for"), "{why}");
+    }
+    let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "stability").unwrap().clone();
+    assert_eq!(check["passed"], false, "{check}");
+    assert!(check["detail"].as_str().unwrap().contains("(give the run more CPU time: the container's CPU limit)"));
+    // Said as the run starts, with the CPUs.
+    let cpus = allowed["cpus"].as_str().unwrap();
+    let said = format!("host: {} CPUs, a CPU quota of 0.80 cores ({cpus}; quota 0.80 cores: ", allowed["cpu_count"]);
+    assert!(stderr.contains(&said), "{said} in {stderr}");
+    // The result describes a run, not a test: nothing of the cgroup is a test hook.
+    assert!(result["harness"]["test_hooks"].is_null(), "{}", result["harness"]);
+    std::fs::write(&record, "cpu-quota test ran: under a quota of 0.80 cores\n").unwrap();
 }

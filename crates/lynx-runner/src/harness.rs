@@ -50,6 +50,13 @@ pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String>
         out.push(format!("its cells were measured with libtorch {was}, this process loads {now}"));
     }
     out.extend(graph_difference(earlier, &Graphs::for_device(crate::devices::torch_device(earlier.device.device))));
+    // Other CPUs, or another quota of CPU time, make other steps (results before the record say
+    // nothing of it).
+    if let (Some(was), Some(now)) = (&earlier.host.cpu_allowance, lynx_telemetry::cpu_allowance()) {
+        if was.words() != now.words() {
+            out.push(format!("its cells were measured with {}, this process has {}", was.words(), now.words()));
+        }
+    }
     out
 }
 
@@ -124,6 +131,8 @@ pub fn binary_sha256() -> Reported<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lynx_schema::result::CpuAllowance;
+    use lynx_schema::value::Finite;
     use std::ffi::OsString;
 
     #[test]
@@ -168,6 +177,18 @@ mod tests {
         let threads = same.harness.torch_threads + 5;
         assert!(said[0].starts_with(&format!("its cells were measured on {threads} libtorch threads")));
         assert!(said[1].starts_with("its cells were measured with libtorch 2.10.0+cpu, this process loads 2.11.0"));
+        // This process's CPUs and quota, or others.
+        let Some(now) = lynx_telemetry::cpu_allowance() else { return };
+        same.host.cpu_allowance = Some(now.clone());
+        assert_eq!(resume_differences(&same, runtime), Vec::<String>::new());
+        let quota = Finite::new(0.5, "cores").unwrap();
+        same.host.cpu_allowance = Some(CpuAllowance { cpu_count: now.cpu_count + 1, quota_cores: Some(quota), ..now });
+        let said = resume_differences(&same, runtime);
+        let was = format!("{} CPUs, a CPU quota of 0.50 cores", same.host.cpu_allowance.as_ref().unwrap().cpu_count);
+        assert!(
+            said.len() == 1 && said[0].starts_with(&format!("its cells were measured with {was}, this")),
+            "{said:?}"
+        );
     }
 
     /// Graph lines are measured by every process of a run or by none: a resume that could

@@ -6,7 +6,8 @@
 //! process (the worker, with the sampler thread) and of its parent (the supervisor), over the
 //! cell's wall time, is the cores other processes kept busy. In a virtual machine /proc/stat
 //! also counts the time its hypervisor ran something else while one of its CPUs could have run
-//! (steal): it is in that busy time, and said apart.
+//! (steal): it is in that busy time, and said apart. Beside them, how long a CFS quota on lynx's
+//! cgroup (a container's CPU limit) held it off its CPUs ([`lynx_telemetry::cgroup`]).
 
 use std::time::Instant;
 
@@ -20,6 +21,7 @@ pub struct HostLoad {
     at: Instant,
     ticks: HostTicks,
     own_ticks: u64,
+    throttled: Option<lynx_telemetry::cgroup::Throttled>,
 }
 
 /// What other work kept the host's CPUs from lynx since a [`HostLoad`], on average, in cores.
@@ -46,7 +48,15 @@ impl OtherLoad {
 impl HostLoad {
     /// Now; `None` where /proc does not say (not Linux).
     pub fn now() -> Option<HostLoad> {
-        Some(HostLoad { at: Instant::now(), ticks: host_ticks()?, own_ticks: own_ticks()? })
+        let throttled = lynx_telemetry::cgroup::Throttled::now();
+        Some(HostLoad { at: Instant::now(), ticks: host_ticks()?, own_ticks: own_ticks()?, throttled })
+    }
+
+    /// The seconds a CFS quota held lynx's cgroup (or one above it) off its CPUs since `self`;
+    /// `None` where no cgroup counts its throttling.
+    pub fn throttled_since(&self) -> Option<Finite> {
+        let now = lynx_telemetry::cgroup::Throttled::now()?;
+        Finite::new(now.since(self.throttled.as_ref()?), "throttled seconds").ok()
     }
 
     /// What other work kept the host's cores busy on average since `self`; `None` where /proc

@@ -18,6 +18,7 @@ use crate::run::DiedIn;
 use crate::RunError;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -137,7 +138,7 @@ struct OomKills {
 
 impl OomKills {
     fn now() -> OomKills {
-        OomKills { cgroup: cgroup_oom_kills(), system: counter("/proc/vmstat", "oom_kill") }
+        OomKills { cgroup: cgroup_oom_kills(), system: counter(Path::new("/proc/vmstat"), "oom_kill") }
     }
 
     /// Which count rose since `self`, in words; `None` when neither did (or neither is known).
@@ -158,26 +159,17 @@ impl OomKills {
 }
 
 /// `oom_kill` of this process's memory cgroup: cgroup v2's `memory.events`, or v1's
-/// `memory.oom_control`; at the path /proc/self/cgroup names, else at the mount's root (a
-/// container sees its own cgroup there).
+/// `memory.oom_control`; in the folder /proc/self/cgroup names, else at the mount's root (a
+/// container sees its own cgroup there): the innermost of [`lynx_telemetry::cgroup::folders`]
+/// that counts it.
 fn cgroup_oom_kills() -> Option<u64> {
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let v1 = cgroup.lines().find_map(|line| line.split_once(":memory:").map(|(_, path)| path.trim_end().to_owned()));
-    let candidates = match v1 {
-        Some(path) => [
-            format!("/sys/fs/cgroup/memory{path}/memory.oom_control"),
-            "/sys/fs/cgroup/memory/memory.oom_control".to_owned(),
-        ],
-        None => {
-            let path = cgroup.lines().find_map(|line| line.strip_prefix("0::"))?.trim_end().to_owned();
-            [format!("/sys/fs/cgroup{path}/memory.events"), "/sys/fs/cgroup/memory.events".to_owned()]
-        }
-    };
-    candidates.iter().find_map(|file| counter(file, "oom_kill"))
+    lynx_telemetry::cgroup::folders("memory").iter().find_map(|folder| {
+        ["memory.events", "memory.oom_control"].iter().find_map(|file| counter(&folder.join(file), "oom_kill"))
+    })
 }
 
 /// The value of the `name value` line `name` in the file `path`.
-fn counter(path: &str, name: &str) -> Option<u64> {
+fn counter(path: &Path, name: &str) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
     text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
@@ -362,8 +354,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let events = dir.path().join("memory.events");
         std::fs::write(&events, "low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n").unwrap();
-        assert_eq!(counter(events.to_str().unwrap(), "oom_kill"), Some(2));
-        assert_eq!(counter(events.to_str().unwrap(), "oom"), Some(2), "a prefix of another name is not it");
+        assert_eq!(counter(&events, "oom_kill"), Some(2));
+        assert_eq!(counter(&events, "oom"), Some(2), "a prefix of another name is not it");
         let before = OomKills { cgroup: Some(2), system: Some(5) };
         assert_eq!(before.rose_by(before), None);
         let cgroup = before.rose_by(OomKills { cgroup: Some(3), system: Some(6) }).unwrap();

@@ -364,6 +364,50 @@ pub struct HostRecord {
     pub memory_bytes: u64,
     pub os: Reported<String>,
     pub kernel: Reported<String>,
+    /// What the host let the run use of its CPUs: which CPUs, and how much CPU time its control
+    /// groups allow (absent where the OS does not say, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_allowance: Option<CpuAllowance>,
+}
+
+/// The CPUs a run could run on and the CPU time it was allowed: a CPU device's figures, and a
+/// GPU's host issue times, were measured within them (a container's CPU limit is a quota).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuAllowance {
+    /// The CPUs its process could run on (its affinity), as Linux lists them: "0-15", "0,2,4-7".
+    pub cpus: String,
+    /// How many CPUs `cpus` names.
+    pub cpu_count: u64,
+    /// The CPU time a second its control groups allow it, in cores: the least CFS quota over its
+    /// period among its cgroup and those above it; absent where none sets one or none could be
+    /// read (`quota` says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_cores: Option<Finite>,
+    /// Where the quota was read, that none applies, or why it could not be read.
+    pub quota: String,
+}
+
+impl CpuAllowance {
+    /// How many CPUs and how much CPU time, in words: "16 CPUs, no CPU quota", "16 CPUs, a CPU
+    /// quota of 2.00 cores" (what two runs' allowances are compared by: the same count on other
+    /// CPUs is the same allowance).
+    pub fn words(&self) -> String {
+        match self.quota_cores {
+            Some(cores) => format!("{} CPUs, a CPU quota of {:.2} cores", self.cpu_count, cores.get()),
+            None if self.quota.starts_with("none") => format!("{} CPUs, no CPU quota", self.cpu_count),
+            None => format!("{} CPUs, CPU quota unknown", self.cpu_count),
+        }
+    }
+}
+
+impl HostRecord {
+    /// [`CpuAllowance::words`], with the CPUs listed; or that the result does not say.
+    pub fn cpu_allowance_words(&self) -> String {
+        match &self.cpu_allowance {
+            Some(allowed) => format!("{} ({}; quota {})", allowed.words(), allowed.cpus, allowed.quota),
+            None => "not recorded".to_owned(),
+        }
+    }
 }
 
 /// The whole configuration as run.
@@ -847,6 +891,11 @@ pub struct CellRecord {
     /// and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stolen_cpu_cores: Option<Finite>,
+    /// Seconds a CFS quota on lynx's cgroup, or on one above it (a container's CPU limit), held
+    /// it off its CPUs while the cell was measured: the cgroups' `cpu.stat` (absent where no
+    /// cgroup counts its throttling, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_throttled_s: Option<Finite>,
     /// Processes other than the worker measuring that held a context on the device while the
     /// cell was measured: the larger of the driver's count less one, asked as the cell began and
     /// as it ended (NVML, ROCm SMI; absent where the device does not say, a CPU's included, and
@@ -1186,6 +1235,7 @@ impl CellRecord {
             attended: None,
             other_cpu_cores: None,
             stolen_cpu_cores: None,
+            cpu_throttled_s: None,
             other_device_processes: None,
             remeasured: None,
             slow_steps: None,

@@ -188,6 +188,11 @@ pub struct ServedRate {
     /// serving, as for a cell (absent where the host does not say, and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stolen_cpu_cores: Option<Finite>,
+    /// Seconds a CFS quota on lynx's cgroup, or on one above it, held it off its CPUs over the
+    /// rate's serving, as for a cell (absent where no cgroup counts its throttling, and in older
+    /// results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_throttled_s: Option<Finite>,
     /// Processes other than the worker that held a context on the device over the rate's
     /// serving, as for a cell (the larger of the counts as it began and as it ended; absent where
     /// the device does not say, and in older results).

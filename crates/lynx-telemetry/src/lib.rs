@@ -6,6 +6,7 @@
 //! `/sys`), and [`host_record`] the host's identity for the result. The NVML and ROCm SMI
 //! backends (the telemetry issue, next) implement the same trait in their own crates.
 
+pub mod cgroup;
 mod host;
 mod sampler;
 
@@ -15,9 +16,9 @@ pub use host::{
 };
 pub use sampler::{Sampler, SamplerError, TelemetrySource};
 
-use lynx_schema::result::HostRecord;
+use lynx_schema::result::{CpuAllowance, HostRecord};
 use lynx_schema::telemetry::{CallTime, SLOW_READING_S};
-use lynx_schema::value::Reported;
+use lynx_schema::value::{Finite, Reported};
 use std::time::Instant;
 use sysinfo::System;
 
@@ -34,7 +35,21 @@ pub fn host_record() -> HostRecord {
         memory_bytes: system.total_memory(),
         os: known(System::long_os_version(), "the OS reports no name or version"),
         kernel: known(System::kernel_version(), "the OS reports no kernel version"),
+        cpu_allowance: cpu_allowance(),
     }
+}
+
+/// The CPUs this process may run on and its cgroups' CPU quota; `None` where the OS does not
+/// list the CPUs (not Linux).
+pub fn cpu_allowance() -> Option<CpuAllowance> {
+    let (cpus, cpu_count) = cgroup::allowed_cpus()?;
+    let quota = cgroup::cpu_quota();
+    Some(CpuAllowance {
+        cpus,
+        cpu_count,
+        quota_cores: quota.cores.and_then(|cores| Finite::new(cores, "CPU quota").ok()),
+        quota: quota.said,
+    })
 }
 
 /// The calls of one reading, timed one after another: a source that times its calls keeps
@@ -104,8 +119,13 @@ mod tests {
         assert!(host.logical_cpus >= 1);
         assert!(host.memory_bytes > 0);
         if cfg!(target_os = "linux") {
-            // Linux always exposes its kernel release.
+            // Linux always exposes its kernel release, and the CPUs a process may run on.
             assert!(host.kernel.known().is_some_and(|k| !k.is_empty()), "{:?}", host.kernel);
+            let allowed = host.cpu_allowance.expect("Linux lists the CPUs");
+            assert!(allowed.cpu_count >= 1 && allowed.cpu_count <= host.logical_cpus, "{allowed:?}");
+            let said_cores = allowed.quota.split_once(" cores: ").and_then(|(cores, _)| cores.parse::<f64>().ok());
+            assert_eq!(allowed.quota_cores.map(|c| format!("{:.2}", c.get())), said_cores.map(|c| format!("{c:.2}")));
+            assert!(["none: ", "not read: "].iter().any(|s| allowed.quota.starts_with(s)) || said_cores.is_some());
         }
     }
 }

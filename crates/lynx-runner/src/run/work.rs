@@ -646,7 +646,8 @@ impl Turn<'_> {
             });
             let (mut cell, contradicted) = cell?;
             (cell.other_cpu_cores, cell.stolen_cpu_cores) =
-                crate::host_load::OtherLoad::recorded(load.and_then(|l| l.other_load_since()));
+                crate::host_load::OtherLoad::recorded(load.as_ref().and_then(|l| l.other_load_since()));
+            cell.cpu_throttled_s = load.and_then(|l| l.throttled_since());
             cell.other_device_processes = others;
             Some((cell, contradicted))
         };
@@ -1036,7 +1037,8 @@ impl Turn<'_> {
             Err(error) => return Ok(Some(Err(error))),
         };
         let (other_cpu_cores, stolen_cpu_cores) =
-            crate::host_load::OtherLoad::recorded(host.and_then(|h| h.other_load_since()));
+            crate::host_load::OtherLoad::recorded(host.as_ref().and_then(|h| h.other_load_since()));
+        let cpu_throttled_s = host.and_then(|h| h.throttled_since());
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
@@ -1095,6 +1097,7 @@ impl Turn<'_> {
                 prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
                 other_cpu_cores,
                 stolen_cpu_cores,
+                cpu_throttled_s,
                 other_device_processes,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
                 at_loop_pace: None,
