@@ -932,6 +932,21 @@ for name, result in sorted(results.items()):
         if isinstance(rate, (int, float)):
             slow = f"{slow}; the sampler read its sources at {rate:g} Hz"
         claim(f"{name}: slow steps against the telemetry readings", "INFO", slow)
+    # What the host allowed the run of its CPUs, and whether a CPU quota (a container's limit)
+    # throttled lynx in any cell: a throttled launch-bound step waits out the rest of a period
+    # (lynx builds from 2026-12-06 on record both; the stability entry names a throttled cell).
+    allowed = (result.get("host") or {}).get("cpu_allowance")
+    if allowed:
+        quota = allowed.get("quota_cores")
+        words = (f"{allowed['cpu_count']} CPUs ({allowed['cpus']}), "
+                 + (f"a CPU quota of {quota:.2f} cores" if quota is not None else "no CPU quota")
+                 + f" ({allowed['quota']})")
+        counted = [c for c in result["cells"] if "cpu_throttled_s" in c]
+        throttled = [c for c in counted if c["cpu_throttled_s"] > 0]
+        if counted:
+            words += (f"; throttled in {len(throttled)} of {len(counted)} cells"
+                      + (f", {1e3 * sum(c['cpu_throttled_s'] for c in throttled):.0f} ms in all" if throttled else ""))
+        claim(f"{name}: host CPUs allowed, and cells a CPU quota throttled", "INFO", words)
     try:
         readings = slow_readings(name, result)
     except Exception as e:  # a diagnostic: it never costs the window its table

@@ -188,6 +188,10 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // And every cell's slow steps, summed by mode.
     assert_eq!(verdict("gpu-check-quick: slow steps against the telemetry readings"), "INFO", "{table}");
     assert!(table.contains("INFO    eager: ") && table.contains(" steps in "), "{table}");
+    // And what the host allowed the run of its CPUs, with the cells a quota throttled.
+    let allowed = "gpu-check-quick: host CPUs allowed, and cells a CPU quota throttled";
+    assert_eq!(verdict(allowed), "INFO", "{table}");
+    assert!(claim_line(&table, allowed).contains(" CPUs ("), "{table}");
     // The whole check's time, shown on a CPU (the 8-minute goal is judged on a GPU).
     assert_eq!(verdict("the check's phases within 8 minutes"), "INFO", "{table}");
     assert!(table.contains("-second deadline: environment ") && table.contains(" s; the goal is a GPU's"), "{table}");

@@ -113,7 +113,10 @@ pub fn quota_of(folders: &[PathBuf]) -> CpuQuota {
             Some((why, file)) => CpuQuota { cores: None, said: format!("not read: {}: {why}", file.display()) },
             None => CpuQuota {
                 cores: None,
-                said: format!("none: {} sets no quota, nor do the {} above it", innermost.display(), read.len() - 1),
+                said: match read.len() - 1 {
+                    0 => format!("none: {} sets no quota", innermost.display()),
+                    above => format!("none: {} sets no quota, nor do the {above} above it", innermost.display()),
+                },
             },
         },
     }
@@ -274,6 +277,11 @@ mod tests {
         assert!(
             none.said.starts_with("none: ") && none.said.ends_with("sets no quota, nor do the 2 above it"),
             "{none:?}"
+        );
+        let alone = quota_of(&found[..1]);
+        assert!(
+            alone.said.starts_with("none: ") && alone.said.ends_with("c1/cpu.cfs_quota_us sets no quota"),
+            "{alone:?}"
         );
     }
 
