@@ -4,7 +4,7 @@
 
 use lynx_schema::compare::{Comparison, FailedChecks, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::derived::LatencyBounded;
-use lynx_schema::result::{files_bytes, CellStatus, RunResult, WeightsRecord};
+use lynx_schema::result::{files_bytes, recorded_words, CellStatus, RunResult, WeightsRecord};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;
 
@@ -21,6 +21,13 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     let allowance =
         |r: &RunResult| r.host.cpu_allowance.as_ref().map_or_else(|| "not recorded".to_owned(), |a| a.words());
     differ("host CPUs allowed", allowance(a), allowance(b));
+    let (x, y) = (&a.host, &b.host);
+    differ("host cpufreq governor", recorded_words(&x.cpufreq_governor), recorded_words(&y.cpufreq_governor));
+    differ(
+        "host transparent huge pages",
+        recorded_words(&x.transparent_hugepages),
+        recorded_words(&y.transparent_hugepages),
+    );
     differ("lynx", a.harness.lynx_version.clone(), b.harness.lynx_version.clone());
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
@@ -458,6 +465,12 @@ mod tests {
             line(&published, &allowed("0-1", None)).unwrap(),
             "host CPUs allowed: not recorded vs 2 CPUs, no CPU quota"
         );
+        // And the governor and huge page mode, where either says another.
+        let mut tuned = published.clone();
+        tuned.host.cpufreq_governor = Some(Reported::Known("performance".to_owned()));
+        let lines: Vec<String> =
+            differences(&published, &tuned).into_iter().filter(|d| d.starts_with("host ")).collect();
+        assert_eq!(lines, ["host cpufreq governor: not recorded vs performance"]);
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {

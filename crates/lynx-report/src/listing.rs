@@ -329,6 +329,7 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
         ("device", format!("{} ({})", text(&result.device.name), result.device.device)),
         ("host", text(&result.host.cpu_model)),
         ("host CPUs allowed", markdown_text(&result.host.cpu_allowance_words())),
+        ("host settings", markdown_text(&result.host.settings_words())),
         ("model", format!("{} at {}", markdown_text(&config.model.name), config.suite.precision)),
         ("configuration sha256", markdown_text(&config.sha256)),
         ("weights", markdown_text(&weights_words(&config.weights))),

@@ -495,7 +495,7 @@ fn reproductions(related: &Related) -> Markup {
 /// The table of what ran where, signed by whom.
 fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
     let config = &result.config;
-    let rows: [(&str, Markup); 18] = [
+    let rows: [(&str, Markup); 19] = [
         ("envelope", html! { (Html(&entry.file.display().to_string())) }),
         (
             "signed by key",
@@ -517,6 +517,7 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
         ),
         ("host", reported(&result.host.cpu_model)),
         ("host CPUs allowed", html! { (Html(&result.host.cpu_allowance_words())) }),
+        ("host settings", html! { (Html(&result.host.settings_words())) }),
         ("suite", html! { (Html(&config.suite.name)) }),
         ("model", html! { (Html(&config.model.name)) " at " (config.suite.precision) }),
         (

@@ -368,6 +368,21 @@ pub struct HostRecord {
     /// groups allow (absent where the OS does not say, and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_allowance: Option<CpuAllowance>,
+    /// The cpufreq scaling governor of the CPUs the run could use ("performance", "schedutil";
+    /// each one where they differ), which sets how fast an idle CPU comes back to speed (absent
+    /// in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpufreq_governor: Option<Reported<String>>,
+    /// The kernel's transparent huge page mode (`always`, `madvise` or `never`), which sets what
+    /// touching fresh memory costs a CPU device (absent in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparent_hugepages: Option<Reported<String>>,
+}
+
+/// A fact a result may hold, in words: its value, why it was unavailable, or "not recorded" (a
+/// result from before lynx recorded it).
+pub fn recorded_words(value: &Option<Reported<String>>) -> String {
+    value.as_ref().map_or_else(|| "not recorded".to_owned(), Reported::to_string)
 }
 
 /// The CPUs a run could run on and the CPU time it was allowed: a CPU device's figures, and a
@@ -401,6 +416,16 @@ impl CpuAllowance {
 }
 
 impl HostRecord {
+    /// The cpufreq governor and the transparent huge page mode, in words ("cpufreq governor
+    /// performance; transparent huge pages madvise"), each "not recorded" in older results.
+    pub fn settings_words(&self) -> String {
+        format!(
+            "cpufreq governor {}; transparent huge pages {}",
+            recorded_words(&self.cpufreq_governor),
+            recorded_words(&self.transparent_hugepages)
+        )
+    }
+
     /// [`CpuAllowance::words`], with the CPUs listed; or that the result does not say.
     pub fn cpu_allowance_words(&self) -> String {
         match &self.cpu_allowance {

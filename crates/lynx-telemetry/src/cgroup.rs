@@ -219,12 +219,22 @@ pub fn allowed_cpus() -> Option<(String, u64)> {
 
 /// How many CPUs a Linux CPU list names ("0-3,8" is five).
 pub fn count_cpus(list: &str) -> Option<u64> {
-    list.split(',').try_fold(0u64, |n, part| {
+    Some(cpus_in(list)?.len() as u64)
+}
+
+/// The CPUs a Linux CPU list names, in its order ("0-2,8" is 0, 1, 2, 8).
+pub fn cpus_in(list: &str) -> Option<Vec<u64>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
         let part = part.trim();
         let (low, high) = part.split_once('-').unwrap_or((part, part));
         let (low, high) = (low.parse::<u64>().ok()?, high.parse::<u64>().ok()?);
-        (high >= low).then(|| n + high - low + 1)
-    })
+        if high < low {
+            return None;
+        }
+        cpus.extend(low..=high);
+    }
+    Some(cpus)
 }
 
 #[cfg(test)]
@@ -242,6 +252,7 @@ mod tests {
         assert_eq!(count_cpus("0,2,4-7"), Some(6));
         assert_eq!(count_cpus("5"), Some(1));
         assert_eq!(count_cpus("3-1"), None);
+        assert_eq!(cpus_in("0-2,8"), Some(vec![0, 1, 2, 8]));
         assert_eq!(count_cpus(""), None);
         if cfg!(target_os = "linux") {
             let (list, n) = allowed_cpus().expect("Linux says");

@@ -19,6 +19,7 @@ pub use sampler::{Sampler, SamplerError, TelemetrySource};
 use lynx_schema::result::{CpuAllowance, HostRecord};
 use lynx_schema::telemetry::{CallTime, SLOW_READING_S};
 use lynx_schema::value::{Finite, Reported};
+use std::path::Path;
 use std::time::Instant;
 use sysinfo::System;
 
@@ -36,6 +37,47 @@ pub fn host_record() -> HostRecord {
         os: known(System::long_os_version(), "the OS reports no name or version"),
         kernel: known(System::kernel_version(), "the OS reports no kernel version"),
         cpu_allowance: cpu_allowance(),
+        cpufreq_governor: Some(cpufreq_governor(Path::new("/sys/devices/system/cpu"))),
+        transparent_hugepages: Some(transparent_hugepages(Path::new("/sys/kernel/mm/transparent_hugepage/enabled"))),
+    }
+}
+
+/// The scaling governors of the CPUs this process may run on, under `cpus` (Linux's
+/// /sys/devices/system/cpu): the one they share, or each with its CPUs where they differ.
+fn cpufreq_governor(cpus: &Path) -> Reported<String> {
+    let allowed = cgroup::allowed_cpus().and_then(|(list, _)| cgroup::cpus_in(&list)).unwrap_or_default();
+    let mut governors: Vec<(String, Vec<u64>)> = Vec::new();
+    for cpu in allowed {
+        let file = cpus.join(format!("cpu{cpu}/cpufreq/scaling_governor"));
+        let Ok(governor) = std::fs::read_to_string(&file) else { continue };
+        let governor = governor.trim().to_owned();
+        match governors.iter_mut().find(|(g, _)| *g == governor) {
+            Some((_, on)) => on.push(cpu),
+            None => governors.push((governor, vec![cpu])),
+        }
+    }
+    match governors.as_slice() {
+        [] => Reported::unavailable(format!(
+            "no cpufreq scaling governor under {} for the CPUs this process may run on (the kernel exposes no \
+             frequency scaling here, as in most virtual machines)",
+            cpus.display()
+        )),
+        [(one, _)] => Reported::Known(one.clone()),
+        several => Reported::Known(
+            several.iter().map(|(g, on)| format!("{g} on {} CPUs", on.len())).collect::<Vec<_>>().join(", "),
+        ),
+    }
+}
+
+/// The transparent huge page mode Linux's `enabled` file (at `file`) marks with brackets:
+/// "always [madvise] never" is `madvise`.
+fn transparent_hugepages(file: &Path) -> Reported<String> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => match text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')) {
+            Some(mode) => Reported::Known(mode.to_owned()),
+            None => Reported::unavailable(format!("{}: no mode marked in {:?}", file.display(), text.trim())),
+        },
+        Err(e) => Reported::unavailable(format!("{}: {e}", file.display())),
     }
 }
 
@@ -111,6 +153,45 @@ mod tests {
         let calls = slow.if_slow();
         assert_eq!(calls.iter().map(|c| c.call.as_str()).collect::<Vec<_>>(), ["first", "second"]);
         assert!(calls[1].s >= 2.0 * SLOW_READING_S && calls[0].s < calls[1].s, "{calls:?}");
+    }
+
+    /// The governor the CPUs share, or each with how many CPUs run it; none where cpufreq is not
+    /// there (this project's virtual machine has none).
+    #[test]
+    fn the_governor_is_read_for_the_cpus_the_process_may_use() {
+        let sys = tempfile::tempdir().unwrap();
+        let none = cpufreq_governor(sys.path());
+        assert!(none.reason().is_some_and(|r| r.contains("no cpufreq scaling governor under")), "{none:?}");
+        let (list, _) = cgroup::allowed_cpus().expect("Linux lists them");
+        let cpus = cgroup::cpus_in(&list).unwrap();
+        let set = |cpu: u64, governor: &str| {
+            let folder = sys.path().join(format!("cpu{cpu}/cpufreq"));
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("scaling_governor"), format!("{governor}\n")).unwrap();
+        };
+        for &cpu in &cpus {
+            set(cpu, "performance");
+        }
+        assert_eq!(cpufreq_governor(sys.path()), Reported::Known("performance".to_owned()));
+        set(cpus[0], "powersave");
+        if cpus.len() > 1 {
+            let n = cpus.len() - 1;
+            assert_eq!(
+                cpufreq_governor(sys.path()),
+                Reported::Known(format!("powersave on 1 CPUs, performance on {n} CPUs"))
+            );
+        }
+    }
+
+    #[test]
+    fn the_transparent_huge_page_mode_is_the_bracketed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("enabled");
+        std::fs::write(&file, "always [madvise] never\n").unwrap();
+        assert_eq!(transparent_hugepages(&file), Reported::Known("madvise".to_owned()));
+        std::fs::write(&file, "always madvise never\n").unwrap();
+        assert!(transparent_hugepages(&file).reason().is_some_and(|r| r.contains("no mode marked")));
+        assert!(transparent_hugepages(&dir.path().join("absent")).reason().is_some());
     }
 
     #[test]
