@@ -4,6 +4,7 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use lynx_report::text::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
 use lynx_runner::{Observer, WarmupProgress};
+use lynx_schema::device::DeviceName;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::telemetry::Sample;
@@ -99,6 +100,16 @@ impl Observer for Progress {
         // makes every cell it throttles unstable.
         if result.host.cpu_allowance.is_some() {
             self.say(format!("host: {}", result.host.cpu_allowance_words()));
+        }
+        // Recorded in the result either way; said now where it changes what a GPU's steps measure.
+        let blocking =
+            result.harness.environment.iter().flatten().find_map(|v| v.strip_prefix("CUDA_LAUNCH_BLOCKING="));
+        if blocking.is_some_and(|v| v != "0") && result.device.device != DeviceName::Cpu {
+            self.say(
+                "warning: CUDA_LAUNCH_BLOCKING is set: every kernel launch waits for its kernel, so eager steps time \
+                 their launches and kernels one after another, not the device as it serves"
+                    .to_owned(),
+            );
         }
         // Once the inputs are accepted (bad input gets its one line, and no estimate), the time
         // the cells still to run are expected to take.

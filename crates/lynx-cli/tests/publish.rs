@@ -645,6 +645,8 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
     let mut json: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert!(json["harness"].get("test_hooks").is_none(), "the record was made without test hooks");
     json["harness"]["test_hooks"] = serde_json::json!(["LYNX_TEST_CELL_PACE=1"]);
+    // And made with a variable that steers CUDA set, which its record shows.
+    json["harness"]["environment"] = serde_json::json!(["CUDA_LAUNCH_BLOCKING=1"]);
     // The hooked copy beside a copy of its samples file, where publish_as looks for it.
     let work = tempfile::tempdir().unwrap();
     let samples = json["telemetry"]["samples_file"].as_str().unwrap();
@@ -693,7 +695,9 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
         said.contains("| test hooks | LYNX\\_TEST\\_CELL\\_PACE=1: a test's figures, not the device's |"),
         "{said}"
     );
-    assert!(!markdown(&dir.join("plain.intoto.json")).contains("test hooks"));
+    assert!(said.contains("| environment | CUDA\\_LAUNCH\\_BLOCKING=1 |"), "{said}");
+    let plain = markdown(&dir.join("plain.intoto.json"));
+    assert!(!plain.contains("test hooks") && !plain.contains("| environment |"), "{plain}");
 
     let site = tempfile::tempdir().unwrap();
     let output = lynx(&["report", dir_arg, "--out", site.path().to_str().unwrap(), "--pubkey", &key]);

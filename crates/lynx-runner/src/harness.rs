@@ -29,7 +29,36 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
         graphs: Some(graphs),
         test_hooks: test_hooks_set(),
+        environment: named(std::env::vars_os(), steers),
     }
+}
+
+/// Where a variable's name says it steers how libtorch, CUDA, ROCm, their libraries or OpenMP
+/// run, and so what a run measures: `CUDA_LAUNCH_BLOCKING=1` makes every eager launch wait for
+/// its kernel, `NVIDIA_TF32_OVERRIDE` changes fp32 matmuls, `PYTORCH_CUDA_ALLOC_CONF` the caching
+/// allocator, `OMP_NUM_THREADS` a CPU's threads, `LD_PRELOAD` puts a library (a profiler, an
+/// interposer) under every call. lynx's own (`LYNX_…`) are not: its test hooks are recorded
+/// apart, and the rest name files.
+fn steers(name: &str) -> bool {
+    const PREFIXES: [&str; 16] = [
+        "CUDA_",
+        "CUBLAS_",
+        "CUBLASLT_",
+        "CUDNN_",
+        "NVIDIA_",
+        "NCCL_",
+        "PYTORCH_",
+        "TORCH_",
+        "OMP_",
+        "GOMP_",
+        "KMP_",
+        "MKL_",
+        "HIP_",
+        "ROCR_",
+        "HSA_",
+        "MIOPEN_",
+    ];
+    name == "LD_PRELOAD" || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// How this process would measure differently from the ones that left `earlier` (a run's result
@@ -91,28 +120,34 @@ fn graph_difference(earlier: &RunResult, graphs: &Graphs) -> Option<String> {
 /// The test hooks set in this process's environment, as a result made now would record them
 /// (`Harness::test_hooks`), or none.
 pub fn test_hooks_set() -> Option<Vec<String>> {
-    test_hooks(std::env::vars_os())
+    named(std::env::vars_os(), |name| name.starts_with("LYNX_TEST_"))
 }
 
-/// The test hooks among `vars` (every `LYNX_TEST_…` variable, as `NAME=value`, sorted), or
-/// none.
-fn test_hooks(vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Option<Vec<String>> {
-    let mut hooks: Vec<String> = vars
-        .filter(|(name, _)| name.to_string_lossy().starts_with("LYNX_TEST_"))
-        .map(|(name, value)| format!("{}={}", name.to_string_lossy(), value.to_string_lossy()))
+/// The variables among `vars` whose name `keep` keeps, as `NAME=value` (a value cut at 1000
+/// characters), sorted; or none.
+fn named(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    keep: impl Fn(&str) -> bool,
+) -> Option<Vec<String>> {
+    let mut kept: Vec<String> = vars
+        .filter(|(name, _)| keep(&name.to_string_lossy()))
+        .map(|(name, value)| {
+            let value: String = value.to_string_lossy().chars().take(1000).collect();
+            format!("{}={value}", name.to_string_lossy())
+        })
         .collect();
-    hooks.sort();
-    (!hooks.is_empty()).then_some(hooks)
+    kept.sort();
+    (!kept.is_empty()).then_some(kept)
 }
 
-/// The test hooks of a run some of whose cells one process measured under `earlier` and the
-/// rest another under `now`: every hook of either, sorted, once each (none where neither had
-/// any).
-pub(crate) fn every_hook(earlier: Option<Vec<String>>, now: Option<Vec<String>>) -> Option<Vec<String>> {
-    let mut hooks: Vec<String> = earlier.into_iter().chain(now).flatten().collect();
-    hooks.sort();
-    hooks.dedup();
-    (!hooks.is_empty()).then_some(hooks)
+/// The settings of a run some of whose cells one process measured under `earlier` and the rest
+/// another under `now` (test hooks, or steering variables): every one of either, sorted, once
+/// each (none where neither had any).
+pub(crate) fn every_setting(earlier: Option<Vec<String>>, now: Option<Vec<String>>) -> Option<Vec<String>> {
+    let mut settings: Vec<String> = earlier.into_iter().chain(now).flatten().collect();
+    settings.sort();
+    settings.dedup();
+    (!settings.is_empty()).then_some(settings)
 }
 
 fn non_empty(value: &str, reason: &str) -> Reported<String> {
@@ -147,11 +182,46 @@ mod tests {
             ("LYNX_TEST_GRAPHS", "reissue"),
             ("MY_LYNX_TEST_X", "1"),
         ]);
+        let hooks = |set: Vec<(OsString, OsString)>| named(set.into_iter(), |name| name.starts_with("LYNX_TEST_"));
         assert_eq!(
-            test_hooks(set.into_iter()),
+            hooks(set),
             Some(vec!["LYNX_TEST_GRAPHS=reissue".to_owned(), "LYNX_TEST_SLOW_SERVING=25".to_owned()])
         );
-        assert_eq!(test_hooks(vars(&[("PATH", "/bin")]).into_iter()), None);
+        assert_eq!(hooks(vars(&[("PATH", "/bin")])), None);
+    }
+
+    /// The variables that steer libtorch, CUDA, ROCm or OpenMP are recorded, sorted, and nothing
+    /// else of the environment (lynx's own included: its test hooks are recorded apart).
+    #[test]
+    fn the_steering_variables_are_recorded_and_nothing_else() {
+        let set: Vec<(OsString, OsString)> = [
+            ("PATH", "/bin"),
+            ("HOME", "/root"),
+            ("HF_TOKEN", "secret"),
+            ("LYNX_TEST_GRAPHS", "reissue"),
+            ("LYNX_MODELS_DIR", "/models"),
+            ("OMP_NUM_THREADS", "4"),
+            ("CUDA_LAUNCH_BLOCKING", "1"),
+            ("LD_PRELOAD", "/usr/lib/libprofiler.so"),
+            ("LD_LIBRARY_PATH", "/opt/torch/lib"),
+            ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+            ("NVIDIA_TF32_OVERRIDE", "0"),
+        ]
+        .iter()
+        .map(|(n, v)| (OsString::from(n), OsString::from(v)))
+        .collect();
+        assert_eq!(
+            named(set.into_iter(), steers).unwrap(),
+            [
+                "CUDA_LAUNCH_BLOCKING=1",
+                "LD_PRELOAD=/usr/lib/libprofiler.so",
+                "NVIDIA_TF32_OVERRIDE=0",
+                "OMP_NUM_THREADS=4",
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+            ]
+        );
+        let long = [(OsString::from("TORCH_X"), OsString::from("y".repeat(5000)))];
+        assert_eq!(named(long.into_iter(), steers).unwrap()[0].len(), "TORCH_X=".len() + 1000);
     }
 
     /// The run published from this host, eager only on its CPU, as an earlier process left it.
@@ -237,14 +307,14 @@ mod tests {
 
     /// A resumed run keeps the hooks its earlier processes ran under, and adds its own.
     #[test]
-    fn a_resumed_run_has_every_hook_any_of_its_processes_had() {
+    fn a_resumed_run_has_every_setting_any_of_its_processes_had() {
         let hooks = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect::<Vec<String>>());
-        assert_eq!(every_hook(None, None), None);
-        assert_eq!(every_hook(Some(Vec::new()), None), None);
-        assert_eq!(every_hook(hooks(&["LYNX_TEST_B=1"]), None), hooks(&["LYNX_TEST_B=1"]));
-        assert_eq!(every_hook(None, hooks(&["LYNX_TEST_B=1"])), hooks(&["LYNX_TEST_B=1"]));
+        assert_eq!(every_setting(None, None), None);
+        assert_eq!(every_setting(Some(Vec::new()), None), None);
+        assert_eq!(every_setting(hooks(&["LYNX_TEST_B=1"]), None), hooks(&["LYNX_TEST_B=1"]));
+        assert_eq!(every_setting(None, hooks(&["LYNX_TEST_B=1"])), hooks(&["LYNX_TEST_B=1"]));
         assert_eq!(
-            every_hook(hooks(&["LYNX_TEST_B=1", "LYNX_TEST_C=2"]), hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1"])),
+            every_setting(hooks(&["LYNX_TEST_B=1", "LYNX_TEST_C=2"]), hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1"])),
             hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1", "LYNX_TEST_C=2"])
         );
     }

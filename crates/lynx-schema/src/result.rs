@@ -291,12 +291,24 @@ pub struct Harness {
     /// device. Absent where none was set (and in results made before lynx recorded them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_hooks: Option<Vec<String>>,
+    /// The variables set in lynx's environment that steer how libtorch, CUDA, ROCm, their
+    /// libraries or OpenMP run (`CUDA_LAUNCH_BLOCKING`, `PYTORCH_CUDA_ALLOC_CONF`,
+    /// `NVIDIA_TF32_OVERRIDE`, `OMP_NUM_THREADS`, `LD_PRELOAD`, …), as `NAME=value`, sorted; of a
+    /// resumed run, every setting any of its processes had. Absent where none was set (and in
+    /// results made before lynx recorded them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Vec<String>>,
 }
 
 impl Harness {
     /// The test hooks the run was made with, where any was set.
     pub fn test_hooks(&self) -> Option<String> {
         self.test_hooks.as_ref().filter(|hooks| !hooks.is_empty()).map(|hooks| hooks.join(", "))
+    }
+
+    /// The steering variables the run was made with, where any was set.
+    pub fn environment(&self) -> Option<String> {
+        self.environment.as_ref().filter(|set| !set.is_empty()).map(|set| set.join(", "))
     }
 
     /// Why a result made with test hooks set is kept out of what publishes devices' figures (a

@@ -554,9 +554,11 @@ fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime, g
     result.telemetry = telemetry.record.clone();
     // The cells measured before were measured under the earlier processes' test hooks: a resume
     // without them does not make those cells a device's (nor does one with others).
-    let earlier_hooks = result.harness.test_hooks.take();
+    // So with the variables that steer libtorch and its libraries.
+    let (earlier_hooks, earlier_environment) = (result.harness.test_hooks.take(), result.harness.environment.take());
     result.harness = crate::harness::describe(runtime, graphs.record());
-    result.harness.test_hooks = crate::harness::every_hook(earlier_hooks, result.harness.test_hooks.take());
+    result.harness.test_hooks = crate::harness::every_setting(earlier_hooks, result.harness.test_hooks.take());
+    result.harness.environment = crate::harness::every_setting(earlier_environment, result.harness.environment.take());
     result
 }
 
