@@ -28,6 +28,7 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
         recorded_words(&x.transparent_hugepages),
         recorded_words(&y.transparent_hugepages),
     );
+    differ("host clock source", recorded_words(&x.clocksource), recorded_words(&y.clocksource));
     differ("lynx", a.harness.lynx_version.clone(), b.harness.lynx_version.clone());
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());

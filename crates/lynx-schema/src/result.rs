@@ -389,6 +389,11 @@ pub struct HostRecord {
     /// touching fresh memory costs a CPU device (absent in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transparent_hugepages: Option<Reported<String>>,
+    /// The kernel's clock source (`tsc`, `kvm-clock`, `hpet`), which sets what reading the clock
+    /// costs every host timing lynx takes: a step's issue time, the serving loop's own time
+    /// (absent in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocksource: Option<Reported<String>>,
 }
 
 /// A fact a result may hold, in words: its value, why it was unavailable, or "not recorded" (a
@@ -428,13 +433,15 @@ impl CpuAllowance {
 }
 
 impl HostRecord {
-    /// The cpufreq governor and the transparent huge page mode, in words ("cpufreq governor
-    /// performance; transparent huge pages madvise"), each "not recorded" in older results.
+    /// The cpufreq governor, the transparent huge page mode and the clock source, in words
+    /// ("cpufreq governor performance; transparent huge pages madvise; clock source tsc"), each
+    /// "not recorded" in older results.
     pub fn settings_words(&self) -> String {
         format!(
-            "cpufreq governor {}; transparent huge pages {}",
+            "cpufreq governor {}; transparent huge pages {}; clock source {}",
             recorded_words(&self.cpufreq_governor),
-            recorded_words(&self.transparent_hugepages)
+            recorded_words(&self.transparent_hugepages),
+            recorded_words(&self.clocksource)
         )
     }
 

@@ -39,6 +39,18 @@ pub fn host_record() -> HostRecord {
         cpu_allowance: cpu_allowance(),
         cpufreq_governor: Some(cpufreq_governor(Path::new("/sys/devices/system/cpu"))),
         transparent_hugepages: Some(transparent_hugepages(Path::new("/sys/kernel/mm/transparent_hugepage/enabled"))),
+        clocksource: Some(first_word(Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource"))),
+    }
+}
+
+/// The first word of the file at `file` (a /sys setting), or why there is none.
+fn first_word(file: &Path) -> Reported<String> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => match text.split_whitespace().next() {
+            Some(word) => Reported::Known(word.to_owned()),
+            None => Reported::unavailable(format!("{} is empty", file.display())),
+        },
+        Err(e) => Reported::unavailable(format!("{}: {e}", file.display())),
     }
 }
 
@@ -192,6 +204,17 @@ mod tests {
         std::fs::write(&file, "always madvise never\n").unwrap();
         assert!(transparent_hugepages(&file).reason().is_some_and(|r| r.contains("no mode marked")));
         assert!(transparent_hugepages(&dir.path().join("absent")).reason().is_some());
+    }
+
+    #[test]
+    fn a_setting_is_the_first_word_of_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("current_clocksource");
+        std::fs::write(&file, "tsc\n").unwrap();
+        assert_eq!(first_word(&file), Reported::Known("tsc".to_owned()));
+        std::fs::write(&file, "\n").unwrap();
+        assert!(first_word(&file).reason().is_some_and(|r| r.ends_with("is empty")));
+        assert!(first_word(&dir.path().join("absent")).reason().is_some());
     }
 
     #[test]
