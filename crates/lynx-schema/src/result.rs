@@ -433,15 +433,15 @@ impl CpuAllowance {
 }
 
 impl HostRecord {
-    /// The cpufreq governor, the transparent huge page mode and the clock source, in words
-    /// ("cpufreq governor performance; transparent huge pages madvise; clock source tsc"), each
+    /// The clock source, the transparent huge page mode and the cpufreq governor, in words
+    /// ("clock source tsc; transparent huge pages madvise; cpufreq governor performance"), each
     /// "not recorded" in older results.
     pub fn settings_words(&self) -> String {
         format!(
-            "cpufreq governor {}; transparent huge pages {}; clock source {}",
-            recorded_words(&self.cpufreq_governor),
+            "clock source {}; transparent huge pages {}; cpufreq governor {}",
+            recorded_words(&self.clocksource),
             recorded_words(&self.transparent_hugepages),
-            recorded_words(&self.clocksource)
+            recorded_words(&self.cpufreq_governor)
         )
     }
 

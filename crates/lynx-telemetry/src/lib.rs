@@ -70,8 +70,7 @@ fn cpufreq_governor(cpus: &Path) -> Reported<String> {
     }
     match governors.as_slice() {
         [] => Reported::unavailable(format!(
-            "no cpufreq scaling governor under {} for the CPUs this process may run on (the kernel exposes no \
-             frequency scaling here, as in most virtual machines)",
+            "no cpufreq governor under {} for this process's CPUs (most virtual machines expose none)",
             cpus.display()
         )),
         [(one, _)] => Reported::Known(one.clone()),
@@ -173,7 +172,7 @@ mod tests {
     fn the_governor_is_read_for_the_cpus_the_process_may_use() {
         let sys = tempfile::tempdir().unwrap();
         let none = cpufreq_governor(sys.path());
-        assert!(none.reason().is_some_and(|r| r.contains("no cpufreq scaling governor under")), "{none:?}");
+        assert!(none.reason().is_some_and(|r| r.contains("no cpufreq governor under")), "{none:?}");
         let (list, _) = cgroup::allowed_cpus().expect("Linux lists them");
         let cpus = cgroup::cpus_in(&list).unwrap();
         let set = |cpu: u64, governor: &str| {
