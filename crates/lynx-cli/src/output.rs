@@ -79,7 +79,12 @@ fn display_path(path: &Reported<PathBuf>) -> String {
 }
 
 /// How this node differs from the one that published `original`.
-pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Runtime) -> Vec<String> {
+pub fn reproduction_warnings(
+    original: &RunResult,
+    host: &lynx_schema::result::HostRecord,
+    device: &Device,
+    runtime: &Runtime,
+) -> Vec<String> {
     let mut warnings = Vec::new();
     let (published, local) = (original.device.name.to_string(), device.record.name.to_string());
     if published != local || original.device.device != device.record.device {
@@ -101,6 +106,26 @@ pub fn reproduction_warnings(original: &RunResult, device: &Device, runtime: &Ru
     let (theirs, ours) = (original.harness.libtorch_runtime_version.to_string(), runtime.version.to_string());
     if theirs != ours {
         warnings.push(format!("published with libtorch {}, this node runs {ours}", terminal_text(&theirs, 60)));
+    }
+    // What the publisher's host allowed the run of its CPUs, and the variables that steered its
+    // libraries, against this node's: each changes the steps (said again in the comparison).
+    if let (Some(theirs), Some(ours)) = (&original.host.cpu_allowance, &host.cpu_allowance) {
+        if theirs.words() != ours.words() {
+            warnings.push(format!(
+                "the published run was allowed {}, this node allows {}",
+                theirs.words(),
+                ours.words()
+            ));
+        }
+    }
+    let (theirs, ours) = (original.harness.environment.clone(), lynx_runner::steering_environment());
+    if theirs != ours {
+        let words = |set: Option<Vec<String>>, none: &str| set.map_or(none.to_owned(), |set| set.join(", "));
+        warnings.push(format!(
+            "the published run was made with {} set, this node has {}",
+            terminal_text(&words(theirs, "none (or a result from before lynx recorded them)"), 300),
+            terminal_text(&words(ours, "none"), 300)
+        ));
     }
     // Said before the run's minutes are spent, not only in the verdict after them.
     if let Some(hooks) = original.harness.test_hooks() {
@@ -224,16 +249,47 @@ mod tests {
         let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
         let mut published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let runtime = lynx_runner::libtorch::load_gpu_backends();
-        let device = lynx_runner::devices::best(&lynx_runner::host_record());
-        let before = reproduction_warnings(&published, &device, runtime);
+        let host = lynx_runner::host_record();
+        let device = lynx_runner::devices::best(&host);
+        let before = reproduction_warnings(&published, &host, &device, runtime);
         assert!(!before.iter().any(|w| w.contains("test hooks")), "{before:?}");
         published.harness.test_hooks = Some(vec!["LYNX_TEST_SLOW_SERVING=25".to_owned()]);
-        let after = reproduction_warnings(&published, &device, runtime);
+        let after = reproduction_warnings(&published, &host, &device, runtime);
         assert_eq!(after.len(), before.len() + 1);
         assert_eq!(
             after.last().unwrap(),
             "the published result was made with test hooks set (LYNX_TEST_SLOW_SERVING=25): its figures are a \
              test's, not its device's, so this reproduction compares no device with it"
+        );
+    }
+
+    /// A node allowed other CPU time than the publisher's, or with other variables steering its
+    /// libraries, is warned of each before it is reproduced.
+    #[test]
+    fn another_cpu_allowance_or_environment_is_warned_of_before_a_reproduction() {
+        let run = "20261203T010753Z-dd076e65";
+        let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
+        let mut published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let runtime = lynx_runner::libtorch::load_gpu_backends();
+        let host = lynx_runner::host_record();
+        let device = lynx_runner::devices::best(&host);
+        let Some(ours) = host.cpu_allowance.clone() else { return };
+        published.host.cpu_allowance = Some(ours.clone());
+        published.harness.environment = lynx_runner::steering_environment();
+        let alike = reproduction_warnings(&published, &host, &device, runtime);
+        assert!(!alike.iter().any(|w| w.contains("allowed") || w.contains(" set, this node has")), "{alike:?}");
+        let quota = lynx_schema::value::Finite::new(0.5, "cores").unwrap();
+        published.host.cpu_allowance = Some(lynx_schema::result::CpuAllowance { quota_cores: Some(quota), ..ours });
+        published.harness.environment = Some(vec!["CUDA_LAUNCH_BLOCKING=1".to_owned()]);
+        let warned = reproduction_warnings(&published, &host, &device, runtime);
+        let allowed =
+            format!("a CPU quota of 0.50 cores, this node allows {}", host.cpu_allowance.as_ref().unwrap().words());
+        assert!(warned.iter().any(|w| w.ends_with(&allowed)), "{warned:?}");
+        assert!(
+            warned
+                .iter()
+                .any(|w| w.starts_with("the published run was made with CUDA_LAUNCH_BLOCKING=1 set, this node")),
+            "{warned:?}"
         );
     }
 }

@@ -29,23 +29,29 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
         graphs: Some(graphs),
         test_hooks: test_hooks_set(),
-        environment: named(std::env::vars_os(), steers),
+        environment: steering_environment(),
     }
+}
+
+/// The variables set in this process's environment that steer libtorch, CUDA, ROCm, their
+/// libraries or OpenMP, as `NAME=value`, sorted (`Harness::environment`); or none.
+pub fn steering_environment() -> Option<Vec<String>> {
+    named(std::env::vars_os(), steers)
 }
 
 /// Where a variable's name says it steers how libtorch, CUDA, ROCm, their libraries or OpenMP
 /// run, and so what a run measures: `CUDA_LAUNCH_BLOCKING=1` makes every eager launch wait for
 /// its kernel, `NVIDIA_TF32_OVERRIDE` changes fp32 matmuls, `PYTORCH_CUDA_ALLOC_CONF` the caching
 /// allocator, `OMP_NUM_THREADS` a CPU's threads, `LD_PRELOAD` puts a library (a profiler, an
-/// interposer) under every call. lynx's own (`LYNX_…`) are not: its test hooks are recorded
-/// apart, and the rest name files.
+/// interposer) under every call. Not a container's other `NVIDIA_…` variables (which GPUs and
+/// driver features it was given: the device record says what was measured), nor lynx's own
+/// (`LYNX_…`): its test hooks are recorded apart, and the rest name files.
 fn steers(name: &str) -> bool {
-    const PREFIXES: [&str; 16] = [
+    const PREFIXES: [&str; 15] = [
         "CUDA_",
         "CUBLAS_",
         "CUBLASLT_",
         "CUDNN_",
-        "NVIDIA_",
         "NCCL_",
         "PYTORCH_",
         "TORCH_",
@@ -58,7 +64,7 @@ fn steers(name: &str) -> bool {
         "HSA_",
         "MIOPEN_",
     ];
-    name == "LD_PRELOAD" || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+    matches!(name, "LD_PRELOAD" | "NVIDIA_TF32_OVERRIDE") || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// How this process would measure differently from the ones that left `earlier` (a run's result
@@ -206,6 +212,7 @@ mod tests {
             ("LD_LIBRARY_PATH", "/opt/torch/lib"),
             ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
             ("NVIDIA_TF32_OVERRIDE", "0"),
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
         ]
         .iter()
         .map(|(n, v)| (OsString::from(n), OsString::from(v)))

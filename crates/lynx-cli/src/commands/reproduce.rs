@@ -39,8 +39,9 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     }
     let local_files = args.weights.as_deref().map(lynx_runner::checkpoint_files).transpose()?;
     let weights = output::weights_warning(&original.config.weights, local_files.as_deref());
-    for warning in
-        output::reproduction_warnings(&original, &device, libtorch::load_gpu_backends()).into_iter().chain(weights)
+    for warning in output::reproduction_warnings(&original, &host, &device, libtorch::load_gpu_backends())
+        .into_iter()
+        .chain(weights)
     {
         esayln!("lynx: warning: {warning}");
     }
