@@ -248,6 +248,13 @@ pub fn verdict(rows: &[Row]) -> Verdict {
 mod tests {
     use super::*;
 
+    /// The run published from this project's host (results/amd-epyc).
+    fn published() -> RunResult {
+        let run = "20261203T010753Z-dd076e65";
+        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
     /// A latency-bounded entry of `workload` (16/4) under the server bound, its simulated
     /// throughput `simulated` (unavailable where `None`) and its measured one `measured`.
     fn bounded(workload: &str, simulated: Option<f64>, measured: Option<f64>) -> LatencyBounded {
@@ -344,9 +351,7 @@ mod tests {
     fn the_differences_say_how_each_warm_up_step_timed_again_after_the_sweep() {
         use lynx_schema::result::PaceRecheck;
         use lynx_schema::value::Finite;
-        let run = "20261203T010753Z-dd076e65";
-        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
-        let published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let published = published();
         let line = |a: &RunResult, b: &RunResult| {
             differences(a, b).into_iter().find(|d| d.starts_with("warm-up step timed again after the sweep"))
         };
@@ -414,9 +419,7 @@ mod tests {
     /// verdict, whose figures may all be within 2% of a test's.
     #[test]
     fn the_differences_name_the_test_hooks_either_was_made_with() {
-        let run = "20261203T010753Z-dd076e65";
-        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
-        let published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let published = published();
         let line = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("test hooks"));
         assert_eq!(line(&published, &published), None);
         let mut hooked = published.clone();
@@ -445,9 +448,7 @@ mod tests {
     /// says it has none.
     #[test]
     fn the_differences_say_what_each_run_was_allowed_of_the_cpus() {
-        let run = "20261203T010753Z-dd076e65";
-        let path = crate::catalogue_dir().join(format!("../results/amd-epyc/{run}/{run}.json"));
-        let published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let published = published();
         let line = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("host CPUs"));
         assert_eq!(line(&published, &published), None);
         let allowed = |cpus: &str, quota: Option<f64>| {

@@ -183,6 +183,13 @@ pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]
 mod tests {
     use super::*;
 
+    /// The run published from this project's host (results/amd-epyc).
+    fn published() -> RunResult {
+        let run = "20261203T010753Z-dd076e65";
+        let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
     /// The table names the datasheet lynx holds each GPU to, a CPU none, and says what a GPU
     /// lynx has none for goes without (GPUs stood in for by their records on this CPU).
     #[test]
@@ -245,9 +252,7 @@ mod tests {
     /// gets one naming them, before anything runs.
     #[test]
     fn a_published_result_made_with_test_hooks_is_warned_of_before_it_is_reproduced() {
-        let run = "20261203T010753Z-dd076e65";
-        let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
-        let mut published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let mut published = published();
         let runtime = lynx_runner::libtorch::load_gpu_backends();
         let host = lynx_runner::host_record();
         let device = lynx_runner::devices::best(&host);
@@ -267,9 +272,7 @@ mod tests {
     /// libraries, is warned of each before it is reproduced.
     #[test]
     fn another_cpu_allowance_or_environment_is_warned_of_before_a_reproduction() {
-        let run = "20261203T010753Z-dd076e65";
-        let path = format!("{}/../../results/amd-epyc/{run}/{run}.json", env!("CARGO_MANIFEST_DIR"));
-        let mut published: RunResult = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let mut published = published();
         let runtime = lynx_runner::libtorch::load_gpu_backends();
         let host = lynx_runner::host_record();
         let device = lynx_runner::devices::best(&host);
