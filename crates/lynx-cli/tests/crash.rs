@@ -726,15 +726,16 @@ impl Drop for SmallDisk {
 #[test]
 fn a_full_disk_stops_the_run_in_one_line_and_a_resume_completes_it() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("full-disk-test.txt");
+    let record_file = "full-disk-test.txt";
     // No record is left from an earlier run: one that fails here leaves none.
-    let _ = std::fs::remove_file(&record);
+    let _ = std::fs::remove_file(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(record_file));
     let disk = match SmallDisk::mount(40) {
         Ok(disk) => disk,
         Err(why) => {
-            let line = format!("full-disk test SKIPPED: no tmpfs could be mounted here ({why}); the path is untested");
-            eprintln!("{line}");
-            std::fs::write(&record, format!("{line}\n")).unwrap();
+            record(
+                record_file,
+                &format!("full-disk test SKIPPED: no tmpfs could be mounted here ({why}); the path is untested"),
+            );
             return;
         }
     };
@@ -771,6 +772,8 @@ fn a_full_disk_stops_the_run_in_one_line_and_a_resume_completes_it() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), keys.len(), "no cell measured twice: {keys:?}");
-    let line = "full-disk test RAN: a run on a 40 KiB tmpfs stopped in one line and resumed to a verified result";
-    std::fs::write(&record, format!("{line}\n")).unwrap();
+    record(
+        record_file,
+        "full-disk test RAN: a run on a 40 KiB tmpfs stopped in one line and resumed to a verified result",
+    );
 }

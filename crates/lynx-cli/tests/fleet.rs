@@ -146,7 +146,7 @@ impl Drop for Cluster {
 fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // What this test did, for CI's log (scripts/test.sh prints it): ran, or skipped and why.
-    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("slurm-test.txt");
+    let record_file = "slurm-test.txt";
     let work = tempfile::tempdir().unwrap();
     let cluster_dir = work.path().join("cluster");
     std::fs::create_dir(&cluster_dir).unwrap();
@@ -159,9 +159,10 @@ fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
     let _cluster = Cluster(cluster_dir.clone());
     let stderr = String::from_utf8_lossy(&start.stderr).into_owned();
     if start.status.code() == Some(3) {
-        let line = format!("slurm test SKIPPED: the daemons cannot start on this machine: {}", stderr.trim());
-        eprintln!("{line}");
-        std::fs::write(&record, format!("{line}\n")).unwrap();
+        record(
+            record_file,
+            &format!("slurm test SKIPPED: the daemons cannot start on this machine: {}", stderr.trim()),
+        );
         return;
     }
     assert!(start.status.success(), "local-cluster.sh start: {stderr}");
@@ -206,8 +207,7 @@ fn slurm_runs_the_sbatch_template_as_a_job_array_and_every_result_verifies() {
     assert_eq!(summaries.count(), 2, "a node summary per task");
     let line =
         format!("slurm test RAN: a 2-task job array on a local slurmctld/slurmd, {} results verified", envelopes.len());
-    eprintln!("{line}");
-    std::fs::write(&record, format!("{line}\n")).unwrap();
+    record(record_file, &line);
 }
 
 #[test]

@@ -1373,15 +1373,16 @@ impl Drop for QuotaCgroup {
 #[test]
 fn a_cpu_quota_that_throttles_the_cells_fails_the_stability_check() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let record = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cpu-quota-test.txt");
-    let _ = std::fs::remove_file(&record);
+    let record_file = "cpu-quota-test.txt";
+    let _ = std::fs::remove_file(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(record_file));
     // Under the two threads libtorch runs on this 2-core host: each cell is throttled.
     let cgroup = match QuotaCgroup::make(0.8) {
         Ok(cgroup) => cgroup,
         Err(why) => {
-            let line = format!("cpu-quota test SKIPPED: no cgroup with a CPU quota could be made here ({why})");
-            eprintln!("{line}");
-            std::fs::write(&record, format!("{line}\n")).unwrap();
+            record(
+                record_file,
+                &format!("cpu-quota test SKIPPED: no cgroup with a CPU quota could be made here ({why})"),
+            );
             return;
         }
     };
@@ -1419,5 +1420,10 @@ fn a_cpu_quota_that_throttles_the_cells_fails_the_stability_check() {
     assert!(stderr.contains(&said), "{said} in {stderr}");
     // The result describes a run, not a test: nothing of the cgroup is a test hook.
     assert!(result["harness"]["test_hooks"].is_null(), "{}", result["harness"]);
-    std::fs::write(&record, "cpu-quota test ran: under a quota of 0.80 cores\n").unwrap();
+    let ran = format!(
+        "cpu-quota test RAN: {} of the {} cells of a run under a CPU quota of 0.80 cores were throttled",
+        throttled.len(),
+        cells.len()
+    );
+    record(record_file, &ran);
 }

@@ -17,6 +17,14 @@ use std::sync::{Mutex, OnceLock};
 /// the cells then exceed.
 pub static DEVICE: Mutex<()> = Mutex::new(());
 
+/// Says what a test that needs something of this machine (a cluster, a tmpfs, a cgroup) did, ran
+/// or skipped and why: on its stderr, and in its record file under Cargo's scratch folder for
+/// tests, which scripts/test.sh prints at the end (a skip is never counted as a pass unseen).
+pub fn record(file: &str, line: &str) {
+    eprintln!("{line}");
+    std::fs::write(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(file), format!("{line}\n")).unwrap();
+}
+
 /// `relative` in the repository.
 pub fn repo_path(relative: &str) -> String {
     format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"))
