@@ -376,6 +376,9 @@ fn devices_lists_the_cpu_with_its_libtorch() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let cpu = stdout.lines().find(|l| l.starts_with("cpu ")).unwrap_or_else(|| panic!("{stdout}"));
     assert!(cpu.contains("GiB") && cpu.contains("libtorch 2.11.0"), "{cpu}");
+    // And what a run here would be allowed of the CPUs, with the host's settings.
+    assert!(stdout.lines().any(|l| l.starts_with("host: ") && l.contains(" CPUs, ")), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("host: clock source ")), "{stdout}");
 
     let output = lynx(&["devices", "--json"]);
     let devices: Value = serde_json::from_slice(&output.stdout).unwrap();

@@ -14,6 +14,12 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         sayln!("{}", serde_json::to_string_pretty(&listed)?);
     } else {
         say!("{}", output::devices_table(&list, runtime));
+        // What a run here would be allowed of the host's CPUs, and the host's settings: a CPU's
+        // cells, and a GPU's host issue times, are measured within them.
+        if host.cpu_allowance.is_some() {
+            sayln!("host: {}", host.cpu_allowance_words());
+        }
+        sayln!("host: {}", host.settings_words());
     }
     Ok(())
 }
