@@ -150,6 +150,25 @@ fn default_power_limit(board: Option<&BoardRecord>) -> Option<f64> {
     ((default - enforced).abs() <= 0.5).then_some(enforced)
 }
 
+/// What makes a cell stable: a suite's `[measure]` bounds, on a GPU or a CPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StabilityBounds {
+    pub max_cv: f64,
+    pub max_other_cpu_cores: f64,
+    pub max_cpu_throttled_s: f64,
+}
+
+impl StabilityBounds {
+    /// `measure`'s bounds for a cell on a GPU (`gpu`) or a CPU.
+    pub fn of(measure: &lynx_schema::config::MeasureConfig, gpu: bool) -> StabilityBounds {
+        StabilityBounds {
+            max_cv: measure.max_cv_on(gpu),
+            max_other_cpu_cores: measure.max_other_cpu_cores(),
+            max_cpu_throttled_s: measure.max_cpu_throttled_s(),
+        }
+    }
+}
+
 /// How long a CFS quota on lynx's cgroup held it off its CPUs, in words, with what to do.
 pub struct Throttled(pub f64);
 
@@ -168,7 +187,8 @@ impl std::fmt::Display for Throttled {
 /// keeping more than `max_other_cpu_cores` of the host's CPUs busy while it was measured,
 /// another process holding a context on the device, or a CPU quota throttling lynx; `None` when
 /// it is stable (or was not measured).
-pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Option<String> {
+pub fn unstable(cell: &CellRecord, bounds: &StabilityBounds) -> Option<String> {
+    let StabilityBounds { max_cv, max_other_cpu_cores, max_cpu_throttled_s } = *bounds;
     let mut reasons = Vec::new();
     if let Some(cv) = cell.step_time.as_ref().and_then(|t| t.cv).map(Finite::get).filter(|&cv| cv > max_cv) {
         // As many decimals as it takes for a CV just above the bound not to print as the bound
@@ -193,8 +213,13 @@ pub fn unstable(cell: &CellRecord, max_cv: f64, max_other_cpu_cores: f64) -> Opt
     }
     // A CFS quota that throttled lynx stopped its steps for the rest of a period: the cell timed
     // the quota as much as the device.
-    if let Some(throttled) = cell.cpu_throttled_s.map(Finite::get).filter(|&s| s > 0.0) {
-        reasons.push(format!("{}", Throttled(throttled)));
+    if let Some(throttled) = cell.cpu_throttled_s.map(Finite::get).filter(|&s| s > max_cpu_throttled_s) {
+        let limit = if max_cpu_throttled_s > 0.0 {
+            format!(" (limit {:.1} ms)", 1e3 * max_cpu_throttled_s)
+        } else {
+            String::new()
+        };
+        reasons.push(format!("{}{limit}", Throttled(throttled)));
     }
     (!reasons.is_empty()).then(|| reasons.join(", "))
 }
@@ -212,7 +237,8 @@ pub const CONTRADICTED: &str = "the first measurement contradicted itself";
 
 /// The `stability` check over the measured cells, under the bounds `unstable` takes; none when no
 /// cell was measured.
-pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) -> Option<Check> {
+pub fn stability(cells: &[CellRecord], bounds: &StabilityBounds) -> Option<Check> {
+    let StabilityBounds { max_cv, max_other_cpu_cores, .. } = *bounds;
     let measured: Vec<&CellRecord> = cells.iter().filter(|c| c.step_time.is_some()).collect();
     if measured.is_empty() {
         return None;
@@ -220,7 +246,7 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
     let faults: Vec<String> = measured
         .iter()
         .filter_map(|c| {
-            let why = unstable(c, max_cv, max_other_cpu_cores)?;
+            let why = unstable(c, bounds)?;
             let fell = c.slow_steps.as_ref().map_or_else(String::new, |s| format!(" ({})", slow_steps_words(s)));
             Some(format!("{}: {why}{fell}", c.shape))
         })
@@ -248,7 +274,11 @@ pub fn stability(cells: &[CellRecord], max_cv: f64, max_other_cpu_cores: f64) ->
     };
     // Said where the cgroups count their throttling, never assumed.
     if measured.iter().any(|c| c.cpu_throttled_s.is_some()) {
-        device.push_str(" and no CPU quota throttling lynx");
+        device.push_str(&if bounds.max_cpu_throttled_s > 0.0 {
+            format!(" and a CPU quota throttling lynx for {:.1} ms at most", 1e3 * bounds.max_cpu_throttled_s)
+        } else {
+            " and no CPU quota throttling lynx".to_owned()
+        });
     }
     let detail = if faults.is_empty() {
         format!(
@@ -467,6 +497,11 @@ mod tests {
 
     /// A cell is unstable past the CV bound or with the host busy elsewhere; the check names the
     /// unstable cells and says how many were measured again.
+    /// The bounds with no throttling allowed (the default).
+    fn bounds(max_cv: f64, max_other_cpu_cores: f64) -> StabilityBounds {
+        StabilityBounds { max_cv, max_other_cpu_cores, max_cpu_throttled_s: 0.0 }
+    }
+
     #[test]
     fn stability_names_cells_whose_steps_varied_or_whose_host_was_busy() {
         let measured = |steps: &[f64], other: Option<f64>, again: bool| {
@@ -479,66 +514,78 @@ mod tests {
             cell
         };
         let steady = measured(&[1.0, 1.01, 0.99, 1.0], Some(0.02), true);
-        assert_eq!(unstable(&steady, 0.1, 0.25), None);
+        assert_eq!(unstable(&steady, &bounds(0.1, 0.25)), None);
         let varied = measured(&[1.0, 2.0, 1.0, 2.0], None, false);
-        assert!(unstable(&varied, 0.1, 0.25).unwrap().contains("CV 38.5% above 10.0%"));
+        assert!(unstable(&varied, &bounds(0.1, 0.25)).unwrap().contains("CV 38.5% above 10.0%"));
         // A CV just above its bound is not printed as the bound.
-        let just = unstable(&varied, 0.3846, 0.25).unwrap();
+        let just = unstable(&varied, &bounds(0.3846, 0.25)).unwrap();
         assert!(just.contains("CV 38.49% above 38.46%"), "{just}");
         let mut busy = measured(&[1.0, 1.0, 1.0, 1.0], Some(1.3), false);
-        assert_eq!(unstable(&busy, 0.1, 0.25).unwrap(), "other processes kept 1.30 host CPU cores busy (limit 0.25)");
+        assert_eq!(
+            unstable(&busy, &bounds(0.1, 0.25)).unwrap(),
+            "other processes kept 1.30 host CPU cores busy (limit 0.25)"
+        );
         // A hypervisor's steal is in that count, and said apart where there was any.
         busy.stolen_cpu_cores = Some(Finite::new(0.004, "cores").unwrap());
-        assert_eq!(unstable(&busy, 0.1, 0.25).unwrap(), "other processes kept 1.30 host CPU cores busy (limit 0.25)");
+        assert_eq!(
+            unstable(&busy, &bounds(0.1, 0.25)).unwrap(),
+            "other processes kept 1.30 host CPU cores busy (limit 0.25)"
+        );
         busy.stolen_cpu_cores = Some(Finite::new(0.4, "cores").unwrap());
         assert_eq!(
-            unstable(&busy, 0.1, 0.25).unwrap(),
+            unstable(&busy, &bounds(0.1, 0.25)).unwrap(),
             "other processes kept 1.30 host CPU cores busy (limit 0.25); the hypervisor stole 0.40 of them"
         );
         // Another process on the device (NVML's count less the worker) makes a cell unstable,
         // however steady its steps; none, or a device that does not say, does not.
         let mut shared = measured(&[1.0, 1.0, 1.0, 1.0], Some(0.0), false);
-        assert_eq!(unstable(&shared, 0.1, 0.25), None);
+        assert_eq!(unstable(&shared, &bounds(0.1, 0.25)), None);
         shared.other_device_processes = Some(0);
-        assert_eq!(unstable(&shared, 0.1, 0.25), None);
-        let alone = stability(std::slice::from_ref(&shared), 0.1, 0.25).unwrap();
+        assert_eq!(unstable(&shared, &bounds(0.1, 0.25)), None);
+        let alone = stability(std::slice::from_ref(&shared), &bounds(0.1, 0.25)).unwrap();
         assert!(
             alone.passed && alone.detail.contains("cores, with no other process on the device;"),
             "{}",
             alone.detail
         );
         shared.other_device_processes = Some(2);
-        assert_eq!(unstable(&shared, 0.1, 0.25).unwrap(), "2 other process(es) held a context on the device");
-        let failed = stability(std::slice::from_ref(&shared), 0.1, 0.25).unwrap();
+        assert_eq!(unstable(&shared, &bounds(0.1, 0.25)).unwrap(), "2 other process(es) held a context on the device");
+        let failed = stability(std::slice::from_ref(&shared), &bounds(0.1, 0.25)).unwrap();
         assert!(!failed.passed && failed.detail.contains("2 other process(es) held a context"), "{}", failed.detail);
         // A CPU quota that throttled lynx while the cell ran makes it unstable too, saying what
         // to do; a cgroup that counted no throttling does not.
         let mut quota = measured(&[1.0, 1.0, 1.0, 1.0], Some(0.0), false);
         quota.cpu_throttled_s = Some(Finite::new(0.0, "s").unwrap());
-        assert_eq!(unstable(&quota, 0.1, 0.25), None);
+        assert_eq!(unstable(&quota, &bounds(0.1, 0.25)), None);
         quota.cpu_throttled_s = Some(Finite::new(0.0372, "s").unwrap());
         assert_eq!(
-            unstable(&quota, 0.1, 0.25).unwrap(),
+            unstable(&quota, &bounds(0.1, 0.25)).unwrap(),
             "its cgroup's CPU quota held lynx off its CPUs for 37.2 ms (give the run more CPU time: the container's CPU \
              limit)"
         );
+        // A suite that allows some throttling (as the test suite's loose bounds do) says its limit.
+        let allowing = |most: f64| StabilityBounds { max_cpu_throttled_s: most, ..bounds(0.1, 0.25) };
+        assert_eq!(unstable(&quota, &allowing(0.05)), None);
+        assert!(unstable(&quota, &allowing(0.01)).unwrap().ends_with("CPU limit) (limit 10.0 ms)"));
+        let allowed = stability(std::slice::from_ref(&quota), &allowing(0.05)).unwrap();
+        assert!(allowed.passed && allowed.detail.contains("a CPU quota throttling lynx for 50.0 ms at most"));
         let unthrottled = Some(Finite::new(0.0, "s").unwrap());
-        let counted = stability(&[CellRecord { cpu_throttled_s: unthrottled, ..steady.clone() }], 0.1, 0.25);
+        let counted = stability(&[CellRecord { cpu_throttled_s: unthrottled, ..steady.clone() }], &bounds(0.1, 0.25));
         let counted = counted.unwrap().detail;
         assert!(counted.contains("0.25 cores and no CPU quota throttling lynx; 1 cell(s)"), "{counted}");
-        let passed = stability(std::slice::from_ref(&steady), 0.1, 0.25).unwrap();
+        let passed = stability(std::slice::from_ref(&steady), &bounds(0.1, 0.25)).unwrap();
         assert!(passed.detail.ends_with("; 1 cell(s) measured once more to get there"), "{}", passed.detail);
         // A cell measured again because its first measurement contradicted itself is counted
         // apart: its spread was not why.
         let mut contradicted = steady.clone();
         contradicted.remeasured = Some(format!("{CONTRADICTED}: decode batch 1 ctx 8 measured no slower than …"));
-        let passed = stability(&[steady.clone(), contradicted], 0.1, 0.25).unwrap();
+        let passed = stability(&[steady.clone(), contradicted], &bounds(0.1, 0.25)).unwrap();
         let said = "; 1 cell(s) measured once more to get there, and 1 more because its first measurement \
                     contradicted itself";
         assert!(passed.passed && passed.detail.ends_with(said), "{}", passed.detail);
-        let failed = stability(&[steady, varied, busy], 0.1, 0.25).unwrap();
+        let failed = stability(&[steady, varied, busy], &bounds(0.1, 0.25)).unwrap();
         assert!(!failed.passed && failed.detail.matches("decode batch 1 ctx 8:").count() == 2, "{}", failed.detail);
-        assert!(stability(&[CellRecord::failed(CellShape::decode(1, 8), "x".into())], 0.1, 0.25).is_none());
+        assert!(stability(&[CellRecord::failed(CellShape::decode(1, 8), "x".into())], &bounds(0.1, 0.25)).is_none());
     }
 
     /// An unstable cell's entry says where its slow steps fell against each source's readings,
@@ -571,7 +618,7 @@ mod tests {
             &readings,
             crate::cell::StepRecords { thread: &thread, ..Default::default() },
         );
-        let failed = stability(std::slice::from_ref(&varied), 0.1, 0.25).unwrap();
+        let failed = stability(std::slice::from_ref(&varied), &bounds(0.1, 0.25)).unwrap();
         assert!(
             failed.detail.contains(
                 "CV 38.5% above 10.0% (2 of its 4 steps over 1.2× the median; of them, 2 overlapped nvml:0's \

@@ -177,6 +177,14 @@ fn unbounded_durations_are_bad_input() {
     );
     bad_suite(|s| s.replace("window_s = 1.0", "window_s = 10.0"), &["warmup.window_s", "warmup.max_s"]);
     bad_suite(|s| format!("{s}\n[parity]\nlayers = 3\n"), &["parity.layers (3)", "2 layers"]);
+    bad_suite(
+        |s| s.replace("max_cpu_throttled_s = 3600.0", "max_cpu_throttled_s = 1e9"),
+        &["measure.max_cpu_throttled_s", "at most 3600 s"],
+    );
+    bad_suite(
+        |s| s.replace("max_cpu_throttled_s = 3600.0", "max_cpu_throttled_s = -1.0"),
+        &["measure.max_cpu_throttled_s"],
+    );
 }
 
 /// Issue 17: control characters and bidi overrides in what a user gave come back inert in the

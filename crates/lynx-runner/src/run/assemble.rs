@@ -129,11 +129,8 @@ pub fn assemble(run: &RunDir, price: PriceInputs, stop: Option<&AtomicBool>) -> 
     result.checks.extend(checks);
     let measure = &result.config.suite.measure;
     let gpu = result.device.device != lynx_schema::device::DeviceName::Cpu;
-    result.checks.extend(lynx_analysis::checks::stability(
-        &result.cells,
-        measure.max_cv_on(gpu),
-        measure.max_other_cpu_cores(),
-    ));
+    let bounds = lynx_analysis::checks::StabilityBounds::of(measure, gpu);
+    result.checks.extend(lynx_analysis::checks::stability(&result.cells, &bounds));
     if let Some(ceilings) = &result.roofline {
         for cell in &mut result.cells {
             // A layer subset's figures are full-depth estimates: its work is the full depth's.

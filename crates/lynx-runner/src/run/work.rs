@@ -640,7 +640,7 @@ impl Turn<'_> {
         limits: &lynx_schema::config::MeasureConfig,
     ) -> Option<CellRecord> {
         let gpu = self.device.record.device != DeviceName::Cpu;
-        let (max_cv, max_other) = (limits.max_cv_on(gpu), limits.max_other_cpu_cores());
+        let bounds = lynx_analysis::checks::StabilityBounds::of(limits, gpu);
         let measure = || {
             let load = crate::host_load::HostLoad::now();
             let (cell, others) = crate::devices::other_processes_over(&self.device.record, || {
@@ -666,7 +666,7 @@ impl Turn<'_> {
                 .map_or_else(|| format!("simulated by {SIMULATE_CONTRADICTION_VAR}"), str::to_owned);
             format!("{}: {said}", lynx_analysis::checks::CONTRADICTED)
         } else {
-            let Some(why) = lynx_analysis::checks::unstable(&first, max_cv, max_other) else { return Some(first) };
+            let Some(why) = lynx_analysis::checks::unstable(&first, &bounds) else { return Some(first) };
             if first.status != CellStatus::Ok {
                 return Some(first);
             }

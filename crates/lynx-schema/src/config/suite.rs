@@ -336,6 +336,10 @@ pub struct MeasureConfig {
     /// a stable cell; by default [`MeasureConfig::DEFAULT_MAX_OTHER_CPU_CORES`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_other_cpu_cores: Option<f64>,
+    /// The most seconds a CPU quota on lynx's cgroup may hold it off its CPUs during a stable
+    /// cell; by default none ([`MeasureConfig::max_cpu_throttled_s`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cpu_throttled_s: Option<f64>,
 }
 
 impl MeasureConfig {
@@ -351,11 +355,24 @@ impl MeasureConfig {
     pub fn max_other_cpu_cores(&self) -> f64 {
         self.max_other_cpu_cores.unwrap_or(Self::DEFAULT_MAX_OTHER_CPU_CORES)
     }
+
+    /// A throttled step timed the quota as much as the device: by default a stable cell was not
+    /// throttled at all.
+    pub fn max_cpu_throttled_s(&self) -> f64 {
+        self.max_cpu_throttled_s.unwrap_or(0.0)
+    }
 }
 
 impl Default for MeasureConfig {
     fn default() -> Self {
-        MeasureConfig { min_steps: 10, min_s: 3.0, max_steps: 500, max_cv: None, max_other_cpu_cores: None }
+        MeasureConfig {
+            min_steps: 10,
+            min_s: 3.0,
+            max_steps: 500,
+            max_cv: None,
+            max_other_cpu_cores: None,
+            max_cpu_throttled_s: None,
+        }
     }
 }
 
@@ -534,6 +551,8 @@ impl Suite {
         check.real_at_most("measure.max_cv", measure.max_cv.unwrap_or(1.0), 100.0, "")?;
         check.positive_real("measure.max_other_cpu_cores", measure.max_other_cpu_cores.unwrap_or(1.0))?;
         check.real_at_most("measure.max_other_cpu_cores", measure.max_other_cpu_cores.unwrap_or(1.0), 4096.0, "")?;
+        check.non_negative("measure.max_cpu_throttled_s", measure.max_cpu_throttled_s())?;
+        check.real_at_most("measure.max_cpu_throttled_s", measure.max_cpu_throttled_s(), 3600.0, " s")?;
         check.seconds("measure.min_s", measure.min_s, Self::MOST_PROBE_SECONDS)?;
         check.at_most("measure.max_steps", measure.max_steps, Self::MOST_STEPS)?;
         if measure.max_steps < measure.min_steps {
