@@ -29,6 +29,8 @@ pub fn host_record() -> HostRecord {
     system.refresh_cpu_all();
     system.refresh_memory();
     let cpu_model = system.cpus().first().map(|cpu| cpu.brand().trim().to_owned()).filter(|brand| !brand.is_empty());
+    // Read once: the governors are those of the CPUs it lists.
+    let allowance = cpu_allowance();
     HostRecord {
         cpu_model: known(cpu_model, "the OS reports no CPU model name"),
         physical_cores: known(System::physical_core_count().map(|n| n as u64), "the OS reports no physical core count"),
@@ -36,36 +38,58 @@ pub fn host_record() -> HostRecord {
         memory_bytes: system.total_memory(),
         os: known(System::long_os_version(), "the OS reports no name or version"),
         kernel: known(System::kernel_version(), "the OS reports no kernel version"),
-        cpu_allowance: cpu_allowance(),
-        cpufreq_governor: Some(cpufreq_governor(Path::new("/sys/devices/system/cpu"))),
+        cpufreq_governor: Some(cpufreq_governor(Path::new("/sys/devices/system/cpu"), &allowance)),
+        cpu_allowance: allowance,
         transparent_hugepages: Some(transparent_hugepages(Path::new("/sys/kernel/mm/transparent_hugepage/enabled"))),
         clocksource: Some(first_word(Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource"))),
     }
 }
 
-/// The first word of the file at `file` (a /sys setting), or why there is none.
-fn first_word(file: &Path) -> Reported<String> {
+/// The word `pick` finds in the /sys setting at `file`, or why there is none: the file unread,
+/// or `missing` of the file and what it holds.
+fn sys_setting(
+    file: &Path,
+    pick: impl FnOnce(&str) -> Option<&str>,
+    missing: impl FnOnce(&Path, &str) -> String,
+) -> Reported<String> {
     match std::fs::read_to_string(file) {
-        Ok(text) => match text.split_whitespace().next() {
+        Ok(text) => match pick(&text) {
             Some(word) => Reported::Known(word.to_owned()),
-            None => Reported::unavailable(format!("{} is empty", file.display())),
+            None => Reported::unavailable(missing(file, text.trim())),
         },
         Err(e) => Reported::unavailable(format!("{}: {e}", file.display())),
     }
 }
 
-/// The scaling governors of the CPUs this process may run on, under `cpus` (Linux's
-/// /sys/devices/system/cpu): the one they share, or each with its CPUs where they differ.
-fn cpufreq_governor(cpus: &Path) -> Reported<String> {
-    let allowed = cgroup::allowed_cpus().and_then(|(list, _)| cgroup::cpus_in(&list)).unwrap_or_default();
-    let mut governors: Vec<(String, Vec<u64>)> = Vec::new();
+/// The first word of the file at `file` (a /sys setting), or why there is none.
+fn first_word(file: &Path) -> Reported<String> {
+    sys_setting(file, |text| text.split_whitespace().next(), |file, _| format!("{} is empty", file.display()))
+}
+
+/// The transparent huge page mode Linux's `enabled` file (at `file`) marks with brackets:
+/// "always [madvise] never" is `madvise`.
+fn transparent_hugepages(file: &Path) -> Reported<String> {
+    sys_setting(
+        file,
+        |text| text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')),
+        |file, text| format!("{}: no mode marked in {text:?}", file.display()),
+    )
+}
+
+/// The scaling governors, under `cpus` (Linux's /sys/devices/system/cpu), of the CPUs `allowance`
+/// lets this process run on: the one they share, or each with how many CPUs run it where they
+/// differ.
+fn cpufreq_governor(cpus: &Path, allowance: &Option<CpuAllowance>) -> Reported<String> {
+    let allowed = allowance.as_ref().and_then(|a| cgroup::cpus_in(&a.cpus)).unwrap_or_default();
+    // Each governor met, with how many of the CPUs run it, in the order first met.
+    let mut governors: Vec<(String, usize)> = Vec::new();
     for cpu in allowed {
         let file = cpus.join(format!("cpu{cpu}/cpufreq/scaling_governor"));
         let Ok(governor) = std::fs::read_to_string(&file) else { continue };
         let governor = governor.trim().to_owned();
         match governors.iter_mut().find(|(g, _)| *g == governor) {
-            Some((_, on)) => on.push(cpu),
-            None => governors.push((governor, vec![cpu])),
+            Some((_, on)) => *on += 1,
+            None => governors.push((governor, 1)),
         }
     }
     match governors.as_slice() {
@@ -74,21 +98,9 @@ fn cpufreq_governor(cpus: &Path) -> Reported<String> {
             cpus.display()
         )),
         [(one, _)] => Reported::Known(one.clone()),
-        several => Reported::Known(
-            several.iter().map(|(g, on)| format!("{g} on {} CPUs", on.len())).collect::<Vec<_>>().join(", "),
-        ),
-    }
-}
-
-/// The transparent huge page mode Linux's `enabled` file (at `file`) marks with brackets:
-/// "always [madvise] never" is `madvise`.
-fn transparent_hugepages(file: &Path) -> Reported<String> {
-    match std::fs::read_to_string(file) {
-        Ok(text) => match text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')) {
-            Some(mode) => Reported::Known(mode.to_owned()),
-            None => Reported::unavailable(format!("{}: no mode marked in {:?}", file.display(), text.trim())),
-        },
-        Err(e) => Reported::unavailable(format!("{}: {e}", file.display())),
+        several => {
+            Reported::Known(several.iter().map(|(g, on)| format!("{g} on {on} CPUs")).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -171,27 +183,29 @@ mod tests {
     #[test]
     fn the_governor_is_read_for_the_cpus_the_process_may_use() {
         let sys = tempfile::tempdir().unwrap();
-        let none = cpufreq_governor(sys.path());
+        let allowance = |cpus: &str| {
+            let cpu_count = cgroup::count_cpus(cpus).unwrap();
+            Some(CpuAllowance { cpus: cpus.to_owned(), cpu_count, quota_cores: None, quota: "none".to_owned() })
+        };
+        let none = cpufreq_governor(sys.path(), &allowance("0-2"));
         assert!(none.reason().is_some_and(|r| r.contains("no cpufreq governor under")), "{none:?}");
-        let (list, _) = cgroup::allowed_cpus().expect("Linux lists them");
-        let cpus = cgroup::cpus_in(&list).unwrap();
+        assert!(cpufreq_governor(sys.path(), &None).reason().is_some(), "no CPUs listed, none read");
         let set = |cpu: u64, governor: &str| {
             let folder = sys.path().join(format!("cpu{cpu}/cpufreq"));
             std::fs::create_dir_all(&folder).unwrap();
             std::fs::write(folder.join("scaling_governor"), format!("{governor}\n")).unwrap();
         };
-        for &cpu in &cpus {
+        for cpu in 0..4 {
             set(cpu, "performance");
         }
-        assert_eq!(cpufreq_governor(sys.path()), Reported::Known("performance".to_owned()));
-        set(cpus[0], "powersave");
-        if cpus.len() > 1 {
-            let n = cpus.len() - 1;
-            assert_eq!(
-                cpufreq_governor(sys.path()),
-                Reported::Known(format!("powersave on 1 CPUs, performance on {n} CPUs"))
-            );
-        }
+        assert_eq!(cpufreq_governor(sys.path(), &allowance("0-2")), Reported::Known("performance".to_owned()));
+        // CPU 3 is not the process's: its governor is not counted.
+        set(3, "ondemand");
+        set(0, "powersave");
+        assert_eq!(
+            cpufreq_governor(sys.path(), &allowance("0-2")),
+            Reported::Known("powersave on 1 CPUs, performance on 2 CPUs".to_owned())
+        );
     }
 
     #[test]
