@@ -33,9 +33,8 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
     differ("libtorch threads", a.harness.torch_threads.to_string(), b.harness.torch_threads.to_string());
-    // The variables that steer libtorch and its libraries (results before the record: none said).
-    let environment = |r: &RunResult| r.harness.environment().unwrap_or_else(|| "none set".to_owned());
-    differ("steering environment", environment(a), environment(b));
+    // The variables that steer libtorch and its libraries.
+    differ("steering environment", a.harness.environment_words(), b.harness.environment_words());
     differ("configuration digest", a.config.sha256.clone(), b.config.sha256.clone());
     let (x, y) = weights(&a.config.weights, &b.config.weights);
     differ("weights", x, y);
@@ -473,8 +472,16 @@ mod tests {
         // And the variables that steer libtorch and its libraries.
         let mut blocking = published.clone();
         blocking.harness.environment = Some(vec!["CUDA_LAUNCH_BLOCKING=1".to_owned()]);
-        let said = differences(&published, &blocking).into_iter().find(|d| d.starts_with("steering"));
-        assert_eq!(said.unwrap(), "steering environment: none set vs CUDA_LAUNCH_BLOCKING=1");
+        let mut unset = published.clone();
+        unset.harness.environment = Some(Vec::new());
+        let said = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("steering"));
+        assert_eq!(said(&unset, &blocking).unwrap(), "steering environment: none set vs CUDA_LAUNCH_BLOCKING=1");
+        assert_eq!(said(&unset, &unset.clone()), None);
+        // A result from before the record says none was known.
+        assert_eq!(
+            said(&published, &unset).unwrap(),
+            "steering environment: not recorded (none set, or a result from before lynx recorded them) vs none set"
+        );
         // And the governor and huge page mode, where either says another.
         let mut tuned = published.clone();
         tuned.host.cpufreq_governor = Some(Reported::Known("performance".to_owned()));

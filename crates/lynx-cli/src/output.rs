@@ -118,14 +118,20 @@ pub fn reproduction_warnings(
             ));
         }
     }
-    let (theirs, ours) = (original.harness.environment.clone(), lynx_runner::steering_environment());
-    if theirs != ours {
-        let words = |set: Option<Vec<String>>, none: &str| set.map_or(none.to_owned(), |set| set.join(", "));
-        warnings.push(format!(
+    let words = |set: &[String]| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
+    let ours = lynx_runner::steering_environment();
+    match &original.harness.environment {
+        Some(theirs) if *theirs != ours => warnings.push(format!(
             "the published run was made with {} set, this node has {}",
-            terminal_text(&words(theirs, "none (or a result from before lynx recorded them)"), 300),
-            terminal_text(&words(ours, "none"), 300)
-        ));
+            terminal_text(&words(theirs), 300),
+            terminal_text(&words(&ours), 300)
+        )),
+        // A result that does not record them may have been made with none set, or with any.
+        None if !ours.is_empty() => warnings.push(format!(
+            "the published result does not record the variables steering its libraries, and this node has {} set",
+            terminal_text(&words(&ours), 300)
+        )),
+        _ => {}
     }
     // Said before the run's minutes are spent, not only in the verdict after them.
     if let Some(hooks) = original.harness.test_hooks() {
@@ -278,7 +284,7 @@ mod tests {
         let device = lynx_runner::devices::best(&host);
         let Some(ours) = host.cpu_allowance.clone() else { return };
         published.host.cpu_allowance = Some(ours.clone());
-        published.harness.environment = lynx_runner::steering_environment();
+        published.harness.environment = Some(lynx_runner::steering_environment());
         let alike = reproduction_warnings(&published, &host, &device, runtime);
         assert!(!alike.iter().any(|w| w.contains("allowed") || w.contains(" set, this node has")), "{alike:?}");
         let quota = lynx_schema::value::Finite::new(0.5, "cores").unwrap();
@@ -294,5 +300,26 @@ mod tests {
                 .any(|w| w.starts_with("the published run was made with CUDA_LAUNCH_BLOCKING=1 set, this node")),
             "{warned:?}"
         );
+        // A result that records none set, on a node with none set, is not warned of; one that
+        // does not record them is only where this node has some set.
+        published.harness.environment = Some(Vec::new());
+        let steering = |published: &RunResult| {
+            let warned = reproduction_warnings(published, &host, &device, runtime);
+            warned.into_iter().find(|w| w.contains("steering") || w.contains(" set, this node has"))
+        };
+        let ours = lynx_runner::steering_environment();
+        assert_eq!(steering(&published).is_some(), !ours.is_empty());
+        published.harness.environment = None;
+        match steering(&published) {
+            None => assert!(ours.is_empty()),
+            Some(said) => assert_eq!(
+                said,
+                format!(
+                    "the published result does not record the variables steering its libraries, and this node has \
+                     {} set",
+                    ours.join(", ")
+                )
+            ),
+        }
     }
 }

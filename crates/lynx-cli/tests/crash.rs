@@ -178,10 +178,19 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&other.stderr);
     assert_eq!(other.status.code(), Some(2), "{stderr}");
+    // And with the variable that set them, which steers OpenMP (the test's own variables kept).
+    let variables = |set: Vec<String>| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
+    let was: Vec<String> = serde_json::from_value(result["harness"]["environment"].clone()).unwrap();
+    let mut now: Vec<String> = was.iter().filter(|v| !v.starts_with("OMP_NUM_THREADS=")).cloned().collect();
+    now.push(format!("OMP_NUM_THREADS={}", threads - 1));
+    now.sort();
     let said = format!(
         "its cells were measured on {threads} libtorch threads, this process has {} (OMP_NUM_THREADS sets them); \
-         resume it as it was started, or start a new run",
-        threads - 1
+         its cells were measured with steering variables {} set, this process has {}; resume it as it was started, \
+         or start a new run",
+        threads - 1,
+        variables(was),
+        variables(now)
     );
     assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(&said), "{stderr}");
     assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");

@@ -346,9 +346,7 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
     if let Some(hooks) = result.harness.test_hooks() {
         let _ = writeln!(out, "| test hooks | {}: a test's figures, not the device's |", markdown_text(&hooks));
     }
-    if let Some(set) = result.harness.environment() {
-        let _ = writeln!(out, "| environment | {} |", markdown_text(&set));
-    }
+    let _ = writeln!(out, "| environment | {} |", markdown_text(&result.harness.environment_words()));
     // Tables of figures in code blocks; result text in them was escaped for the terminal, and
     // no fence inside can close the block.
     let fenced = |text: String| text.replace("```", "'''");

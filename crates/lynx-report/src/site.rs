@@ -546,11 +546,10 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
         ),
     ];
     let hooks = result.harness.test_hooks();
-    let environment = result.harness.environment();
     let rows: Vec<(&str, Markup)> = rows
         .into_iter()
         .chain(hooks.map(|hooks| ("test hooks", html! { (Html(&hooks)) ": a test's figures, not the device's" })))
-        .chain(environment.map(|set| ("environment", html! { (Html(&set)) })))
+        .chain([("environment", html! { (Html(&result.harness.environment_words())) })])
         .collect();
     html! {
         table {

@@ -29,14 +29,14 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         build_profile: env!("LYNX_BUILD_PROFILE").to_owned(),
         graphs: Some(graphs),
         test_hooks: test_hooks_set(),
-        environment: steering_environment(),
+        environment: Some(steering_environment()),
     }
 }
 
 /// The variables set in this process's environment that steer libtorch, CUDA, ROCm, their
-/// libraries or OpenMP, as `NAME=value`, sorted (`Harness::environment`); or none.
-pub fn steering_environment() -> Option<Vec<String>> {
-    named(std::env::vars_os(), steers)
+/// libraries or OpenMP, as `NAME=value`, sorted (`Harness::environment`; empty where none is).
+pub fn steering_environment() -> Vec<String> {
+    named(std::env::vars_os(), steers).unwrap_or_default()
 }
 
 /// Where a variable's name says it steers how libtorch, CUDA, ROCm, their libraries or OpenMP
@@ -68,9 +68,10 @@ fn steers(name: &str) -> bool {
 }
 
 /// How this process would measure differently from the ones that left `earlier` (a run's result
-/// so far): another libtorch at run time, another number of its threads, or graphs captured where
-/// they were not, or not where they were. A resume must not add cells measured so to that
-/// result's (each difference in words; none: it may).
+/// so far): another libtorch at run time, another number of its threads, graphs captured where
+/// they were not (or not where they were), other CPUs or CPU quota, or other variables steering
+/// libtorch and its libraries. A resume must not add cells measured so to that result's (each
+/// difference in words; none: it may).
 pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
     let threads = tch::get_num_threads();
@@ -90,6 +91,19 @@ pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String>
     if let (Some(was), Some(now)) = (&earlier.host.cpu_allowance, lynx_telemetry::cpu_allowance()) {
         if was.words() != now.words() {
             out.push(format!("its cells were measured with {}, this process has {}", was.words(), now.words()));
+        }
+    }
+    // `CUDA_LAUNCH_BLOCKING`, the allocator's settings, TF32 or a preloaded library change the
+    // steps as much (a result that does not record them says nothing of them).
+    if let Some(was) = &earlier.harness.environment {
+        let now = steering_environment();
+        if *was != now {
+            let words = |set: &[String]| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
+            out.push(format!(
+                "its cells were measured with steering variables {} set, this process has {}",
+                words(was),
+                words(&now)
+            ));
         }
     }
     out
@@ -146,14 +160,26 @@ fn named(
     (!kept.is_empty()).then_some(kept)
 }
 
-/// The settings of a run some of whose cells one process measured under `earlier` and the rest
-/// another under `now` (test hooks, or steering variables): every one of either, sorted, once
-/// each (none where neither had any).
+/// The test hooks of a run some of whose cells one process measured under `earlier` and the
+/// rest another under `now`: every one of either, sorted, once each (none where neither had any).
 pub(crate) fn every_setting(earlier: Option<Vec<String>>, now: Option<Vec<String>>) -> Option<Vec<String>> {
-    let mut settings: Vec<String> = earlier.into_iter().chain(now).flatten().collect();
+    let settings = union(earlier.into_iter().chain(now).flatten());
+    (!settings.is_empty()).then_some(settings)
+}
+
+/// The steering variables of a run some of whose cells one process measured under `earlier`
+/// and the rest another under `now`: every one of either, sorted, once each (empty where
+/// neither had any); not recorded where the earlier processes' were not (a resume refuses other
+/// variables, so the two are the same set wherever both were recorded).
+pub(crate) fn every_variable(earlier: Option<Vec<String>>, now: Option<Vec<String>>) -> Option<Vec<String>> {
+    Some(union(earlier?.into_iter().chain(now?)))
+}
+
+fn union(settings: impl Iterator<Item = String>) -> Vec<String> {
+    let mut settings: Vec<String> = settings.collect();
     settings.sort();
     settings.dedup();
-    (!settings.is_empty()).then_some(settings)
+    settings
 }
 
 fn non_empty(value: &str, reason: &str) -> Reported<String> {
@@ -254,6 +280,19 @@ mod tests {
         let threads = same.harness.torch_threads + 5;
         assert!(said[0].starts_with(&format!("its cells were measured on {threads} libtorch threads")));
         assert!(said[1].starts_with("its cells were measured with libtorch 2.10.0+cpu, this process loads 2.11.0"));
+        // Other steering variables; a result that does not record them says nothing of them.
+        let mut steered = same.clone();
+        steered.harness.environment = Some(vec!["CUDA_LAUNCH_BLOCKING=1".to_owned()]);
+        let ours = steering_environment();
+        let now = if ours.is_empty() { "none".to_owned() } else { ours.join(", ") };
+        assert_eq!(
+            resume_differences(&steered, runtime),
+            [format!(
+                "its cells were measured with steering variables CUDA_LAUNCH_BLOCKING=1 set, this process has {now}"
+            )]
+        );
+        steered.harness.environment = None;
+        assert_eq!(resume_differences(&steered, runtime), Vec::<String>::new());
         // This process's CPUs and quota, or others.
         let Some(now) = lynx_telemetry::cpu_allowance() else { return };
         same.host.cpu_allowance = Some(now.clone());
@@ -312,7 +351,8 @@ mod tests {
         assert_eq!(graph_difference(&available, &Graphs::Cuda(0)), None);
     }
 
-    /// A resumed run keeps the hooks its earlier processes ran under, and adds its own.
+    /// A resumed run keeps the hooks and steering variables its earlier processes ran under, and
+    /// adds its own; variables an earlier process did not record are not recorded of the run.
     #[test]
     fn a_resumed_run_has_every_setting_any_of_its_processes_had() {
         let hooks = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect::<Vec<String>>());
@@ -324,5 +364,11 @@ mod tests {
             every_setting(hooks(&["LYNX_TEST_B=1", "LYNX_TEST_C=2"]), hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1"])),
             hooks(&["LYNX_TEST_A=3", "LYNX_TEST_B=1", "LYNX_TEST_C=2"])
         );
+        assert_eq!(every_variable(Some(Vec::new()), Some(Vec::new())), Some(Vec::new()));
+        assert_eq!(
+            every_variable(hooks(&["OMP_NUM_THREADS=1"]), hooks(&["CUDA_X=1"])),
+            hooks(&["CUDA_X=1", "OMP_NUM_THREADS=1"])
+        );
+        assert_eq!(every_variable(None, hooks(&["CUDA_X=1"])), None);
     }
 }

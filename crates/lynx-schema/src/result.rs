@@ -294,8 +294,9 @@ pub struct Harness {
     /// The variables set in lynx's environment that steer how libtorch, CUDA, ROCm, their
     /// libraries or OpenMP run (`CUDA_LAUNCH_BLOCKING`, `PYTORCH_CUDA_ALLOC_CONF`,
     /// `NVIDIA_TF32_OVERRIDE`, `OMP_NUM_THREADS`, `LD_PRELOAD`, …), as `NAME=value`, sorted; of a
-    /// resumed run, every setting any of its processes had. Absent where none was set (and in
-    /// results made before lynx recorded them).
+    /// resumed run, every setting any of its processes had. Empty where none was set. Absent in
+    /// results made before lynx wrote the empty list (2026-12-06): there none was set, or lynx
+    /// did not yet record them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<Vec<String>>,
 }
@@ -306,9 +307,14 @@ impl Harness {
         self.test_hooks.as_ref().filter(|hooks| !hooks.is_empty()).map(|hooks| hooks.join(", "))
     }
 
-    /// The steering variables the run was made with, where any was set.
-    pub fn environment(&self) -> Option<String> {
-        self.environment.as_ref().filter(|set| !set.is_empty()).map(|set| set.join(", "))
+    /// The steering variables the run was made with, in words: each `NAME=value`, "none set", or
+    /// that the result does not record them.
+    pub fn environment_words(&self) -> String {
+        match self.environment.as_deref() {
+            None => "not recorded (none set, or a result from before lynx recorded them)".to_owned(),
+            Some([]) => "none set".to_owned(),
+            Some(set) => set.join(", "),
+        }
     }
 
     /// Why a result made with test hooks set is kept out of what publishes devices' figures (a

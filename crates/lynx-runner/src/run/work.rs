@@ -558,7 +558,7 @@ fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime, g
     let (earlier_hooks, earlier_environment) = (result.harness.test_hooks.take(), result.harness.environment.take());
     result.harness = crate::harness::describe(runtime, graphs.record());
     result.harness.test_hooks = crate::harness::every_setting(earlier_hooks, result.harness.test_hooks.take());
-    result.harness.environment = crate::harness::every_setting(earlier_environment, result.harness.environment.take());
+    result.harness.environment = crate::harness::every_variable(earlier_environment, result.harness.environment.take());
     result
 }
 
