@@ -45,8 +45,27 @@ pub fn steering_environment() -> Vec<String> {
 /// allocator, `OMP_NUM_THREADS` a CPU's threads, `LD_PRELOAD` puts a library (a profiler, an
 /// interposer) under every call. Not a container's other `NVIDIA_…` variables (which GPUs and
 /// driver features it was given: the device record says what was measured), nor lynx's own
-/// (`LYNX_…`): its test hooks are recorded apart, and the rest name files.
+/// (`LYNX_…`): its test hooks are recorded apart, and the rest name files. Nor, under those
+/// prefixes, what an image states of itself and nothing at run time reads: a version
+/// (`CUDA_VERSION`, `CUDNN_VERSION`, `NCCL_VERSION`, `PYTORCH_VERSION`, … every name ending
+/// `_VERSION`; the libraries loaded are recorded from themselves) or where a toolkit lies for
+/// builds of extensions (`CUDA_HOME`, `TORCH_CUDA_ARCH_LIST`, …). Recorded, they would make two
+/// nodes' runs differ, and a resume be refused, by the image's name for itself. A path that puts
+/// a library under the calls (`CUDA_INJECTION64_PATH`, a profiler's) is kept.
 fn steers(name: &str) -> bool {
+    const IMAGE: [&str; 8] = [
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_ROOT",
+        "TORCH_HOME",
+        "TORCH_EXTENSIONS_DIR",
+        "TORCH_CUDA_ARCH_LIST",
+        "TORCH_NVCC_FLAGS",
+        "PYTORCH_BUILD_NUMBER",
+    ];
+    if name.ends_with("_VERSION") || IMAGE.contains(&name) {
+        return false;
+    }
     const PREFIXES: [&str; 15] = [
         "CUDA_",
         "CUBLAS_",
@@ -239,6 +258,14 @@ mod tests {
             ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
             ("NVIDIA_TF32_OVERRIDE", "0"),
             ("NVIDIA_VISIBLE_DEVICES", "all"),
+            // What an image says of itself, read by nothing at run time.
+            ("CUDA_VERSION", "13.0.1"),
+            ("CUDNN_VERSION", "9.19.0"),
+            ("PYTORCH_BUILD_VERSION", "2.11.0"),
+            ("CUDA_HOME", "/usr/local/cuda"),
+            ("TORCH_CUDA_ARCH_LIST", "9.0"),
+            // A profiler injected under every CUDA call is kept.
+            ("CUDA_INJECTION64_PATH", "/opt/nsight/libinjection.so"),
         ]
         .iter()
         .map(|(n, v)| (OsString::from(n), OsString::from(v)))
@@ -246,6 +273,7 @@ mod tests {
         assert_eq!(
             named(set.into_iter(), steers).unwrap(),
             [
+                "CUDA_INJECTION64_PATH=/opt/nsight/libinjection.so",
                 "CUDA_LAUNCH_BLOCKING=1",
                 "LD_PRELOAD=/usr/lib/libprofiler.so",
                 "NVIDIA_TF32_OVERRIDE=0",
