@@ -709,7 +709,8 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
     let _ = writeln!(
         out,
         "\nserving phase (measured at the simulation's latency-bounded rate, 20% above it, and under it where the \
-         bound broke there; server: {}):",
+         bound broke there; the p99s over each window's requests after its first tenth, which fill the idle server, \
+         as the simulation's are; server: {}):",
         terminal_text(&serving.server, 300)
     );
     if let Some(reason) = &serving.graph_steps_failed {
@@ -1092,6 +1093,8 @@ mod tests {
         let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
         let before = serving_section(&serving);
         assert!(!before.contains("draws"), "{before}");
+        // Which requests the p99s are over is said, as it is for the simulation's.
+        assert!(before.contains("the p99s over each window's requests after its first tenth"), "{before}");
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
         let f = |v: f64| Finite::new(v, "t").unwrap();
         rates[0].simulated_draws = Some(lynx_schema::serving::SimulatedDraws {
