@@ -26,4 +26,6 @@ fn main() {
     shared_library("c/rocm_smi.c", &out.join("rocm6/librocm_smi64.so.1"), &["-DRSMI_MAJOR=6"]);
     shared_library("c/rocm_smi.c", &out.join("rocm6x3/librocm_smi64.so.1"), &["-DRSMI_MAJOR=6", "-DDEVICES=3"]);
     shared_library("c/hip.c", &out.join("hip/libamdhip64.so.6"), &[]);
+    shared_library("c/rocblas.c", &out.join("rocblas/librocblas.so.4"), &[]);
+    shared_library("c/miopen.c", &out.join("miopen/libMIOpen.so.1"), &[]);
 }

@@ -33,8 +33,9 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
     differ("libtorch threads", a.harness.torch_threads.to_string(), b.harness.torch_threads.to_string());
-    // The variables that steer libtorch and its libraries.
+    // The variables that steer libtorch and its libraries, and the GPU math libraries it loaded.
     differ("steering environment", a.harness.environment_words(), b.harness.environment_words());
+    differ("GPU libraries", a.harness.gpu_libraries_words(), b.harness.gpu_libraries_words());
     differ("configuration digest", a.config.sha256.clone(), b.config.sha256.clone());
     let (x, y) = weights(&a.config.weights, &b.config.weights);
     differ("weights", x, y);
@@ -482,6 +483,21 @@ mod tests {
             said(&published, &unset).unwrap(),
             "steering environment: not recorded (none set, or a result from before lynx recorded them) vs none set"
         );
+        // And the GPU math libraries, by name and version (not where they lie).
+        let library = |file: &str, version: &str| lynx_schema::result::GpuLibrary {
+            name: "cuDNN".to_owned(),
+            file: file.to_owned(),
+            version: Reported::Known(version.to_owned()),
+        };
+        let (mut a, mut b) = (published.clone(), published.clone());
+        a.harness.gpu_libraries = Some(vec![library("/a/libcudnn.so.9", "9.19.0")]);
+        b.harness.gpu_libraries = Some(vec![library("/b/libcudnn.so.9", "9.19.0")]);
+        let libraries = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("GPU"));
+        assert_eq!(libraries(&a, &b), None);
+        b.harness.gpu_libraries = Some(vec![library("/b/libcudnn.so.9", "9.10.2")]);
+        assert_eq!(libraries(&a, &b).unwrap(), "GPU libraries: cuDNN 9.19.0 vs cuDNN 9.10.2");
+        b.harness.gpu_libraries = Some(Vec::new());
+        assert_eq!(libraries(&a, &b).unwrap(), "GPU libraries: cuDNN 9.19.0 vs none loaded");
         // And the governor and huge page mode, where either says another.
         let mut tuned = published.clone();
         tuned.host.cpufreq_governor = Some(Reported::Known("performance".to_owned()));

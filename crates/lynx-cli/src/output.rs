@@ -6,7 +6,7 @@ use lynx_report::table::Table;
 use lynx_runner::libtorch::Runtime;
 use lynx_runner::Device;
 use lynx_schema::device::DeviceName;
-use lynx_schema::result::{RunResult, WeightsRecord};
+use lynx_schema::result::{gpu_libraries_words, RunResult, WeightsRecord};
 use lynx_schema::value::Reported;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -51,6 +51,10 @@ pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
         if let Reported::Unavailable { unavailable } = &backend.loaded {
             let _ = writeln!(out, "note: {} not loaded: {unavailable}", backend.library);
         }
+    }
+    // The libraries a GPU backend brought, which a run records (`harness.gpu_libraries`).
+    if let Some(libraries) = runtime.gpu_libraries().filter(|l| !l.is_empty()) {
+        let _ = writeln!(out, "GPU libraries: {}", terminal_text(&gpu_libraries_words(Some(&libraries)), 300));
     }
     let gpus = devices.iter().any(|d| !matches!(d.record.device, DeviceName::Cpu));
     match lynx_runner::cuda::shim() {
@@ -132,6 +136,16 @@ pub fn reproduction_warnings(
             terminal_text(&words(&ours), 300)
         )),
         _ => {}
+    }
+    // Another cuBLAS or cuDNN under the same libtorch runs other kernels.
+    if let (Some(theirs), Some(ours)) = (&original.harness.gpu_libraries, &runtime.gpu_libraries()) {
+        let (theirs, ours) = (gpu_libraries_words(Some(theirs)), gpu_libraries_words(Some(ours)));
+        if theirs != ours {
+            warnings.push(format!(
+                "the published run loaded GPU libraries {}, this node has {ours}",
+                terminal_text(&theirs, 300)
+            ));
+        }
     }
     // Said before the run's minutes are spent, not only in the verdict after them.
     if let Some(hooks) = original.harness.test_hooks() {
@@ -309,6 +323,26 @@ mod tests {
         };
         let ours = lynx_runner::steering_environment();
         assert_eq!(steering(&published).is_some(), !ours.is_empty());
+        // Other GPU math libraries are warned of; a result that does not record them is not.
+        let gpu = |published: &RunResult| {
+            let warned = reproduction_warnings(published, &host, &device, runtime);
+            warned.into_iter().find(|w| w.contains("GPU libraries"))
+        };
+        assert_eq!(gpu(&published), None, "the fixture records no GPU libraries");
+        published.harness.gpu_libraries = runtime.gpu_libraries();
+        assert_eq!(gpu(&published), None);
+        published.harness.gpu_libraries = Some(vec![lynx_schema::result::GpuLibrary {
+            name: "cuBLAS".to_owned(),
+            file: "/elsewhere/libcublas.so.13".to_owned(),
+            version: Reported::Known("13.0.2".to_owned()),
+        }]);
+        assert_eq!(
+            gpu(&published).unwrap(),
+            format!(
+                "the published run loaded GPU libraries cuBLAS 13.0.2, this node has {}",
+                gpu_libraries_words(runtime.gpu_libraries().as_deref())
+            )
+        );
         published.harness.environment = None;
         match steering(&published) {
             None => assert!(ours.is_empty()),

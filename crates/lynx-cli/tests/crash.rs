@@ -181,6 +181,8 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     // And with the variable that set them, which steers OpenMP (the test's own variables kept).
     let variables = |set: Vec<String>| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
     let was: Vec<String> = serde_json::from_value(result["harness"]["environment"].clone()).unwrap();
+    // (The run records the GPU libraries it loaded too: an empty list where no GPU backend loads.)
+    assert!(result["harness"]["gpu_libraries"].is_array(), "{}", result["harness"]);
     let mut now: Vec<String> = was.iter().filter(|v| !v.starts_with("OMP_NUM_THREADS=")).cloned().collect();
     now.push(format!("OMP_NUM_THREADS={}", threads - 1));
     now.sort();

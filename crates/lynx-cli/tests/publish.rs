@@ -703,6 +703,7 @@ fn a_result_made_with_test_hooks_says_so_and_is_never_shortlisted() {
         plain.contains("| environment | not recorded (none set, or a result from before lynx recorded them) |"),
         "{plain}"
     );
+    assert!(plain.contains("| GPU libraries | not recorded (a result from before lynx recorded them) |"), "{plain}");
 
     let site = tempfile::tempdir().unwrap();
     let output = lynx(&["report", dir_arg, "--out", site.path().to_str().unwrap(), "--pubkey", &key]);

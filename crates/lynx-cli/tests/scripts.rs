@@ -153,6 +153,9 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         devices.contains("CUDA graphs: unavailable (the CUDA shim loaded, but libtorch sees no GPU; the CUDA runtime says: CUDA error:"),
         "{devices}"
     );
+    // The GPU math libraries it brought, each asked its version (the wheels' CUDA 13.0).
+    assert!(devices.contains("GPU libraries: CUDA runtime 13.0, cuBLAS 13."), "{devices}");
+    assert!(devices.contains(", cuBLASLt 13.") && devices.contains(", cuDNN 9."), "{devices}");
     assert!(table.contains("torch copy") && table.contains("GB/s"), "{table}");
     let verdict = |claim: &str| verdict(&table, claim);
     // Each run's estimates, the assumed rates' and the measured ceilings', beside its time.

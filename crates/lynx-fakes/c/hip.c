@@ -21,3 +21,10 @@ int hipDeviceGetPCIBusId(char *pci_bus_id, int len, int device) {
     snprintf(pci_bus_id, (size_t)len, "0000:%02x:00.0", visible_bus[device]);
     return hipSuccess;
 }
+
+/* HIP 6.2.41133, as hipRuntimeGetVersion encodes it: major * 10000000 + minor * 100000 + patch. */
+int hipRuntimeGetVersion(int *version) {
+    if (version == NULL) return hipErrorInvalidValue;
+    *version = 6 * 10000000 + 2 * 100000 + 41133;
+    return hipSuccess;
+}

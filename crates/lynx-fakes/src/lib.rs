@@ -29,6 +29,9 @@
 //! used; PCI 0000:83:00.0; serial 692231000131; VBIOS 113-D67301-063. [`ROCM_SMI_6_THREE`] sees
 //! three such devices on buses 0x83, 0x84 and 0x85; [`HIP`] is the HIP runtime of a process
 //! that sees two of them, renumbered (see there).
+//!
+//! **ROCm's math libraries** ([`ROCBLAS`], [`MIOPEN`]): their version calls only, as
+//! `rocblas.h` and `miopen.h` declare them, for lynx's record of the libraries a run loaded.
 
 /// The stand-in libnvidia-ml.
 pub const NVML: &str = concat!(env!("OUT_DIR"), "/nvml/libnvidia-ml.so.1");
@@ -40,8 +43,12 @@ pub const ROCM_SMI_6: &str = concat!(env!("OUT_DIR"), "/rocm6/librocm_smi64.so.1
 pub const ROCM_SMI_6_THREE: &str = concat!(env!("OUT_DIR"), "/rocm6x3/librocm_smi64.so.1");
 /// The stand-in libamdhip64: the HIP runtime of a process started with
 /// `HIP_VISIBLE_DEVICES=2,0` on a node of three GPUs: ordinal 0 on PCI bus 0000:85:00.0,
-/// ordinal 1 on 0000:83:00.0.
+/// ordinal 1 on 0000:83:00.0. Its runtime version is 6.2.41133 (`hipRuntimeGetVersion`).
 pub const HIP: &str = concat!(env!("OUT_DIR"), "/hip/libamdhip64.so.6");
+/// The stand-in librocblas, version "4.2.1.b7c3d1e2" (`rocblas_get_version_string`).
+pub const ROCBLAS: &str = concat!(env!("OUT_DIR"), "/rocblas/librocblas.so.4");
+/// The stand-in libMIOpen, version 3.2.0 (`miopenGetVersion`).
+pub const MIOPEN: &str = concat!(env!("OUT_DIR"), "/miopen/libMIOpen.so.1");
 
 /// NVML device 0's UUID (every reading present).
 pub const NVML_FULL_UUID: &str = "GPU-f4ce0000-1111-2222-3333-444444444444";

@@ -347,6 +347,7 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
         let _ = writeln!(out, "| test hooks | {}: a test's figures, not the device's |", markdown_text(&hooks));
     }
     let _ = writeln!(out, "| environment | {} |", markdown_text(&result.harness.environment_words()));
+    let _ = writeln!(out, "| GPU libraries | {} |", markdown_text(&result.harness.gpu_libraries_words()));
     // Tables of figures in code blocks; result text in them was escaped for the terminal, and
     // no fence inside can close the block.
     let fenced = |text: String| text.replace("```", "'''");

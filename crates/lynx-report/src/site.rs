@@ -549,7 +549,10 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
     let rows: Vec<(&str, Markup)> = rows
         .into_iter()
         .chain(hooks.map(|hooks| ("test hooks", html! { (Html(&hooks)) ": a test's figures, not the device's" })))
-        .chain([("environment", html! { (Html(&result.harness.environment_words())) })])
+        .chain([
+            ("environment", html! { (Html(&result.harness.environment_words())) }),
+            ("GPU libraries", html! { (Html(&result.harness.gpu_libraries_words())) }),
+        ])
         .collect();
     html! {
         table {

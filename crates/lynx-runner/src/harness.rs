@@ -2,7 +2,7 @@
 
 use crate::libtorch::Runtime;
 use crate::run::Graphs;
-use lynx_schema::result::{hex, CheckName, Harness, RunResult};
+use lynx_schema::result::{gpu_libraries_words, hex, CheckName, Harness, RunResult};
 use lynx_schema::value::Reported;
 use sha2::{Digest, Sha256};
 
@@ -30,6 +30,7 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         graphs: Some(graphs),
         test_hooks: test_hooks_set(),
         environment: Some(steering_environment()),
+        gpu_libraries: runtime.gpu_libraries(),
     }
 }
 
@@ -88,8 +89,8 @@ fn steers(name: &str) -> bool {
 
 /// How this process would measure differently from the ones that left `earlier` (a run's result
 /// so far): another libtorch at run time, another number of its threads, graphs captured where
-/// they were not (or not where they were), other CPUs or CPU quota, or other variables steering
-/// libtorch and its libraries. A resume must not add cells measured so to that result's (each
+/// they were not (or not where they were), other CPUs or CPU quota, other GPU math libraries
+/// (cuBLAS, cuDNN, …), or other variables steering libtorch and its libraries. A resume must not add cells measured so to that result's (each
 /// difference in words; none: it may).
 pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
@@ -110,6 +111,14 @@ pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String>
     if let (Some(was), Some(now)) = (&earlier.host.cpu_allowance, lynx_telemetry::cpu_allowance()) {
         if was.words() != now.words() {
             out.push(format!("its cells were measured with {}, this process has {}", was.words(), now.words()));
+        }
+    }
+    // Another cuBLAS or cuDNN under the same libtorch runs other kernels (a result that does not
+    // record them says nothing of them).
+    if let (Some(was), Some(now)) = (&earlier.harness.gpu_libraries, &runtime.gpu_libraries()) {
+        let (was, now) = (gpu_libraries_words(Some(was)), gpu_libraries_words(Some(now)));
+        if was != now {
+            out.push(format!("its cells were measured with GPU libraries {was}, this process has {now}"));
         }
     }
     // `CUDA_LAUNCH_BLOCKING`, the allocator's settings, TF32 or a preloaded library change the
@@ -321,6 +330,21 @@ mod tests {
         );
         steered.harness.environment = None;
         assert_eq!(resume_differences(&steered, runtime), Vec::<String>::new());
+        // Other GPU math libraries, named by version; a result that does not record them says
+        // nothing of them.
+        let mut libraries = same.clone();
+        libraries.harness.gpu_libraries = Some(vec![lynx_schema::result::GpuLibrary {
+            name: "cuDNN".to_owned(),
+            file: "/elsewhere/libcudnn.so.9".to_owned(),
+            version: Reported::Known("9.10.2".to_owned()),
+        }]);
+        let now = gpu_libraries_words(runtime.gpu_libraries().as_deref());
+        assert_eq!(
+            resume_differences(&libraries, runtime),
+            [format!("its cells were measured with GPU libraries cuDNN 9.10.2, this process has {now}")]
+        );
+        libraries.harness.gpu_libraries = None;
+        assert_eq!(resume_differences(&libraries, runtime), Vec::<String>::new());
         // This process's CPUs and quota, or others.
         let Some(now) = lynx_telemetry::cpu_allowance() else { return };
         same.host.cpu_allowance = Some(now.clone());

@@ -299,6 +299,13 @@ pub struct Harness {
     /// did not yet record them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<Vec<String>>,
+    /// The GPU math libraries libtorch's GPU backend loaded (the CUDA or HIP runtime, cuBLAS,
+    /// cuBLASLt, cuDNN, rocBLAS, MIOpen), each with the version it answers: one libtorch release
+    /// runs on whichever a node's wheels or library path give it, and they choose the kernels.
+    /// Empty where none was loaded (a CPU run); absent in results made before lynx recorded them
+    /// (2026-12-06).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_libraries: Option<Vec<GpuLibrary>>,
 }
 
 impl Harness {
@@ -317,10 +324,48 @@ impl Harness {
         }
     }
 
+    /// The GPU math libraries the run loaded, in words: each name and version, "none loaded", or
+    /// that the result does not record them (no folders: two nodes install the same libraries
+    /// in different places).
+    pub fn gpu_libraries_words(&self) -> String {
+        gpu_libraries_words(self.gpu_libraries.as_deref())
+    }
+
     /// Why a result made with test hooks set is kept out of what publishes devices' figures (a
     /// shortlist, a collected results folder), where any was set.
     pub fn test_hooks_reason(&self) -> Option<String> {
         self.test_hooks().map(|hooks| format!("made with {hooks} set: a test's figures, not the device's"))
+    }
+}
+
+/// GPU math libraries as [`Harness::gpu_libraries_words`] words them.
+pub fn gpu_libraries_words(libraries: Option<&[GpuLibrary]>) -> String {
+    match libraries {
+        None => "not recorded (a result from before lynx recorded them)".to_owned(),
+        Some([]) => "none loaded".to_owned(),
+        Some(libraries) => libraries.iter().map(GpuLibrary::words).collect::<Vec<_>>().join(", "),
+    }
+}
+
+/// One GPU math library loaded into the process, and the version it answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuLibrary {
+    /// What it is: `CUDA runtime`, `cuBLAS`, `cuBLASLt`, `cuDNN`, `HIP runtime`, `rocBLAS`,
+    /// `MIOpen`.
+    pub name: String,
+    /// The file mapped into the process.
+    pub file: String,
+    /// The version the library itself answers (its own version call), or why it could not.
+    pub version: Reported<String>,
+}
+
+impl GpuLibrary {
+    /// `cuDNN 9.19.0`, or the name and why its version is unknown.
+    pub fn words(&self) -> String {
+        match &self.version {
+            Reported::Known(version) => format!("{} {version}", self.name),
+            Reported::Unavailable { unavailable } => format!("{} (version unknown: {unavailable})", self.name),
+        }
     }
 }
 

@@ -556,7 +556,13 @@ fn resumed(mut result: RunResult, telemetry: &RunTelemetry, runtime: &Runtime, g
     // without them does not make those cells a device's (nor does one with others).
     // So with the variables that steer libtorch and its libraries.
     let (earlier_hooks, earlier_environment) = (result.harness.test_hooks.take(), result.harness.environment.take());
+    // The GPU libraries are the earlier processes' (a resume refuses others), or not recorded
+    // where theirs were not.
+    let recorded_libraries = result.harness.gpu_libraries.is_some();
     result.harness = crate::harness::describe(runtime, graphs.record());
+    if !recorded_libraries {
+        result.harness.gpu_libraries = None;
+    }
     result.harness.test_hooks = crate::harness::every_setting(earlier_hooks, result.harness.test_hooks.take());
     result.harness.environment = crate::harness::every_variable(earlier_environment, result.harness.environment.take());
     result
