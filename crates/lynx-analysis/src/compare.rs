@@ -21,6 +21,8 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     let allowance =
         |r: &RunResult| r.host.cpu_allowance.as_ref().map_or_else(|| "not recorded".to_owned(), |a| a.words());
     differ("host CPUs allowed", allowance(a), allowance(b));
+    let link = |r: &RunResult| r.device.host_link_compared().unwrap_or_else(|| "none (a CPU)".to_owned());
+    differ("GPU's host link", link(a), link(b));
     let (x, y) = (&a.host, &b.host);
     differ("host cpufreq governor", recorded_words(&x.cpufreq_governor), recorded_words(&y.cpufreq_governor));
     differ(
@@ -498,6 +500,32 @@ mod tests {
         assert_eq!(libraries(&a, &b).unwrap(), "GPU libraries: cuDNN 9.19.0 vs cuDNN 9.10.2");
         b.harness.gpu_libraries = Some(Vec::new());
         assert_eq!(libraries(&a, &b).unwrap(), "GPU libraries: cuDNN 9.19.0 vs none loaded");
+        // And where each GPU sat on its host's PCI tree, by its link and how many of the CPUs
+        // lynx could run on were off its NUMA node (not by bus ids or CPU numbers).
+        let link = |bus: &str, cpus: &str, elsewhere: u64, width: u32| {
+            Some(Reported::Known(lynx_schema::result::HostLink {
+                pci_device: bus.to_owned(),
+                numa_node: Some(0),
+                local_cpus: Some(cpus.to_owned()),
+                allowed_cpus_elsewhere: Some(elsewhere),
+                link_width: Some(width),
+                max_link_width: Some(16),
+                max_link_speed: Some("32.0 GT/s PCIe".to_owned()),
+            }))
+        };
+        let (mut a, mut b) = (published.clone(), published.clone());
+        a.device.device = lynx_schema::device::DeviceName::Cuda(0);
+        b.device.device = lynx_schema::device::DeviceName::Cuda(0);
+        a.device.host_link = link("0000:19:00.0", "0-55", 0, 16);
+        b.device.host_link = link("0000:9a:00.0", "0-63", 0, 16);
+        let placed = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("GPU's"));
+        assert_eq!(placed(&a, &b), None);
+        b.device.host_link = link("0000:9a:00.0", "0-63", 64, 8);
+        assert_eq!(
+            placed(&a, &b).unwrap(),
+            "GPU's host link: link x16 of x16, 32.0 GT/s PCIe; CPUs off its NUMA node 0 vs link x8 of x16, 32.0 GT/s \
+             PCIe; CPUs off its NUMA node 64"
+        );
         // And the governor and huge page mode, where either says another.
         let mut tuned = published.clone();
         tuned.host.cpufreq_governor = Some(Reported::Known("performance".to_owned()));

@@ -52,6 +52,10 @@ pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
             let _ = writeln!(out, "note: {} not loaded: {unavailable}", backend.library);
         }
     }
+    // Where each GPU sits on the host's PCI tree, and what of it slows a GPU's host work.
+    for device in devices {
+        out.push_str(&host_link_lines(&device.record));
+    }
     // The libraries a GPU backend brought, which a run records (`harness.gpu_libraries`).
     if let Some(libraries) = runtime.gpu_libraries().filter(|l| !l.is_empty()) {
         let _ = writeln!(out, "GPU libraries: {}", terminal_text(&gpu_libraries_words(Some(&libraries)), 300));
@@ -70,6 +74,21 @@ pub fn devices_table(devices: &[Device], runtime: &Runtime) -> String {
         }
         Err(reason) => {
             let _ = writeln!(out, "CUDA graphs: unavailable ({reason})");
+        }
+    }
+    out
+}
+
+/// A GPU's host link in a line (`cuda:0: PCI 0000:19:00.0 on NUMA node 0 …`), and a warning line
+/// for each thing about it that slows the GPU's host work; nothing for a CPU.
+pub fn host_link_lines(device: &lynx_schema::result::DeviceRecord) -> String {
+    let mut out = String::new();
+    if let Some(words) = device.host_link_words() {
+        let _ = writeln!(out, "{}: {}", device.device, terminal_text(&words, 400));
+    }
+    if let Some(Reported::Known(link)) = &device.host_link {
+        for warning in link.warnings() {
+            let _ = writeln!(out, "warning: {}: {}", device.device, terminal_text(&warning, 400));
         }
     }
     out
@@ -286,6 +305,33 @@ mod tests {
             "the published result was made with test hooks set (LYNX_TEST_SLOW_SERVING=25): its figures are a \
              test's, not its device's, so this reproduction compares no device with it"
         );
+    }
+
+    /// A GPU's host link is a line and a warning where lynx may run off the GPU's NUMA node; a
+    /// CPU has none, and a GPU result from before the record says so.
+    #[test]
+    fn a_gpus_host_link_is_said_with_what_slows_its_host_work() {
+        use lynx_schema::result::HostLink;
+        let mut gpu = published().device;
+        assert_eq!(host_link_lines(&gpu), "", "a CPU has no host link");
+        gpu.device = DeviceName::Cuda(0);
+        assert_eq!(host_link_lines(&gpu), "cuda:0: not recorded (a result from before lynx recorded it)\n");
+        gpu.host_link = Some(Reported::Known(HostLink {
+            pci_device: "0000:9a:00.0".to_owned(),
+            numa_node: Some(1),
+            local_cpus: Some("56-111".to_owned()),
+            allowed_cpus_elsewhere: Some(56),
+            link_width: Some(16),
+            max_link_width: Some(16),
+            max_link_speed: Some("32.0 GT/s PCIe".to_owned()),
+        }));
+        let lines = host_link_lines(&gpu);
+        let lines: Vec<&str> = lines.lines().collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("cuda:0: PCI 0000:9a:00.0 on NUMA node 1 (CPUs 56-111; 56 CPUs"), "{lines:?}");
+        assert!(lines[1].starts_with("warning: cuda:0: lynx may run on 56 CPUs outside the GPU's NUMA node 1"));
+        gpu.host_link = Some(Reported::unavailable("no /sys/bus/pci/devices/0000:9a:00.0"));
+        assert_eq!(host_link_lines(&gpu), "cuda:0: unknown: no /sys/bus/pci/devices/0000:9a:00.0\n");
     }
 
     /// A node allowed other CPU time than the publisher's, or with other variables steering its

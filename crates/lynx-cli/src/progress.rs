@@ -101,6 +101,10 @@ impl Observer for Progress {
         if result.host.cpu_allowance.is_some() {
             self.say(format!("host: {}", result.host.cpu_allowance_words()));
         }
+        // Where a GPU sits against those CPUs: a GPU's eager steps are as fast as its host's issue.
+        for line in crate::output::host_link_lines(&result.device).lines() {
+            self.say(line.to_owned());
+        }
         // Recorded in the result either way; said now where it changes what a GPU's steps measure.
         let blocking =
             result.harness.environment.iter().flatten().find_map(|v| v.strip_prefix("CUDA_LAUNCH_BLOCKING="));

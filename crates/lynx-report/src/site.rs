@@ -495,7 +495,7 @@ fn reproductions(related: &Related) -> Markup {
 /// The table of what ran where, signed by whom.
 fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
     let config = &result.config;
-    let rows: [(&str, Markup); 19] = [
+    let rows: [(&str, Markup); 20] = [
         ("envelope", html! { (Html(&entry.file.display().to_string())) }),
         (
             "signed by key",
@@ -518,6 +518,7 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
         ("host", reported(&result.host.cpu_model)),
         ("host CPUs allowed", html! { (Html(&result.host.cpu_allowance_words())) }),
         ("host settings", html! { (Html(&result.host.settings_words())) }),
+        ("GPU's host link", html! { (Html(&result.device.host_link_words().unwrap_or_else(|| "-".to_owned()))) }),
         ("suite", html! { (Html(&config.suite.name)) }),
         ("model", html! { (Html(&config.model.name)) " at " (config.suite.precision) }),
         (

@@ -4,7 +4,7 @@ use crate::libtorch::load_gpu_backends;
 use crate::RunError;
 use lynx_analysis::estimate::{datasheet, Datasheet};
 use lynx_schema::device::{slug, DeviceName};
-use lynx_schema::result::{DeviceRecord, HostRecord};
+use lynx_schema::result::{BoardRecord, DeviceRecord, HostLink, HostRecord};
 use lynx_schema::value::Reported;
 
 /// The variable that states a device's free memory instead of reading it.
@@ -189,6 +189,7 @@ fn cpu(host: &HostRecord) -> Device {
             uuid: Reported::unavailable("CPUs have no board UUID"),
             compute_capability: Reported::unavailable("not a CUDA device"),
             board: Reported::unavailable("a CPU has no GPU board"),
+            host_link: None,
         },
         torch: torch_device(DeviceName::Cpu),
         cache_bytes: lynx_probes::cpu::largest_cache_bytes(),
@@ -222,6 +223,7 @@ pub fn planned(sheet: &'static Datasheet, name: Option<DeviceName>) -> Result<De
             uuid: Reported::unavailable(why.clone()),
             compute_capability: Reported::unavailable(why.clone()),
             board: Reported::unavailable(why),
+            host_link: None,
         },
         torch: torch_device(device),
         cache_bytes: None,
@@ -241,6 +243,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                 uuid: Reported::unavailable("AMD GPUs are identified by their serial and PCI bus (see board)"),
                 compute_capability: Reported::unavailable("not a CUDA device"),
                 board: lynx_rocm::board(index),
+                host_link: None,
             }
         }
         _ => match lynx_probes::cuda_device(index) {
@@ -253,6 +256,7 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                     board: lynx_nvml::board(&cuda.uuid),
                     uuid: Reported::Known(cuda.uuid),
                     compute_capability: Reported::Known(cuda.compute_capability),
+                    host_link: None,
                 }
             }
             Err(error) => DeviceRecord {
@@ -262,10 +266,26 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
                 uuid: Reported::unavailable(error.to_string()),
                 compute_capability: Reported::unavailable(error.to_string()),
                 board: Reported::unavailable(error.to_string()),
+                host_link: None,
             },
         },
     };
+    let record = DeviceRecord { host_link: Some(host_link(&record.board)), ..record };
     Device { torch: torch_device(record.device), record, cache_bytes, planned: None }
+}
+
+/// Where the GPU whose board is `board` sits on the host's PCI tree, by the board's bus id, or why
+/// that is not known.
+fn host_link(board: &Reported<BoardRecord>) -> Reported<HostLink> {
+    match board {
+        Reported::Known(board) => match &board.pci_bus_id {
+            Reported::Known(bus) => lynx_telemetry::pci::host_link(bus),
+            Reported::Unavailable { unavailable } => {
+                Reported::unavailable(format!("the board's PCI bus id is unknown: {unavailable}"))
+            }
+        },
+        Reported::Unavailable { unavailable } => Reported::unavailable(format!("the board is unknown: {unavailable}")),
+    }
 }
 
 /// Processes other than this worker holding a context on `device` now: the driver's count (NVML,

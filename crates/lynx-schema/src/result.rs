@@ -393,9 +393,127 @@ pub struct DeviceRecord {
     pub compute_capability: Reported<String>,
     /// The board's management facts (NVML for NVIDIA GPUs).
     pub board: Reported<BoardRecord>,
+    /// Where a GPU sits on the host's PCI tree: its NUMA node, the CPUs local to it against those
+    /// lynx could run on, and its link's width (from sysfs, by the board's PCI bus id), or why it
+    /// could not be read. Absent for a CPU, and in results made before lynx recorded it
+    /// (2026-12-06).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_link: Option<Reported<HostLink>>,
+}
+
+/// Where a GPU sits on the host's PCI tree, as the kernel's sysfs says (`/sys/bus/pci/devices/`).
+/// The CPU issuing a GPU's kernels is its host: one on another NUMA node than the GPU's reaches
+/// it across the sockets' link, which every launch and copy pays, and a link trained narrower
+/// than it can run carries less.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostLink {
+    /// The PCI device, as sysfs names it (`0000:19:00.0`).
+    pub pci_device: String,
+    /// Its NUMA node; absent where the kernel gives it none (−1: a host of one node, or a
+    /// virtual machine that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// The CPUs local to it (`local_cpulist`), as Linux lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_cpus: Option<String>,
+    /// How many of the CPUs lynx's process could run on are not local to it (absent where either
+    /// list could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_cpus_elsewhere: Option<u64>,
+    /// Its link's width as trained (`current_link_width`: 16 for x16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_width: Option<u32>,
+    /// The widest its link can train (`max_link_width`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_link_width: Option<u32>,
+    /// The fastest its link can run (`max_link_speed`: "32.0 GT/s PCIe"). Not the speed as
+    /// trained, which GPUs lower while idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_link_speed: Option<String>,
+}
+
+impl HostLink {
+    /// In words: "PCI 0000:19:00.0 on NUMA node 1 (CPUs 56-111; 8 CPUs lynx could run on are
+    /// elsewhere); link x16 of x16, 32.0 GT/s PCIe at most".
+    pub fn words(&self) -> String {
+        let node = match (self.numa_node, &self.local_cpus) {
+            (Some(node), Some(cpus)) => format!("on NUMA node {node} (CPUs {cpus}"),
+            (Some(node), None) => format!("on NUMA node {node} (its CPUs unread"),
+            (None, _) => "on no NUMA node the kernel names (".to_owned(),
+        };
+        let elsewhere = match self.allowed_cpus_elsewhere {
+            Some(0) => "every CPU lynx could run on is local)".to_owned(),
+            Some(n) => format!("{n} CPUs lynx could run on are elsewhere)"),
+            None => "where lynx could run unknown)".to_owned(),
+        };
+        let node = if node.ends_with('(') { format!("{node}{elsewhere}") } else { format!("{node}; {elsewhere}") };
+        let width = |w: Option<u32>| w.map_or("x?".to_owned(), |w| format!("x{w}"));
+        let link = format!(
+            "link {} of {}{}",
+            width(self.link_width),
+            width(self.max_link_width),
+            self.max_link_speed.as_ref().map_or(String::new(), |speed| format!(", {speed} at most"))
+        );
+        format!("PCI {} {node}; {link}", self.pci_device)
+    }
+
+    /// What about it makes a GPU's host work or link slower than the host could have it, in
+    /// words: lynx allowed onto CPUs of another NUMA node, a link trained narrower than it can.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let (Some(n), Some(node)) = (self.allowed_cpus_elsewhere.filter(|&n| n > 0), self.numa_node) {
+            out.push(format!(
+                "lynx may run on {n} CPUs outside the GPU's NUMA node {node} ({}): the host work of each step may \
+                 cross between sockets; bind it with `numactl --cpunodebind={node} --membind={node}`",
+                self.local_cpus.as_deref().unwrap_or("its CPUs unread")
+            ));
+        }
+        if let (Some(width), Some(max)) = (self.link_width, self.max_link_width) {
+            if width < max {
+                out.push(format!("the GPU's PCIe link trained at x{width} of the x{max} it can"));
+            }
+        }
+        out
+    }
 }
 
 impl DeviceRecord {
+    /// Where a GPU sits on the host's PCI tree, in words ([`HostLink::words`]), why that is
+    /// unknown, or that the result does not record it; `None` for a CPU.
+    pub fn host_link_words(&self) -> Option<String> {
+        if self.device == crate::device::DeviceName::Cpu {
+            return None;
+        }
+        Some(match &self.host_link {
+            Some(Reported::Known(link)) => link.words(),
+            Some(Reported::Unavailable { unavailable }) => format!("unknown: {unavailable}"),
+            None => "not recorded (a result from before lynx recorded it)".to_owned(),
+        })
+    }
+
+    /// What two GPUs' host links are compared by: the link's width and speed, and how many of
+    /// the CPUs lynx could run on were off the GPU's NUMA node (not the bus ids or CPU numbers,
+    /// which differ between nodes alike); `None` for a CPU.
+    pub fn host_link_compared(&self) -> Option<String> {
+        if self.device == crate::device::DeviceName::Cpu {
+            return None;
+        }
+        Some(match &self.host_link {
+            Some(Reported::Known(link)) => {
+                let width = |w: Option<u32>| w.map_or("x?".to_owned(), |w| format!("x{w}"));
+                let elsewhere = link.allowed_cpus_elsewhere.map_or("unknown".to_owned(), |n| n.to_string());
+                format!(
+                    "link {} of {}, {}; CPUs off its NUMA node {elsewhere}",
+                    width(link.link_width),
+                    width(link.max_link_width),
+                    link.max_link_speed.as_deref().unwrap_or("speed unread")
+                )
+            }
+            Some(Reported::Unavailable { .. }) => "unknown".to_owned(),
+            None => "not recorded".to_owned(),
+        })
+    }
+
     /// The device's name, or its kind (`cuda:0`) where the name is unavailable.
     pub fn name_or_kind(&self) -> String {
         self.name.known().cloned().unwrap_or_else(|| self.device.to_string())

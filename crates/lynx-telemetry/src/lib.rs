@@ -8,6 +8,7 @@
 
 pub mod cgroup;
 mod host;
+pub mod pci;
 mod sampler;
 
 pub use host::{

@@ -50,6 +50,7 @@ mod tests {
             uuid: Reported::unavailable("test"),
             compute_capability: Reported::Known("9.0".to_owned()),
             board: Reported::unavailable("test"),
+            host_link: None,
         }
     }
 

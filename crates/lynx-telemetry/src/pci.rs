@@ -1,0 +1,171 @@
+//! Where a PCI device (a GPU) sits relative to the host's CPUs, from sysfs: its NUMA node, the
+//! CPUs local to it, and its link's width (`/sys/bus/pci/devices/DOMAIN:BUS:DEVICE.FUNCTION/`).
+
+use crate::cgroup::cpus_in;
+use lynx_schema::result::HostLink;
+use lynx_schema::value::Reported;
+use std::path::Path;
+
+/// Where sysfs lists the host's PCI devices.
+const PCI_DEVICES: &str = "/sys/bus/pci/devices";
+
+/// [`host_link_in`] for this host and this process's CPUs.
+pub fn host_link(bus_id: &str) -> Reported<HostLink> {
+    let allowed = crate::cgroup::allowed_cpus().map(|(list, _)| list);
+    host_link_in(Path::new(PCI_DEVICES), bus_id, allowed.as_deref())
+}
+
+/// The device `bus_id` names (as NVML gives it, `00000000:19:00.0`, or ROCm SMI,
+/// `0000:19:00.0`) under the sysfs folder `devices`, against the CPUs `allowed` (a Linux CPU
+/// list, where known); why not where its folder is not there.
+pub fn host_link_in(devices: &Path, bus_id: &str, allowed: Option<&str>) -> Reported<HostLink> {
+    let Some(name) = sysfs_name(bus_id) else {
+        return Reported::unavailable(format!("{bus_id:?} is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION)"));
+    };
+    let folder = devices.join(&name);
+    if !folder.is_dir() {
+        return Reported::unavailable(format!("no {} (no sysfs, or not this host's device)", folder.display()));
+    }
+    let read = |file: &str| std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned());
+    let number = |file: &str| read(file).and_then(|text| text.parse::<u32>().ok());
+    let local_cpus = read("local_cpulist").filter(|list| cpus_in(list).is_some());
+    let allowed_cpus_elsewhere = match (allowed.and_then(cpus_in), local_cpus.as_deref().and_then(cpus_in)) {
+        (Some(allowed), Some(local)) => Some(allowed.iter().filter(|cpu| !local.contains(cpu)).count() as u64),
+        _ => None,
+    };
+    Reported::Known(HostLink {
+        pci_device: name,
+        // −1 where the kernel knows no node for it; a non-number is as good as none.
+        numa_node: read("numa_node").and_then(|text| text.parse::<u32>().ok()),
+        local_cpus,
+        allowed_cpus_elsewhere,
+        link_width: number("current_link_width"),
+        max_link_width: number("max_link_width"),
+        max_link_speed: read("max_link_speed").filter(|speed| !speed.is_empty() && speed.len() <= 40),
+    })
+}
+
+/// sysfs's name of the device `bus_id` names: its domain in four hex digits (or as many as it
+/// needs), bus, device and function in lower case; `None` where it is not a bus id.
+fn sysfs_name(bus_id: &str) -> Option<String> {
+    let mut parts = bus_id.trim().split(':');
+    let (domain, bus, slot) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let (device, function) = slot.split_once('.')?;
+    let hex = |text: &str, most: usize| {
+        (!text.is_empty() && text.len() <= most && text.chars().all(|c| c.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(text, 16).ok())
+            .flatten()
+    };
+    let (domain, bus, device, function) = (hex(domain, 8)?, hex(bus, 2)?, hex(device, 2)?, hex(function, 1)?);
+    Some(format!("{domain:04x}:{bus:02x}:{device:02x}.{function:x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sysfs PCI device folder holding `files`.
+    fn device(root: &Path, name: &str, files: &[(&str, &str)]) {
+        let folder = root.join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        for (file, text) in files {
+            std::fs::write(folder.join(file), format!("{text}\n")).unwrap();
+        }
+    }
+
+    /// NVML's bus id, with its eight-digit domain, names sysfs's four-digit folder; ROCm SMI's
+    /// is sysfs's already; anything else is no bus id.
+    #[test]
+    fn bus_ids_are_named_as_sysfs_names_them() {
+        assert_eq!(sysfs_name("00000000:19:00.0").as_deref(), Some("0000:19:00.0"));
+        assert_eq!(sysfs_name("0000:9A:00.0").as_deref(), Some("0000:9a:00.0"));
+        assert_eq!(sysfs_name("00010000:01:00.1").as_deref(), Some("10000:01:00.1"));
+        for bad in ["", "19:00.0", "0000:19:00", "0000:19:00.0:1", "zz:19:00.0", "0000:190:00.0", "../../etc:00:00.0"] {
+            assert_eq!(sysfs_name(bad), None, "{bad}");
+        }
+    }
+
+    /// A GPU on NUMA node 1 with lynx allowed onto both nodes' CPUs: the count of CPUs elsewhere,
+    /// the link, and the warning that says how to bind; on its own node's CPUs, none.
+    #[test]
+    fn a_gpu_on_another_node_than_some_allowed_cpus_is_told() {
+        let root = tempfile::tempdir().unwrap();
+        device(
+            root.path(),
+            "0000:9a:00.0",
+            &[
+                ("numa_node", "1"),
+                ("local_cpulist", "56-111,168-223"),
+                ("current_link_width", "16"),
+                ("max_link_width", "16"),
+                ("max_link_speed", "32.0 GT/s PCIe"),
+            ],
+        );
+        let link = host_link_in(root.path(), "00000000:9A:00.0", Some("0-223")).known().cloned().unwrap();
+        assert_eq!(link.pci_device, "0000:9a:00.0");
+        assert_eq!(link.numa_node, Some(1));
+        assert_eq!(link.allowed_cpus_elsewhere, Some(112));
+        assert_eq!(
+            link.words(),
+            "PCI 0000:9a:00.0 on NUMA node 1 (CPUs 56-111,168-223; 112 CPUs lynx could run on are elsewhere); \
+             link x16 of x16, 32.0 GT/s PCIe at most"
+        );
+        let warnings = link.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("lynx may run on 112 CPUs outside the GPU's NUMA node 1 (56-111,168-223)"));
+        assert!(warnings[0].ends_with("`numactl --cpunodebind=1 --membind=1`"), "{}", warnings[0]);
+        let bound = host_link_in(root.path(), "0000:9a:00.0", Some("56-60")).known().cloned().unwrap();
+        assert_eq!(bound.allowed_cpus_elsewhere, Some(0));
+        assert!(bound.words().contains("(CPUs 56-111,168-223; every CPU lynx could run on is local)"));
+        assert_eq!(bound.warnings(), Vec::<String>::new());
+    }
+
+    /// A virtual machine's GPU: no NUMA node, no local CPU list, a link trained at x8 of x16.
+    #[test]
+    fn a_gpu_with_no_node_and_a_narrow_link_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        device(
+            root.path(),
+            "0000:00:05.0",
+            &[("numa_node", "-1"), ("current_link_width", "8"), ("max_link_width", "16"), ("max_link_speed", "")],
+        );
+        let link = host_link_in(root.path(), "00000000:00:05.0", Some("0-15")).known().cloned().unwrap();
+        assert_eq!((link.numa_node, link.local_cpus.as_deref(), link.allowed_cpus_elsewhere), (None, None, None));
+        assert_eq!(
+            link.words(),
+            "PCI 0000:00:05.0 on no NUMA node the kernel names (where lynx could run unknown); link x8 of x16"
+        );
+        assert_eq!(link.warnings(), ["the GPU's PCIe link trained at x8 of the x16 it can"]);
+    }
+
+    /// This host's own PCI devices read as a GPU's would be (no link files on a virtual bus, a
+    /// NUMA node of −1 in most virtual machines); a host without sysfs says why.
+    #[test]
+    fn this_hosts_pci_devices_read_as_a_gpus_would() {
+        let listed: Vec<String> = std::fs::read_dir(PCI_DEVICES)
+            .map(|dir| dir.filter_map(|entry| Some(entry.ok()?.file_name().to_string_lossy().into_owned())).collect())
+            .unwrap_or_default();
+        if listed.is_empty() {
+            let said = host_link("0000:00:00.0");
+            assert!(matches!(&said, Reported::Unavailable { unavailable } if unavailable.contains("no ")), "{said:?}");
+        }
+        for name in listed {
+            let Reported::Known(link) = host_link(&name) else { panic!("{name} did not read") };
+            assert_eq!(link.pci_device, name);
+            assert!(link.words().starts_with(&format!("PCI {name} on ")), "{}", link.words());
+        }
+    }
+
+    /// No folder for the device, or no bus id: why, never a panic.
+    #[test]
+    fn a_device_sysfs_does_not_list_is_a_reason() {
+        let root = tempfile::tempdir().unwrap();
+        let missing = host_link_in(root.path(), "0000:19:00.0", None);
+        assert!(matches!(&missing, Reported::Unavailable { unavailable } if unavailable.contains("0000:19:00.0")));
+        let bad = host_link_in(root.path(), "not a bus", None);
+        assert!(matches!(&bad, Reported::Unavailable { unavailable } if unavailable.contains("not a PCI bus id")));
+    }
+}
