@@ -90,8 +90,8 @@ fn steers(name: &str) -> bool {
 /// How this process would measure differently from the ones that left `earlier` (a run's result
 /// so far): another libtorch at run time, another number of its threads, graphs captured where
 /// they were not (or not where they were), other CPUs or CPU quota, other GPU math libraries
-/// (cuBLAS, cuDNN, …), or other variables steering libtorch and its libraries. A resume must not add cells measured so to that result's (each
-/// difference in words; none: it may).
+/// (cuBLAS, cuDNN, …), or other variables steering libtorch and its libraries. A resume must not
+/// add cells measured so to that result's (each difference in words; none: it may).
 pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String> {
     let mut out = Vec::new();
     let threads = tch::get_num_threads();

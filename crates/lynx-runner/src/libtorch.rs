@@ -220,7 +220,7 @@ fn library_record(library: MathLibrary, path: &Path) -> GpuLibrary {
 /// [`MATH_LIBRARIES`]' order (and by path within a kind: two copies of one are both listed).
 fn mapped_math_libraries(maps: &str) -> Vec<(MathLibrary, PathBuf)> {
     let mut found: Vec<(usize, MathLibrary, PathBuf)> = Vec::new();
-    for path in maps.lines().filter_map(|line| line.split_whitespace().nth(5)).map(Path::new) {
+    for path in maps.lines().filter_map(mapped_path).map(Path::new) {
         let Some(name) = path.file_name().and_then(|name| name.to_str()) else { continue };
         let kind = MATH_LIBRARIES.iter().enumerate().find(|(_, (stem, _))| {
             name.strip_prefix(stem).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
@@ -376,7 +376,7 @@ fn loaded_libtorch_dir() -> Reported<PathBuf> {
         Err(error) => return Reported::unavailable(format!("cannot read /proc/self/maps: {error}")),
     };
     maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
+        .filter_map(mapped_path)
         .map(Path::new)
         .find(|path| path.file_name().is_some_and(|name| name == "libtorch_cpu.so"))
         .and_then(Path::parent)
@@ -384,6 +384,17 @@ fn loaded_libtorch_dir() -> Reported<PathBuf> {
             || Reported::unavailable("libtorch_cpu.so is not mapped into this process"),
             |dir| Reported::Known(dir.to_path_buf()),
         )
+}
+
+/// The file a line of /proc/self/maps maps (everything after its fifth field, spaces in the
+/// path kept), or `None` for an anonymous mapping.
+fn mapped_path(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        rest = &rest[rest.find(char::is_whitespace)?..];
+    }
+    Some(rest.trim()).filter(|path| !path.is_empty())
 }
 
 /// dlopen `path` for good, with its symbols global so libtorch's registries see them.
@@ -474,7 +485,7 @@ mod tests {
 7f06-7f07 r-xp 00000000 08:01 6 /w/torch/lib/libtorch_cuda.so
 7f07-7f08 rw-p 00000000 00:00 0
 7f08-7f09 r-xp 00000000 08:01 7 /opt/rocm/lib/libMIOpen.so.1.0.60200
-7f09-7f0a r-xp 00000000 08:01 8 /opt/rocm/lib/libamdhip64.so
+7f09-7f0a r-xp 00000000 08:01 8                          /opt/my rocm/lib/libamdhip64.so
 7f0a-7f0b r-xp 00000000 08:01 9 /opt/rocm/lib/librocblas.so.4.2
 ";
         let found: Vec<(MathLibrary, String)> =
@@ -486,7 +497,7 @@ mod tests {
                 (MathLibrary::Cublas, "/w/nvidia/cu13/lib/libcublas.so.13".to_owned()),
                 (MathLibrary::CublasLt, "/w/nvidia/cu13/lib/libcublasLt.so.13".to_owned()),
                 (MathLibrary::Cudnn, "/w/nvidia/cudnn/lib/libcudnn.so.9".to_owned()),
-                (MathLibrary::HipRuntime, "/opt/rocm/lib/libamdhip64.so".to_owned()),
+                (MathLibrary::HipRuntime, "/opt/my rocm/lib/libamdhip64.so".to_owned()),
                 (MathLibrary::Rocblas, "/opt/rocm/lib/librocblas.so.4.2".to_owned()),
                 (MathLibrary::Miopen, "/opt/rocm/lib/libMIOpen.so.1.0.60200".to_owned()),
             ]
