@@ -896,6 +896,29 @@ def slow_readings(name, result):
     return (f"{slow} of its {total} readings{usual}; their calls, slowest first: "
             + "; ".join(f"{call} {took(times)}" for call, times in slowest[:4]))
 
+# A result's `harness.gpu_libraries` in words ("" where it has none: a build before the record).
+def gpu_libraries_words(libraries):
+    if not isinstance(libraries, list):
+        return ""
+    def version(library):
+        v = library.get("version")
+        return v if isinstance(v, str) else f"(version unknown: {(v or {}).get('unavailable', '?')})"
+    return "libraries " + (", ".join(f"{l.get('name')} {version(l)}" for l in libraries) or "none loaded")
+
+# A GPU result's `device.host_link` in words ("" where it has none: a CPU, or an older build).
+def host_link_words(link):
+    if not isinstance(link, dict):
+        return ""
+    if "unavailable" in link:
+        return f"host link unknown ({link['unavailable']})"
+    node = link.get("numa_node")
+    where = f"NUMA node {node} (CPUs {link.get('local_cpus', '?')})" if node is not None else "no NUMA node named"
+    elsewhere = link.get("allowed_cpus_elsewhere")
+    off = f", {elsewhere} CPUs lynx could run on off it" if elsewhere is not None else ""
+    width = lambda w: f"x{w}" if w is not None else "x?"
+    return (f"PCI {link.get('pci_device')} on {where}{off}; link {width(link.get('link_width'))} of "
+            f"{width(link.get('max_link_width'))}" + (f", {link['max_link_speed']} at most" if link.get("max_link_speed") else ""))
+
 for name, result in sorted(results.items()):
     for check in result["checks"]:
         if check["name"] == "parity":
@@ -947,6 +970,13 @@ for name, result in sorted(results.items()):
             words += (f"; throttled in {len(throttled)} of {len(counted)} cells"
                       + (f", {1e3 * sum(c['cpu_throttled_s'] for c in throttled):.0f} ms in all" if throttled else ""))
         claim(f"{name}: host CPUs allowed, and cells a CPU quota throttled", "INFO", words)
+    # The GPU math libraries the run's process loaded (the kernels' libraries, whichever the
+    # node's wheels gave libtorch), and where its GPU sits on the host's PCI tree: whether the
+    # CPUs issuing its steps are on its NUMA node (lynx builds from 2026-12-06 on record both).
+    loaded = gpu_libraries_words((result.get("harness") or {}).get("gpu_libraries"))
+    link = host_link_words((result.get("device") or {}).get("host_link"))
+    if loaded or link:
+        claim(f"{name}: GPU libraries, and where the GPU sits", "INFO", "; ".join(w for w in (loaded, link) if w))
     try:
         readings = slow_readings(name, result)
     except Exception as e:  # a diagnostic: it never costs the window its table

@@ -195,6 +195,13 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     let allowed = "gpu-check-quick: host CPUs allowed, and cells a CPU quota throttled";
     assert_eq!(verdict(allowed), "INFO", "{table}");
     assert!(claim_line(&table, allowed).contains(" CPUs ("), "{table}");
+    // And the GPU math libraries the run's process loaded (the wheel's CUDA 13 ones, its CPU
+    // device aside), with no host link for a CPU.
+    let libraries = "gpu-check-quick: GPU libraries, and where the GPU sits";
+    assert_eq!(verdict(libraries), "INFO", "{table}");
+    let line = claim_line(&table, libraries);
+    assert!(line.contains("libraries CUDA runtime 13.0, cuBLAS 13.") && line.contains(", cuDNN 9."), "{line}");
+    assert!(!line.contains("PCI "), "{line}");
     // The whole check's time, shown on a CPU (the 8-minute goal is judged on a GPU).
     assert_eq!(verdict("the check's phases within 8 minutes"), "INFO", "{table}");
     assert!(table.contains("-second deadline: environment ") && table.contains(" s; the goal is a GPU's"), "{table}");
@@ -493,6 +500,22 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
             result["config"]["suite"]["name"] = json!(suite);
             result["device"]["uuid"] = json!("GPU-00112233-4455-6677-8899-aabbccddeeff");
             result["device"]["board"] = json!({"name": "NVIDIA H200"});
+            // The bf16 run's host link and GPU libraries (a build that records them); the MoE
+            // run's link unknown; the others' from a build before either.
+            if suite == "gpu-check-llama-bf16" {
+                result["device"]["host_link"] = json!({"pci_device": "0000:9a:00.0", "numa_node": 1,
+                    "local_cpus": "56-111", "allowed_cpus_elsewhere": 56, "link_width": 16, "max_link_width": 16,
+                    "max_link_speed": "32.0 GT/s PCIe"});
+                result["harness"]["gpu_libraries"] = json!([
+                    {"name": "cuBLAS", "file": "/w/libcublas.so.13", "version": "13.1.0"},
+                    {"name": "cuDNN", "file": "/w/libcudnn.so.9", "version": {"unavailable": "no cudnnGetProperty"}}]);
+            }
+            if suite == "gpu-check-moe" {
+                result["device"]["host_link"] = json!({"unavailable": "no /sys/bus/pci/devices/0000:9a:00.0"});
+            }
+            if suite != "gpu-check-llama-bf16" {
+                result["harness"].as_object_mut().unwrap().remove("gpu_libraries");
+            }
             result["telemetry"]["device_source"] = json!("nvml");
             result["telemetry"]["sources"]
                 .as_array_mut()
@@ -667,6 +690,18 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         ),
         "{readings}"
     );
+    // The GPU libraries and where the GPU sits, where a run recorded them.
+    let sits = |name: &str| claim_line(&table, &format!("{name}: GPU libraries, and where the GPU sits"));
+    assert_eq!(verdict(&table, "gpu-check-llama-bf16: GPU libraries, and where the GPU sits"), "INFO");
+    assert!(
+        sits("gpu-check-llama-bf16").ends_with(
+            "libraries cuBLAS 13.1.0, cuDNN (version unknown: no cudnnGetProperty); PCI 0000:9a:00.0 on NUMA node 1 \
+             (CPUs 56-111), 56 CPUs lynx could run on off it; link x16 of x16, 32.0 GT/s PCIe at most"
+        ),
+        "{table}"
+    );
+    assert!(sits("gpu-check-moe").ends_with("host link unknown (no /sys/bus/pci/devices/0000:9a:00.0)"), "{table}");
+    assert!(!table.contains("gpu-check-llama-fp8: GPU libraries"), "{table}");
     let moe = claim_line(&table, "gpu-check-moe: GPU library readings over 1 ms, and their calls");
     let quick = "none of its 3 readings (a reading took 0.300 ms at the median, 0.400 ms at p99, 0.400 ms at most)";
     assert!(moe.contains(quick), "{moe}");
