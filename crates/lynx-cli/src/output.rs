@@ -141,7 +141,7 @@ pub fn reproduction_warnings(
             ));
         }
     }
-    let words = |set: &[String]| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
+    let words = lynx_runner::variables_words;
     let ours = lynx_runner::steering_environment();
     match &original.harness.environment {
         Some(theirs) if *theirs != ours => warnings.push(format!(

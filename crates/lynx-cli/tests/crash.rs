@@ -179,7 +179,6 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
     let stderr = String::from_utf8_lossy(&other.stderr);
     assert_eq!(other.status.code(), Some(2), "{stderr}");
     // And with the variable that set them, which steers OpenMP (the test's own variables kept).
-    let variables = |set: Vec<String>| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
     let was: Vec<String> = serde_json::from_value(result["harness"]["environment"].clone()).unwrap();
     // (The run records the GPU libraries it loaded too: an empty list where no GPU backend loads.)
     assert!(result["harness"]["gpu_libraries"].is_array(), "{}", result["harness"]);
@@ -191,8 +190,8 @@ fn sigint_signs_a_partial_result_that_verifies_and_resume_completes_it() {
          its cells were measured with steering variables {} set, this process has {}; resume it as it was started, \
          or start a new run",
         threads - 1,
-        variables(was),
-        variables(now)
+        lynx_runner::variables_words(&was),
+        lynx_runner::variables_words(&now)
     );
     assert!(stderr.lines().count() == 1 && stderr.trim_end().ends_with(&said), "{stderr}");
     assert!(journal_of(&dir) == journal, "the refused resume wrote to the journal");

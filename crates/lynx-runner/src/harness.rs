@@ -34,6 +34,15 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
     }
 }
 
+/// Steering variables in words: each `NAME=value`, or "none".
+pub fn variables_words(set: &[String]) -> String {
+    if set.is_empty() {
+        "none".to_owned()
+    } else {
+        set.join(", ")
+    }
+}
+
 /// The variables set in this process's environment that steer libtorch, CUDA, ROCm, their
 /// libraries or OpenMP, as `NAME=value`, sorted (`Harness::environment`; empty where none is).
 pub fn steering_environment() -> Vec<String> {
@@ -126,11 +135,10 @@ pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String>
     if let Some(was) = &earlier.harness.environment {
         let now = steering_environment();
         if *was != now {
-            let words = |set: &[String]| if set.is_empty() { "none".to_owned() } else { set.join(", ") };
             out.push(format!(
                 "its cells were measured with steering variables {} set, this process has {}",
-                words(was),
-                words(&now)
+                variables_words(was),
+                variables_words(&now)
             ));
         }
     }

@@ -23,7 +23,9 @@ pub mod supervisor;
 mod telemetry;
 
 pub use devices::Device;
-pub use harness::{binary_sha256 as harness_binary_sha256, resume_differences, steering_environment, test_hooks_set};
+pub use harness::{
+    binary_sha256 as harness_binary_sha256, resume_differences, steering_environment, test_hooks_set, variables_words,
+};
 pub use host_load::ThreadUsage;
 pub use journal::RunDir;
 pub use lynx_telemetry::host_record;

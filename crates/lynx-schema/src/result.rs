@@ -401,6 +401,11 @@ pub struct DeviceRecord {
     pub host_link: Option<Reported<HostLink>>,
 }
 
+/// A PCIe link's width in lanes as it is written (`x16`), `x?` where unread.
+fn lanes(width: Option<u32>) -> String {
+    width.map_or("x?".to_owned(), |w| format!("x{w}"))
+}
+
 /// Where a GPU sits on the host's PCI tree, as the kernel's sysfs says (`/sys/bus/pci/devices/`).
 /// The CPU issuing a GPU's kernels is its host: one on another NUMA node than the GPU's reaches
 /// it across the sockets' link, which every launch and copy pays, and a link trained narrower
@@ -447,11 +452,10 @@ impl HostLink {
             None => "where lynx could run unknown)".to_owned(),
         };
         let node = if node.ends_with('(') { format!("{node}{elsewhere}") } else { format!("{node}; {elsewhere}") };
-        let width = |w: Option<u32>| w.map_or("x?".to_owned(), |w| format!("x{w}"));
         let link = format!(
             "link {} of {}{}",
-            width(self.link_width),
-            width(self.max_link_width),
+            lanes(self.link_width),
+            lanes(self.max_link_width),
             self.max_link_speed.as_ref().map_or(String::new(), |speed| format!(", {speed} at most"))
         );
         format!("PCI {} {node}; {link}", self.pci_device)
@@ -500,12 +504,11 @@ impl DeviceRecord {
         }
         Some(match &self.host_link {
             Some(Reported::Known(link)) => {
-                let width = |w: Option<u32>| w.map_or("x?".to_owned(), |w| format!("x{w}"));
                 let elsewhere = link.allowed_cpus_elsewhere.map_or("unknown".to_owned(), |n| n.to_string());
                 format!(
                     "link {} of {}, {}; CPUs off its NUMA node {elsewhere}",
-                    width(link.link_width),
-                    width(link.max_link_width),
+                    lanes(link.link_width),
+                    lanes(link.max_link_width),
                     link.max_link_speed.as_deref().unwrap_or("speed unread")
                 )
             }
