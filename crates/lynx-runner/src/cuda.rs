@@ -47,7 +47,7 @@ fn load() -> Result<Shim, String> {
     let library = SHIM_LIBRARY
         .ok_or_else(|| "this lynx was built against a libtorch without CUDA, or without the CUDA headers".to_owned())?;
     // Why each backend did not load is the runtime's record (`lynx devices`, a result's harness).
-    if !load_gpu_backends().gpu_backends.iter().any(|b| b.loaded.known().is_some_and(|loaded| *loaded)) {
+    if !load_gpu_backends().gpu_backend_loaded() {
         return Err("no GPU backend of libtorch loaded".to_owned());
     }
     let handle = open_library(library, dlopen)?;

@@ -138,7 +138,7 @@ pub fn list(host: &HostRecord) -> Vec<Device> {
     load_gpu_backends();
     let count = u32::try_from(tch::Cuda::device_count()).unwrap_or(0);
     let gpu = |index| if gpus_are_rocm() { DeviceName::Rocm(index) } else { DeviceName::Cuda(index) };
-    std::iter::once(cpu(host)).chain((0..count).map(|index| gpu_device(gpu(index), index))).collect()
+    std::iter::once(cpu(host)).chain((0..count).map(|index| gpu_device(gpu(index), index, host))).collect()
 }
 
 /// The device `name`, if libtorch can use it.
@@ -231,7 +231,7 @@ pub fn planned(sheet: &'static Datasheet, name: Option<DeviceName>) -> Result<De
     })
 }
 
-fn gpu_device(name: DeviceName, index: u32) -> Device {
+fn gpu_device(name: DeviceName, index: u32, host: &HostRecord) -> Device {
     let mut cache_bytes = None;
     let record = match name {
         DeviceName::Rocm(_) => {
@@ -270,16 +270,17 @@ fn gpu_device(name: DeviceName, index: u32) -> Device {
             },
         },
     };
-    let record = DeviceRecord { host_link: Some(host_link(&record.board)), ..record };
+    let allowed = host.cpu_allowance.as_ref().map(|allowance| allowance.cpus.as_str());
+    let record = DeviceRecord { host_link: Some(host_link(&record.board, allowed)), ..record };
     Device { torch: torch_device(record.device), record, cache_bytes, planned: None }
 }
 
-/// Where the GPU whose board is `board` sits on the host's PCI tree, by the board's bus id, or why
-/// that is not known.
-fn host_link(board: &Reported<BoardRecord>) -> Reported<HostLink> {
+/// Where the GPU whose board is `board` sits on the host's PCI tree, by the board's bus id,
+/// against the CPUs `allowed` (the host record's), or why that is not known.
+fn host_link(board: &Reported<BoardRecord>, allowed: Option<&str>) -> Reported<HostLink> {
     match board {
         Reported::Known(board) => match &board.pci_bus_id {
-            Reported::Known(bus) => lynx_telemetry::pci::host_link(bus),
+            Reported::Known(bus) => lynx_telemetry::pci::host_link(bus, allowed),
             Reported::Unavailable { unavailable } => {
                 Reported::unavailable(format!("the board's PCI bus id is unknown: {unavailable}"))
             }

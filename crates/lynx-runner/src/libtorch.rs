@@ -118,6 +118,11 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// Whether a GPU backend of libtorch (libtorch_cuda, libtorch_hip) loaded.
+    pub fn gpu_backend_loaded(&self) -> bool {
+        self.gpu_backends.iter().any(|backend| matches!(backend.loaded, Reported::Known(true)))
+    }
+
     /// The GPU math libraries the GPU backend loaded, each with the version it answers
     /// (`Harness::gpu_libraries`): an empty list where no backend loaded, `None` where the
     /// process's maps could not be read.
@@ -153,11 +158,19 @@ pub fn load_gpu_backends() -> &'static Runtime {
             ),
             Reported::Unavailable { unavailable } => Reported::unavailable(unavailable.clone()),
         };
+        let mut runtime = Runtime {
+            lib_dir,
+            version,
+            gpu_backends,
+            math_library_files: Some(Vec::new()),
+            gpu_libraries: OnceLock::new(),
+        };
         // A CPU libtorch of a CUDA wheel maps the CUDA runtime too (its profiler links it): only
         // a loaded GPU backend's libraries are the ones a run's kernels come from.
-        let loaded = gpu_backends.iter().any(|backend| matches!(backend.loaded, Reported::Known(true)));
-        let math_library_files = if loaded { math_library_files() } else { Some(Vec::new()) };
-        Runtime { lib_dir, version, gpu_backends, math_library_files, gpu_libraries: OnceLock::new() }
+        if runtime.gpu_backend_loaded() {
+            runtime.math_library_files = math_library_files();
+        }
+        runtime
     })
 }
 
@@ -521,7 +534,7 @@ mod tests {
     fn the_runtime_records_the_gpu_libraries_of_a_loaded_backend_only() {
         let runtime = load_gpu_backends();
         let libraries = runtime.gpu_libraries().expect("/proc/self/maps reads");
-        if runtime.gpu_backends.iter().any(|b| matches!(b.loaded, Reported::Known(true))) {
+        if runtime.gpu_backend_loaded() {
             assert!(libraries.iter().any(|l| l.name == "cuDNN" || l.name == "MIOpen"), "{libraries:?}");
         } else {
             assert_eq!(libraries, Vec::new());

@@ -441,17 +441,18 @@ impl HostLink {
     /// In words: "PCI 0000:19:00.0 on NUMA node 1 (CPUs 56-111; 8 CPUs lynx could run on are
     /// elsewhere); link x16 of x16, 32.0 GT/s PCIe at most".
     pub fn words(&self) -> String {
-        let node = match (self.numa_node, &self.local_cpus) {
-            (Some(node), Some(cpus)) => format!("on NUMA node {node} (CPUs {cpus}"),
-            (Some(node), None) => format!("on NUMA node {node} (its CPUs unread"),
-            (None, _) => "on no NUMA node the kernel names (".to_owned(),
-        };
         let elsewhere = match self.allowed_cpus_elsewhere {
-            Some(0) => "every CPU lynx could run on is local)".to_owned(),
-            Some(n) => format!("{n} CPUs lynx could run on are elsewhere)"),
-            None => "where lynx could run unknown)".to_owned(),
+            Some(0) => "every CPU lynx could run on is local".to_owned(),
+            Some(n) => format!("{n} CPUs lynx could run on are elsewhere"),
+            None => "where lynx could run unknown".to_owned(),
         };
-        let node = if node.ends_with('(') { format!("{node}{elsewhere}") } else { format!("{node}; {elsewhere}") };
+        let node = match self.numa_node {
+            Some(node) => {
+                let cpus = self.local_cpus.as_ref().map_or("its CPUs unread".to_owned(), |cpus| format!("CPUs {cpus}"));
+                format!("on NUMA node {node} ({cpus}; {elsewhere})")
+            }
+            None => format!("on no NUMA node the kernel names ({elsewhere})"),
+        };
         let link = format!(
             "link {} of {}{}",
             lanes(self.link_width),

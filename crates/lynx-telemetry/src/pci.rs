@@ -9,10 +9,10 @@ use std::path::Path;
 /// Where sysfs lists the host's PCI devices.
 const PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
-/// [`host_link_in`] for this host and this process's CPUs.
-pub fn host_link(bus_id: &str) -> Reported<HostLink> {
-    let allowed = crate::cgroup::allowed_cpus().map(|(list, _)| list);
-    host_link_in(Path::new(PCI_DEVICES), bus_id, allowed.as_deref())
+/// [`host_link_in`] for this host's sysfs, against the CPUs `allowed` (the host record's
+/// allowance: the same list the result records).
+pub fn host_link(bus_id: &str, allowed: Option<&str>) -> Reported<HostLink> {
+    host_link_in(Path::new(PCI_DEVICES), bus_id, allowed)
 }
 
 /// The device `bus_id` names (as NVML gives it, `00000000:19:00.0`, or ROCm SMI,
@@ -28,11 +28,13 @@ pub fn host_link_in(devices: &Path, bus_id: &str, allowed: Option<&str>) -> Repo
     }
     let read = |file: &str| std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned());
     let number = |file: &str| read(file).and_then(|text| text.parse::<u32>().ok());
-    let local_cpus = read("local_cpulist").filter(|list| cpus_in(list).is_some());
-    let allowed_cpus_elsewhere = match (allowed.and_then(cpus_in), local_cpus.as_deref().and_then(cpus_in)) {
-        (Some(allowed), Some(local)) => Some(allowed.iter().filter(|cpu| !local.contains(cpu)).count() as u64),
+    // The list as sysfs words it, beside the CPUs it names (a list that names none is not kept).
+    let local = read("local_cpulist").and_then(|list| Some((cpus_in(&list)?, list)));
+    let allowed_cpus_elsewhere = match (allowed.and_then(cpus_in), &local) {
+        (Some(allowed), Some((local, _))) => Some(allowed.iter().filter(|cpu| !local.contains(cpu)).count() as u64),
         _ => None,
     };
+    let local_cpus = local.map(|(_, list)| list);
     Reported::Known(HostLink {
         pci_device: name,
         // −1 where the kernel knows no node for it; a non-number is as good as none.
@@ -149,11 +151,12 @@ mod tests {
             .map(|dir| dir.filter_map(|entry| Some(entry.ok()?.file_name().to_string_lossy().into_owned())).collect())
             .unwrap_or_default();
         if listed.is_empty() {
-            let said = host_link("0000:00:00.0");
+            let said = host_link("0000:00:00.0", None);
             assert!(matches!(&said, Reported::Unavailable { unavailable } if unavailable.contains("no ")), "{said:?}");
         }
+        let allowed = crate::cgroup::allowed_cpus().map(|(list, _)| list);
         for name in listed {
-            let Reported::Known(link) = host_link(&name) else { panic!("{name} did not read") };
+            let Reported::Known(link) = host_link(&name, allowed.as_deref()) else { panic!("{name} did not read") };
             assert_eq!(link.pci_device, name);
             assert!(link.words().starts_with(&format!("PCI {name} on ")), "{}", link.words());
         }
