@@ -7,7 +7,7 @@
 #                        [--deadline-s 570] [--archive FILE] [--archive-max-bytes N]
 #   scripts/gpu-check.sh OUTDIR --claims-only
 #   scripts/gpu-check.sh OUTDIR --again --suites a,b [--deadline-s S] [--archive FILE]
-#                        [--telemetry-hz N]
+#                        [--telemetry-hz N] [--cpus gpu-local|LIST]
 #
 # It finds the host's libtorch through `python3 -c 'import torch'` and sets the library path to
 # it (a carried binary's rpath names the build host's), records the host (environment.txt: the
@@ -50,6 +50,10 @@
 # --models`): eager cells' step-time CVs at a few hertz against twenty say whether the GPU
 # library's readings hold their steps up. Not with LYNX_MODELS_DIR, whose folder it would hide.
 #
+# --cpus gpu-local|LIST (first pass or --again): each suite's run is bound to those CPUs (`lynx
+# run --cpus`: gpu-local, those local to the GPU): eager cells' CVs bound against unbound say
+# whether the host work crossing NUMA nodes holds their steps up.
+#
 # --quick (the test suite's check that this script still works, on any host): the CPU unless
 # --device is given, and the small gpu-check-quick suite; every claim only a GPU can answer is
 # SKIP with its reason, and the claims about this machine's state are shown but not judged.
@@ -73,9 +77,10 @@ archive_max_bytes=15728640
 claims_only=false
 again=false
 telemetry_hz=""
+cpus=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --device|--datasheet-tbs|--suites|--deadline-s|--archive|--archive-max-bytes|--telemetry-hz)
+    --device|--datasheet-tbs|--suites|--deadline-s|--archive|--archive-max-bytes|--telemetry-hz|--cpus)
       [ $# -ge 2 ] || { echo "gpu-check: $1 needs a value" >&2; exit 2; } ;;&
     --device) device=$2; device_given=true; shift 2 ;;
     --datasheet-tbs) datasheet=$2; shift 2 ;;
@@ -84,6 +89,7 @@ while [ $# -gt 0 ]; do
     --archive) archive=$2; shift 2 ;;
     --archive-max-bytes) archive_max_bytes=$2; shift 2 ;;
     --telemetry-hz) telemetry_hz=$2; shift 2 ;;
+    --cpus) cpus=$2; shift 2 ;;
     --claims-only) claims_only=true; shift ;;
     --again) again=true; shift ;;
     --quick) quick=true; shift ;;
@@ -104,6 +110,13 @@ if [ -n "$telemetry_hz" ]; then
   [ -z "${LYNX_MODELS_DIR:-}" ] \
     || { echo "gpu-check: --telemetry-hz runs copies of the built-in suites and would hide LYNX_MODELS_DIR ($LYNX_MODELS_DIR)" >&2; exit 2; }
   ! $claims_only || { echo "gpu-check: --telemetry-hz runs suites and --claims-only runs nothing: give one" >&2; exit 2; }
+fi
+cpus_args=()
+if [ -n "$cpus" ]; then
+  [ "$cpus" = gpu-local ] || [[ "$cpus" =~ ^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$ ]] \
+    || { echo "gpu-check: --cpus $cpus is neither gpu-local nor a CPU list (0-15, 0,2,4-7)" >&2; exit 2; }
+  ! $claims_only || { echo "gpu-check: --cpus binds the suites' runs and --claims-only runs nothing: give one" >&2; exit 2; }
+  cpus_args=(--cpus "$cpus")
 fi
 # A suite's name names its files under OUTDIR: letters, digits, '.', '_' and '-', never a path.
 for name in ${suites//,/ }; do
@@ -450,12 +463,12 @@ PY
     fi
     limit=$(phase "$suite" "$want" 20)
     [ "$limit" -gt 0 ] || continue
-    say "lynx run --suite $suite (at most ${limit} s)"
+    say "lynx run --suite $suite${cpus:+ --cpus $cpus} (at most ${limit} s)"
     # SIGTERM at the limit: lynx stops after the step in flight and writes a partial result.
     started=$(date +%s)
     rc=0
-    limited 20 "$limit" "$lynx" run --suite "$suite" "${models[@]}" --device "$device" --out "$out/runs" --unsigned \
-      > "$out/$suite.log" 2>&1 || rc=$?
+    limited 20 "$limit" "$lynx" run --suite "$suite" "${models[@]}" "${cpus_args[@]}" --device "$device" \
+      --out "$out/runs" --unsigned > "$out/$suite.log" 2>&1 || rc=$?
     echo $(( $(date +%s) - started )) > "$out/$suite.elapsed"
     [ "$rc" -eq 0 ] || say "$suite ended with $rc (see $out/$suite.log)"
     # timeout's 124 (SIGTERM at the limit) or 137 (SIGKILL after the grace): its result, if any,

@@ -23,6 +23,7 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("host CPUs allowed", allowance(a), allowance(b));
     let link = |r: &RunResult| r.device.host_link_compared().unwrap_or_else(|| "none (a CPU)".to_owned());
     differ("GPU's host link", link(a), link(b));
+    differ("CPU binding", a.harness.cpu_binding_compared(), b.harness.cpu_binding_compared());
     let (x, y) = (&a.host, &b.host);
     differ("host cpufreq governor", recorded_words(&x.cpufreq_governor), recorded_words(&y.cpufreq_governor));
     differ(
@@ -526,6 +527,22 @@ mod tests {
             "GPU's host link: link x16 of x16, 32.0 GT/s PCIe; CPUs off its NUMA node 0 vs link x8 of x16, 32.0 GT/s \
              PCIe; CPUs off its NUMA node 64"
         );
+        // And how lynx bound its CPUs: by what was asked (not the GPU's local CPUs, which differ
+        // between nodes alike), or a list's CPUs.
+        use lynx_schema::result::CpuBinding;
+        let bound = |asked: &str, cpus: Option<&str>| {
+            Some(CpuBinding { asked: asked.to_owned(), cpus: cpus.map(str::to_owned) })
+        };
+        let (mut a, mut b) = (published.clone(), published.clone());
+        a.harness.cpu_binding = bound("gpu-local", Some("0-55"));
+        b.harness.cpu_binding = bound("gpu-local", Some("56-111"));
+        let binding = |a: &RunResult, b: &RunResult| differences(a, b).into_iter().find(|d| d.starts_with("CPU b"));
+        assert_eq!(binding(&a, &b), None);
+        b.harness.cpu_binding = Some(CpuBinding::none());
+        assert_eq!(binding(&a, &b).unwrap(), "CPU binding: the GPU's local CPUs vs none");
+        b.harness.cpu_binding = bound("list", Some("0-3"));
+        assert_eq!(binding(&a, &b).unwrap(), "CPU binding: the GPU's local CPUs vs CPUs 0-3");
+        assert_eq!(binding(&published, &b).unwrap(), "CPU binding: not recorded vs CPUs 0-3");
         // And the governor and huge page mode, where either says another.
         let mut tuned = published.clone();
         tuned.host.cpufreq_governor = Some(Reported::Known("performance".to_owned()));

@@ -219,6 +219,13 @@ pub struct RunArgs {
     /// Share of hours the device serves at the latency-bounded load, in [0.01, 1].
     #[arg(long, default_value_t = 1.0, value_parser = share, allow_negative_numbers = true)]
     pub utilisation: f64,
+    /// Bind the run's processes to these CPUs: `gpu-local` (those local to its GPU, where the
+    /// host allows them: the GPU's NUMA node, as `numactl --cpunodebind` would) or a list
+    /// (0-15, 0,2,4-7). lynx starts itself again on them, so that libtorch's threads are sized
+    /// for them, and the result records the binding. By default it binds nothing; a resumed run
+    /// is bound as it started.
+    #[arg(long, value_name = "gpu-local|LIST", conflicts_with = "resume")]
+    pub cpus: Option<lynx_runner::binding::CpuChoice>,
     #[command(flatten)]
     pub node: NodeArgs,
     /// Plan the run and print the plan, measuring and writing nothing: its inputs checked as a
@@ -330,6 +337,11 @@ pub struct ReproduceArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub signing: SigningArgs,
+    /// Bind the local run's processes to these CPUs, as `lynx run --cpus` does; by default as
+    /// the published run was asked where it was bound to its GPU's CPUs (`gpu-local`: this
+    /// node's GPU's), and to none otherwise (another node's CPU list means nothing here).
+    #[arg(long, value_name = "gpu-local|LIST")]
+    pub cpus: Option<lynx_runner::binding::CpuChoice>,
     /// Plan the reproduction and print the plan (as `lynx run --plan`), measuring and writing
     /// nothing.
     #[arg(long)]

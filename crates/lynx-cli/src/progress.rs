@@ -101,6 +101,10 @@ impl Observer for Progress {
         if result.host.cpu_allowance.is_some() {
             self.say(format!("host: {}", result.host.cpu_allowance_words()));
         }
+        // The CPUs lynx bound the run to, where it was asked to (`--cpus`).
+        if let Some(binding) = result.harness.cpu_binding.as_ref().filter(|b| b.cpus.is_some()) {
+            self.say(format!("bound to {}", binding.words()));
+        }
         // Where a GPU sits against those CPUs: a GPU's eager steps are as fast as its host's issue.
         for line in crate::output::host_link_lines(&result.device).lines() {
             self.say(line.to_owned());

@@ -221,3 +221,35 @@ fn a_file_where_a_folder_is_expected_and_negative_prices_are_one_line() {
     let line = bad_input(&["roofline", "--sustained-s", "1e300"]);
     assert!(line.contains("--sustained-s") && line.contains("3600"), "{line}");
 }
+
+#[test]
+fn a_cpu_binding_that_cannot_be_made_is_bad_input() {
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let run = run_args(models.path(), out.path());
+    for (cpus, says) in [
+        (
+            "gpu-local",
+            "--cpus: gpu-local binds a run to its GPU's CPUs, and the cpu device has no GPU; give a CPU list",
+        ),
+        ("1023", "--cpus: CPUs 1023 are not ones this process may run on ("),
+        ("banana", "\"banana\" is neither gpu-local nor a CPU list (0-15, 0,2,4-7)"),
+        ("0-4096", "\"0-4096\" names CPU 4096: lynx binds CPUs numbered below 1024"),
+    ] {
+        // The run and its plan refuse it alike, before anything is written.
+        for plan in [&[][..], &["--plan"]] {
+            let line = bad_input(&[run.as_slice(), &["--cpus", cpus], plan].concat());
+            assert!(line.contains(says), "{cpus}: {line}");
+        }
+        assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "{cpus}: a run folder was written");
+    }
+    // A node's runs each bind themselves; one that could not is refused before any starts.
+    let (models, out_dir) = (models.path().to_str().unwrap(), out.path().to_str().unwrap());
+    let node = ["run", "--suite", "test", "--models", models, "--out", out_dir, "--all-devices", "--cpus", "gpu-local"];
+    let line = bad_input(&node);
+    assert!(line.contains("the cpu device has no GPU"), "{line}");
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a node's folder was written");
+    // A resume is bound as it started.
+    let line = bad_input(&["run", "--resume", out.path().to_str().unwrap(), "--cpus", "0"]);
+    assert!(line.contains("'--resume <RUN_DIR>' cannot be used with '--cpus <gpu-local|LIST>'"), "{line}");
+}

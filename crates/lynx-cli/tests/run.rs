@@ -29,6 +29,9 @@ fn a_run_writes_every_cell_with_sane_figures() {
     assert!(harness["libtorch_build_version"].as_str().unwrap().starts_with("2.11.0"), "{harness}");
     assert_eq!(harness["binary_sha256"].as_str().unwrap().len(), 64);
     assert!(harness.get("test_hooks").is_none(), "no test hook was set: {harness}");
+    // No --cpus: lynx bound nothing, and says so.
+    assert_eq!(harness["cpu_binding"], serde_json::json!({ "asked": "none" }), "{harness}");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("bound to"));
     assert!(!stdout.contains("test hooks"), "{stdout}");
     assert!(!String::from_utf8_lossy(&output.stderr).contains("test hooks"));
     assert_eq!(result["config"]["sha256"].as_str().unwrap().len(), 64);
@@ -1438,4 +1441,69 @@ fn a_cpu_quota_that_throttles_the_cells_fails_the_stability_check() {
         cells.len()
     );
     record(record_file, &ran);
+}
+
+/// `--cpus LIST`: lynx binds itself to the CPUs and starts again on them, so that its worker and
+/// libtorch's threads run there from the start (one CPU: one thread); the result records the
+/// binding and the allowance it made; a resume binds itself as the run started (else its thread
+/// count and CPUs would differ from the cells', and it would be refused), and one whose plan
+/// names CPUs this host does not allow, or no CPU list, is refused naming the run.
+#[test]
+fn a_run_bound_to_a_cpu_list_runs_there_and_a_resume_binds_itself_the_same() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(str::to_owned);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx(&[run_args(models.path(), out.path()).as_slice(), &["--cpus", "0"]].concat());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("lynx: bound to CPUs 0; starting again on them"), "{stderr}");
+    // The run's first lines say so, beside the host's allowance.
+    assert!(stderr.contains("lynx: bound to CPUs 0 (--cpus 0)"), "{stderr}");
+    let path = result_file(out.path());
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["harness"]["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }));
+    assert_eq!(result["host"]["cpu_allowance"]["cpus"], "0", "{}", result["host"]);
+    assert_eq!(result["harness"]["torch_threads"], 1, "libtorch's threads were sized for one CPU");
+    // The export says how the run was bound.
+    let envelope = path.with_extension("intoto.json");
+    let export = lynx(&["export", envelope.to_str().unwrap(), "--pubkey", &pubkey(), "--format", "markdown"]);
+    let markdown = String::from_utf8_lossy(&export.stdout);
+    assert!(markdown.contains("| CPU binding | CPUs 0 (--cpus 0) |"), "{markdown}");
+    // A reproduction elsewhere is not held to another node's CPU numbers: it says so, and binds
+    // what it is given.
+    let key = pubkey();
+    let reproduce = ["reproduce", envelope.to_str().unwrap(), "--pubkey", &key, "--plan"];
+    let planned = lynx(&reproduce);
+    let stderr = String::from_utf8_lossy(&planned.stderr);
+    assert!(planned.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "lynx: warning: the published run was bound to CPUs 0 (--cpus 0) on its node; this one binds none (give \
+             --cpus to bind it)"
+        ),
+        "{stderr}"
+    );
+    let line = bad_input(&[reproduce.as_slice(), &["--cpus", "1023"]].concat());
+    assert!(line.contains("--cpus: CPUs 1023 are not ones this process may run on ("), "{line}");
+
+    let dir = path.parent().unwrap().to_str().unwrap().to_owned();
+    let resumed = lynx(&["run", "--resume", &dir]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("lynx: bound to CPUs 0; starting again on them"), "{stderr}");
+
+    let plan_path = path.with_extension("plan.json");
+    let mut plan: Value = serde_json::from_slice(&std::fs::read(&plan_path).unwrap()).unwrap();
+    assert_eq!(plan["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }));
+    let journal = journal_of(path.parent().unwrap());
+    for (cpus, says) in [
+        ("1023", "CPUs 1023 are not ones this process may run on ("),
+        ("0-99999999999", "not a CPU list lynx can bind"),
+    ] {
+        plan["cpu_binding"]["cpus"] = Value::from(cpus);
+        std::fs::write(&plan_path, serde_json::to_vec(&plan).unwrap()).unwrap();
+        let line = bad_input(&["run", "--resume", &dir]);
+        assert!(line.contains(&format!("--resume {dir}: the run is bound to CPUs {cpus}: {says}")), "{line}");
+        assert!(journal_of(path.parent().unwrap()) == journal, "the refused resume wrote to the journal");
+    }
 }

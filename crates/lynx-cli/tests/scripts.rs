@@ -261,7 +261,8 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     // The rest of a window after a fix: the suite run again into the folder the check filled
     // (here the one brought back and unpacked), its earlier result, log and time set aside, the
     // first pass's ceilings and phases kept, the whole table printed; here with its sampler at
-    // 2 Hz, as a window testing whether the telemetry readings hold the steps up would run it.
+    // 2 Hz and bound to one CPU, as a window testing whether the telemetry readings or the host
+    // work's NUMA placement hold the steps up would run it.
     let first = result_file(&kept.join("runs"));
     let roofline = std::fs::read(kept.join("roofline.json")).unwrap();
     let slow_line = "gpu-check-quick: slow steps against the telemetry readings";
@@ -276,6 +277,8 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         "400",
         "--telemetry-hz",
         "02",
+        "--cpus",
+        "0",
     ]);
     let again = succeeded("gpu-check.sh --again", &output);
     let copy = std::fs::read_to_string(kept.join("telemetry-at-2-hz/suites/gpu-check-quick.toml")).unwrap();
@@ -284,6 +287,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
         serde_json::from_str(&std::fs::read_to_string(result_file(&kept.join("runs"))).unwrap()).unwrap();
     assert_eq!(rerun["config"]["suite"]["telemetry"]["rate_hz"], 2.0, "the copy ran, not the built-in suite");
     assert_eq!(rerun["config"]["suite"]["name"], "gpu-check-quick");
+    assert_eq!(rerun["harness"]["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }), "bound");
     assert!(claim_line(&again, slow_line).contains("; the sampler read its sources at 2 Hz"), "{again}");
     let aside = kept.join("earlier/pass-2");
     let set_aside = result_file(&aside.join("runs"));
@@ -342,6 +346,12 @@ fn gpu_check_again_refuses_what_it_cannot_run_again() {
         assert!(error.contains(&format!("--telemetry-hz {rate} is not a whole number of hertz")), "{error}");
     }
     assert!(run(&[folder, "--claims-only", "--telemetry-hz", "2"]).contains("give one"));
+    // CPUs to bind the runs to that are none, or with nothing to run.
+    for cpus in ["banana", "0-", "1,,2", "gpu"] {
+        let error = run(&[folder, "--again", "--suites", "gpu-check-quick", "--cpus", cpus]);
+        assert!(error.contains(&format!("--cpus {cpus} is neither gpu-local nor a CPU list")), "{error}");
+    }
+    assert!(run(&[folder, "--claims-only", "--cpus", "0"]).contains("give one"));
     let hidden = script_command(
         Path::new(&root),
         "gpu-check.sh",

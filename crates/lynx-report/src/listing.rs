@@ -349,6 +349,7 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
     }
     let _ = writeln!(out, "| environment | {} |", markdown_text(&result.harness.environment_words()));
     let _ = writeln!(out, "| GPU libraries | {} |", markdown_text(&result.harness.gpu_libraries_words()));
+    let _ = writeln!(out, "| CPU binding | {} |", markdown_text(&result.harness.cpu_binding_words()));
     // Tables of figures in code blocks; result text in them was escaped for the terminal, and
     // no fence inside can close the block.
     let fenced = |text: String| text.replace("```", "'''");

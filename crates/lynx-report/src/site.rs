@@ -553,6 +553,7 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
         .chain([
             ("environment", html! { (Html(&result.harness.environment_words())) }),
             ("GPU libraries", html! { (Html(&result.harness.gpu_libraries_words())) }),
+            ("CPU binding", html! { (Html(&result.harness.cpu_binding_words())) }),
         ])
         .collect();
     html! {

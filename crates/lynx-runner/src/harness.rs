@@ -31,6 +31,8 @@ pub fn describe(runtime: &Runtime, graphs: Reported<bool>) -> Harness {
         test_hooks: test_hooks_set(),
         environment: Some(steering_environment()),
         gpu_libraries: runtime.gpu_libraries(),
+        // The run's plan says (the worker sets it).
+        cpu_binding: None,
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! Linux counts every CPU's busy time in /proc/stat and each process's own in /proc/PID/stat,
 //! both in clock ticks of 1/100 s (USER_HZ). The busy time of the whole host less that of this
-//! process (the worker, with the sampler thread) and of its parent (the supervisor), over the
-//! cell's wall time, is the cores other processes kept busy. In a virtual machine /proc/stat
+//! process (the worker, with the sampler thread) and of its parent (the supervisor), and in a
+//! node's run of every process under the node's (the other devices' runs: [`NODE_PID_VAR`]),
+//! over the cell's wall time, is the cores other processes kept busy. In a virtual machine /proc/stat
 //! also counts the time its hypervisor ran something else while one of its CPUs could have run
 //! (steal): it is in that busy time, and said apart. Beside them, how long a CFS quota on lynx's
 //! cgroup (a container's CPU limit) held it off its CPUs ([`lynx_telemetry::cgroup`]).
@@ -20,7 +21,7 @@ const TICKS_PER_S: f64 = 100.0;
 pub struct HostLoad {
     at: Instant,
     ticks: HostTicks,
-    own_ticks: u64,
+    own_ticks: OwnTicks,
     throttled: Option<lynx_telemetry::cgroup::Throttled>,
 }
 
@@ -49,7 +50,7 @@ impl HostLoad {
     /// Now; `None` where /proc does not say (not Linux).
     pub fn now() -> Option<HostLoad> {
         let throttled = lynx_telemetry::cgroup::Throttled::now();
-        Some(HostLoad { at: Instant::now(), ticks: host_ticks()?, own_ticks: own_ticks()?, throttled })
+        Some(HostLoad { at: Instant::now(), ticks: host_ticks()?, own_ticks: OwnTicks::now()?, throttled })
     }
 
     /// The seconds a CFS quota held lynx's cgroup (or one above it) off its CPUs since `self`;
@@ -69,7 +70,7 @@ impl HostLoad {
         let now = host_ticks()?;
         let busy = now.busy.saturating_sub(self.ticks.busy);
         let stolen = now.steal.saturating_sub(self.ticks.steal);
-        let own = own_ticks()?.saturating_sub(self.own_ticks);
+        let own = OwnTicks::now()?.since(&self.own_ticks);
         Some(OtherLoad::of_ticks(busy, stolen, own, wall))
     }
 }
@@ -250,10 +251,80 @@ fn ticks_of_cpu_line(cpu_line: &str) -> Option<HostTicks> {
     Some(HostTicks { busy, steal: fields.get(7).copied().unwrap_or(0) })
 }
 
-/// User and system ticks of this process and of its parent.
-fn own_ticks() -> Option<u64> {
-    let parent = std::os::unix::process::parent_id();
-    Some(process_ticks("self")? + process_ticks(&parent.to_string()).unwrap_or(0))
+/// Set by a node's run (`lynx run --all-devices` or `--devices`) in each device's run to its own
+/// pid: the processes under it are lynx's own, and a cell counts the other devices' runs beside
+/// it as lynx's work, not as the host's other load (a node's runs all at once are one
+/// benchmark; `--one-at-a-time` gives each device the host to itself).
+pub const NODE_PID_VAR: &str = "LYNX_NODE_PID";
+
+/// User and system ticks of each of lynx's processes at one instant, by pid: this process and
+/// its parent (the worker and its supervisor), and in a node's run every process under the
+/// node's.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct OwnTicks(std::collections::BTreeMap<u32, u64>);
+
+impl OwnTicks {
+    /// Now; `None` where /proc does not say this process's.
+    fn now() -> Option<OwnTicks> {
+        let mut lynx = vec![std::os::unix::process::parent_id()];
+        if let Some(node) = std::env::var(NODE_PID_VAR).ok().as_deref().and_then(node_pid) {
+            lynx.extend(process_tree(node));
+        }
+        let mut ticks = OwnTicks::of(lynx);
+        ticks.0.insert(std::process::id(), process_ticks("self")?);
+        Some(ticks)
+    }
+
+    /// The processes `pids` (those /proc says).
+    fn of(pids: impl IntoIterator<Item = u32>) -> OwnTicks {
+        OwnTicks(pids.into_iter().filter_map(|pid| Some((pid, process_ticks(&pid.to_string())?))).collect())
+    }
+
+    /// The ticks lynx's processes ran since `earlier`: each one's growth, and all of one that
+    /// started since (a device's new worker). One that ended since is not counted for the time
+    /// it ran before it ended, which the host's other load then holds.
+    fn since(&self, earlier: &OwnTicks) -> u64 {
+        self.0.iter().map(|(pid, now)| now.saturating_sub(earlier.0.get(pid).copied().unwrap_or(0))).sum()
+    }
+}
+
+/// The node's run this process runs under, from [`NODE_PID_VAR`]'s `value`, where it is one of
+/// this process's three nearest ancestors (its supervisor's parent, for a worker) and not init:
+/// a variable set by hand to another process does not make that process's work lynx's.
+fn node_pid(value: &str) -> Option<u32> {
+    let node: u32 = value.trim().parse().ok()?;
+    let mut pid = std::process::id();
+    for _ in 0..3 {
+        pid = parent_of(pid)?;
+        if pid == node {
+            return (node > 1).then_some(node);
+        }
+    }
+    None
+}
+
+/// The parent of process `pid` (field 4 of its /proc/PID/stat).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `root` and every process under it, from each thread's list of the children it started
+/// (/proc/PID/task/TID/children); `root` alone where the kernel keeps no such lists.
+fn process_tree(root: u32) -> Vec<u32> {
+    let mut tree = vec![root];
+    let mut next = 0;
+    // A node's runs are a few processes deep and wide; the bound keeps a strange /proc finite.
+    while next < tree.len() && tree.len() < 4096 {
+        let pid = tree[next];
+        next += 1;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for task in tasks.flatten() {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            tree.extend(children.split_whitespace().filter_map(|child| child.parse::<u32>().ok()));
+        }
+    }
+    tree
 }
 
 fn process_ticks(pid: &str) -> Option<u64> {
@@ -424,13 +495,44 @@ mod tests {
         assert!(step.cpu_s + step.runnable_s.unwrap() <= step_s, "{step:?} over a step of {step_s} s");
     }
 
+    /// A node's run is named by a process above this one, not by any other; the processes under
+    /// a root are found through the kernel's lists of children, and their work counted as lynx's.
+    #[test]
+    fn the_processes_under_a_nodes_run_are_lynxs_own() {
+        let parent = std::os::unix::process::parent_id();
+        assert_eq!(node_pid(&format!(" {parent}\n")), (parent > 1).then_some(parent));
+        assert_eq!(node_pid("1"), None, "init is never a node's run");
+        assert_eq!(node_pid(&std::process::id().to_string()), None, "not an ancestor: this process");
+        assert_eq!(node_pid("x"), None);
+        let mut sibling = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let tree = process_tree(std::process::id());
+        if std::fs::metadata(format!("/proc/{}/task/{}/children", std::process::id(), std::process::id())).is_err() {
+            eprintln!("this kernel keeps no lists of children: a node's other runs would count as the host's load");
+            sibling.kill().unwrap();
+            sibling.wait().unwrap();
+            return;
+        }
+        assert!(tree.contains(&sibling.id()), "{tree:?} lacks {}", sibling.id());
+        let before = OwnTicks::of(tree.clone());
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let after = OwnTicks::of(tree);
+        sibling.kill().unwrap();
+        sibling.wait().unwrap();
+        let spun = after.0[&sibling.id()].saturating_sub(before.0[&sibling.id()]);
+        assert!(spun >= 20 && after.since(&before) >= spun, "0.6 s of a spinning child gave {spun} ticks");
+        // A process that started since is counted whole; one that ended is not counted.
+        let started = OwnTicks(std::collections::BTreeMap::from([(7, 5), (9, 40)]));
+        let earlier = OwnTicks(std::collections::BTreeMap::from([(7, 2), (8, 100)]));
+        assert_eq!(started.since(&earlier), 3 + 40);
+    }
+
     /// A thread of this process spinning is lynx's own time: it shows in the ticks subtracted
     /// from the host's, not in the other processes' share.
     #[test]
     fn this_process_own_work_is_counted_as_its_own() {
-        let (Some(start), Some(before)) = (HostLoad::now(), own_ticks()) else { return };
+        let (Some(start), Some(before)) = (HostLoad::now(), OwnTicks::now()) else { return };
         spin_until(Instant::now() + std::time::Duration::from_millis(600));
-        let own = own_ticks().unwrap() - before;
+        let own = OwnTicks::now().unwrap().since(&before);
         assert!(own >= 30, "0.6 s of spinning gave this process {own} ticks");
         let other = start.other_load_since().unwrap();
         assert!(other.cores >= 0.0 && (0.0..=other.cores + 1e-9).contains(&other.stolen_cores), "{other:?}");

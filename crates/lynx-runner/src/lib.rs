@@ -7,6 +7,7 @@
 //! (allocation, kernel selection) is not charged to it. It reports progress through [`Observer`]
 //! and never prints.
 
+pub mod binding;
 pub mod collect;
 pub mod cuda;
 pub mod devices;
@@ -26,7 +27,7 @@ pub use devices::Device;
 pub use harness::{
     binary_sha256 as harness_binary_sha256, resume_differences, steering_environment, test_hooks_set, variables_words,
 };
-pub use host_load::ThreadUsage;
+pub use host_load::{ThreadUsage, NODE_PID_VAR};
 pub use journal::RunDir;
 pub use lynx_telemetry::host_record;
 pub use run::{

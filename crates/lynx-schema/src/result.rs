@@ -88,6 +88,10 @@ pub struct RunPlan {
     /// The published result this run reproduces (`lynx reproduce`).
     #[serde(default)]
     pub reproduces: Option<Reproduces>,
+    /// The CPUs the run's processes are bound to, decided when it started (`lynx run --cpus`): a
+    /// resume binds itself to the same (absent in plans made before lynx could bind them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_binding: Option<CpuBinding>,
 }
 
 /// The published result a run reproduces.
@@ -306,6 +310,71 @@ pub struct Harness {
     /// (2026-12-06).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_libraries: Option<Vec<GpuLibrary>>,
+    /// The CPUs lynx bound the run's processes to (`lynx run --cpus`), or that it bound none (the
+    /// CPUs the host gave it: `host.cpu_allowance`). Absent in results made before lynx could
+    /// bind them (2026-12-07).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_binding: Option<CpuBinding>,
+}
+
+/// How lynx chose the CPUs a run's processes ran on (`lynx run --cpus`). The CPU issuing a GPU's
+/// kernels pays for every launch and copy that crosses to another NUMA node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuBinding {
+    /// What was asked: [`CpuBinding::GPU_LOCAL`] (the CPUs local to the GPU that the host
+    /// allowed), [`CpuBinding::LIST`] (the CPUs given) or [`CpuBinding::NONE`] (lynx bound
+    /// nothing).
+    pub asked: String,
+    /// The CPUs the run's processes were bound to, as Linux lists them ("0-55"); absent where
+    /// none was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+}
+
+impl CpuBinding {
+    pub const GPU_LOCAL: &'static str = "gpu-local";
+    pub const LIST: &'static str = "list";
+    pub const NONE: &'static str = "none";
+
+    /// No binding asked: the run runs where the host lets it.
+    pub fn none() -> CpuBinding {
+        CpuBinding { asked: CpuBinding::NONE.to_owned(), cpus: None }
+    }
+
+    /// In words: "CPUs 0-55, those local to the GPU (--cpus gpu-local)", "CPUs 0-3 (--cpus
+    /// 0-3)", "none (the CPUs the host gave it)".
+    pub fn words(&self) -> String {
+        match (self.asked.as_str(), &self.cpus) {
+            (CpuBinding::GPU_LOCAL, Some(cpus)) => format!("CPUs {cpus}, those local to the GPU (--cpus gpu-local)"),
+            (_, Some(cpus)) => format!("CPUs {cpus} (--cpus {cpus})"),
+            (_, None) => "none (the CPUs the host gave it)".to_owned(),
+        }
+    }
+}
+
+impl Harness {
+    /// The CPU binding in words ([`cpu_binding_words`]).
+    pub fn cpu_binding_words(&self) -> String {
+        cpu_binding_words(self.cpu_binding.as_ref())
+    }
+
+    /// What two runs' CPU bindings are compared by: what was asked, and a list's CPUs (not a
+    /// GPU's local CPUs, which differ between nodes alike).
+    pub fn cpu_binding_compared(&self) -> String {
+        match &self.cpu_binding {
+            None => "not recorded".to_owned(),
+            Some(binding) => match (binding.asked.as_str(), &binding.cpus) {
+                (CpuBinding::GPU_LOCAL, Some(_)) => "the GPU's local CPUs".to_owned(),
+                (_, Some(cpus)) => format!("CPUs {cpus}"),
+                (_, None) => "none".to_owned(),
+            },
+        }
+    }
+}
+
+/// A result's CPU binding in words ([`CpuBinding::words`]), or that it does not record one.
+pub fn cpu_binding_words(binding: Option<&CpuBinding>) -> String {
+    binding.map_or_else(|| "not recorded (a result from before lynx could bind its CPUs)".to_owned(), CpuBinding::words)
 }
 
 impl Harness {
@@ -469,7 +538,8 @@ impl HostLink {
         if let (Some(n), Some(node)) = (self.allowed_cpus_elsewhere.filter(|&n| n > 0), self.numa_node) {
             out.push(format!(
                 "lynx may run on {n} CPUs outside the GPU's NUMA node {node} ({}): the host work of each step may \
-                 cross between sockets; bind it with `numactl --cpunodebind={node} --membind={node}`",
+                 cross between sockets; bind it with `lynx run --cpus gpu-local` (or start it under `numactl \
+                 --cpunodebind={node} --membind={node}`)",
                 self.local_cpus.as_deref().unwrap_or("its CPUs unread")
             ));
         }

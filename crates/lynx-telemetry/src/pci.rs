@@ -118,7 +118,12 @@ mod tests {
         let warnings = link.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].starts_with("lynx may run on 112 CPUs outside the GPU's NUMA node 1 (56-111,168-223)"));
-        assert!(warnings[0].ends_with("`numactl --cpunodebind=1 --membind=1`"), "{}", warnings[0]);
+        assert!(
+            warnings[0]
+                .ends_with("`lynx run --cpus gpu-local` (or start it under `numactl --cpunodebind=1 --membind=1`)"),
+            "{}",
+            warnings[0]
+        );
         let bound = host_link_in(root.path(), "0000:9a:00.0", Some("56-60")).known().cloned().unwrap();
         assert_eq!(bound.allowed_cpus_elsewhere, Some(0));
         assert!(bound.words().contains("(CPUs 56-111,168-223; every CPU lynx could run on is local)"));

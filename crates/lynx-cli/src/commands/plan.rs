@@ -45,12 +45,18 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
                 let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
                 let (suite, model) = catalogue.suite(args.suite.as_deref().unwrap_or(default_suite))?;
                 let weights = args.weights.clone();
+                // A datasheet's device sits nowhere: its binding is not checked.
+                let cpus = match device.planned {
+                    Some(_) => lynx_schema::result::CpuBinding::none(),
+                    None => lynx_runner::binding::resolve(args.cpus.as_ref(), &device)?,
+                };
                 forecasts.push(lynx_runner::forecast(&Plan {
                     suite,
                     model,
                     device,
                     results_dir: args.out.clone(),
                     weights,
+                    cpus,
                 })?);
             }
             forecasts

@@ -3,9 +3,10 @@
 
 use crate::args::ReproduceArgs;
 use crate::{output, BadInput};
+use lynx_runner::binding::{self, CpuChoice};
 use lynx_runner::{devices, libtorch, Plan};
 use lynx_schema::derived::PriceInputs;
-use lynx_schema::result::{Reproduces, WeightsRecord};
+use lynx_schema::result::{CpuBinding, Reproduces, WeightsRecord};
 use lynx_schema::value::Finite;
 
 pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
@@ -37,6 +38,19 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
             .into());
         }
     }
+    // Bound before anything is measured or said: this process starts again there.
+    let asked = original.harness.cpu_binding.as_ref().map(|b| b.asked.as_str());
+    let choice = args.cpus.clone().or((asked == Some(CpuBinding::GPU_LOCAL)).then_some(CpuChoice::GpuLocal));
+    let cpus = binding::resolve(choice.as_ref(), &device)?;
+    if !args.plan {
+        binding::bind_self(&cpus, &mut |line| esayln!("lynx: {line}"))?;
+    }
+    if let (Some(CpuBinding::LIST), None) = (asked, &args.cpus) {
+        esayln!(
+            "lynx: warning: the published run was bound to {} on its node; this one binds none (give --cpus to bind it)",
+            lynx_schema::result::cpu_binding_words(original.harness.cpu_binding.as_ref())
+        );
+    }
     let local_files = args.weights.as_deref().map(lynx_runner::checkpoint_files).transpose()?;
     let weights = output::weights_warning(&original.config.weights, local_files.as_deref());
     for warning in output::reproduction_warnings(&original, &host, &device, libtorch::load_gpu_backends())
@@ -51,6 +65,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         device,
         results_dir: args.out,
         weights: args.weights,
+        cpus,
     };
     if args.plan {
         say!("{}", super::plan::plan_text(&lynx_runner::forecast(&plan)?));

@@ -5,7 +5,7 @@ use crate::args::{NodeArgs, RunArgs};
 use crate::{BadInput, Exit};
 use anyhow::Context;
 use lynx_runner::supervisor;
-use lynx_runner::{devices, suite, Plan};
+use lynx_runner::{binding, devices, suite, Plan};
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::device::DeviceName;
 use lynx_schema::value::Reported;
@@ -21,7 +21,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // The key is read before anything is measured: a run that cannot be signed is refused.
     let signing_key = super::signing_key(&args.signing)?;
     if args.node.is_node() {
-        return run_node(&args.node, args.out);
+        return run_node(&args.node, args.cpus.as_ref(), args.out);
     }
     let resuming = args.resume.is_some();
     let run = match &args.resume {
@@ -35,7 +35,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
             let (suite, model) =
                 suite::Catalogue::new(args.models).suite(args.suite.as_deref().unwrap_or(default_suite))?;
-            lynx_runner::start(&Plan { suite, model, device, results_dir: args.out, weights: args.weights })?
+            // Bound before anything is measured or written: this process starts again there.
+            let cpus = binding::resolve(args.cpus.as_ref(), &device)?;
+            binding::bind_self(&cpus, &mut |line| esayln!("lynx: {line}"))?;
+            lynx_runner::start(&Plan { suite, model, device, results_dir: args.out, weights: args.weights, cpus })?
         }
     };
     if let Some(file) = &args.report_run_dir {
@@ -68,11 +71,17 @@ pub(super) fn node_devices(node: &NodeArgs, host: &lynx_schema::result::HostReco
 }
 
 /// One `lynx run` per device of the node, each given this process's own command line unchanged
-/// and `--node-device` naming its device (so every option the user set reaches it as given),
-/// and the node summary.
-fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
+/// and `--node-device` naming its device (so every option the user set reaches it as given,
+/// `--cpus` too, which each resolves for its own device), and the node summary.
+fn run_node(node: &NodeArgs, cpus: Option<&binding::CpuChoice>, out: PathBuf) -> anyhow::Result<()> {
     let host = lynx_runner::host_record();
-    let names: Vec<String> = node_devices(node, &host)?.iter().map(DeviceName::to_string).collect();
+    let found = node_devices(node, &host)?;
+    // Each device's run binds itself (to its own GPU's CPUs, for gpu-local); one that cannot is
+    // bad input here, before any starts.
+    for &name in &found {
+        binding::resolve(cpus, &devices::find(name, &host)?)?;
+    }
+    let names: Vec<String> = found.iter().map(DeviceName::to_string).collect();
     let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
     super::warn_of_test_hooks();
     // The node goes on through a hangup as each of its runs does, to write its summary.
@@ -84,6 +93,8 @@ fn run_node(node: &NodeArgs, out: PathBuf) -> anyhow::Result<()> {
             .args(["--node-device", device])
             .arg("--report-run-dir")
             .arg(report)
+            // The other devices' runs are lynx's own work, not the host's other load.
+            .env(lynx_runner::NODE_PID_VAR, std::process::id().to_string())
             .stdout(log.try_clone()?)
             .stderr(log)
             .stdin(Stdio::null())
@@ -197,6 +208,14 @@ pub(super) fn resumable(dir: &Path, args: &RunArgs) -> anyhow::Result<lynx_runne
     let refuse = |what: String| BadInput(format!("--resume {}: {what}", dir.display()));
     let run = lynx_runner::RunDir::open(dir)?;
     let mut plan = run.read_plan()?;
+    // Bound as it started, before anything below reads how this process runs (its threads, its
+    // CPUs): this process starts again there. A plan of the resume binds nothing.
+    if let Some(cpus) = plan.cpu_binding.as_ref().filter(|_| !args.plan) {
+        binding::bind_self(cpus, &mut |line| esayln!("lynx: {line}")).map_err(|e| match e.is_bad_input() {
+            true => anyhow::Error::from(refuse(e.to_string())),
+            false => e.into(),
+        })?;
+    }
     let earlier: Option<lynx_schema::result::RunResult> = match run.result_path().exists() {
         true => Some(lynx_runner::journal::read_json(&run.result_path(), "result")?),
         false => None,

@@ -49,6 +49,7 @@ pub fn forecast(plan: &Plan) -> Result<Forecast, RunError> {
         weights: plan.weights.as_ref().map(|w| w.display().to_string()),
         binary_sha256: Reported::unavailable("a plan runs nothing"),
         reproduces: None,
+        cpu_binding: Some(plan.cpus.clone()),
     };
     forecast_of(&record, &plan.device, None)
 }

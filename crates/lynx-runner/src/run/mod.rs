@@ -37,6 +37,9 @@ pub struct Plan {
     /// A Hugging Face safetensors checkpoint to read the weights from; drawn from the suite's
     /// seed when `None`.
     pub weights: Option<PathBuf>,
+    /// The CPUs the run's processes are bound to (`binding::resolve`), which its plan keeps for
+    /// a resume.
+    pub cpus: lynx_schema::result::CpuBinding,
 }
 
 /// Hears how a run goes; the CLI prints from it.

@@ -46,6 +46,7 @@ fn start_plan(plan: &Plan, reproduces: Option<Reproduces>) -> Result<RunDir, Run
         weights: plan.weights.as_ref().map(|w| w.display().to_string()),
         binary_sha256: crate::harness::binary_sha256(),
         reproduces,
+        cpu_binding: Some(plan.cpus.clone()),
     };
     write_json_atomic(&run.plan_path(), &record)?;
     Ok(run)

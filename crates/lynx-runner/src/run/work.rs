@@ -51,6 +51,9 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
     // Before any model attends: cuDNN's per-shape planning would be timed as the device's.
     crate::libtorch::exclude_cudnn_attention();
     let plan = run.read_plan()?;
+    if let Some(binding) = &plan.cpu_binding {
+        crate::binding::holds(binding)?;
+    }
     let (journal, done) = Journal::open(&run.journal_path())?;
     let bounds = bounds_for(&plan.suite.bounds, &plan.model);
     let host = crate::host_record();
@@ -89,6 +92,8 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
             fresh(&plan, &device, host, setup.config.clone(), &telemetry, parity, harness)
         }
     };
+    // Every process of the run was bound as its plan says (a resume binds itself the same).
+    result.harness.cpu_binding = plan.cpu_binding.clone();
     // The journal is the record of the cells; the result carries them, and gains each new one.
     result.cells = done;
     let mut turn = Turn { run, result, journal, observer, telemetry, segment, device, graphs, stop, began, phases };
