@@ -1453,6 +1453,14 @@ fn a_run_bound_to_a_cpu_list_runs_there_and_a_resume_binds_itself_the_same() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(str::to_owned);
     let out = tempfile::tempdir().unwrap();
+    // Its plan says so, binding nothing and writing nothing.
+    let planned =
+        lynx(&[run_args(models.path(), out.path()).as_slice(), &["--cpus", "0", "--plan", "--json"]].concat());
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let plan: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    assert_eq!(plan["plans"][0]["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }), "{plan}");
+    assert!(!String::from_utf8_lossy(&planned.stderr).contains("starting again"));
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a plan wrote a run");
     let output = lynx(&[run_args(models.path(), out.path()).as_slice(), &["--cpus", "0"]].concat());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");

@@ -148,6 +148,9 @@ pub(super) fn plan_text(forecast: &Forecast) -> String {
     if forecast.done > 0 {
         let _ = writeln!(out, "resuming: {} cells are in the journal; the rest is planned", forecast.done);
     }
+    if let Some(binding) = forecast.cpu_binding.as_ref().filter(|b| b.cpus.is_some()) {
+        let _ = writeln!(out, "bound to {}", terminal_text(&binding.words(), 200));
+    }
     let _ = match &config.weights {
         WeightsRecord::Random { seed } => writeln!(out, "weights: drawn from the seed {seed}"),
         WeightsRecord::Checkpoint { dir, files, .. } => writeln!(
@@ -219,6 +222,7 @@ fn plan_json(forecast: &Forecast) -> serde_json::Value {
         "nothing_left": forecast.nothing_left,
         "free_beside_weights": free,
         "graphs": forecast.graphs,
+        "cpu_binding": forecast.cpu_binding,
         "warnings": forecast.gaps.iter().map(ToString::to_string).collect::<Vec<_>>(),
     });
     match &forecast.wall_time {

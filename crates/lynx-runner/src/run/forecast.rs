@@ -35,6 +35,8 @@ pub struct Forecast {
     pub gaps: Vec<lynx_analysis::sweep::LengthGap>,
     /// The planned sweep, serving phase and wall time, or why there is no estimate.
     pub wall_time: Result<WallTime, String>,
+    /// The CPUs the run's processes would be bound to (`--cpus`; a resume's, as it started).
+    pub cpu_binding: Option<lynx_schema::result::CpuBinding>,
 }
 
 /// A new run of `plan`, planned.
@@ -121,5 +123,6 @@ fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> 
         nothing_left,
         gaps: lynx_analysis::sweep::uncovered(suite),
         wall_time,
+        cpu_binding: plan.cpu_binding.clone(),
     })
 }
