@@ -1493,6 +1493,21 @@ fn a_run_bound_to_a_cpu_list_runs_there_and_a_resume_binds_itself_the_same() {
     );
     let line = bad_input(&[reproduce.as_slice(), &["--cpus", "1023"]].concat());
     assert!(line.contains("--cpus: CPUs 1023 are not ones this process may run on ("), "{line}");
+    // A result bound to its GPU's CPUs, reproduced where there is no GPU to take that to: its
+    // reproduction binds nothing, and is not refused for it.
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    json["harness"]["cpu_binding"] = serde_json::json!({ "asked": "gpu-local", "cpus": "0-55" });
+    let local: lynx_schema::result::RunResult = serde_json::from_value(json).unwrap();
+    let gpu_local = path.with_file_name("gpu-local.json");
+    std::fs::write(&gpu_local, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let trusted = lynx_attest::read_signing_key(&config_home().join("lynx/lynx.key")).unwrap();
+    let sealed = lynx_attest::seal(&gpu_local, &local, Some(&trusted)).unwrap();
+    let sealed_path = lynx_attest::envelope_path(&gpu_local);
+    std::fs::write(&sealed_path, serde_json::to_vec(&sealed).unwrap()).unwrap();
+    let planned = lynx(&["reproduce", sealed_path.to_str().unwrap(), "--pubkey", &key, "--plan"]);
+    let stderr = String::from_utf8_lossy(&planned.stderr);
+    assert!(planned.status.success(), "{stderr}");
+    assert!(!stderr.contains("bound") && !String::from_utf8_lossy(&planned.stdout).contains("bound to"), "{stderr}");
 
     let dir = path.parent().unwrap().to_str().unwrap().to_owned();
     let resumed = lynx(&["run", "--resume", &dir]);

@@ -38,9 +38,12 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
             .into());
         }
     }
-    // Bound before anything is measured or said: this process starts again there.
+    // Bound before anything is measured or said: this process starts again there. A published
+    // GPU-local binding is taken to this node's GPU (a CPU here has none to take it to).
     let asked = original.harness.cpu_binding.as_ref().map(|b| b.asked.as_str());
-    let choice = args.cpus.clone().or((asked == Some(CpuBinding::GPU_LOCAL)).then_some(CpuChoice::GpuLocal));
+    let gpu_here = device.record.device != lynx_schema::device::DeviceName::Cpu;
+    let choice =
+        args.cpus.clone().or((asked == Some(CpuBinding::GPU_LOCAL) && gpu_here).then_some(CpuChoice::GpuLocal));
     let cpus = binding::resolve(choice.as_ref(), &device)?;
     if !args.plan {
         binding::bind_self(&cpus, &mut |line| esayln!("lynx: {line}"))?;
