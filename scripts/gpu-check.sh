@@ -982,6 +982,12 @@ for name, result in sorted(results.items()):
         if counted:
             words += (f"; throttled in {len(throttled)} of {len(counted)} cells"
                       + (f", {1e3 * sum(c['cpu_throttled_s'] for c in throttled):.0f} ms in all" if throttled else ""))
+        # And whether lynx bound itself to them (`--cpus`; builds from 2026-12-07 on record it).
+        binding = (result.get("harness") or {}).get("cpu_binding")
+        if isinstance(binding, dict):
+            cpus, asked = binding.get("cpus"), binding.get("asked")
+            words += (f"; bound to CPUs {cpus} (--cpus {'gpu-local' if asked == 'gpu-local' else cpus})"
+                      if cpus else "; lynx bound none")
         claim(f"{name}: host CPUs allowed, and cells a CPU quota throttled", "INFO", words)
     # The GPU math libraries the run's process loaded (the kernels' libraries, whichever the
     # node's wheels gave libtorch), and where its GPU sits on the host's PCI tree: whether the

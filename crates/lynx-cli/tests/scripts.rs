@@ -195,6 +195,7 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     let allowed = "gpu-check-quick: host CPUs allowed, and cells a CPU quota throttled";
     assert_eq!(verdict(allowed), "INFO", "{table}");
     assert!(claim_line(&table, allowed).contains(" CPUs ("), "{table}");
+    assert!(claim_line(&table, allowed).contains("; lynx bound none"), "{table}");
     // And the GPU math libraries the run's process loaded (the wheel's CUDA 13 ones, its CPU
     // device aside), with no host link for a CPU.
     let libraries = "gpu-check-quick: GPU libraries, and where the GPU sits";
@@ -289,6 +290,9 @@ fn gpu_check_quick_prints_every_claim_and_keeps_what_it_ran() {
     assert_eq!(rerun["config"]["suite"]["name"], "gpu-check-quick");
     assert_eq!(rerun["harness"]["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }), "bound");
     assert!(claim_line(&again, slow_line).contains("; the sampler read its sources at 2 Hz"), "{again}");
+    let allowed = "gpu-check-quick: host CPUs allowed, and cells a CPU quota throttled";
+    assert!(claim_line(&again, allowed).contains("1 CPUs (0), "), "{again}");
+    assert!(claim_line(&again, allowed).contains("; bound to CPUs 0 (--cpus 0)"), "{again}");
     let aside = kept.join("earlier/pass-2");
     let set_aside = result_file(&aside.join("runs"));
     assert_eq!(set_aside.file_name(), first.file_name(), "the first pass's result, set aside");
