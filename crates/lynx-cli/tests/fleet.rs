@@ -236,6 +236,12 @@ fn devices_run_in_turn_or_by_default_all_at_once() {
         assert!(whole_run(run["exit"].as_str().unwrap(), &failed), "{stderr}{summary}\nfailed checks: {failed:?}");
     }
     assert!(!stderr.contains("more than once"), "in turn, nothing is shared");
+    // In turn, no device waits for another to prepare.
+    let node_dir = Path::new(summary_path).with_extension("");
+    for log in ["device-0.log", "device-1.log"] {
+        let log = std::fs::read_to_string(node_dir.join(log)).unwrap();
+        assert!(log.contains("before warm-up: ") && !log.contains("waiting for the node's"), "{log}");
+    }
     assert_eq!(results.len(), 2);
     // RFC 3339 UTC strings of one format order as times: the second began after the first ended.
     assert!(results[1]["started_at"].as_str() >= results[0]["updated_at"].as_str(), "{results:?}");
@@ -249,6 +255,19 @@ fn devices_run_in_turn_or_by_default_all_at_once() {
     let warning = "lynx: warning: --devices names cpu more than once: its runs will share it at once";
     assert!(String::from_utf8_lossy(&output.stderr).contains(warning), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(results[1]["started_at"].as_str() < results[0]["updated_at"].as_str(), "{results:?}");
+    // Each waited until the other had prepared (parity, the probes, its model) before it warmed
+    // up, and said how long; the node said when each ended.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary_path = stdout.lines().find_map(|l| l.strip_prefix("node summary: ")).expect("a node summary");
+    let node_dir = Path::new(summary_path).with_extension("");
+    for index in 0..2 {
+        let log = std::fs::read_to_string(node_dir.join(format!("device-{index}.log"))).unwrap();
+        let before = log.lines().find(|l| l.contains("before warm-up: ")).unwrap_or_else(|| panic!("{log}"));
+        assert!(before.contains(", waiting for the node's other devices "), "{before}");
+        for marker in [format!("ready-{index}"), format!("ended-{index}")] {
+            assert!(node_dir.join("prepared").join(&marker).exists(), "no {marker}");
+        }
+    }
     for result in &results {
         assert_eq!(result["status"], "complete");
         let failed: Vec<&Value> = result["checks"].as_array().unwrap().iter().filter(|c| c["passed"] != true).collect();

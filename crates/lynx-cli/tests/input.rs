@@ -100,6 +100,34 @@ fn a_model_whose_weights_cannot_fit_is_refused_before_anything_is_built() {
         assert_eq!(need(&planned), need(line), "{planned}");
         assert!(planned.contains(" is free (the host's MemAvailable)"), "{planned}");
     }
+    // A node's runs all at once each build their parity reference at once, in one host's memory:
+    // 64 references of about 0.8 GiB need more than this host has, where one fits; in turn, one
+    // at a time, they fit.
+    let models = models(str::to_owned);
+    let shape = models.path().join("test-small.toml");
+    std::fs::write(
+        &shape,
+        std::fs::read_to_string(&shape).unwrap().replace("vocab_size = 4096", "vocab_size = 131072"),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let devices = vec!["cpu"; 64].join(",");
+    let mut node = run_args(models.path(), out.path());
+    let at = node.iter().position(|a| *a == "--device").unwrap();
+    node.splice(at..at + 2, ["--devices", devices.as_str(), "--plan"]);
+    let planned = lynx(&node);
+    let stderr = String::from_utf8_lossy(&planned.stderr);
+    assert_eq!(planned.status.code(), Some(2), "{stderr}");
+    let line = stderr.lines().last().unwrap_or_default();
+    assert!(
+        line.contains(" of host memory for each of the node's 64 runs at once (")
+            && line.contains("; `--one-at-a-time` runs them in turn) and "),
+        "{stderr}"
+    );
+    node.push("--one-at-a-time");
+    let in_turn = lynx(&node);
+    assert!(in_turn.status.success(), "{}", String::from_utf8_lossy(&in_turn.stderr));
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a plan left a folder");
 }
 
 /// A suite none of whose cells fits beside the weights (its smallest prefill and decode cells

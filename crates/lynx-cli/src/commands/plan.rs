@@ -40,6 +40,11 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
                 }
             };
             let catalogue = suite::Catalogue::new(args.models.clone());
+            // A node's runs all at once each build their parity reference at once.
+            let runs_at_once = match args.node.is_node() && !args.node.one_at_a_time {
+                true => found.len() as u64,
+                false => 1,
+            };
             let mut forecasts = Vec::new();
             for device in found {
                 let default_suite = if device.record.device == DeviceName::Cpu { "cpu" } else { "standard" };
@@ -57,6 +62,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
                     results_dir: args.out.clone(),
                     weights,
                     cpus,
+                    runs_at_once,
                 })?);
             }
             forecasts

@@ -69,6 +69,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         results_dir: args.out,
         weights: args.weights,
         cpus,
+        runs_at_once: 1,
     };
     if args.plan {
         say!("{}", super::plan::plan_text(&lynx_runner::forecast(&plan)?));

@@ -38,7 +38,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             // Bound before anything is measured or written: this process starts again there.
             let cpus = binding::resolve(args.cpus.as_ref(), &device)?;
             binding::bind_self(&cpus, &mut |line| esayln!("lynx: {line}"))?;
-            lynx_runner::start(&Plan { suite, model, device, results_dir: args.out, weights: args.weights, cpus })?
+            let plan =
+                Plan { suite, model, device, results_dir: args.out, weights: args.weights, cpus, runs_at_once: 1 };
+            lynx_runner::start(&plan)?
         }
     };
     if let Some(file) = &args.report_run_dir {
@@ -87,14 +89,13 @@ fn run_node(node: &NodeArgs, cpus: Option<&binding::CpuChoice>, out: PathBuf) ->
     // The node goes on through a hangup as each of its runs does, to write its summary.
     supervisor::ignore_hangup();
     let exe = std::env::current_exe()?;
-    let mut spawn = |device: &str, report: &Path, log: std::fs::File| {
+    let mut spawn = |device: &str, report: &Path, log: std::fs::File, env: &[(&'static str, String)]| {
         Command::new(&exe)
             .args(std::env::args_os().skip(1))
             .args(["--node-device", device])
             .arg("--report-run-dir")
             .arg(report)
-            // The other devices' runs are lynx's own work, not the host's other load.
-            .env(lynx_runner::NODE_PID_VAR, std::process::id().to_string())
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(log.try_clone()?)
             .stderr(log)
             .stdin(Stdio::null())

@@ -53,7 +53,7 @@ pub fn forecast(plan: &Plan) -> Result<Forecast, RunError> {
         reproduces: None,
         cpu_binding: Some(plan.cpus.clone()),
     };
-    forecast_of(&record, &plan.device, None)
+    forecast_of(&record, &plan.device, None, plan.runs_at_once)
 }
 
 /// The rest of the run in `run`, planned: its plan as it started, and the cells, checks and
@@ -68,12 +68,18 @@ pub fn forecast_resume(run: &RunDir, device: &Device) -> Result<Forecast, RunErr
     } else {
         None
     };
-    forecast_of(&plan, device, earlier.as_ref())
+    forecast_of(&plan, device, earlier.as_ref(), 1)
 }
 
-fn forecast_of(plan: &RunPlan, device: &Device, earlier: Option<&RunResult>) -> Result<Forecast, RunError> {
+/// `runs_at_once`: how many of a node's runs this one would run beside, itself included.
+fn forecast_of(
+    plan: &RunPlan,
+    device: &Device,
+    earlier: Option<&RunResult>,
+    runs_at_once: u64,
+) -> Result<Forecast, RunError> {
     let setup = Setup::new(plan, device)?;
-    setup.weights_fit(device, earlier.is_none())?;
+    setup.weights_fit(device, earlier.is_none(), runs_at_once)?;
     let suite = &setup.config.suite;
     // What the cells will find free: beside the weights, which are resident before the first.
     let free = match device.free_memory() {

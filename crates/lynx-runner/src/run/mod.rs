@@ -40,6 +40,9 @@ pub struct Plan {
     /// The CPUs the run's processes are bound to (`binding::resolve`), which its plan keeps for
     /// a resume.
     pub cpus: lynx_schema::result::CpuBinding,
+    /// How many of a node's runs it runs beside all at once, itself included (1 alone): each
+    /// builds its parity reference in the one host's memory at the same time.
+    pub runs_at_once: u64,
 }
 
 /// Hears how a run goes; the CLI prints from it.

@@ -63,7 +63,7 @@ pub fn work(run: &RunDir, observer: &mut dyn Observer, stop: &AtomicBool) -> Res
         return Ok(WorkEnd::Done);
     }
     let setup = Setup::new(&plan, &device)?;
-    setup.weights_fit(&device, earlier.is_none())?;
+    setup.weights_fit(&device, earlier.is_none(), crate::node::runs_at_once())?;
     let graphs = Graphs::for_device(device.torch);
     // Parity once per run: a checkpoint that cannot serve the model is bad input, found before
     // anything is measured.
@@ -203,8 +203,10 @@ impl Setup {
     /// part-way, or on a host end the worker (and perhaps others) at the kernel's out-of-memory
     /// killer, again for every fresh worker. A stated free memory
     /// ([`crate::devices::FREE_MEMORY_VAR`]) is what is free beside the weights, for planning
-    /// cells, so it refuses nothing here; nor does a free memory that cannot be read.
-    pub(super) fn weights_fit(&self, device: &Device, parity: bool) -> Result<(), RunError> {
+    /// cells, so it refuses nothing here; nor does a free memory that cannot be read. Of a node's
+    /// `runs_at_once` runs all at once, every one builds its parity reference at once, in the
+    /// one host's memory.
+    pub(super) fn weights_fit(&self, device: &Device, parity: bool, runs_at_once: u64) -> Result<(), RunError> {
         if crate::devices::free_memory_is_stated() {
             return Ok(());
         }
@@ -216,11 +218,20 @@ impl Setup {
             let beside = device.torch != tch::Device::Cpu;
             let widened = crate::parity::host_copy_widens(suite.precision, beside);
             let need = crate::parity::host_bytes(&self.shape, suite.parity.layers, suite.precision, beside);
+            let runs = runs_at_once.max(1);
             if let Reported::Known((free, source)) = crate::devices::host_free_memory() {
-                if need > free {
+                if need.saturating_mul(runs) > free {
+                    let each = match runs {
+                        1 => String::new(),
+                        n => format!(
+                            " for each of the node's {n} runs at once ({} in all; `--one-at-a-time` runs them in \
+                             turn)",
+                            gib(need.saturating_mul(n))
+                        ),
+                    };
                     return Err(RunError::Config(format!(
                         "{}: the parity check's float64 reference and its copy at {}{} ({} of the model's \
-                         layers, with its whole embedding and head) need {} of host memory and {} is free \
+                         layers, with its whole embedding and head) need {} of host memory{each} and {} is free \
                          ({source})",
                         suite.model,
                         suite.precision,
@@ -771,6 +782,13 @@ impl Turn<'_> {
             setup.some_cell_fits(self.device.record.device, self.device.free_memory().known().copied())?;
         }
         self.check_graphs(&model, suite.precision)?;
+        // A node's devices all at once warm up only once every one has prepared.
+        let start = std::time::Instant::now();
+        match crate::node::prepared_together(self.stop)? {
+            Some(false) => return Ok(WorkEnd::Stopped),
+            Some(true) => self.phases.push(("waiting for the node's other devices", start.elapsed().as_secs_f64())),
+            None => {}
+        }
         self.observer.prepared(&self.phases);
         if !self.warm(&model, setup)? {
             return Ok(WorkEnd::Stopped);
