@@ -291,7 +291,7 @@ impl OwnTicks {
 /// The node's run this process runs under, from [`NODE_PID_VAR`]'s `value`, where it is one of
 /// this process's three nearest ancestors (its supervisor's parent, for a worker) and not init:
 /// a variable set by hand to another process does not make that process's work lynx's.
-fn node_pid(value: &str) -> Option<u32> {
+pub(crate) fn node_pid(value: &str) -> Option<u32> {
     let node: u32 = value.trim().parse().ok()?;
     let mut pid = std::process::id();
     for _ in 0..3 {

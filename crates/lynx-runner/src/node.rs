@@ -143,7 +143,8 @@ fn run_devices(
 /// device warms up or measures beside another's preparing: the other devices' runs are lynx's
 /// own work (`host_load`), which the `stability` check does not count, and their parity
 /// references would keep every host CPU busy. `None` outside such a node's run (or where its
-/// variables do not name one: set by hand, a folder that is not there); `Some(false)` where
+/// variables do not name one: set by hand, naming no process above this one, or a folder that
+/// is not there; nothing is then written); `Some(false)` where
 /// `stop` was raised while waiting, `Some(true)` once every device has prepared. A node's
 /// process that is gone ends the wait too (nothing would then say that a device ended), and so
 /// does an hour of it ([`LONGEST_WAIT`]: a marker the node could not write).
@@ -151,8 +152,11 @@ pub fn prepared_together(stop: &AtomicBool) -> Result<Option<bool>, RunError> {
     let (Ok(folder), Ok(place)) = (std::env::var(NODE_PREPARED_VAR), std::env::var(NODE_PLACE_VAR)) else {
         return Ok(None);
     };
-    let node = std::env::var(crate::host_load::NODE_PID_VAR).ok().and_then(|pid| pid.trim().parse::<u32>().ok());
-    let alive = || node.is_none_or(|pid| Path::new(&format!("/proc/{pid}")).exists());
+    let Some(node) = std::env::var(crate::host_load::NODE_PID_VAR).ok().as_deref().and_then(crate::host_load::node_pid)
+    else {
+        return Ok(None);
+    };
+    let alive = || Path::new(&format!("/proc/{node}")).exists();
     wait_prepared(Path::new(&folder), &place, stop, &alive, Duration::from_millis(100))
 }
 
