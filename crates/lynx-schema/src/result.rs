@@ -352,6 +352,11 @@ impl CpuBinding {
     }
 }
 
+/// A result's CPU binding in words ([`CpuBinding::words`]), or that it does not record one.
+pub fn cpu_binding_words(binding: Option<&CpuBinding>) -> String {
+    binding.map_or_else(|| "not recorded (a result from before lynx could bind its CPUs)".to_owned(), CpuBinding::words)
+}
+
 impl Harness {
     /// The CPU binding in words ([`cpu_binding_words`]).
     pub fn cpu_binding_words(&self) -> String {
@@ -370,14 +375,7 @@ impl Harness {
             },
         }
     }
-}
 
-/// A result's CPU binding in words ([`CpuBinding::words`]), or that it does not record one.
-pub fn cpu_binding_words(binding: Option<&CpuBinding>) -> String {
-    binding.map_or_else(|| "not recorded (a result from before lynx could bind its CPUs)".to_owned(), CpuBinding::words)
-}
-
-impl Harness {
     /// The test hooks the run was made with, where any was set.
     pub fn test_hooks(&self) -> Option<String> {
         self.test_hooks.as_ref().filter(|hooks| !hooks.is_empty()).map(|hooks| hooks.join(", "))
