@@ -14,7 +14,7 @@ use crate::RunError;
 use lynx_schema::device::DeviceName;
 use lynx_schema::result::CpuBinding;
 use lynx_schema::value::Reported;
-use lynx_telemetry::cgroup::allowed_cpus;
+use lynx_telemetry::cgroup::{allowed_cpus, cpus_below, cpus_in};
 use std::collections::BTreeSet;
 
 /// Set in the process [`bind_self`] starts again, to the CPUs it bound: one that still runs
@@ -24,9 +24,6 @@ pub const REBOUND_VAR: &str = "LYNX_CPUS_BOUND";
 /// The most CPUs a binding may name: a CPU numbered this or above is refused (glibc's
 /// `cpu_set_t`, which `sched_setaffinity` takes here).
 const MOST_CPUS: u64 = libc::CPU_SETSIZE as u64;
-
-/// Past the most CPUs a Linux kernel supports (`NR_CPUS` is at most 8192).
-const LINUX_MOST_CPUS: u64 = 1 << 16;
 
 /// What `--cpus` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,31 +50,6 @@ impl std::str::FromStr for CpuChoice {
     }
 }
 
-/// The CPUs a Linux list names ("0-3,8"), every one below `most`; where not, the CPU it names
-/// at or above `most`, or `None` where it is not a list. Read range by range, so that a huge
-/// range is refused before it is counted out.
-fn cpus_below(text: &str, most: u64) -> Result<BTreeSet<u64>, Option<u64>> {
-    let mut cpus = BTreeSet::new();
-    for part in text.split(',') {
-        let (low, high) = part.split_once('-').unwrap_or((part, part));
-        let (low, high) = (low.parse::<u64>().map_err(|_| None)?, high.parse::<u64>().map_err(|_| None)?);
-        if high < low {
-            return Err(None);
-        }
-        if high >= most {
-            return Err(Some(high));
-        }
-        cpus.extend(low..=high);
-    }
-    Ok(cpus)
-}
-
-/// The CPUs a list that Linux wrote names (sysfs's, /proc's), as a set; `None` where it is not
-/// one, or names a CPU past any Linux supports.
-fn set_of(list: &str) -> Option<BTreeSet<u64>> {
-    cpus_below(list.trim(), LINUX_MOST_CPUS).ok()
-}
-
 /// `cpus` as Linux lists them, each run of consecutive CPUs as a range: "0-3,8,10-11".
 pub fn cpu_list(cpus: &BTreeSet<u64>) -> String {
     let mut runs: Vec<(u64, u64)> = Vec::new();
@@ -95,7 +67,7 @@ pub fn cpu_list(cpus: &BTreeSet<u64>) -> String {
 /// The CPUs this process may run on, as a list and a set; why not where Linux does not say.
 fn allowed_now() -> Result<(String, BTreeSet<u64>), RunError> {
     allowed_cpus()
-        .and_then(|(list, _)| Some((list.clone(), set_of(&list)?)))
+        .and_then(|(list, _)| Some((list.clone(), cpus_in(&list)?)))
         .ok_or_else(|| RunError::Config("--cpus: /proc/self/status lists no CPUs this process may run on".to_owned()))
 }
 
@@ -128,7 +100,7 @@ fn resolve_against(
                 ));
             }
             let local = match link {
-                Some(Reported::Known(link)) => link.local_cpus.as_deref().and_then(|list| Some((list, set_of(list)?))),
+                Some(Reported::Known(link)) => link.local_cpus.as_deref().and_then(|list| Some((list, cpus_in(list)?))),
                 Some(Reported::Unavailable { unavailable }) => {
                     return Err(refuse(format!("where {device} sits is unknown ({unavailable}); give a CPU list")))
                 }
@@ -257,7 +229,7 @@ mod tests {
     }
 
     fn allowed(list: &str) -> (String, BTreeSet<u64>) {
-        (list.to_owned(), set_of(list).unwrap())
+        (list.to_owned(), cpus_in(list).unwrap())
     }
 
     #[test]

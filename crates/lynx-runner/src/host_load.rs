@@ -267,7 +267,7 @@ impl OwnTicks {
     /// Now; `None` where /proc does not say this process's.
     fn now() -> Option<OwnTicks> {
         let mut lynx = vec![std::os::unix::process::parent_id()];
-        if let Some(node) = std::env::var(NODE_PID_VAR).ok().as_deref().and_then(node_pid) {
+        if let Some(node) = this_node() {
             lynx.extend(process_tree(node));
         }
         let mut ticks = OwnTicks::of(lynx);
@@ -286,6 +286,13 @@ impl OwnTicks {
     fn since(&self, earlier: &OwnTicks) -> u64 {
         self.0.iter().map(|(pid, now)| now.saturating_sub(earlier.0.get(pid).copied().unwrap_or(0))).sum()
     }
+}
+
+/// The node's run this process runs under ([`node_pid`] of [`NODE_PID_VAR`]), decided once: a
+/// cell's every reading asks, and the answer holds for the process's life.
+pub(crate) fn this_node() -> Option<u32> {
+    static NODE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *NODE.get_or_init(|| std::env::var(NODE_PID_VAR).ok().as_deref().and_then(node_pid))
 }
 
 /// The node's run this process runs under, from [`NODE_PID_VAR`]'s `value`, where it is one of

@@ -152,8 +152,7 @@ pub fn prepared_together(stop: &AtomicBool) -> Result<Option<bool>, RunError> {
     let (Ok(folder), Ok(place)) = (std::env::var(NODE_PREPARED_VAR), std::env::var(NODE_PLACE_VAR)) else {
         return Ok(None);
     };
-    let Some(node) = std::env::var(crate::host_load::NODE_PID_VAR).ok().as_deref().and_then(crate::host_load::node_pid)
-    else {
+    let Some(node) = crate::host_load::this_node() else {
         return Ok(None);
     };
     let alive = || Path::new(&format!("/proc/{node}")).exists();

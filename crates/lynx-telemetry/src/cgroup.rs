@@ -11,6 +11,7 @@
 //! set on any cgroup above the process's (Kubernetes sets the pod's and the container's), so each
 //! is read from the process's cgroup up to its hierarchy's root.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Where the cgroup hierarchies are mounted on Linux.
@@ -222,19 +223,34 @@ pub fn count_cpus(list: &str) -> Option<u64> {
     Some(cpus_in(list)?.len() as u64)
 }
 
-/// The CPUs a Linux CPU list names, in its order ("0-2,8" is 0, 1, 2, 8).
-pub fn cpus_in(list: &str) -> Option<Vec<u64>> {
-    let mut cpus = Vec::new();
+/// Past the most CPUs a Linux kernel numbers (its `NR_CPUS` is at most 8192): a list naming a
+/// CPU at or above this is not one Linux wrote.
+pub const LINUX_MOST_CPUS: u64 = 1 << 16;
+
+/// The CPUs a Linux CPU list names ("0-2,8" is 0, 1, 2, 8); `None` where it is not a list, or
+/// names a CPU past any Linux numbers.
+pub fn cpus_in(list: &str) -> Option<BTreeSet<u64>> {
+    cpus_below(list, LINUX_MOST_CPUS).ok()
+}
+
+/// The CPUs a Linux CPU list names, every one below `most`; where not, the CPU it names at or
+/// above `most`, or `None` where it is not a list. Read range by range, so that a huge range is
+/// refused before it is counted out.
+pub fn cpus_below(list: &str, most: u64) -> Result<BTreeSet<u64>, Option<u64>> {
+    let mut cpus = BTreeSet::new();
     for part in list.split(',') {
         let part = part.trim();
         let (low, high) = part.split_once('-').unwrap_or((part, part));
-        let (low, high) = (low.parse::<u64>().ok()?, high.parse::<u64>().ok()?);
+        let (low, high) = (low.parse::<u64>().map_err(|_| None)?, high.parse::<u64>().map_err(|_| None)?);
         if high < low {
-            return None;
+            return Err(None);
+        }
+        if high >= most {
+            return Err(Some(high));
         }
         cpus.extend(low..=high);
     }
-    Some(cpus)
+    Ok(cpus)
 }
 
 #[cfg(test)]
@@ -252,7 +268,13 @@ mod tests {
         assert_eq!(count_cpus("0,2,4-7"), Some(6));
         assert_eq!(count_cpus("5"), Some(1));
         assert_eq!(count_cpus("3-1"), None);
-        assert_eq!(cpus_in("0-2,8"), Some(vec![0, 1, 2, 8]));
+        assert_eq!(cpus_in("8,0-2"), Some(BTreeSet::from([0, 1, 2, 8])));
+        assert_eq!(cpus_in(" 0-1\n"), Some(BTreeSet::from([0, 1])));
+        // A range no kernel writes is refused before it is counted out.
+        assert_eq!(cpus_in("0-18446744073709551615"), None);
+        assert_eq!(cpus_below("0-3,1023", 1024).map(|cpus| cpus.len()), Ok(5));
+        assert_eq!(cpus_below("0-3,1020-1030", 1024), Err(Some(1030)));
+        assert_eq!(cpus_below("0-x", 1024), Err(None));
         assert_eq!(count_cpus(""), None);
         if cfg!(target_os = "linux") {
             let (list, n) = allowed_cpus().expect("Linux says");

@@ -31,7 +31,7 @@ pub fn host_link_in(devices: &Path, bus_id: &str, allowed: Option<&str>) -> Repo
     // The list as sysfs words it, beside the CPUs it names (a list that names none is not kept).
     let local = read("local_cpulist").and_then(|list| Some((cpus_in(&list)?, list)));
     let allowed_cpus_elsewhere = match (allowed.and_then(cpus_in), &local) {
-        (Some(allowed), Some((local, _))) => Some(allowed.iter().filter(|cpu| !local.contains(cpu)).count() as u64),
+        (Some(allowed), Some((local, _))) => Some(allowed.difference(local).count() as u64),
         _ => None,
     };
     let local_cpus = local.map(|(_, list)| list);

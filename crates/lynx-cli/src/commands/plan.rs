@@ -28,15 +28,14 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
             let found = match args.plan_as {
                 Some(sheet) => vec![devices::planned(sheet, args.device)?],
                 None => {
-                    let names = if args.node.is_node() {
+                    if args.node.is_node() {
                         super::run::node_devices(&args.node, &host)?
                     } else {
                         vec![match args.node.node_device.or(args.device) {
-                            Some(name) => name,
-                            None => devices::best(&host).record.device,
+                            Some(name) => devices::find(name, &host)?,
+                            None => devices::best(&host),
                         }]
-                    };
-                    names.into_iter().map(|name| devices::find(name, &host)).collect::<Result<Vec<_>, _>>()?
+                    }
                 }
             };
             let catalogue = suite::Catalogue::new(args.models.clone());

@@ -52,13 +52,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// The devices a node runs on: every GPU (or the CPU on a host without one), or those listed,
-/// each checked to be here.
-pub(super) fn node_devices(node: &NodeArgs, host: &lynx_schema::result::HostRecord) -> anyhow::Result<Vec<DeviceName>> {
+/// each found here.
+pub(super) fn node_devices(
+    node: &NodeArgs,
+    host: &lynx_schema::result::HostRecord,
+) -> anyhow::Result<Vec<devices::Device>> {
     if node.devices.is_empty() {
-        let gpus: Vec<DeviceName> =
-            devices::list(host).iter().map(|d| d.record.device).filter(|d| *d != DeviceName::Cpu).collect();
-        return Ok(if gpus.is_empty() { vec![DeviceName::Cpu] } else { gpus });
+        let (gpus, cpus): (Vec<devices::Device>, Vec<devices::Device>) =
+            devices::list(host).into_iter().partition(|d| d.record.device != DeviceName::Cpu);
+        return Ok(if gpus.is_empty() { cpus.into_iter().take(1).collect() } else { gpus });
     }
+    let mut found = Vec::new();
     for (i, &name) in node.devices.iter().enumerate() {
         // Two processes measuring one device at once each measure the other's load too.
         if !node.one_at_a_time && node.devices[..i].contains(&name) {
@@ -67,9 +71,9 @@ pub(super) fn node_devices(node: &NodeArgs, host: &lynx_schema::result::HostReco
                  measuring the other's load too (--one-at-a-time runs them in turn)"
             );
         }
-        devices::find(name, host)?;
+        found.push(devices::find(name, host)?);
     }
-    Ok(node.devices.clone())
+    Ok(found)
 }
 
 /// One `lynx run` per device of the node, each given this process's own command line unchanged
@@ -80,10 +84,10 @@ fn run_node(node: &NodeArgs, cpus: Option<&binding::CpuChoice>, out: PathBuf) ->
     let found = node_devices(node, &host)?;
     // Each device's run binds itself (to its own GPU's CPUs, for gpu-local); one that cannot is
     // bad input here, before any starts.
-    for &name in &found {
-        binding::resolve(cpus, &devices::find(name, &host)?)?;
+    for device in &found {
+        binding::resolve(cpus, device)?;
     }
-    let names: Vec<String> = found.iter().map(DeviceName::to_string).collect();
+    let names: Vec<String> = found.iter().map(|device| device.record.device.to_string()).collect();
     let plan = lynx_runner::node::NodePlan { devices: names, out, one_at_a_time: node.one_at_a_time };
     super::warn_of_test_hooks();
     // The node goes on through a hangup as each of its runs does, to write its summary.
