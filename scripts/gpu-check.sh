@@ -932,6 +932,19 @@ def host_link_words(link):
     return (f"PCI {link.get('pci_device')} on {where}{off}; link {width(link.get('link_width'))} of "
             f"{width(link.get('max_link_width'))}" + (f", {link['max_link_speed']} at most" if link.get("max_link_speed") else ""))
 
+# The GPU's link as trained at the end of the last warm-up that read it (builds from 2026-12-07
+# on): an idle GPU lowers its link's speed, so only this reading says what it ran at under load.
+def link_at_end_words(result):
+    warmups = [result.get("warmup")] + list(result.get("resumed_warmups") or [])
+    read = [w["link_at_end"] for w in warmups if isinstance(w, dict) and isinstance(w.get("link_at_end"), dict)]
+    if not read:
+        return ""
+    last = read[-1]
+    if "unavailable" in last:
+        return f"link unread at the end of warm-up ({last['unavailable']})"
+    width = f"x{last['width']}" if last.get("width") is not None else "x?"
+    return f"{last.get('speed', 'speed unread')} {width} at the end of warm-up"
+
 for name, result in sorted(results.items()):
     for check in result["checks"]:
         if check["name"] == "parity":
@@ -993,7 +1006,8 @@ for name, result in sorted(results.items()):
     # node's wheels gave libtorch), and where its GPU sits on the host's PCI tree: whether the
     # CPUs issuing its steps are on its NUMA node (lynx builds from 2026-12-06 on record both).
     loaded = gpu_libraries_words((result.get("harness") or {}).get("gpu_libraries"))
-    link = host_link_words((result.get("device") or {}).get("host_link"))
+    link = "; ".join(w for w in (host_link_words((result.get("device") or {}).get("host_link")),
+                                 link_at_end_words(result)) if w)
     if loaded or link:
         claim(f"{name}: GPU libraries, and where the GPU sits", "INFO", "; ".join(w for w in (loaded, link) if w))
     try:

@@ -340,6 +340,7 @@ mod tests {
             segment: Some(1),
             step_autocorrelation: None,
             after_sweep: None,
+            link_at_end: None,
         }
     }
 

@@ -23,6 +23,13 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("host CPUs allowed", allowance(a), allowance(b));
     let link = |r: &RunResult| r.device.host_link_compared().unwrap_or_else(|| "none (a CPU)".to_owned());
     differ("GPU's host link", link(a), link(b));
+    let trained = |r: &RunResult| match r.link_at_end() {
+        Some(Reported::Known(link)) => link.words(),
+        Some(Reported::Unavailable { .. }) => "unread".to_owned(),
+        None if r.device.device == lynx_schema::device::DeviceName::Cpu => "none (a CPU)".to_owned(),
+        None => "not recorded".to_owned(),
+    };
+    differ("GPU's link at the end of warm-up", trained(a), trained(b));
     differ("CPU binding", a.harness.cpu_binding_compared(), b.harness.cpu_binding_compared());
     let (x, y) = (&a.host, &b.host);
     differ("host cpufreq governor", recorded_words(&x.cpufreq_governor), recorded_words(&y.cpufreq_governor));
@@ -527,6 +534,43 @@ mod tests {
             "GPU's host link: link x16 of x16, 32.0 GT/s PCIe; CPUs off its NUMA node 0 vs link x8 of x16, 32.0 GT/s \
              PCIe; CPUs off its NUMA node 64"
         );
+        // And the link as trained at the end of warm-up (an idle GPU's runs slower): compared,
+        // said after the host link in words, and warned of where it ran short of the board's.
+        use lynx_schema::result::TrainedLink;
+        let trained =
+            |speed: &str| Some(Reported::Known(TrainedLink { speed: Some(speed.to_owned()), width: Some(16) }));
+        b.device.host_link = link("0000:9a:00.0", "0-63", 0, 16);
+        a.warmup.as_mut().expect("a warm-up").link_at_end = trained("32.0 GT/s PCIe");
+        b.warmup.as_mut().expect("a warm-up").link_at_end = trained("16.0 GT/s PCIe");
+        assert_eq!(
+            placed(&a, &b).unwrap(),
+            "GPU's link at the end of warm-up: 32.0 GT/s PCIe x16 vs 16.0 GT/s PCIe x16"
+        );
+        assert_eq!(a.link_short(), None);
+        let short = b.link_short().expect("16 of 32 GT/s");
+        assert!(
+            short.starts_with(
+                "the GPU's PCIe link ran at 16.0 GT/s PCIe x16 under load, short of the 32.0 GT/s PCIe x16"
+            ),
+            "{short}"
+        );
+        let words = b.host_link_words().unwrap();
+        assert!(words.ends_with("32.0 GT/s PCIe at most; 16.0 GT/s PCIe x16 at the end of warm-up"), "{words}");
+        // A resumed warm-up's reading is the latest.
+        let mut again = b.warmup.clone().unwrap();
+        again.link_at_end = Some(Reported::unavailable("no /sys/bus/pci/devices/0000:9a:00.0"));
+        b.resumed_warmups.push(again);
+        assert_eq!(b.link_short(), None);
+        assert!(b
+            .host_link_words()
+            .unwrap()
+            .ends_with("; unread at the end of warm-up (no /sys/bus/pci/devices/0000:9a:00.0)"));
+        assert_eq!(placed(&a, &b).unwrap(), "GPU's link at the end of warm-up: 32.0 GT/s PCIe x16 vs unread");
+        b.resumed_warmups.clear();
+        b.warmup.as_mut().unwrap().link_at_end = None;
+        assert_eq!(placed(&a, &b).unwrap(), "GPU's link at the end of warm-up: 32.0 GT/s PCIe x16 vs not recorded");
+        assert_eq!(b.host_link_words(), b.device.host_link_words(), "nothing read: the start's words alone");
+        assert_eq!(published.link_at_end(), None);
         // And how lynx bound its CPUs: by what was asked (not the GPU's local CPUs, which differ
         // between nodes alike), or a list's CPUs.
         use lynx_schema::result::CpuBinding;

@@ -530,6 +530,7 @@ mod tests {
             segment: Some(1),
             step_autocorrelation: a,
             after_sweep: None,
+            link_at_end: None,
         };
         let (persistent, independent, unrecorded) =
             (warmup(Some(autocorrelation(0.8, 0.6))), warmup(Some(autocorrelation(-0.1, 0.0))), warmup(None));

@@ -5,10 +5,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lynx_report::text::{check_line, ms, roofline_table, telemetry_criteria, warmup_line};
 use lynx_runner::{Observer, WarmupProgress};
 use lynx_schema::device::DeviceName;
-use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, RunResult, WarmupRecord};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, HostLink, RunResult, WarmupRecord};
 use lynx_schema::roofline::ProbePhase;
 use lynx_schema::telemetry::Sample;
-use lynx_schema::value::Finite;
+use lynx_schema::value::{Finite, Reported};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -23,6 +23,9 @@ pub struct Progress {
     pub result_path: Option<PathBuf>,
     bar: Option<ProgressBar>,
     next_warmup_report_s: f64,
+    /// Where the run's GPU sits and the fastest its link can run (from the start), which the
+    /// link as trained at the end of warm-up is held against.
+    host_link: Option<Reported<HostLink>>,
 }
 
 impl Progress {
@@ -33,7 +36,7 @@ impl Progress {
             bar.enable_steady_tick(std::time::Duration::from_millis(200));
             bar
         });
-        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S }
+        Progress { result_path: None, bar, next_warmup_report_s: WARMUP_REPORT_S, host_link: None }
     }
 
     /// A line that stays (above the status line on a terminal).
@@ -79,6 +82,7 @@ fn device_state(sample: Option<&Sample>) -> String {
 impl Observer for Progress {
     fn started(&mut self, result_path: &Path, result: &RunResult) {
         self.result_path = Some(result_path.to_path_buf());
+        self.host_link = result.device.host_link.clone();
         let config = &result.config;
         self.say(format!(
             "{} on {} ({}): model {} ({:.1} M parameters, {}){}",
@@ -168,6 +172,11 @@ impl Observer for Progress {
 
     fn warmed(&mut self, warmup: &WarmupRecord) {
         self.say(warmup_line(warmup));
+        if let (Some(Reported::Known(trained)), Some(Reported::Known(link))) = (&warmup.link_at_end, &self.host_link) {
+            if let Some(short) = trained.short_of(link) {
+                self.warned(&short);
+            }
+        }
     }
 
     fn rechecked(&mut self, warmup: &WarmupRecord) {

@@ -520,12 +520,14 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                 result["device"]["host_link"] = json!({"pci_device": "0000:9a:00.0", "numa_node": 1,
                     "local_cpus": "56-111", "allowed_cpus_elsewhere": 56, "link_width": 16, "max_link_width": 16,
                     "max_link_speed": "32.0 GT/s PCIe"});
+                result["warmup"]["link_at_end"] = json!({"speed": "16.0 GT/s PCIe", "width": 16});
                 result["harness"]["gpu_libraries"] = json!([
                     {"name": "cuBLAS", "file": "/w/libcublas.so.13", "version": "13.1.0"},
                     {"name": "cuDNN", "file": "/w/libcudnn.so.9", "version": {"unavailable": "no cudnnGetProperty"}}]);
             }
             if suite == "gpu-check-moe" {
                 result["device"]["host_link"] = json!({"unavailable": "no /sys/bus/pci/devices/0000:9a:00.0"});
+                result["warmup"]["link_at_end"] = json!({"unavailable": "where the GPU sits is unknown"});
             }
             if suite != "gpu-check-llama-bf16" {
                 result["harness"].as_object_mut().unwrap().remove("gpu_libraries");
@@ -710,11 +712,18 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(
         sits("gpu-check-llama-bf16").ends_with(
             "libraries cuBLAS 13.1.0, cuDNN (version unknown: no cudnnGetProperty); PCI 0000:9a:00.0 on NUMA node 1 \
-             (CPUs 56-111), 56 CPUs lynx could run on off it; link x16 of x16, 32.0 GT/s PCIe at most"
+             (CPUs 56-111), 56 CPUs lynx could run on off it; link x16 of x16, 32.0 GT/s PCIe at most; 16.0 GT/s \
+             PCIe x16 at the end of warm-up"
         ),
         "{table}"
     );
-    assert!(sits("gpu-check-moe").ends_with("host link unknown (no /sys/bus/pci/devices/0000:9a:00.0)"), "{table}");
+    assert!(
+        sits("gpu-check-moe").ends_with(
+            "host link unknown (no /sys/bus/pci/devices/0000:9a:00.0); link unread at the end of warm-up (where the \
+             GPU sits is unknown)"
+        ),
+        "{table}"
+    );
     assert!(!table.contains("gpu-check-llama-fp8: GPU libraries"), "{table}");
     let moe = claim_line(&table, "gpu-check-moe: GPU library readings over 1 ms, and their calls");
     let quick = "none of its 3 readings (a reading took 0.300 ms at the median, 0.400 ms at p99, 0.400 ms at most)";

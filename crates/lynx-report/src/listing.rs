@@ -330,7 +330,7 @@ pub fn export(result: &RunResult, signers: &crate::Signers, format: Format) -> S
         ("host", text(&result.host.cpu_model)),
         ("host CPUs allowed", markdown_text(&result.host.cpu_allowance_words())),
         ("host settings", markdown_text(&result.host.settings_words())),
-        ("GPU's host link", result.device.host_link_words().map_or_else(|| "-".to_owned(), |w| markdown_text(&w))),
+        ("GPU's host link", result.host_link_words().map_or_else(|| "-".to_owned(), |w| markdown_text(&w))),
         ("model", format!("{} at {}", markdown_text(&config.model.name), config.suite.precision)),
         ("configuration sha256", markdown_text(&config.sha256)),
         ("weights", markdown_text(&weights_words(&config.weights))),

@@ -518,7 +518,7 @@ fn facts(entry: &Entry, result: &RunResult, signers: &Signers) -> Markup {
         ("host", reported(&result.host.cpu_model)),
         ("host CPUs allowed", html! { (Html(&result.host.cpu_allowance_words())) }),
         ("host settings", html! { (Html(&result.host.settings_words())) }),
-        ("GPU's host link", html! { (Html(&result.device.host_link_words().unwrap_or_else(|| "-".to_owned()))) }),
+        ("GPU's host link", html! { (Html(&result.host_link_words().unwrap_or_else(|| "-".to_owned()))) }),
         ("suite", html! { (Html(&config.suite.name)) }),
         ("model", html! { (Html(&config.model.name)) " at " (config.suite.precision) }),
         (

@@ -128,8 +128,10 @@ pub fn warmup_line(warmup: &WarmupRecord) -> String {
     });
     // Whether the device kept that pace through the cells (once the sweep was done).
     let again = warmup.after_sweep_words().map_or(String::new(), |words| format!("; {words}"));
+    // A GPU's link as trained under load (the run's start read only the fastest it can run).
+    let link = warmup.link_words().map_or(String::new(), |words| format!("; {}", terminal_text(&words, 200)));
     format!(
-        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}{persistence}{again}",
+        "warm-up {:.1} s, {} decode steps at batch {} ctx {}: {state}{window}{persistence}{again}{link}",
         warmup.duration_s.get(),
         warmup.steps,
         warmup.batch,
@@ -143,6 +145,9 @@ pub fn run_summary(result: &RunResult, path: &Path) -> String {
     let _ = writeln!(out, "result: {} ({})", path.display(), status_word(result.status));
     for warmup in result.warmup.iter().chain(&result.resumed_warmups) {
         let _ = writeln!(out, "{}", warmup_line(warmup));
+    }
+    if let Some(short) = result.link_short() {
+        let _ = writeln!(out, "warning: {}", terminal_text(&short, 400));
     }
     if let Some(part) = &result.config.measured {
         let _ = writeln!(
@@ -1082,6 +1087,15 @@ mod tests {
                  26 steps)"
             )
         );
+        // And a GPU's link as trained at its end, its words cleaned of a hostile file's controls.
+        let again = warmup_line(&warmup);
+        warmup.link_at_end = Some(lynx_schema::value::Reported::Known(lynx_schema::result::TrainedLink {
+            speed: Some("16.0 GT/s\u{1b}[2J PCIe".to_owned()),
+            width: Some(16),
+        }));
+        let line = warmup_line(&warmup);
+        assert!(line.starts_with(&format!("{again}; the GPU's PCIe link at its end 16.0 GT/s")), "{line}");
+        assert!(line.ends_with(" PCIe x16") && !line.contains('\u{1b}'), "{line:?}");
     }
 
     /// Where the simulated figures of a served rate are medians over draws of the steps, the

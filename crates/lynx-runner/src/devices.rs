@@ -4,7 +4,7 @@ use crate::libtorch::load_gpu_backends;
 use crate::RunError;
 use lynx_analysis::estimate::{datasheet, Datasheet};
 use lynx_schema::device::{slug, DeviceName};
-use lynx_schema::result::{BoardRecord, DeviceRecord, HostLink, HostRecord};
+use lynx_schema::result::{BoardRecord, DeviceRecord, HostLink, HostRecord, TrainedLink};
 use lynx_schema::value::Reported;
 
 /// The variable that states a device's free memory instead of reading it.
@@ -289,6 +289,21 @@ fn host_link(board: &Reported<BoardRecord>, allowed: Option<&str>) -> Reported<H
     }
 }
 
+/// A GPU's PCIe link as trained now ([`lynx_telemetry::pci::trained_link`]), read where its host
+/// link was (the device record's `pci_device`); why not where that is unknown; `None` for a CPU
+/// and a record made before lynx read host links.
+pub fn link_now(device: &DeviceRecord) -> Option<Reported<TrainedLink>> {
+    if device.device == DeviceName::Cpu {
+        return None;
+    }
+    Some(match device.host_link.as_ref()? {
+        Reported::Known(link) => lynx_telemetry::pci::trained_link(&link.pci_device),
+        Reported::Unavailable { unavailable } => {
+            Reported::unavailable(format!("where the GPU sits is unknown: {unavailable}"))
+        }
+    })
+}
+
 /// Processes other than this worker holding a context on `device` now: the driver's count (NVML,
 /// or ROCm SMI's compute processes) less one, the worker's own (it holds one while it measures;
 /// the pids are not compared, as in a container the driver gives the host's); `None` where the
@@ -308,4 +323,33 @@ pub fn other_processes_over<T>(device: &DeviceRecord, work: impl FnOnce() -> T) 
     let before = other_processes(device);
     let done = work();
     (done, before.max(other_processes(device)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CPU has no link to read; a GPU whose place on the PCI tree is unknown says why; one whose
+    /// place is known is read from sysfs there (this host's first PCI device stands in for it:
+    /// on a virtual bus it says no link speed, which is a reason, not a panic).
+    #[test]
+    fn a_gpus_link_is_read_where_its_host_link_was() {
+        let cpu = cpu(&crate::host_record()).record;
+        assert_eq!(link_now(&cpu), None);
+        let mut gpu = DeviceRecord { device: DeviceName::Cuda(0), ..cpu };
+        assert_eq!(link_now(&gpu), None, "a record from before host links");
+        gpu.host_link = Some(Reported::unavailable("the board is unknown: no NVML"));
+        let said = link_now(&gpu).unwrap();
+        assert_eq!(said, Reported::unavailable("where the GPU sits is unknown: the board is unknown: no NVML"));
+        let first = std::fs::read_dir("/sys/bus/pci/devices")
+            .ok()
+            .and_then(|mut dir| Some(dir.next()?.ok()?.file_name().to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "0000:00:00.0".to_owned());
+        gpu.host_link = Some(lynx_telemetry::pci::host_link(&first, None));
+        if let Some(Reported::Known(_)) = &gpu.host_link {
+            let read = link_now(&gpu).unwrap();
+            let expected = lynx_telemetry::pci::trained_link(&first);
+            assert_eq!(read, expected, "{first}");
+        }
+    }
 }

@@ -68,6 +68,33 @@ impl RunResult {
     pub fn failed_checks(&self) -> Vec<CheckName> {
         self.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect()
     }
+
+    /// The GPU's PCIe link as the last warm-up that read it found it at its end
+    /// ([`WarmupRecord::link_at_end`]); `None` for a CPU, and in results before lynx read it.
+    pub fn link_at_end(&self) -> Option<&Reported<TrainedLink>> {
+        self.warmup.iter().chain(&self.resumed_warmups).filter_map(|w| w.link_at_end.as_ref()).next_back()
+    }
+
+    /// Where the GPU sits on the host's PCI tree ([`DeviceRecord::host_link_words`]), and its link
+    /// as trained under load where a warm-up read it; `None` for a CPU.
+    pub fn host_link_words(&self) -> Option<String> {
+        let words = self.device.host_link_words()?;
+        Some(match self.link_at_end() {
+            Some(Reported::Known(link)) => format!("{words}; {} at the end of warm-up", link.words()),
+            Some(Reported::Unavailable { unavailable }) => {
+                format!("{words}; unread at the end of warm-up ({unavailable})")
+            }
+            None => words,
+        })
+    }
+
+    /// Where the GPU's link ran slower or narrower under load than it can ([`TrainedLink::short_of`]).
+    pub fn link_short(&self) -> Option<String> {
+        match (self.link_at_end()?, self.device.host_link.as_ref()?) {
+            (Reported::Known(trained), Reported::Known(link)) => trained.short_of(link),
+            _ => None,
+        }
+    }
 }
 
 /// What a run was asked to do, written into its folder before anything runs: the worker process
@@ -550,6 +577,53 @@ impl HostLink {
     }
 }
 
+/// A GPU's PCIe link as trained at one moment (sysfs's `current_link_speed` and
+/// `current_link_width`). GPUs lower their link's speed while idle and raise it under load, so
+/// only a reading under load says what the slot, riser and firmware let it run at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainedLink {
+    /// Its speed as sysfs writes it ("32.0 GT/s PCIe"; absent where unread, or "Unknown").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<String>,
+    /// Its width in lanes (16 for x16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+}
+
+impl TrainedLink {
+    /// In words: "32.0 GT/s PCIe x16".
+    pub fn words(&self) -> String {
+        format!("{} {}", self.speed.as_deref().unwrap_or("speed unread"), lanes(self.width))
+    }
+
+    /// Where it ran slower or narrower under load than `link` says it can, in words: its slot,
+    /// a riser or the firmware holds it back, and every copy between host and GPU is slower.
+    pub fn short_of(&self, link: &HostLink) -> Option<String> {
+        let slower = match (self.speed.as_deref().and_then(gts), link.max_link_speed.as_deref().and_then(gts)) {
+            (Some(speed), Some(max)) => speed < max,
+            _ => false,
+        };
+        let narrower = matches!((self.width, link.max_link_width), (Some(width), Some(max)) if width < max);
+        (slower || narrower).then(|| {
+            format!(
+                "the GPU's PCIe link ran at {} under load, short of the {} {} it can (a slower slot, a riser or a \
+                 firmware setting): copies between host and GPU are slower than the board allows",
+                self.words(),
+                link.max_link_speed.as_deref().unwrap_or("speed unread"),
+                lanes(link.max_link_width)
+            )
+        })
+    }
+}
+
+/// The transfer rate a sysfs link speed names, in GT/s ("16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s");
+/// `None` where it names none ("Unknown").
+fn gts(speed: &str) -> Option<f64> {
+    let (rate, rest) = speed.trim().split_once(' ')?;
+    rest.starts_with("GT/s").then_some(())?;
+    rate.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0)
+}
+
 impl DeviceRecord {
     /// Where a GPU sits on the host's PCI tree, in words ([`HostLink::words`]), why that is
     /// unknown, or that the result does not record it; `None` for a CPU.
@@ -886,9 +960,24 @@ pub struct WarmupRecord {
     /// older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_sweep: Option<Reported<PaceRecheck>>,
+    /// A GPU's PCIe link as trained at the end of warm-up, after its minute or more of steps
+    /// (the device record holds the fastest it can run: at the run's start an idle GPU's link
+    /// runs slower), or why it could not be read. Absent for a CPU, and in results made before
+    /// lynx recorded it (2026-12-07).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_at_end: Option<Reported<TrainedLink>>,
 }
 
 impl WarmupRecord {
+    /// [`WarmupRecord::link_at_end`] in words: `the GPU's PCIe link at its end 32.0 GT/s PCIe
+    /// x16`, or why it was not read; `None` where the record has none (a CPU).
+    pub fn link_words(&self) -> Option<String> {
+        Some(match self.link_at_end.as_ref()? {
+            Reported::Known(link) => format!("the GPU's PCIe link at its end {}", link.words()),
+            Reported::Unavailable { unavailable } => format!("the GPU's PCIe link at its end unread: {unavailable}"),
+        })
+    }
+
     /// [`WarmupRecord::after_sweep`] in words: `its step timed again after the sweep took 1.02×
     /// its equilibrium median (67.1 ms over 31 steps)`, or why it could not be; `None` where
     /// the record has none.
@@ -1541,5 +1630,16 @@ mod tests {
         assert_eq!(json["message"], "oom");
         let back: CellRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back, cell);
+    }
+
+    /// A link speed as every kernel writes it, and what names none.
+    #[test]
+    fn link_speeds_are_read_in_gts() {
+        assert_eq!(gts("32.0 GT/s PCIe"), Some(32.0));
+        assert_eq!(gts("8 GT/s"), Some(8.0));
+        assert_eq!(gts(" 2.5 GT/s PCIe\n"), Some(2.5));
+        for none in ["", "Unknown", "Unknown speed", "16.0 Gb/s", "GT/s", "-1 GT/s", "NaN GT/s"] {
+            assert_eq!(gts(none), None, "{none:?}");
+        }
     }
 }

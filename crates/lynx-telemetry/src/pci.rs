@@ -2,7 +2,7 @@
 //! CPUs local to it, and its link's width (`/sys/bus/pci/devices/DOMAIN:BUS:DEVICE.FUNCTION/`).
 
 use crate::cgroup::cpus_in;
-use lynx_schema::result::HostLink;
+use lynx_schema::result::{HostLink, TrainedLink};
 use lynx_schema::value::Reported;
 use std::path::Path;
 
@@ -45,6 +45,30 @@ pub fn host_link_in(devices: &Path, bus_id: &str, allowed: Option<&str>) -> Repo
         max_link_width: number("max_link_width"),
         max_link_speed: read("max_link_speed").filter(|speed| !speed.is_empty() && speed.len() <= 40),
     })
+}
+
+/// [`trained_link_in`] for this host's sysfs.
+pub fn trained_link(bus_id: &str) -> Reported<TrainedLink> {
+    trained_link_in(Path::new(PCI_DEVICES), bus_id)
+}
+
+/// The link of the device `bus_id` names under the sysfs folder `devices` as trained now: its
+/// speed and width. A GPU lowers its link's speed while idle, so this is read under load (the
+/// end of warm-up). Why not where the folder is not there or says neither.
+pub fn trained_link_in(devices: &Path, bus_id: &str) -> Reported<TrainedLink> {
+    let Some(name) = sysfs_name(bus_id) else {
+        return Reported::unavailable(format!("{bus_id:?} is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION)"));
+    };
+    let folder = devices.join(name);
+    let read = |file: &str| std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned());
+    // The kernel writes "Unknown" (or "Unknown speed") where the link's speed is not one it knows.
+    let speed = read("current_link_speed")
+        .filter(|speed| !speed.is_empty() && speed.len() <= 40 && !speed.starts_with("Unknown"));
+    let width = read("current_link_width").and_then(|text| text.parse::<u32>().ok()).filter(|&w| w > 0);
+    if speed.is_none() && width.is_none() {
+        return Reported::unavailable(format!("{} says no current link speed or width", folder.display()));
+    }
+    Reported::Known(TrainedLink { speed, width })
 }
 
 /// sysfs's name of the device `bus_id` names: its domain in four hex digits (or as many as it
@@ -146,6 +170,43 @@ mod tests {
             "PCI 0000:00:05.0 on no NUMA node the kernel names (where lynx could run unknown); link x8 of x16"
         );
         assert_eq!(link.warnings(), ["the GPU's PCIe link trained at x8 of the x16 it can"]);
+    }
+
+    /// The link as trained, read under load: its speed and width; a speed the kernel does not
+    /// know is none, and a device that says neither (a virtual bus's) is a reason. Short of what
+    /// the board can, it is said so; at what it can, nothing.
+    #[test]
+    fn a_link_as_trained_is_read_and_told_when_it_runs_short() {
+        let root = tempfile::tempdir().unwrap();
+        let files = [
+            ("numa_node", "0"),
+            ("current_link_width", "16"),
+            ("max_link_width", "16"),
+            ("current_link_speed", "16.0 GT/s PCIe"),
+            ("max_link_speed", "32.0 GT/s PCIe"),
+        ];
+        device(root.path(), "0000:19:00.0", &files);
+        device(root.path(), "0000:1a:00.0", &[("current_link_speed", "Unknown"), ("current_link_width", "8")]);
+        device(root.path(), "0000:1b:00.0", &[("current_link_speed", "Unknown speed"), ("current_link_width", "0")]);
+        let trained = trained_link_in(root.path(), "00000000:19:00.0").known().cloned().unwrap();
+        assert_eq!(trained, TrainedLink { speed: Some("16.0 GT/s PCIe".to_owned()), width: Some(16) });
+        assert_eq!(trained.words(), "16.0 GT/s PCIe x16");
+        let link = host_link_in(root.path(), "0000:19:00.0", None).known().cloned().unwrap();
+        let short = trained.short_of(&link).expect("16 of 32 GT/s is short");
+        assert!(short
+            .starts_with("the GPU's PCIe link ran at 16.0 GT/s PCIe x16 under load, short of the 32.0 GT/s PCIe x16"));
+        let full = TrainedLink { speed: Some("32.0 GT/s PCIe".to_owned()), width: Some(16) };
+        assert_eq!(full.short_of(&link), None);
+        let narrow = TrainedLink { width: Some(8), ..full.clone() };
+        assert!(narrow.short_of(&link).is_some_and(|w| w.contains("x8 under load")));
+        let unknown = trained_link_in(root.path(), "0000:1a:00.0").known().cloned().unwrap();
+        assert_eq!((unknown.speed, unknown.width), (None, Some(8)));
+        assert_eq!(TrainedLink { speed: None, width: Some(16) }.short_of(&link), None, "no speed: nothing to judge");
+        let neither = trained_link_in(root.path(), "0000:1b:00.0");
+        assert!(matches!(&neither, Reported::Unavailable { unavailable } if unavailable.contains("no current link")));
+        let missing = trained_link_in(root.path(), "0000:1c:00.0");
+        assert!(matches!(&missing, Reported::Unavailable { .. }));
+        assert!(matches!(trained_link_in(root.path(), "../x"), Reported::Unavailable { .. }));
     }
 
     /// This host's own PCI devices read as a GPU's would be (no link files on a virtual bus, a

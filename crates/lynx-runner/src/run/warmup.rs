@@ -118,6 +118,7 @@ pub(super) fn warm_up(
             segment: None,
             step_autocorrelation: second_half_autocorrelation(&timeline, elapsed_s),
             after_sweep: None,
+            link_at_end: None,
         }));
     }
 }

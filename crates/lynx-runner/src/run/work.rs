@@ -1172,6 +1172,8 @@ impl Turn<'_> {
         let Some(mut warmup) = warm_up(model, suite, fits, &mut *self.observer, &self.telemetry, self.stop)? else {
             return Ok(false);
         };
+        // Read as the last step ends, before the GPU idles and lowers its link's speed.
+        warmup.link_at_end = crate::devices::link_now(&self.device.record);
         warmup.telemetry = self.telemetry.summaries(start_s, self.telemetry.now_s());
         warmup.segment = Some(self.segment);
         self.observer.warmed(&warmup);
