@@ -277,6 +277,14 @@ fn a_cpu_binding_that_cannot_be_made_is_bad_input() {
     let line = bad_input(&node);
     assert!(line.contains("the cpu device has no GPU"), "{line}");
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a node's folder was written");
+    // A node's list naming a device this host does not have is refused, run and plan alike,
+    // naming it and the devices there are.
+    for plan in [&[][..], &["--plan"]] {
+        let listed = ["run", "--suite", "test", "--models", models, "--out", out_dir, "--devices", "cpu,cuda:7"];
+        let line = bad_input(&[&listed[..], plan].concat());
+        assert!(line.contains("cuda:7 is not a device here") && line.contains("available: cpu"), "{line}");
+    }
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "a node's folder was written");
     // A resume is bound as it started.
     let line = bad_input(&["run", "--resume", out.path().to_str().unwrap(), "--cpus", "0"]);
     assert!(line.contains("'--resume <RUN_DIR>' cannot be used with '--cpus <gpu-local|LIST>'"), "{line}");

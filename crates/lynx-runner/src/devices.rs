@@ -143,7 +143,12 @@ pub fn list(host: &HostRecord) -> Vec<Device> {
 
 /// The device `name`, if libtorch can use it.
 pub fn find(name: DeviceName, host: &HostRecord) -> Result<Device, RunError> {
-    let devices = list(host);
+    find_in(name, &list(host))
+}
+
+/// The device `name` among `devices` (this host's [`list`]); where it is not there, why, with
+/// the devices that are.
+pub fn find_in(name: DeviceName, devices: &[Device]) -> Result<Device, RunError> {
     if let Some(device) = devices.iter().find(|d| d.record.device == name) {
         return Ok(device.clone());
     }

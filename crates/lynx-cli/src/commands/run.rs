@@ -57,9 +57,10 @@ pub(super) fn node_devices(
     node: &NodeArgs,
     host: &lynx_schema::result::HostRecord,
 ) -> anyhow::Result<Vec<devices::Device>> {
+    let here = devices::list(host);
     if node.devices.is_empty() {
         let (gpus, cpus): (Vec<devices::Device>, Vec<devices::Device>) =
-            devices::list(host).into_iter().partition(|d| d.record.device != DeviceName::Cpu);
+            here.into_iter().partition(|d| d.record.device != DeviceName::Cpu);
         return Ok(if gpus.is_empty() { cpus.into_iter().take(1).collect() } else { gpus });
     }
     let mut found = Vec::new();
@@ -71,7 +72,7 @@ pub(super) fn node_devices(
                  measuring the other's load too (--one-at-a-time runs them in turn)"
             );
         }
-        found.push(devices::find(name, host)?);
+        found.push(devices::find_in(name, &here)?);
     }
     Ok(found)
 }
