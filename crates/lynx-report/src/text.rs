@@ -425,19 +425,36 @@ fn figures_verdict(comparison: &lynx_schema::compare::Comparison, first: &str, s
 
 /// A node's runs, and the spread across its devices of the same model.
 pub fn node_summary(summary: &lynx_schema::fleet::NodeSummary) -> String {
-    let mut rows = Table::new(["DEVICE", "NAME", "STATUS", "EXIT", "CHECKS", "RESULT"]);
+    // Each GPU's link as trained under load, where any device's run read one: a node's device
+    // whose link trained short stands out beside the others.
+    let links = summary.runs.iter().any(|run| run.link_at_end.is_some());
+    let mut header = vec!["DEVICE", "NAME", "STATUS", "EXIT", "CHECKS"];
+    if links {
+        header.push("LINK UNDER LOAD");
+    }
+    header.push("RESULT");
+    let mut rows = Table::new(header);
     for run in &summary.runs {
-        rows.row([
+        let mut row = vec![
             run.device.clone(),
             terminal_text(run.name.as_deref().unwrap_or("-"), 60),
             run.status.to_string(),
             run.exit.to_string(),
             if run.checks_passed { "passed".to_owned() } else { "not all passed".to_owned() },
-            run.envelope.clone().or_else(|| run.run_dir.clone()).unwrap_or_else(|| "-".to_owned()),
-        ]);
+        ];
+        if links {
+            row.push(terminal_text(run.link_at_end.as_deref().unwrap_or("-"), 60));
+        }
+        row.push(run.envelope.clone().or_else(|| run.run_dir.clone()).unwrap_or_else(|| "-".to_owned()));
+        rows.row(row);
     }
     let mut out = format!("node {}\n", terminal_text(&summary.node, 80));
     out.push_str(&rows.text(usize::MAX));
+    for run in &summary.runs {
+        if let Some(short) = &run.link_short {
+            let _ = writeln!(out, "warning: {}: {}", terminal_text(&run.device, 20), terminal_text(short, 400));
+        }
+    }
     if !summary.spreads.is_empty() {
         let _ = writeln!(out, "\nspread across devices of the same model (median step time):");
         let mut rows = Table::new(["NAME", "CELL", "DEVICES", "MIN", "MEDIAN", "MAX", "SPREAD"]);
@@ -1096,6 +1113,46 @@ mod tests {
         let line = warmup_line(&warmup);
         assert!(line.starts_with(&format!("{again}; the GPU's PCIe link at its end 16.0 GT/s")), "{line}");
         assert!(line.ends_with(" PCIe x16") && !line.contains('\u{1b}'), "{line:?}");
+    }
+
+    /// A node's summary gives each GPU's link as trained under load, where any device's run read
+    /// one, and warns of a device whose link ran short of its board; a node of CPUs has no such
+    /// column.
+    #[test]
+    fn a_nodes_summary_shows_each_gpus_link_under_load_and_warns_of_a_short_one() {
+        use lynx_schema::fleet::{DeviceExit, DeviceRun, DeviceRunStatus, NodeSummary};
+        let run = |device: &str, link: Option<&str>, short: Option<&str>| DeviceRun {
+            device: device.to_owned(),
+            name: Some("NVIDIA H200".to_owned()),
+            run_dir: None,
+            envelope: Some(format!("/r/{device}.intoto.json")),
+            status: DeviceRunStatus::Complete,
+            exit: DeviceExit::Code(0),
+            checks_passed: true,
+            link_at_end: link.map(str::to_owned),
+            link_short: short.map(str::to_owned),
+        };
+        let short = "the GPU's PCIe link ran at 16.0 GT/s PCIe x16 under load, short of the 32.0 GT/s PCIe x16 it can";
+        let mut summary = NodeSummary {
+            node: "gpu-node-1".to_owned(),
+            started_at: "2026-12-07T00:00:00Z".to_owned(),
+            runs: vec![
+                run("cuda:0", Some("32.0 GT/s PCIe x16"), None),
+                run("cuda:1", Some("16.0 GT/s PCIe x16"), Some(short)),
+            ],
+            spreads: Vec::new(),
+        };
+        let text = node_summary(&summary);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].contains("CHECKS  LINK UNDER LOAD     RESULT"), "{text}");
+        assert!(lines[2].contains("passed  32.0 GT/s PCIe x16  /r/cuda:0.intoto.json"), "{text}");
+        assert!(lines[3].contains("passed  16.0 GT/s PCIe x16  /r/cuda:1.intoto.json"), "{text}");
+        assert_eq!(lines[4], format!("warning: cuda:1: {short}"), "{text}");
+        for run in &mut summary.runs {
+            (run.link_at_end, run.link_short) = (None, None);
+        }
+        let text = node_summary(&summary);
+        assert!(!text.contains("LINK") && !text.contains("warning"), "{text}");
     }
 
     /// Where the simulated figures of a served rate are medians over draws of the steps, the

@@ -10,6 +10,7 @@ use lynx_schema::fleet::{DeviceExit, DeviceRun, DeviceRunStatus, NodeSummary};
 use lynx_schema::result::RunResult;
 use lynx_schema::result::RunStatus;
 use lynx_schema::time::{compact_utc, rfc3339_utc};
+use lynx_schema::value::Reported;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -229,6 +230,11 @@ fn device_run(device: &str, report: &Path, exit: DeviceExit) -> (DeviceRun, Opti
         },
         checks_passed: result.as_ref().is_some_and(|r| r.checks.iter().all(|c| c.passed)) && exit.succeeded(),
         exit,
+        link_at_end: result.as_ref().and_then(|r| match r.link_at_end()? {
+            Reported::Known(link) => Some(link.words()),
+            Reported::Unavailable { unavailable } => Some(format!("unread ({unavailable})")),
+        }),
+        link_short: result.as_ref().and_then(RunResult::link_short),
     };
     (line, result.filter(|_| envelope.is_some()))
 }

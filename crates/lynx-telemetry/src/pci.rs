@@ -60,6 +60,9 @@ pub fn trained_link_in(devices: &Path, bus_id: &str) -> Reported<TrainedLink> {
         return Reported::unavailable(format!("{bus_id:?} is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION)"));
     };
     let folder = devices.join(name);
+    if !folder.is_dir() {
+        return Reported::unavailable(format!("no {} (no sysfs, or not this host's device)", folder.display()));
+    }
     let read = |file: &str| std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned());
     // The kernel writes "Unknown" (or "Unknown speed") where the link's speed is not one it knows.
     let speed = read("current_link_speed")
@@ -205,7 +208,7 @@ mod tests {
         let neither = trained_link_in(root.path(), "0000:1b:00.0");
         assert!(matches!(&neither, Reported::Unavailable { unavailable } if unavailable.contains("no current link")));
         let missing = trained_link_in(root.path(), "0000:1c:00.0");
-        assert!(matches!(&missing, Reported::Unavailable { .. }));
+        assert!(matches!(&missing, Reported::Unavailable { unavailable } if unavailable.starts_with("no ")));
         assert!(matches!(trained_link_in(root.path(), "../x"), Reported::Unavailable { .. }));
     }
 
