@@ -172,10 +172,8 @@ impl Observer for Progress {
 
     fn warmed(&mut self, warmup: &WarmupRecord) {
         self.say(warmup_line(warmup));
-        if let (Some(Reported::Known(trained)), Some(Reported::Known(link))) = (&warmup.link_at_end, &self.host_link) {
-            if let Some(short) = trained.short_of(link) {
-                self.warned(&short);
-            }
+        if let Some(short) = warmup.link_short(self.host_link.as_ref()) {
+            self.warned(&short);
         }
     }
 

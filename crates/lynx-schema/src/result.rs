@@ -72,7 +72,12 @@ impl RunResult {
     /// The GPU's PCIe link as the last warm-up that read it found it at its end
     /// ([`WarmupRecord::link_at_end`]); `None` for a CPU, and in results before lynx read it.
     pub fn link_at_end(&self) -> Option<&Reported<TrainedLink>> {
-        self.warmup.iter().chain(&self.resumed_warmups).filter_map(|w| w.link_at_end.as_ref()).next_back()
+        self.last_link_read()?.link_at_end.as_ref()
+    }
+
+    /// The last warm-up (the run's own, then each resumed one's) that read the GPU's link.
+    fn last_link_read(&self) -> Option<&WarmupRecord> {
+        self.warmup.iter().chain(&self.resumed_warmups).rfind(|w| w.link_at_end.is_some())
     }
 
     /// Where the GPU sits on the host's PCI tree ([`DeviceRecord::host_link_words`]), and its link
@@ -88,12 +93,10 @@ impl RunResult {
         })
     }
 
-    /// Where the GPU's link ran slower or narrower under load than it can ([`TrainedLink::short_of`]).
+    /// Where the GPU's link ran slower or narrower under load than it can, as the last warm-up
+    /// that read it found it ([`WarmupRecord::link_short`]).
     pub fn link_short(&self) -> Option<String> {
-        match (self.link_at_end()?, self.device.host_link.as_ref()?) {
-            (Reported::Known(trained), Reported::Known(link)) => trained.short_of(link),
-            _ => None,
-        }
+        self.last_link_read()?.link_short(self.device.host_link.as_ref())
     }
 }
 
@@ -969,6 +972,16 @@ pub struct WarmupRecord {
 }
 
 impl WarmupRecord {
+    /// Where the GPU's link ran slower or narrower at its end than `host_link` (the device
+    /// record's, read at the run's start) says it can ([`TrainedLink::short_of`]); `None` where
+    /// either is not known.
+    pub fn link_short(&self, host_link: Option<&Reported<HostLink>>) -> Option<String> {
+        match (self.link_at_end.as_ref()?, host_link?) {
+            (Reported::Known(trained), Reported::Known(link)) => trained.short_of(link),
+            _ => None,
+        }
+    }
+
     /// [`WarmupRecord::link_at_end`] in words: `the GPU's PCIe link at its end 32.0 GT/s PCIe
     /// x16`, or why it was not read; `None` where the record has none (a CPU).
     pub fn link_words(&self) -> Option<String> {

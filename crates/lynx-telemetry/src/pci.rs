@@ -4,7 +4,7 @@
 use crate::cgroup::cpus_in;
 use lynx_schema::result::{HostLink, TrainedLink};
 use lynx_schema::value::Reported;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Where sysfs lists the host's PCI devices.
 const PCI_DEVICES: &str = "/sys/bus/pci/devices";
@@ -19,14 +19,11 @@ pub fn host_link(bus_id: &str, allowed: Option<&str>) -> Reported<HostLink> {
 /// `0000:19:00.0`) under the sysfs folder `devices`, against the CPUs `allowed` (a Linux CPU
 /// list, where known); why not where its folder is not there.
 pub fn host_link_in(devices: &Path, bus_id: &str, allowed: Option<&str>) -> Reported<HostLink> {
-    let Some(name) = sysfs_name(bus_id) else {
-        return Reported::unavailable(format!("{bus_id:?} is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION)"));
+    let (name, folder) = match device_folder(devices, bus_id) {
+        Ok(found) => found,
+        Err(why) => return Reported::unavailable(why),
     };
-    let folder = devices.join(&name);
-    if !folder.is_dir() {
-        return Reported::unavailable(format!("no {} (no sysfs, or not this host's device)", folder.display()));
-    }
-    let read = |file: &str| std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned());
+    let read = |file: &str| read_in(&folder, file);
     let number = |file: &str| read(file).and_then(|text| text.parse::<u32>().ok());
     // The list as sysfs words it, beside the CPUs it names (a list that names none is not kept).
     let local = read("local_cpulist").and_then(|list| Some((cpus_in(&list)?, list)));
@@ -47,6 +44,23 @@ pub fn host_link_in(devices: &Path, bus_id: &str, allowed: Option<&str>) -> Repo
     })
 }
 
+/// The sysfs folder under `devices` of the device `bus_id` names, with the name sysfs gives it;
+/// why not where `bus_id` is no bus id or the folder is not there.
+fn device_folder(devices: &Path, bus_id: &str) -> Result<(String, PathBuf), String> {
+    let name =
+        sysfs_name(bus_id).ok_or_else(|| format!("{bus_id:?} is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION)"))?;
+    let folder = devices.join(&name);
+    if !folder.is_dir() {
+        return Err(format!("no {} (no sysfs, or not this host's device)", folder.display()));
+    }
+    Ok((name, folder))
+}
+
+/// The file `file` of the sysfs folder `folder`, trimmed; `None` where it cannot be read.
+fn read_in(folder: &Path, file: &str) -> Option<String> {
+    std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned())
+}
+
 /// [`trained_link_in`] for this host's sysfs.
 pub fn trained_link(bus_id: &str) -> Reported<TrainedLink> {
     trained_link_in(Path::new(PCI_DEVICES), bus_id)
@@ -56,14 +70,11 @@ pub fn trained_link(bus_id: &str) -> Reported<TrainedLink> {
 /// speed and width. A GPU lowers its link's speed while idle, so this is read under load (the
 /// end of warm-up). Why not where the folder is not there or says neither.
 pub fn trained_link_in(devices: &Path, bus_id: &str) -> Reported<TrainedLink> {
-    let Some(name) = sysfs_name(bus_id) else {
-        return Reported::unavailable(format!("{bus_id:?} is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION)"));
+    let folder = match device_folder(devices, bus_id) {
+        Ok((_, folder)) => folder,
+        Err(why) => return Reported::unavailable(why),
     };
-    let folder = devices.join(name);
-    if !folder.is_dir() {
-        return Reported::unavailable(format!("no {} (no sysfs, or not this host's device)", folder.display()));
-    }
-    let read = |file: &str| std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned());
+    let read = |file: &str| read_in(&folder, file);
     // The kernel writes "Unknown" (or "Unknown speed") where the link's speed is not one it knows.
     let speed = read("current_link_speed")
         .filter(|speed| !speed.is_empty() && speed.len() <= 40 && !speed.starts_with("Unknown"));
