@@ -6,6 +6,7 @@ use lynx_analysis::estimate::{datasheet, Datasheet};
 use lynx_schema::device::{slug, DeviceName};
 use lynx_schema::result::{BoardRecord, DeviceRecord, HostLink, HostRecord, TrainedLink};
 use lynx_schema::value::Reported;
+use std::path::Path;
 
 /// The variable that states a device's free memory instead of reading it.
 pub const FREE_MEMORY_VAR: &str = "LYNX_FREE_MEMORY_BYTES";
@@ -294,15 +295,20 @@ fn host_link(board: &Reported<BoardRecord>, allowed: Option<&str>) -> Reported<H
     }
 }
 
-/// A GPU's PCIe link as trained now ([`lynx_telemetry::pci::trained_link`]), read where its host
-/// link was (the device record's `pci_device`); why not where that is unknown; `None` for a CPU
-/// and a record made before lynx read host links.
+/// A GPU's PCIe link as trained now, from this host's sysfs ([`link_now_in`]).
 pub fn link_now(device: &DeviceRecord) -> Option<Reported<TrainedLink>> {
+    link_now_in(device, Path::new(lynx_telemetry::pci::PCI_DEVICES))
+}
+
+/// A GPU's PCIe link as trained now ([`lynx_telemetry::pci::trained_link_in`] under the sysfs
+/// folder `devices`), read where its host link was (the device record's `pci_device`); why not
+/// where that is unknown; `None` for a CPU and a record made before lynx read host links.
+fn link_now_in(device: &DeviceRecord, devices: &Path) -> Option<Reported<TrainedLink>> {
     if device.device == DeviceName::Cpu {
         return None;
     }
     Some(match device.host_link.as_ref()? {
-        Reported::Known(link) => lynx_telemetry::pci::trained_link(&link.pci_device),
+        Reported::Known(link) => lynx_telemetry::pci::trained_link_in(devices, &link.pci_device),
         Reported::Unavailable { unavailable } => {
             Reported::unavailable(format!("where the GPU sits is unknown: {unavailable}"))
         }
@@ -335,8 +341,8 @@ mod tests {
     use super::*;
 
     /// A CPU has no link to read; a GPU whose place on the PCI tree is unknown says why; one whose
-    /// place is known is read from sysfs there (this host's first PCI device stands in for it:
-    /// on a virtual bus it says no link speed, which is a reason, not a panic).
+    /// place is known is read from sysfs there: the folder its host link named (NVML's bus id,
+    /// with its eight-digit domain, found as sysfs's four-digit one), not another device's.
     #[test]
     fn a_gpus_link_is_read_where_its_host_link_was() {
         let cpu = cpu(&crate::host_record()).record;
@@ -346,15 +352,21 @@ mod tests {
         gpu.host_link = Some(Reported::unavailable("the board is unknown: no NVML"));
         let said = link_now(&gpu).unwrap();
         assert_eq!(said, Reported::unavailable("where the GPU sits is unknown: the board is unknown: no NVML"));
-        let first = std::fs::read_dir("/sys/bus/pci/devices")
-            .ok()
-            .and_then(|mut dir| Some(dir.next()?.ok()?.file_name().to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "0000:00:00.0".to_owned());
-        gpu.host_link = Some(lynx_telemetry::pci::host_link(&first, None));
-        if let Some(Reported::Known(_)) = &gpu.host_link {
-            let read = link_now(&gpu).unwrap();
-            let expected = lynx_telemetry::pci::trained_link(&first);
-            assert_eq!(read, expected, "{first}");
+        let sysfs = tempfile::tempdir().unwrap();
+        for (name, speed, width) in [("0000:19:00.0", "16.0 GT/s PCIe", "16"), ("0000:1a:00.0", "2.5 GT/s PCIe", "1")] {
+            let folder = sysfs.path().join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("current_link_speed"), format!("{speed}\n")).unwrap();
+            std::fs::write(folder.join("current_link_width"), format!("{width}\n")).unwrap();
         }
+        gpu.host_link = Some(lynx_telemetry::pci::host_link_in(sysfs.path(), "00000000:19:00.0", None));
+        let read = link_now_in(&gpu, sysfs.path()).unwrap().known().cloned().expect("the link files are there");
+        assert_eq!(read, TrainedLink { speed: Some("16.0 GT/s PCIe".to_owned()), width: Some(16) });
+        std::fs::remove_dir_all(sysfs.path().join("0000:19:00.0")).unwrap();
+        let gone = link_now_in(&gpu, sysfs.path()).unwrap();
+        assert!(
+            matches!(&gone, Reported::Unavailable { unavailable } if unavailable.contains("0000:19:00.0")),
+            "{gone:?}"
+        );
     }
 }

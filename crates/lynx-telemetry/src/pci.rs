@@ -7,7 +7,7 @@ use lynx_schema::value::Reported;
 use std::path::{Path, PathBuf};
 
 /// Where sysfs lists the host's PCI devices.
-const PCI_DEVICES: &str = "/sys/bus/pci/devices";
+pub const PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
 /// [`host_link_in`] for this host's sysfs, against the CPUs `allowed` (the host record's
 /// allowance: the same list the result records).
