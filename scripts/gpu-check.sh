@@ -940,10 +940,11 @@ def link_at_end_words(result):
     if not read:
         return ""
     last = read[-1]
+    # Worded as lynx words it (the result's host link words, the warm-up line, the node summary).
     if "unavailable" in last:
-        return f"link unread at the end of warm-up ({last['unavailable']})"
+        return f"at the end of warm-up unread ({last['unavailable']})"
     width = f"x{last['width']}" if last.get("width") is not None else "x?"
-    return f"{last.get('speed', 'speed unread')} {width} at the end of warm-up"
+    return f"at the end of warm-up {last.get('speed', 'speed unread')} {width}"
 
 for name, result in sorted(results.items()):
     for check in result["checks"]:

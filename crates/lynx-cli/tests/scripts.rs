@@ -712,15 +712,15 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(
         sits("gpu-check-llama-bf16").ends_with(
             "libraries cuBLAS 13.1.0, cuDNN (version unknown: no cudnnGetProperty); PCI 0000:9a:00.0 on NUMA node 1 \
-             (CPUs 56-111), 56 CPUs lynx could run on off it; link x16 of x16, 32.0 GT/s PCIe at most; 16.0 GT/s \
-             PCIe x16 at the end of warm-up"
+             (CPUs 56-111), 56 CPUs lynx could run on off it; link x16 of x16, 32.0 GT/s PCIe at most; at the end of \
+             warm-up 16.0 GT/s PCIe x16"
         ),
         "{table}"
     );
     assert!(
         sits("gpu-check-moe").ends_with(
-            "host link unknown (no /sys/bus/pci/devices/0000:9a:00.0); link unread at the end of warm-up (where the \
-             GPU sits is unknown)"
+            "host link unknown (no /sys/bus/pci/devices/0000:9a:00.0); at the end of warm-up unread (where the GPU \
+             sits is unknown)"
         ),
         "{table}"
     );

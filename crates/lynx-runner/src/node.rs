@@ -230,10 +230,7 @@ fn device_run(device: &str, report: &Path, exit: DeviceExit) -> (DeviceRun, Opti
         },
         checks_passed: result.as_ref().is_some_and(|r| r.checks.iter().all(|c| c.passed)) && exit.succeeded(),
         exit,
-        link_at_end: result.as_ref().and_then(|r| match r.link_at_end()? {
-            Reported::Known(link) => Some(link.words()),
-            Reported::Unavailable { unavailable } => Some(format!("unread ({unavailable})")),
-        }),
+        link_at_end: result.as_ref().and_then(|r| Some(r.link_at_end()?.link_words())),
         link_short: result.as_ref().and_then(RunResult::link_short),
     };
     (line, result.filter(|_| envelope.is_some()))

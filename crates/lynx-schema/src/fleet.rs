@@ -21,7 +21,7 @@ pub struct DeviceRun {
     /// Every check of its result passed.
     pub checks_passed: bool,
     /// Its GPU's PCIe link as trained at the end of warm-up, in words ("32.0 GT/s PCIe x16", or
-    /// why it was not read), where its result read it: the one device of a node whose link
+    /// "unread (why)"), where its result read it: the one device of a node whose link
     /// trained short (a board not fully seated, a riser) stands out beside the others. Absent
     /// for a CPU, and in summaries made before lynx read it (2026-12-07).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -85,10 +85,7 @@ impl RunResult {
     pub fn host_link_words(&self) -> Option<String> {
         let words = self.device.host_link_words()?;
         Some(match self.link_at_end() {
-            Some(Reported::Known(link)) => format!("{words}; {} at the end of warm-up", link.words()),
-            Some(Reported::Unavailable { unavailable }) => {
-                format!("{words}; unread at the end of warm-up ({unavailable})")
-            }
+            Some(read) => format!("{words}; at the end of warm-up {}", read.link_words()),
             None => words,
         })
     }
@@ -619,6 +616,18 @@ impl TrainedLink {
     }
 }
 
+impl Reported<TrainedLink> {
+    /// A reading of a GPU's link as trained, in words: `32.0 GT/s PCIe x16`, or `unread (why)`.
+    /// The one wording of it in the warm-up line, the result's host link words, the node summary
+    /// and compare.
+    pub fn link_words(&self) -> String {
+        match self {
+            Reported::Known(link) => link.words(),
+            Reported::Unavailable { unavailable } => format!("unread ({unavailable})"),
+        }
+    }
+}
+
 /// The transfer rate a sysfs link speed names, in GT/s ("16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s");
 /// `None` where it names none ("Unknown").
 fn gts(speed: &str) -> Option<f64> {
@@ -983,12 +992,9 @@ impl WarmupRecord {
     }
 
     /// [`WarmupRecord::link_at_end`] in words: `the GPU's PCIe link at its end 32.0 GT/s PCIe
-    /// x16`, or why it was not read; `None` where the record has none (a CPU).
+    /// x16`, or `… unread (why)`; `None` where the record has none (a CPU).
     pub fn link_words(&self) -> Option<String> {
-        Some(match self.link_at_end.as_ref()? {
-            Reported::Known(link) => format!("the GPU's PCIe link at its end {}", link.words()),
-            Reported::Unavailable { unavailable } => format!("the GPU's PCIe link at its end unread: {unavailable}"),
-        })
+        Some(format!("the GPU's PCIe link at its end {}", self.link_at_end.as_ref()?.link_words()))
     }
 
     /// [`WarmupRecord::after_sweep`] in words: `its step timed again after the sweep took 1.02×
