@@ -10,7 +10,6 @@ use lynx_schema::fleet::{DeviceExit, DeviceRun, DeviceRunStatus, NodeSummary};
 use lynx_schema::result::RunResult;
 use lynx_schema::result::RunStatus;
 use lynx_schema::time::{compact_utc, rfc3339_utc};
-use lynx_schema::value::Reported;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
