@@ -240,6 +240,10 @@ impl Rates {
 pub struct WallTime {
     /// Everything, with warm-up at its `min_s`.
     pub total_s: f64,
+    /// Of `total_s`, what comes before warm-up: the burst probes and drawing the weights (the
+    /// parity check not counted). A node's runs all at once each wait there until every one has
+    /// prepared, so the node takes the longest preparation and then the longest rest.
+    pub prepare_s: f64,
     /// How much longer a warm-up that never reaches equilibrium makes it (`max_s` − `min_s`).
     pub warmup_extra_s: f64,
     /// How much longer the serving phase takes where the bound breaks at every latency-bounded
@@ -328,12 +332,13 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     let suite = run.suite;
     let precision = suite.precision;
     let draw = |bytes: f64| bytes / if rates.gpu { rates.bandwidth_bytes_per_s / 4.0 } else { HOST_DRAW_BYTES_PER_S };
-    let mut total_s = 0.0;
-    if run.done.is_empty() && suite.roofline.probe {
-        let sustained = 1.0 + if run.native_matmuls { NATIVE_MATMULS } else { 0.0 };
-        total_s += if run.burst_probed { 0.0 } else { BURST_PROBES_S } + sustained * suite.roofline.sustained_s;
-    }
-    total_s += draw(run.shape.weight_bytes(precision) as f64) + suite.warmup.min_s;
+    // The burst probes run before warm-up, the sustained ones after it.
+    let probed = run.done.is_empty() && suite.roofline.probe;
+    let burst_s = if probed && !run.burst_probed { BURST_PROBES_S } else { 0.0 };
+    let sustained = 1.0 + if run.native_matmuls { NATIVE_MATMULS } else { 0.0 };
+    let sustained_s = if probed { sustained * suite.roofline.sustained_s } else { 0.0 };
+    let prepare_s = burst_s + draw(run.shape.weight_bytes(precision) as f64);
+    let mut total_s = prepare_s + suite.warmup.min_s + sustained_s;
     let head = run.suite.scale.layers.map(|_| crate::cell::head_only_shape(run.shape));
     let mut cells = run.done.to_vec();
     let mut measured = 0;
@@ -410,6 +415,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
     }
     WallTime {
         total_s,
+        prepare_s,
         under_extra_s,
         warmup_extra_s: (suite.warmup.max_s - suite.warmup.min_s).max(0.0),
         cells: measured,
@@ -532,6 +538,10 @@ mod tests {
         // Made again once the burst probes have run, it no longer counts them.
         let after = wall_time(&Planned { burst_probed: true, ..planned }, &Rates::cpu());
         assert!((estimate.total_s - after.total_s - BURST_PROBES_S).abs() < 1e-9, "{estimate:?} {after:?}");
+        // Both before warm-up: the burst probes and drawing the weights, at the host's rate.
+        let draw_s = model.weight_bytes(suite.precision) as f64 / HOST_DRAW_BYTES_PER_S;
+        assert!((estimate.prepare_s - BURST_PROBES_S - draw_s).abs() < 1e-9, "{estimate:?}");
+        assert!((after.prepare_s - draw_s).abs() < 1e-9 && draw_s > 0.0, "{after:?}");
         assert!(suite.serve.as_ref().and_then(|s| s.total_s).is_some(), "the cpu suite's serving has a budget");
         // And a budget for the run up to the phase's end, with room left of the 5 minutes.
         let run_s = suite.serve.as_ref().and_then(|s| s.run_s);

@@ -67,11 +67,14 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
             forecasts
         }
     };
-    // Each device's estimate, in seconds: (first figure, longest case), where it has one.
-    let estimates: Vec<(f64, f64)> = forecasts
+    let estimates: Vec<Estimate> = forecasts
         .iter()
         .filter_map(|f| f.wall_time.as_ref().ok())
-        .map(|w| (w.total_s, w.total_s + w.warmup_extra_s + w.under_extra_s))
+        .map(|w| Estimate {
+            prepare_s: w.prepare_s,
+            first_s: w.total_s,
+            longest_s: w.total_s + w.warmup_extra_s + w.under_extra_s,
+        })
         .collect();
     let node = args.node.is_node().then(|| node_estimate(&estimates, args.node.one_at_a_time));
     if args.json {
@@ -96,13 +99,28 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A device's estimated wall time, in seconds.
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    /// Of `first_s`, what comes before warm-up ([`WallTime::prepare_s`]).
+    prepare_s: f64,
+    /// The first figure (warm-up at its `min_s`).
+    first_s: f64,
+    /// The longest case (warm-up to its `max_s`, and the serving loop's step down).
+    longest_s: f64,
+}
+
 /// A node's wall time in seconds (first figure, longest case) from its devices' `estimates`:
-/// the longest device's where they run at once, their sum where one after another.
-fn node_estimate(estimates: &[(f64, f64)], one_at_a_time: bool) -> (f64, f64) {
+/// their sum where one after another; where all at once, the longest preparation (each device's
+/// run waits there for every other's, `lynx_runner::node::prepared_together`) and then the
+/// longest of the rest.
+fn node_estimate(estimates: &[Estimate], one_at_a_time: bool) -> (f64, f64) {
+    let longest = |of: &dyn Fn(&Estimate) -> f64| estimates.iter().map(of).fold(0.0, f64::max);
     if one_at_a_time {
-        (estimates.iter().map(|e| e.0).sum(), estimates.iter().map(|e| e.1).sum())
+        (estimates.iter().map(|e| e.first_s).sum(), estimates.iter().map(|e| e.longest_s).sum())
     } else {
-        (estimates.iter().map(|e| e.0).fold(0.0, f64::max), estimates.iter().map(|e| e.1).fold(0.0, f64::max))
+        let prepare = longest(&|e| e.prepare_s);
+        (prepare + longest(&|e| e.first_s - e.prepare_s), prepare + longest(&|e| e.longest_s - e.prepare_s))
     }
 }
 
@@ -110,7 +128,10 @@ fn node_estimate(estimates: &[(f64, f64)], one_at_a_time: bool) -> (f64, f64) {
 /// `estimated` of its `devices` that have an estimate.
 fn node_line((first, longest): (f64, f64), estimated: usize, devices: usize, one_at_a_time: bool) -> String {
     let minutes = |s: f64| (s / 60.0).ceil();
-    let how = if one_at_a_time { "one after another, the sum" } else { "all at once, the longest" };
+    let how = match one_at_a_time {
+        true => "one after another, the sum",
+        false => "all at once (each warms up once all have prepared), the longest",
+    };
     let missing = devices - estimated;
     let unknown =
         if missing > 0 { format!("; {missing} device(s) without an estimate not counted") } else { String::new() };
@@ -333,16 +354,23 @@ mod tests {
     /// a device without an estimate is said to be left out, not counted as nothing.
     #[test]
     fn a_nodes_estimate_is_its_longest_device_or_their_sum() {
-        let estimates = [(61.0, 130.0), (300.0, 400.0)];
+        let estimate = |prepare_s, first_s, longest_s| Estimate { prepare_s, first_s, longest_s };
+        let estimates = [estimate(20.0, 61.0, 130.0), estimate(20.0, 300.0, 400.0)];
         let line = |devices, one_at_a_time| {
             node_line(node_estimate(&estimates, one_at_a_time), estimates.len(), devices, one_at_a_time)
         };
         assert_eq!(
             line(2, false),
-            "node: 2 device(s), all at once, the longest of their estimates: about 5 min (7 at the longest); an \
-             estimate, not a measurement"
+            "node: 2 device(s), all at once (each warms up once all have prepared), the longest of their estimates: \
+             about 5 min (7 at the longest); an estimate, not a measurement"
         );
         assert!(line(2, true).contains("one after another, the sum of their estimates: about 7 min (9 at"));
         assert!(line(3, true).contains("; 1 device(s) without an estimate not counted;"));
+        // One device prepares longer (a larger share of weights to draw, its burst probes), the
+        // other measures longer: at once, the node waits for the first's preparation and then for
+        // the second's rest, longer than either alone.
+        let uneven = [estimate(200.0, 260.0, 300.0), estimate(20.0, 290.0, 320.0)];
+        assert_eq!(node_estimate(&uneven, false), (200.0 + 270.0, 200.0 + 300.0));
+        assert_eq!(node_estimate(&uneven, true), (550.0, 620.0));
     }
 }
