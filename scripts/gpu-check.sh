@@ -865,6 +865,13 @@ def slow_steps_by_mode(result):
         stolen = [c["stolen_cpu_cores"] for c in cells(result) if mode(c) == mode_name and "stolen_cpu_cores" in c]
         if stolen:
             line += f"; the hypervisor stole at most {max(stolen):.2f} host cores during a cell"
+        # Other processes' load on host CPUs lynx could not run on (lynx builds from 2026-12-07 on,
+        # where lynx may run on some of the host's CPUs only: a container on a shared host).
+        elsewhere = [c["other_cpu_cores_elsewhere"] for c in cells(result)
+                     if mode(c) == mode_name and "other_cpu_cores_elsewhere" in c]
+        if elsewhere:
+            line += (f"; other processes kept at least {max(elsewhere):.2f} host cores busy on CPUs lynx could not "
+                     "run on during a cell")
         words.append(line)
     return "; ".join(words)
 

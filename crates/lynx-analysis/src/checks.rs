@@ -198,13 +198,12 @@ pub fn unstable(cell: &CellRecord, bounds: &StabilityBounds) -> Option<String> {
         reasons.push(format!("step-time CV {cv:.decimals$}% above {max_cv:.decimals$}%"));
     }
     if let Some(cores) = cell.other_cpu_cores.map(Finite::get).filter(|&c| c > max_other_cpu_cores) {
-        // A virtual machine's hypervisor taking its CPUs (steal) is in that count: said apart.
-        let stolen = match cell.stolen_cpu_cores.map(Finite::get).filter(|&s| s >= 0.005) {
-            Some(stolen) => format!("; the hypervisor stole {stolen:.2} of them"),
-            None => String::new(),
-        };
+        let of_them: String = of_the_other_load(cell.stolen_cpu_cores, cell.other_cpu_cores_elsewhere)
+            .iter()
+            .map(|part| format!("; {part}"))
+            .collect();
         reasons.push(format!(
-            "other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2}){stolen}"
+            "other processes kept {cores:.2} host CPU cores busy (limit {max_other_cpu_cores:.2}){of_them}"
         ));
     }
     // The device is lynx's alone while it measures: any other context on it shares its time.
@@ -222,6 +221,25 @@ pub fn unstable(cell: &CellRecord, bounds: &StabilityBounds) -> Option<String> {
         reasons.push(format!("{}{limit}", Throttled(throttled)));
     }
     (!reasons.is_empty()).then(|| reasons.join(", "))
+}
+
+/// What is said apart of a host's other load (a cell's, a served rate's), in words: what a
+/// virtual machine's hypervisor stole (its steal is in that load), and how much at least was on
+/// CPUs lynx could not run on (a shared node's other jobs: the load counts the whole host, as a
+/// node measured alone has none); each where it came to 0.005 cores or more.
+pub fn of_the_other_load(stolen: Option<Finite>, elsewhere: Option<Finite>) -> Vec<String> {
+    let said = |figure: Option<Finite>| figure.map(Finite::get).filter(|&c| c >= 0.005);
+    let mut parts = Vec::new();
+    if let Some(stolen) = said(stolen) {
+        parts.push(format!("the hypervisor stole {stolen:.2} of them"));
+    }
+    if let Some(elsewhere) = said(elsewhere) {
+        parts.push(format!(
+            "at least {elsewhere:.2} of them on CPUs lynx could not run on (another job's? a node is measured \
+             alone)"
+        ));
+    }
+    parts
 }
 
 /// Where a cell's slow steps fell, in words: "9 of its 94 steps over 1.2× the median; of them, 8
@@ -536,6 +554,19 @@ mod tests {
         assert_eq!(
             unstable(&busy, &bounds(0.1, 0.25)).unwrap(),
             "other processes kept 1.30 host CPU cores busy (limit 0.25); the hypervisor stole 0.40 of them"
+        );
+        // And the part of it on CPUs lynx could not run on (a shared node's other jobs).
+        busy.other_cpu_cores_elsewhere = Some(Finite::new(1.1, "cores").unwrap());
+        assert_eq!(
+            unstable(&busy, &bounds(0.1, 0.25)).unwrap(),
+            "other processes kept 1.30 host CPU cores busy (limit 0.25); the hypervisor stole 0.40 of them; at \
+             least 1.10 of them on CPUs lynx could not run on (another job's? a node is measured alone)"
+        );
+        busy.stolen_cpu_cores = None;
+        busy.other_cpu_cores_elsewhere = Some(Finite::new(0.001, "cores").unwrap());
+        assert_eq!(
+            unstable(&busy, &bounds(0.1, 0.25)).unwrap(),
+            "other processes kept 1.30 host CPU cores busy (limit 0.25)"
         );
         // Another process on the device (NVML's count less the worker) makes a cell unstable,
         // however steady its steps; none, or a device that does not say, does not.

@@ -740,12 +740,9 @@ fn disagreement(name: &str, rate: &ServedRate, e: &RelativeError) -> String {
     // How busy other processes kept the host meanwhile: a host's load, not a step the simulation
     // leaves out, where it was high; and whether another process shared the device itself.
     let mut others = rate.other_cpu_cores.map_or(String::new(), |c| {
-        let stolen = rate.stolen_cpu_cores.map(Finite::get).filter(|&s| s >= 0.005);
-        format!(
-            ", while other processes kept {:.2} host CPU cores busy{}",
-            c.get(),
-            stolen.map_or(String::new(), |s| format!(" (the hypervisor stole {s:.2} of them)"))
-        )
+        let of_them = crate::checks::of_the_other_load(rate.stolen_cpu_cores, rate.other_cpu_cores_elsewhere);
+        let of_them = if of_them.is_empty() { String::new() } else { format!(" ({})", of_them.join("; ")) };
+        format!(", while other processes kept {:.2} host CPU cores busy{of_them}", c.get())
     });
     if let Some(n) = rate.other_device_processes.filter(|&n| n > 0) {
         others.push_str(&format!(", while {n} other process(es) held a context on the device"));
@@ -826,6 +823,7 @@ mod tests {
             unfinished: None,
             other_cpu_cores: None,
             stolen_cpu_cores: None,
+            other_cpu_cores_elsewhere: None,
             cpu_throttled_s: None,
             other_device_processes: None,
             simulated_draws: None,
@@ -1034,6 +1032,16 @@ mod tests {
         shared.stolen_cpu_cores = Some(f(0.3));
         let detail = &super::checks(&record(vec![shared.clone()]))[0].detail;
         assert!(detail.contains("0.75 host CPU cores busy (the hypervisor stole 0.30 of them), while 1"), "{detail}");
+        // And how much of it at least was on CPUs lynx could not run on.
+        shared.other_cpu_cores_elsewhere = Some(f(0.5));
+        let detail = &super::checks(&record(vec![shared.clone()]))[0].detail;
+        assert!(
+            detail.contains(
+                "0.75 host CPU cores busy (the hypervisor stole 0.30 of them; at least 0.50 of them on CPUs lynx could \
+                 not run on (another job's? a node is measured alone)), while 1"
+            ),
+            "{detail}"
+        );
         // And a CPU quota that throttled lynx while it served.
         shared.cpu_throttled_s = Some(f(0.25));
         let detail = &super::checks(&record(vec![shared]))[0].detail;

@@ -258,7 +258,7 @@ impl Observer for Progress {
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
                          {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores (stolen \
-                         by the hypervisor: {}){}{}{}{}{}{}",
+                         by the hypervisor: {}{}){}{}{}{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -270,6 +270,10 @@ impl Observer for Progress {
                         r.iterations,
                         ratio(r.other_cpu_cores),
                         ratio(r.stolen_cpu_cores),
+                        r.other_cpu_cores_elsewhere.map_or(String::new(), |c| format!(
+                            "; at least {:.2} on CPUs lynx could not run on",
+                            c.get()
+                        )),
                         r.cpu_throttled_s
                             .map(Finite::get)
                             .filter(|&s| s > 0.0)

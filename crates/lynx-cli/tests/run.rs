@@ -1472,6 +1472,16 @@ fn a_run_bound_to_a_cpu_list_runs_there_and_a_resume_binds_itself_the_same() {
     assert_eq!(result["harness"]["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }));
     assert_eq!(result["host"]["cpu_allowance"]["cpus"], "0", "{}", result["host"]);
     assert_eq!(result["harness"]["torch_threads"], 1, "libtorch's threads were sized for one CPU");
+    // Each cell whose host load was measured says what of it lay on the CPUs the run could not
+    // run on (this host's others), within the whole.
+    let cells = result["cells"].as_array().unwrap();
+    let loaded: Vec<&Value> = cells.iter().filter(|c| c["other_cpu_cores"].is_number()).collect();
+    assert!(!loaded.is_empty(), "no cell measured the host's load: {}", result["cells"]);
+    for cell in loaded {
+        let (whole, elsewhere) =
+            (cell["other_cpu_cores"].as_f64().unwrap(), cell["other_cpu_cores_elsewhere"].as_f64());
+        assert!(elsewhere.is_some_and(|e| (0.0..=whole).contains(&e)), "{cell}");
+    }
     // The export says how the run was bound.
     let envelope = path.with_extension("intoto.json");
     let export = lynx(&["export", envelope.to_str().unwrap(), "--pubkey", &pubkey(), "--format", "markdown"]);

@@ -576,6 +576,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
                     cell.as_object_mut().unwrap().remove("stolen_cpu_cores");
                 } else {
                     cell["stolen_cpu_cores"] = json!(if i == 0 { 0.12 } else { 0.01 });
+                    cell["other_cpu_cores_elsewhere"] = json!(if i == 0 { 3.5 } else { 0.25 });
                 }
                 if cell["step"] == "decode" && cell["batch"] == 16 {
                     cell["batch"] = json!(64);
@@ -690,7 +691,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              99%), waiting to run for 30% (the other steps: 0%); the host issued them in 60% of their time, 6.00 ms a \
              step (the other steps: 90%, 9.00 ms); libtorch's allocator called the driver for memory in \
              4 of them (the other steps: 10%; 26 calls over all the steps); the hypervisor stole at most 0.12 host \
-             cores during a cell"
+             cores during a cell; other processes kept at least 3.50 host cores busy on CPUs lynx could not run on \
+             during a cell"
         ),
         "{table}"
     );

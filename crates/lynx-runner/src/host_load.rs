@@ -9,6 +9,11 @@
 //! also counts the time its hypervisor ran something else while one of its CPUs could have run
 //! (steal): it is in that busy time, and said apart. Beside them, how long a CFS quota on lynx's
 //! cgroup (a container's CPU limit) held it off its CPUs ([`lynx_telemetry::cgroup`]).
+//!
+//! Where lynx may run on some of the host's CPUs only (a cpuset, `--cpus`), /proc/stat's
+//! per-CPU lines say how busy the others were: the other load said apart from the CPUs lynx
+//! runs on, as a lower bound (lynx's own processes other than the worker may have run there),
+//! so that a shared node's other jobs are told from load beside lynx's own threads.
 
 use std::time::Instant;
 
@@ -32,16 +37,30 @@ pub struct OtherLoad {
     pub cores: f64,
     /// Of them, stolen by the hypervisor.
     pub stolen_cores: f64,
+    /// Of them, at least this many on CPUs the worker may not run on; `None` where it may run on
+    /// every CPU the host counts (or the kernel does not say which it may).
+    pub elsewhere_cores: Option<f64>,
+}
+
+/// The figures a record keeps of an [`OtherLoad`], where it said them and they are finite.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RecordedLoad {
+    pub other_cpu_cores: Option<Finite>,
+    pub stolen_cpu_cores: Option<Finite>,
+    pub other_cpu_cores_elsewhere: Option<Finite>,
 }
 
 impl OtherLoad {
-    /// The two figures a record keeps, other cores and stolen ones, where `other` said them and
-    /// they are finite.
-    pub fn recorded(other: Option<OtherLoad>) -> (Option<Finite>, Option<Finite>) {
+    /// The figures a record keeps of `other`.
+    pub fn recorded(other: Option<OtherLoad>) -> RecordedLoad {
         let figure = |v: f64, what: &str| Finite::new(v, what).ok();
         match other {
-            Some(o) => (figure(o.cores, "other CPU cores"), figure(o.stolen_cores, "stolen CPU cores")),
-            None => (None, None),
+            Some(o) => RecordedLoad {
+                other_cpu_cores: figure(o.cores, "other CPU cores"),
+                stolen_cpu_cores: figure(o.stolen_cores, "stolen CPU cores"),
+                other_cpu_cores_elsewhere: o.elsewhere_cores.and_then(|c| figure(c, "other CPU cores elsewhere")),
+            },
+            None => RecordedLoad::default(),
         }
     }
 }
@@ -70,8 +89,16 @@ impl HostLoad {
         let now = host_ticks()?;
         let busy = now.busy.saturating_sub(self.ticks.busy);
         let stolen = now.steal.saturating_sub(self.ticks.steal);
-        let own = OwnTicks::now()?.since(&self.own_ticks);
-        Some(OtherLoad::of_ticks(busy, stolen, own, wall))
+        let own_now = OwnTicks::now()?;
+        let own = own_now.since(&self.own_ticks);
+        let mut load = OtherLoad::of_ticks(busy, stolen, own, wall);
+        // Measured against the CPUs as the worker could run on them at the start; the worker's
+        // own ticks all fell on them, its supervisor's and a node's other runs' may not have.
+        if let (Some(then), Some(now)) = (self.ticks.elsewhere, now.elsewhere) {
+            let beside = own.saturating_sub(own_now.worker_since(&self.own_ticks));
+            load.elsewhere_cores = Some(load.elsewhere(now.saturating_sub(then), beside, wall));
+        }
+        Some(load)
     }
 }
 
@@ -89,7 +116,15 @@ impl OtherLoad {
         let stolen = stolen.min(busy);
         let others = (busy - stolen).saturating_sub(own) + stolen;
         let cores = |ticks: u64| (ticks as f64 / TICKS_PER_S / wall_s).max(0.0);
-        OtherLoad { cores: cores(others), stolen_cores: cores(stolen) }
+        OtherLoad { cores: cores(others), stolen_cores: cores(stolen), elsewhere_cores: None }
+    }
+
+    /// Of this load over `wall_s` seconds, the cores busy on CPUs the worker may not run on, from
+    /// those CPUs' busy ticks, less `beside`: lynx's own ticks other than the worker's (its
+    /// supervisor, a node's other runs), which may have fallen there. A lower bound, and never
+    /// more than the load itself.
+    fn elsewhere(&self, elsewhere: u64, beside: u64, wall_s: f64) -> f64 {
+        (elsewhere.saturating_sub(beside) as f64 / TICKS_PER_S / wall_s).clamp(0.0, self.cores)
     }
 }
 
@@ -231,24 +266,49 @@ fn run_delay_s(schedstat: &str) -> Option<f64> {
 }
 
 /// Every CPU's ticks from the first line of /proc/stat: busy (all but idle and iowait, steal
-/// included) and stolen.
+/// included) and stolen; and the busy ticks of the CPUs the calling thread may not run on, from
+/// their own lines, where there are such CPUs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct HostTicks {
     busy: u64,
     steal: u64,
+    elsewhere: Option<u64>,
 }
 
 fn host_ticks() -> Option<HostTicks> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    ticks_of_cpu_line(stat.lines().next()?)
+    // The calling thread's: the one that measures, bound as the worker was.
+    let allowed = std::fs::read_to_string("/proc/thread-self/status").ok().and_then(|status| {
+        lynx_telemetry::cgroup::cpus_in(status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:"))?)
+    });
+    ticks_of_stat(&stat, allowed.as_ref())
 }
 
-fn ticks_of_cpu_line(cpu_line: &str) -> Option<HostTicks> {
-    let fields: Vec<u64> = cpu_line.split_whitespace().skip(1).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+/// [`HostTicks`] of a /proc/stat text, against the CPUs `allowed` where known.
+fn ticks_of_stat(stat: &str, allowed: Option<&std::collections::BTreeSet<u64>>) -> Option<HostTicks> {
+    let mut lines = stat.lines();
+    let (busy, steal) = ticks_of_cpu_line(lines.next()?.strip_prefix("cpu ")?)?;
+    let elsewhere = allowed.and_then(|allowed| {
+        let mut outside = None;
+        // The per-CPU lines follow the first, `cpuN ...`, one for each CPU online.
+        for line in lines.map_while(|line| line.strip_prefix("cpu")) {
+            let (cpu, ticks) = line.split_once(' ')?;
+            if !allowed.contains(&cpu.parse::<u64>().ok()?) {
+                outside = Some(outside.unwrap_or(0) + ticks_of_cpu_line(ticks)?.0);
+            }
+        }
+        outside
+    });
+    Some(HostTicks { busy, steal, elsewhere })
+}
+
+/// Busy and stolen ticks of a /proc/stat CPU line's figures (the `cpu` or `cpuN` name taken off).
+fn ticks_of_cpu_line(figures: &str) -> Option<(u64, u64)> {
+    let fields: Vec<u64> = figures.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
     // user nice system idle iowait irq softirq steal [guest guest_nice, already in user and nice]
     let total: u64 = fields.iter().take(8).sum();
     let busy = total - fields.get(3)? - fields.get(4).copied().unwrap_or(0);
-    Some(HostTicks { busy, steal: fields.get(7).copied().unwrap_or(0) })
+    Some((busy, fields.get(7).copied().unwrap_or(0)))
 }
 
 /// Set by a node's run (`lynx run --all-devices` or `--devices`) in each device's run to its own
@@ -285,6 +345,13 @@ impl OwnTicks {
     /// it ran before it ended, which the host's other load then holds.
     fn since(&self, earlier: &OwnTicks) -> u64 {
         self.0.iter().map(|(pid, now)| now.saturating_sub(earlier.0.get(pid).copied().unwrap_or(0))).sum()
+    }
+
+    /// Of [`OwnTicks::since`], this process's (the worker's).
+    fn worker_since(&self, earlier: &OwnTicks) -> u64 {
+        let pid = std::process::id();
+        let ticks = |own: &OwnTicks| own.0.get(&pid).copied().unwrap_or(0);
+        ticks(self).saturating_sub(ticks(earlier))
     }
 }
 
@@ -364,19 +431,37 @@ mod tests {
     #[test]
     fn recorded_keeps_each_finite_figure_and_drops_the_rest() {
         let figures = |o| {
-            let (cores, stolen) = OtherLoad::recorded(o);
-            (cores.map(|f| f.get()), stolen.map(|f| f.get()))
+            let r = OtherLoad::recorded(o);
+            let get = |f: Option<Finite>| f.map(|f| f.get());
+            (get(r.other_cpu_cores), get(r.stolen_cpu_cores), get(r.other_cpu_cores_elsewhere))
         };
-        assert_eq!(figures(Some(OtherLoad { cores: 1.5, stolen_cores: 0.25 })), (Some(1.5), Some(0.25)));
-        assert_eq!(figures(Some(OtherLoad { cores: f64::NAN, stolen_cores: 0.0 })), (None, Some(0.0)));
-        assert_eq!(figures(None), (None, None));
+        let load = |cores, stolen_cores, elsewhere_cores| OtherLoad { cores, stolen_cores, elsewhere_cores };
+        assert_eq!(figures(Some(load(1.5, 0.25, Some(1.0)))), (Some(1.5), Some(0.25), Some(1.0)));
+        assert_eq!(figures(Some(load(f64::NAN, 0.0, None))), (None, Some(0.0), None));
+        assert_eq!(figures(Some(load(0.5, 0.0, Some(f64::INFINITY)))), (Some(0.5), Some(0.0), None));
+        assert_eq!(figures(None), (None, None, None));
     }
 
     #[test]
     fn proc_lines_are_read_as_the_kernel_writes_them() {
-        assert_eq!(ticks_of_cpu_line("cpu  100 5 50 1000 20 3 2 1 0 0"), Some(HostTicks { busy: 161, steal: 1 }));
+        assert_eq!(ticks_of_cpu_line(" 100 5 50 1000 20 3 2 1 0 0"), Some((161, 1)));
         // A kernel too old to count steal (before 2.6.11) gives seven columns.
-        assert_eq!(ticks_of_cpu_line("cpu  100 5 50 1000 20 3 2"), Some(HostTicks { busy: 160, steal: 0 }));
+        assert_eq!(ticks_of_cpu_line(" 100 5 50 1000 20 3 2"), Some((160, 0)));
+        assert_eq!(ticks_of_cpu_line(" 1 2 x 1000"), None);
+        assert_eq!(ticks_of_cpu_line(" 1 2 3"), None, "no idle column");
+        // The per-CPU lines: those of CPUs the thread may not run on are summed apart (here CPU 2
+        // and 3, of four; CPU 5 is offline, so not listed); where it may run on all, none are.
+        let stat = "cpu  400 0 100 4000 0 0 0 10 0 0\ncpu0 100 0 20 1000 0 0 0 0 0 0\n\
+                    cpu1 100 0 20 1000 0 0 0 0 0 0\ncpu2 150 0 30 1000 0 0 0 10 0 0\ncpu3 50 0 30 1000 0 0 0 0 0 0\n\
+                    intr 12345 0 0\nctxt 999\n";
+        let cpus = |list: &str| lynx_telemetry::cgroup::cpus_in(list).unwrap();
+        let on = |list: &str| ticks_of_stat(stat, Some(&cpus(list)));
+        assert_eq!(on("0-1"), Some(HostTicks { busy: 510, steal: 10, elsewhere: Some(270) }), "steal is busy time");
+        assert_eq!(on("0-1,5").unwrap().elsewhere, Some(270));
+        assert_eq!(on("0-3").unwrap().elsewhere, None);
+        assert_eq!(on("0-7").unwrap().elsewhere, None);
+        assert_eq!(ticks_of_stat(stat, None).unwrap().elsewhere, None);
+        assert_eq!(ticks_of_stat("cpu0 1 2 3 4\n", None), None, "no first line of every CPU");
         assert_eq!(run_delay_s("295800905 151638 22\n"), Some(151638e-9));
         assert_eq!(run_delay_s("garbage"), None);
         let stat = "4242 (lynx (worker) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 12 0 0";
@@ -390,11 +475,85 @@ mod tests {
     #[test]
     fn the_stolen_time_is_always_part_of_the_other_load() {
         let at = |busy, stolen, own| OtherLoad::of_ticks(busy, stolen, own, 2.0);
-        assert_eq!(at(300, 20, 100), OtherLoad { cores: 1.0, stolen_cores: 0.1 });
-        assert_eq!(at(300, 0, 100), OtherLoad { cores: 1.0, stolen_cores: 0.0 });
+        let load = |cores, stolen_cores| OtherLoad { cores, stolen_cores, elsewhere_cores: None };
+        assert_eq!(at(300, 20, 100), load(1.0, 0.1));
+        assert_eq!(at(300, 0, 100), load(1.0, 0.0));
         // lynx's own 290 ticks against 280 of the host's not stolen: the 20 stolen remain.
-        assert_eq!(at(300, 20, 290), OtherLoad { cores: 0.1, stolen_cores: 0.1 });
-        assert_eq!(at(100, 0, 150), OtherLoad { cores: 0.0, stolen_cores: 0.0 });
+        assert_eq!(at(300, 20, 290), load(0.1, 0.1));
+        assert_eq!(at(100, 0, 150), load(0.0, 0.0));
+    }
+
+    /// The load on CPUs the worker may not run on is those CPUs' busy time less lynx's other
+    /// processes' (which may have run there): never more than the whole other load.
+    #[test]
+    fn the_load_elsewhere_is_a_lower_bound_within_the_whole() {
+        let whole = OtherLoad::of_ticks(600, 0, 100, 2.0);
+        assert_eq!(whole.cores, 2.5);
+        assert_eq!(whole.elsewhere(400, 0, 2.0), 2.0);
+        assert_eq!(whole.elsewhere(400, 60, 2.0), 1.7, "a sibling run's 60 ticks may have fallen there");
+        assert_eq!(whole.elsewhere(40, 60, 2.0), 0.0);
+        assert_eq!(whole.elsewhere(900, 0, 2.0), 2.5, "never more than the whole");
+    }
+
+    /// A process spinning on a CPU this thread may not run on is load elsewhere: at least most
+    /// of its core, and within the whole other load. On a host of one CPU there is no elsewhere,
+    /// and the figure is absent.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_on_a_cpu_lynx_may_not_run_on_is_load_elsewhere() {
+        use std::os::unix::process::CommandExt;
+        let allowed = |pid: i32| {
+            // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity writes at most its
+            // size into the one made here.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            let rc = unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+            assert_eq!(rc, 0);
+            (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect::<Vec<_>>()
+        };
+        let pin = |cpu: usize| {
+            // SAFETY: as above; CPU_SET writes within the set, below CPU_SETSIZE.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+            set
+        };
+        let cpus = allowed(0);
+        let (first, second) = (cpus[0], cpus.get(1).copied());
+        // This thread alone is bound to the first CPU, as a bound worker's threads are.
+        let this_thread = pin(first);
+        // SAFETY: binds the calling thread (pid 0) to a set made above.
+        assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &this_thread) }, 0);
+        let Some(second) = second else {
+            let start = HostLoad::now().unwrap();
+            assert_eq!(start.ticks.elsewhere, None, "one CPU: nowhere else");
+            return;
+        };
+        let spinner = pin(second);
+        let mut spin = std::process::Command::new("sh");
+        spin.args(["-c", "while :; do :; done"]);
+        // SAFETY: between fork and exec the child only binds itself to a set copied into it.
+        unsafe {
+            spin.pre_exec(move || match libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &spinner) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+        let mut child = spin.spawn().unwrap();
+        let child_ticks = || process_ticks(&child.id().to_string()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (start, spun_before) = (HostLoad::now().unwrap(), child_ticks());
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        let (other, spun) = (start.other_load_since().unwrap(), child_ticks() - spun_before);
+        let wall = start.at.elapsed().as_secs_f64();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The child's core, however much of CPU 1 it got beside the other tests' threads.
+        let child_cores = spun as f64 / TICKS_PER_S / wall;
+        let elsewhere = other.elsewhere_cores.expect("the thread may not run on every CPU");
+        assert!(child_cores > 0.1, "the spinning child ran {spun} ticks in {wall} s");
+        assert!(
+            elsewhere >= 0.8 * child_cores - 0.05 && elsewhere <= other.cores,
+            "{other:?} beside a process spinning on CPU {second} for {child_cores:.2} cores"
+        );
     }
 
     /// A thread spinning is on its CPU for nearly all of it (a busy host may take some); one

@@ -1284,6 +1284,12 @@ pub struct CellRecord {
     /// and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stolen_cpu_cores: Option<Finite>,
+    /// Of `other_cpu_cores`, at least this many on host CPUs the worker could not run on (a
+    /// cpuset's or `--cpus`'s others: a shared node's other jobs): those CPUs' busy time from
+    /// /proc/stat, less that of lynx's processes other than the worker, which may have run
+    /// there. Absent where the worker could run on every CPU, and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cpu_cores_elsewhere: Option<Finite>,
     /// Seconds a CFS quota on lynx's cgroup, or on one above it (a container's CPU limit), held
     /// it off its CPUs while the cell was measured: the cgroups' `cpu.stat` (absent where no
     /// cgroup counts its throttling, and in older results).
@@ -1628,6 +1634,7 @@ impl CellRecord {
             attended: None,
             other_cpu_cores: None,
             stolen_cpu_cores: None,
+            other_cpu_cores_elsewhere: None,
             cpu_throttled_s: None,
             other_device_processes: None,
             remeasured: None,

@@ -188,6 +188,10 @@ pub struct ServedRate {
     /// serving, as for a cell (absent where the host does not say, and in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stolen_cpu_cores: Option<Finite>,
+    /// Of `other_cpu_cores`, at least this many on host CPUs the worker could not run on, as for
+    /// a cell (absent where it could run on every CPU, and in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cpu_cores_elsewhere: Option<Finite>,
     /// Seconds a CFS quota on lynx's cgroup, or on one above it, held it off its CPUs over the
     /// rate's serving, as for a cell (absent where no cgroup counts its throttling, and in older
     /// results).

@@ -669,8 +669,9 @@ impl Turn<'_> {
                 measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)
             });
             let (mut cell, contradicted) = cell?;
-            (cell.other_cpu_cores, cell.stolen_cpu_cores) =
-                crate::host_load::OtherLoad::recorded(load.as_ref().and_then(|l| l.other_load_since()));
+            let recorded = crate::host_load::OtherLoad::recorded(load.as_ref().and_then(|l| l.other_load_since()));
+            (cell.other_cpu_cores, cell.stolen_cpu_cores) = (recorded.other_cpu_cores, recorded.stolen_cpu_cores);
+            cell.other_cpu_cores_elsewhere = recorded.other_cpu_cores_elsewhere;
             cell.cpu_throttled_s = load.and_then(|l| l.throttled_since());
             cell.other_device_processes = others;
             Some((cell, contradicted))
@@ -1067,7 +1068,7 @@ impl Turn<'_> {
             Ok(None) => return Ok(None),
             Err(error) => return Ok(Some(Err(error))),
         };
-        let (other_cpu_cores, stolen_cpu_cores) =
+        let crate::host_load::RecordedLoad { other_cpu_cores, stolen_cpu_cores, other_cpu_cores_elsewhere } =
             crate::host_load::OtherLoad::recorded(host.as_ref().and_then(|h| h.other_load_since()));
         let cpu_throttled_s = host.and_then(|h| h.throttled_since());
         let steps = looked_up(&load.steps, tables);
@@ -1128,6 +1129,7 @@ impl Turn<'_> {
                 prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
                 other_cpu_cores,
                 stolen_cpu_cores,
+                other_cpu_cores_elsewhere,
                 cpu_throttled_s,
                 other_device_processes,
                 simulated_draws: predicted.ok().and_then(|p| simulated_draws(&p).ok()),
