@@ -41,6 +41,7 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
         recorded_words(&y.transparent_hugepages),
     );
     differ("host clock source", recorded_words(&x.clocksource), recorded_words(&y.clocksource));
+    differ("host memory policy", recorded_words(&x.memory_policy), recorded_words(&y.memory_policy));
     differ("lynx", a.harness.lynx_version.clone(), b.harness.lynx_version.clone());
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
@@ -595,6 +596,19 @@ mod tests {
         let lines: Vec<String> =
             differences(&published, &tuned).into_iter().filter(|d| d.starts_with("host ")).collect();
         assert_eq!(lines, ["host cpufreq governor: not recorded vs performance"]);
+        // And the memory policy a run ran under (numactl's interleave against the default).
+        let mut local = tuned.clone();
+        local.host.memory_policy = Some(Reported::Known("local (the default) on memory nodes 0-1".to_owned()));
+        let mut interleaved = local.clone();
+        interleaved.host.memory_policy =
+            Some(Reported::Known("interleave over nodes 0-1 on memory nodes 0-1".to_owned()));
+        let lines: Vec<String> =
+            differences(&local, &interleaved).into_iter().filter(|d| d.starts_with("host ")).collect();
+        assert_eq!(
+            lines,
+            ["host memory policy: local (the default) on memory nodes 0-1 vs interleave over nodes 0-1 on memory \
+              nodes 0-1"]
+        );
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {

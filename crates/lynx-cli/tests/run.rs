@@ -382,6 +382,8 @@ fn devices_lists_the_cpu_with_its_libtorch() {
     // And what a run here would be allowed of the CPUs, with the host's settings.
     assert!(stdout.lines().any(|l| l.starts_with("host: ") && l.contains(" CPUs, ")), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("host: clock source ")), "{stdout}");
+    // Among them the memory policy lynx runs under: the default, as this test starts it.
+    assert!(stdout.contains("; memory policy local (the default) on memory nodes "), "{stdout}");
 
     let output = lynx(&["devices", "--json"]);
     let devices: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -1471,6 +1473,9 @@ fn a_run_bound_to_a_cpu_list_runs_there_and_a_resume_binds_itself_the_same() {
     let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(result["harness"]["cpu_binding"], serde_json::json!({ "asked": "list", "cpus": "0" }));
     assert_eq!(result["host"]["cpu_allowance"]["cpus"], "0", "{}", result["host"]);
+    // Memory is not bound apart: the worker allocated under the default policy, and says so.
+    let policy = result["host"]["memory_policy"].as_str().unwrap_or_default();
+    assert!(policy.starts_with("local (the default) on memory nodes "), "{}", result["host"]);
     assert_eq!(result["harness"]["torch_threads"], 1, "libtorch's threads were sized for one CPU");
     // Each cell whose host load was measured says what of it lay on the CPUs the run could not
     // run on (this host's others), within the whole.

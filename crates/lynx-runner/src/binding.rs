@@ -8,6 +8,12 @@
 //! `lynx run` binds its thread and starts itself again ([`bind_self`]): the new process, its
 //! supervisor and every worker it starts run on those CPUs from their first instruction, with a
 //! thread pool sized for them, as under `taskset` or `numactl`.
+//!
+//! Memory follows the CPUs without a binding of its own: under the kernel's default policy each
+//! page is placed on the NUMA node of the CPU that first touches it, so a run bound to a node's
+//! CPUs allocates there (elsewhere only once that node is full, where `numactl --membind` would
+//! fail instead). A process started under another policy (`numactl --interleave`) keeps it: the
+//! result records the policy lynx ran under ([`memory_policy`], `host.memory_policy`).
 
 use crate::devices::Device;
 use crate::RunError;
@@ -190,6 +196,91 @@ pub fn holds(binding: &CpuBinding) -> Result<(), RunError> {
     }
 }
 
+/// The memory policy this process allocates under and the memory nodes its cpuset allows, in
+/// words: "local (the default) on memory nodes 0-1", "interleave over nodes 0-1 on memory nodes
+/// 0-1"; why not where the kernel does not say. The policy is the calling thread's
+/// (`get_mempolicy`), which a process's threads inherit from the one that started them, and
+/// which `numactl` sets before it starts lynx.
+pub fn memory_policy() -> Reported<String> {
+    let status = match std::fs::read_to_string("/proc/self/status") {
+        Ok(status) => status,
+        Err(error) => return Reported::unavailable(format!("cannot read /proc/self/status: {error}")),
+    };
+    let Some(mems) = status.lines().find_map(|line| line.strip_prefix("Mems_allowed_list:")).map(str::trim) else {
+        return Reported::unavailable("/proc/self/status names no Mems_allowed_list");
+    };
+    match thread_memory_policy() {
+        Ok((mode, nodes)) => Reported::Known(format!("{} on memory nodes {mems}", policy_words(mode, &nodes))),
+        Err(error) => Reported::unavailable(format!("get_mempolicy: {error}")),
+    }
+}
+
+/// `mode` and `nodes` of a memory policy (linux/mempolicy.h) in words.
+fn policy_words(mode: i32, nodes: &BTreeSet<u64>) -> String {
+    const MPOL_F_NUMA_BALANCING: i32 = 1 << 13;
+    const MPOL_F_RELATIVE_NODES: i32 = 1 << 14;
+    const MPOL_F_STATIC_NODES: i32 = 1 << 15;
+    let flags = MPOL_F_NUMA_BALANCING | MPOL_F_RELATIVE_NODES | MPOL_F_STATIC_NODES;
+    let list = cpu_list(nodes);
+    let of = |one: &str, many: &str| if nodes.len() == 1 { format!("{one} {list}") } else { format!("{many} {list}") };
+    let mut words = match mode & !flags {
+        0 => "local (the default)".to_owned(),
+        1 if nodes.is_empty() => "local (preferred, no node named)".to_owned(),
+        1 => of("preferred node", "preferred nodes"),
+        2 => format!("bind to {}", of("node", "nodes")),
+        3 => format!("interleave over {}", of("node", "nodes")),
+        4 => "local".to_owned(),
+        5 => of("preferred node", "preferred nodes"),
+        6 => format!("weighted interleave over {}", of("node", "nodes")),
+        other => format!("policy {other} over {}", of("node", "nodes")),
+    };
+    for (flag, name) in [
+        (MPOL_F_STATIC_NODES, "static nodes"),
+        (MPOL_F_RELATIVE_NODES, "relative nodes"),
+        (MPOL_F_NUMA_BALANCING, "NUMA balancing"),
+    ] {
+        if mode & flag != 0 {
+            words.push_str(&format!(" ({name})"));
+        }
+    }
+    words
+}
+
+/// The calling thread's memory policy: its mode (flags included) and the nodes it names.
+#[cfg(target_os = "linux")]
+fn thread_memory_policy() -> std::io::Result<(i32, BTreeSet<u64>)> {
+    // Past the 1024 nodes a Linux kernel numbers at most: the call refuses a mask shorter than
+    // the kernel's count of nodes.
+    const WORDS: usize = 17;
+    let mut mode: libc::c_int = 0;
+    let mut mask: [libc::c_ulong; WORDS] = [0; WORDS];
+    let bits = WORDS as libc::c_ulong * libc::c_ulong::from(libc::c_ulong::BITS);
+    // SAFETY: get_mempolicy writes one int through `mode` and at most `bits` bits through
+    // `mask`, both made here and alive for the call; a null address with no flags asks for the
+    // calling thread's policy, and nothing else is read or written.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut libc::c_int,
+            mask.as_mut_ptr(),
+            bits,
+            std::ptr::null_mut::<libc::c_void>(),
+            0 as libc::c_ulong,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let width = libc::c_ulong::BITS as usize;
+    let nodes = (0..WORDS * width).filter(|&bit| mask[bit / width] >> (bit % width) & 1 == 1).map(|b| b as u64);
+    Ok((mode, nodes.collect()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_memory_policy() -> std::io::Result<(i32, BTreeSet<u64>)> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "memory policies are Linux's"))
+}
+
 /// Bind the calling thread (the process's only one that matters: [`bind_self`] then replaces
 /// the process) to `cpus`.
 fn set_affinity(cpus: &BTreeSet<u64>) -> std::io::Result<()> {
@@ -230,6 +321,57 @@ mod tests {
 
     fn allowed(list: &str) -> (String, BTreeSet<u64>) {
         (list.to_owned(), cpus_in(list).unwrap())
+    }
+
+    /// A memory policy is said as numactl sets it: its mode, its nodes and its flags.
+    #[test]
+    fn a_memory_policy_is_said_with_its_nodes() {
+        let nodes = |list: &str| cpus_in(list).unwrap_or_default();
+        assert_eq!(policy_words(0, &nodes("")), "local (the default)");
+        assert_eq!(policy_words(1, &nodes("1")), "preferred node 1");
+        assert_eq!(policy_words(1, &nodes("")), "local (preferred, no node named)");
+        assert_eq!(policy_words(2, &nodes("0-1")), "bind to nodes 0-1");
+        assert_eq!(policy_words(3, &nodes("0,2")), "interleave over nodes 0,2");
+        assert_eq!(policy_words(3 | 1 << 15, &nodes("0-3")), "interleave over nodes 0-3 (static nodes)");
+        assert_eq!(policy_words(4, &nodes("")), "local");
+        assert_eq!(policy_words(5, &nodes("2-3")), "preferred nodes 2-3");
+        assert_eq!(policy_words(2 | 1 << 13, &nodes("1")), "bind to node 1 (NUMA balancing)");
+        assert_eq!(policy_words(9, &nodes("0")), "policy 9 over node 0");
+    }
+
+    /// The policy read is the one the thread runs under: a thread that sets one (as numactl does
+    /// before it starts lynx) reads it back, and the default again once it sets that.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_memory_policy_read_is_the_threads_own() {
+        let set = |mode: libc::c_int, node: Option<u64>| {
+            let mask: libc::c_ulong = node.map_or(0, |n| 1 << n);
+            let (pointer, bits) = match node {
+                Some(_) => (&mask as *const libc::c_ulong, libc::c_ulong::from(libc::c_ulong::BITS)),
+                None => (std::ptr::null(), 0),
+            };
+            // SAFETY: set_mempolicy reads at most `bits` bits from `mask`, alive for the call, and
+            // sets the calling thread's policy (this test's own thread, which ends with it).
+            unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, pointer, bits) }
+        };
+        let said = std::thread::spawn(move || {
+            let default = memory_policy();
+            // The first memory node the cpuset allows.
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let mems = status.lines().find_map(|line| line.strip_prefix("Mems_allowed_list:")).unwrap();
+            let node = *cpus_in(mems.trim()).unwrap().first().unwrap();
+            assert_eq!(set(1, Some(node)), 0, "set_mempolicy: {}", std::io::Error::last_os_error());
+            let preferred = memory_policy();
+            assert_eq!(set(0, None), 0);
+            (default, node, preferred, memory_policy())
+        })
+        .join()
+        .unwrap();
+        let (default, node, preferred, again) = said;
+        let words = |r: &Reported<String>| r.known().cloned().unwrap_or_else(|| panic!("{r:?}"));
+        assert!(words(&default).starts_with("local (the default) on memory nodes "), "{default:?}");
+        assert!(words(&preferred).starts_with(&format!("preferred node {node} on memory nodes ")), "{preferred:?}");
+        assert_eq!(again, default);
     }
 
     #[test]

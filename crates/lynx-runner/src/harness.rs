@@ -124,6 +124,15 @@ pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String>
             out.push(format!("its cells were measured with {}, this process has {}", was.words(), now.words()));
         }
     }
+    // Another memory policy places the tensors elsewhere (`numactl --interleave`; results before
+    // the record say nothing of it).
+    if let Some(Reported::Known(was)) = &earlier.host.memory_policy {
+        if let Reported::Known(now) = crate::binding::memory_policy() {
+            if *was != now {
+                out.push(format!("its cells were measured under memory policy {was}, this process runs under {now}"));
+            }
+        }
+    }
     // Another cuBLAS or cuDNN under the same libtorch runs other kernels (a result that does not
     // record them says nothing of them).
     if let (Some(was), Some(now)) = (&earlier.harness.gpu_libraries, &runtime.gpu_libraries()) {
@@ -355,6 +364,20 @@ mod tests {
         );
         libraries.harness.gpu_libraries = None;
         assert_eq!(resume_differences(&libraries, runtime), Vec::<String>::new());
+        // Another memory policy than this process runs under; a result without one says nothing.
+        let policy = crate::binding::memory_policy();
+        assert!(policy.known().is_some(), "Linux says a thread's memory policy: {policy:?}");
+        let mut placed = same.clone();
+        placed.host.memory_policy = Some(policy.clone());
+        assert_eq!(resume_differences(&placed, runtime), Vec::<String>::new());
+        placed.host.memory_policy = Some(Reported::Known("interleave over nodes 0-7 on memory nodes 0-7".to_owned()));
+        assert_eq!(
+            resume_differences(&placed, runtime),
+            [format!(
+                "its cells were measured under memory policy interleave over nodes 0-7 on memory nodes 0-7, this \
+                 process runs under {policy}"
+            )]
+        );
         // This process's CPUs and quota, or others.
         let Some(now) = lynx_telemetry::cpu_allowance() else { return };
         same.host.cpu_allowance = Some(now.clone());

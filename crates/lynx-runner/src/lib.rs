@@ -29,7 +29,6 @@ pub use harness::{
 };
 pub use host_load::{ThreadUsage, NODE_PID_VAR};
 pub use journal::RunDir;
-pub use lynx_telemetry::host_record;
 pub use run::{
     assemble, checkpoint_files, estimate, estimate_from_ceilings, forecast, forecast_resume, loop_overhead,
     record_worker_death, start, start_reproduction, work, Forecast, Observer, Outcome, Plan, WarmupProgress, WorkEnd,
@@ -37,6 +36,14 @@ pub use run::{
 pub use store::write_json_atomic;
 
 use std::path::PathBuf;
+
+/// The host's identity ([`lynx_telemetry::host_record`]), with the memory policy lynx runs
+/// under ([`binding::memory_policy`]).
+pub fn host_record() -> lynx_schema::result::HostRecord {
+    let mut host = lynx_telemetry::host_record();
+    host.memory_policy = Some(binding::memory_policy());
+    host
+}
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds spent before warm-up (or within one of its phases), each under its name, in the

@@ -721,6 +721,12 @@ pub struct HostRecord {
     /// (absent in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocksource: Option<Reported<String>>,
+    /// The memory policy the run allocated under and the memory nodes its cpuset allowed ("local
+    /// (the default) on memory nodes 0-1", "interleave over nodes 0-1 on memory nodes 0-1"),
+    /// which set where a CPU device's tensors and a GPU's host buffers live (absent in older
+    /// results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_policy: Option<Reported<String>>,
 }
 
 /// A fact a result may hold, in words: its value, why it was unavailable, or "not recorded" (a
@@ -760,15 +766,17 @@ impl CpuAllowance {
 }
 
 impl HostRecord {
-    /// The clock source, the transparent huge page mode and the cpufreq governor, in words
-    /// ("clock source tsc; transparent huge pages madvise; cpufreq governor performance"), each
-    /// "not recorded" in older results.
+    /// The clock source, the transparent huge page mode, the cpufreq governor and the memory
+    /// policy, in words ("clock source tsc; transparent huge pages madvise; cpufreq governor
+    /// performance; memory policy local (the default) on memory nodes 0"), each "not recorded"
+    /// in older results.
     pub fn settings_words(&self) -> String {
         format!(
-            "clock source {}; transparent huge pages {}; cpufreq governor {}",
+            "clock source {}; transparent huge pages {}; cpufreq governor {}; memory policy {}",
             recorded_words(&self.clocksource),
             recorded_words(&self.transparent_hugepages),
-            recorded_words(&self.cpufreq_governor)
+            recorded_words(&self.cpufreq_governor),
+            recorded_words(&self.memory_policy)
         )
     }
 
