@@ -156,6 +156,18 @@ pub fn reproduction_warnings(
         )),
         _ => {}
     }
+    // Another memory policy places the tensors elsewhere (`numactl --interleave` against the
+    // default); the node lists follow each host's NUMA layout, so only the policy's kind counts.
+    if let (Some(Reported::Known(theirs)), Some(Reported::Known(ours))) =
+        (&original.host.memory_policy, &host.memory_policy)
+    {
+        if lynx_runner::binding::policy_kind(theirs) != lynx_runner::binding::policy_kind(ours) {
+            warnings.push(format!(
+                "the published run allocated under memory policy {}, this node under {ours}",
+                terminal_text(theirs, 200)
+            ));
+        }
+    }
     // Another cuBLAS or cuDNN under the same libtorch runs other kernels.
     if let (Some(theirs), Some(ours)) = (&original.harness.gpu_libraries, &runtime.gpu_libraries()) {
         let (theirs, ours) = (gpu_libraries_words(Some(theirs)), gpu_libraries_words(Some(ours)));
@@ -401,5 +413,35 @@ mod tests {
                 )
             ),
         }
+    }
+
+    /// A published run made under another kind of memory policy is warned of before it is
+    /// reproduced; the same kind over another host's NUMA nodes, or a result that does not
+    /// record one, is not.
+    #[test]
+    fn another_memory_policy_is_warned_of_before_a_reproduction() {
+        let mut published = published();
+        let runtime = lynx_runner::libtorch::load_gpu_backends();
+        let mut host = lynx_runner::host_record();
+        let device = lynx_runner::devices::best(&host);
+        let policy = |published: &RunResult, host: &lynx_schema::result::HostRecord| {
+            let warned = reproduction_warnings(published, host, &device, runtime);
+            warned.into_iter().find(|w| w.contains("memory policy"))
+        };
+        assert_eq!(policy(&published, &host), None, "the fixture records no policy");
+        let known = |words: &str| Some(Reported::Known(words.to_owned()));
+        host.memory_policy = known("local (the default) on memory nodes 0");
+        published.host.memory_policy = known("local (the default) on memory nodes 0-7");
+        assert_eq!(policy(&published, &host), None, "the default on one node or on eight");
+        published.host.memory_policy = known("interleave over nodes 0-7 on memory nodes 0-7");
+        assert_eq!(
+            policy(&published, &host).unwrap(),
+            "the published run allocated under memory policy interleave over nodes 0-7 on memory nodes 0-7, this \
+             node under local (the default) on memory nodes 0"
+        );
+        host.memory_policy = known("interleave over nodes 0-1 on memory nodes 0-1");
+        assert_eq!(policy(&published, &host), None, "numactl --interleave=all on either");
+        host.memory_policy = Some(Reported::unavailable("get_mempolicy: not permitted"));
+        assert_eq!(policy(&published, &host), None, "this node's unread");
     }
 }

@@ -215,6 +215,23 @@ pub fn memory_policy() -> Reported<String> {
     }
 }
 
+/// A memory policy's words ([`memory_policy`]) with their node lists taken out: the same policy
+/// on hosts of other NUMA layouts reads the same ("interleave over nodes on memory nodes", as
+/// `numactl --interleave=all` sets it on two nodes or eight), another one does not.
+pub fn policy_kind(words: &str) -> String {
+    let mut kept = Vec::new();
+    let mut tokens = words.split_whitespace().peekable();
+    while let Some(token) = tokens.next() {
+        if token == "node" || token == "nodes" {
+            kept.push("nodes");
+            tokens.next_if(|list| list.starts_with(|c: char| c.is_ascii_digit()));
+        } else {
+            kept.push(token);
+        }
+    }
+    kept.join(" ")
+}
+
 /// `mode` and `nodes` of a memory policy (linux/mempolicy.h) in words.
 fn policy_words(mode: i32, nodes: &BTreeSet<u64>) -> String {
     const MPOL_F_NUMA_BALANCING: i32 = 1 << 13;
@@ -337,6 +354,24 @@ mod tests {
         assert_eq!(policy_words(5, &nodes("2-3")), "preferred nodes 2-3");
         assert_eq!(policy_words(2 | 1 << 13, &nodes("1")), "bind to node 1 (NUMA balancing)");
         assert_eq!(policy_words(9, &nodes("0")), "policy 9 over node 0");
+    }
+
+    /// A policy's kind leaves its node lists out: the same policy on another host's layout is
+    /// the same kind, another policy (or the same with another flag) is not.
+    #[test]
+    fn a_memory_policys_kind_leaves_its_nodes_out() {
+        let on = |mode: i32, nodes: &str, mems: &str| {
+            policy_words(mode, &cpus_in(nodes).unwrap_or_default()) + " on memory nodes " + mems
+        };
+        let kind = |mode, nodes, mems| policy_kind(&on(mode, nodes, mems));
+        assert_eq!(kind(0, "", "0"), "local (the default) on memory nodes");
+        assert_eq!(kind(0, "", "0"), kind(0, "", "0-7"));
+        assert_eq!(kind(3, "0-1", "0-1"), "interleave over nodes on memory nodes");
+        assert_eq!(kind(3, "0", "0"), kind(3, "0-7", "0-7"), "one node or eight");
+        assert_ne!(kind(3, "0-1", "0-1"), kind(0, "", "0-1"));
+        assert_ne!(kind(2, "1", "0-1"), kind(1, "1", "0-1"), "bind is not preferred");
+        assert_ne!(kind(3 | 1 << 15, "0-3", "0-3"), kind(3, "0-3", "0-3"), "static nodes");
+        assert_eq!(kind(1, "", "0"), "local (preferred, no nodes named) on memory nodes");
     }
 
     /// The policy read is the one the thread runs under: a thread that sets one (as numactl does

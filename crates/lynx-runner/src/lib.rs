@@ -36,6 +36,7 @@ pub use run::{
 pub use store::write_json_atomic;
 
 use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The host's identity ([`lynx_telemetry::host_record`]), with the memory policy lynx runs
 /// under ([`binding::memory_policy`]).
@@ -44,7 +45,6 @@ pub fn host_record() -> lynx_schema::result::HostRecord {
     host.memory_policy = Some(binding::memory_policy());
     host
 }
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds spent before warm-up (or within one of its phases), each under its name, in the
 /// order they were spent: what `lynx run`'s `before warm-up:` line prints.
