@@ -479,11 +479,23 @@ pub(crate) mod tests {
             let both =
                 measure_beside_host(&shape(DENSE), precision, Device::Cpu, 3, ParityWeights::Random(3), &config, true)
                     .unwrap();
-            // The same products on the same weights: within 1e-2 of each other rather than
-            // equal, so that the test is of the path and not of libtorch's CPU kernels'
-            // determinism (nor of the order a widened layer's matmul sums in).
+            // The same products on the same weights: at most positions equal to the last
+            // rounding, and at every one nearer each other than half of what either is from the
+            // float64 reference, rather than equal everywhere, so that the test is of the path
+            // and not of libtorch's CPU kernels (the order a widened layer's matmul sums in, or
+            // on a CPU with AMX oneDNN's e4m3 matmul, which rounds one position of 48 to 1.1%
+            // of its fp8 neighbour, where both are 3% off the reference: one rounding an e4m3
+            // activation takes the other way). A host copy left unquantised would be as far
+            // from the device as the device from the reference, everywhere.
             let apart = relative_errors(both.host.as_ref().unwrap(), &both.device).unwrap();
-            assert!(apart.iter().all(|e| *e < 1e-2), "{precision}: {apart:?}");
+            let off = relative_errors(&both.device, &both.reference).unwrap();
+            let median = |errors: &[f64]| {
+                let mut sorted = errors.to_vec();
+                sorted.sort_by(f64::total_cmp);
+                sorted[sorted.len() / 2]
+            };
+            assert!(median(&apart) < 1e-3, "{precision}: {apart:?}");
+            assert!(apart.iter().all(|e| *e < median(&off) / 2.0), "{precision}: {apart:?} against {off:?}");
             let parts: Vec<&str> = both.phases.iter().map(|(name, _)| *name).collect();
             assert_eq!(
                 parts,
