@@ -53,17 +53,18 @@ pub fn steering_environment() -> Vec<String> {
 
 /// Where a variable's name says it steers how libtorch, CUDA, ROCm, their libraries or OpenMP
 /// run, and so what a run measures: `CUDA_LAUNCH_BLOCKING=1` makes every eager launch wait for
-/// its kernel, `NVIDIA_TF32_OVERRIDE` changes fp32 matmuls, `PYTORCH_CUDA_ALLOC_CONF` the caching
-/// allocator, `OMP_NUM_THREADS` a CPU's threads, `LD_PRELOAD` puts a library (a profiler, an
-/// interposer) under every call. Not a container's other `NVIDIA_…` variables (which GPUs and
-/// driver features it was given: the device record says what was measured), nor lynx's own
-/// (`LYNX_…`): its test hooks are recorded apart, and the rest name files. Nor, under those
-/// prefixes, what an image states of itself and nothing at run time reads: a version
-/// (`CUDA_VERSION`, `CUDNN_VERSION`, `NCCL_VERSION`, `PYTORCH_VERSION`, … every name ending
-/// `_VERSION`; the libraries loaded are recorded from themselves) or where a toolkit lies for
-/// builds of extensions (`CUDA_HOME`, `TORCH_CUDA_ARCH_LIST`, …). Recorded, they would make two
-/// nodes' runs differ, and a resume be refused, by the image's name for itself. A path that puts
-/// a library under the calls (`CUDA_INJECTION64_PATH`, a profiler's) is kept.
+/// its kernel, `NVIDIA_TF32_OVERRIDE` changes fp32 matmuls, `ONEDNN_MAX_CPU_ISA` which
+/// instructions a CPU's matmuls use, `PYTORCH_CUDA_ALLOC_CONF` the caching allocator,
+/// `OMP_NUM_THREADS` a CPU's threads, `LD_PRELOAD` puts a library (a profiler, an interposer)
+/// under every call. Not a container's other `NVIDIA_…` variables (which GPUs and driver
+/// features it was given: the device record says what was measured), nor lynx's own (`LYNX_…`):
+/// its test hooks are recorded apart, and the rest name files. Nor, under those prefixes, what
+/// an image states of itself and nothing at run time reads: a version (`CUDA_VERSION`,
+/// `CUDNN_VERSION`, `NCCL_VERSION`, `PYTORCH_VERSION`, … every name ending `_VERSION`; the
+/// libraries loaded are recorded from themselves) or where a toolkit lies for builds of
+/// extensions (`CUDA_HOME`, `TORCH_CUDA_ARCH_LIST`, …). Recorded, they would make two nodes'
+/// runs differ, and a resume be refused, by the image's name for itself. A path that puts a
+/// library under the calls (`CUDA_INJECTION64_PATH`, a profiler's) is kept.
 fn steers(name: &str) -> bool {
     const IMAGE: [&str; 8] = [
         "CUDA_HOME",
@@ -78,7 +79,7 @@ fn steers(name: &str) -> bool {
     if name.ends_with("_VERSION") || IMAGE.contains(&name) {
         return false;
     }
-    const PREFIXES: [&str; 15] = [
+    const PREFIXES: [&str; 24] = [
         "CUDA_",
         "CUBLAS_",
         "CUBLASLT_",
@@ -86,6 +87,14 @@ fn steers(name: &str) -> bool {
         "NCCL_",
         "PYTORCH_",
         "TORCH_",
+        // ATen's own CPU kernels (`ATEN_CPU_CAPABILITY` caps the vector width they dispatch to)
+        // and the CPU libraries under them: oneDNN (`ONEDNN_MAX_CPU_ISA`, or `DNNL_…` and
+        // `MKLDNN_…` in older names, takes AMX or AVX-512 away from its kernels), OpenBLAS.
+        "ATEN_",
+        "ONEDNN_",
+        "DNNL_",
+        "MKLDNN_",
+        "OPENBLAS_",
         "OMP_",
         "GOMP_",
         "KMP_",
@@ -94,8 +103,17 @@ fn steers(name: &str) -> bool {
         "ROCR_",
         "HSA_",
         "MIOPEN_",
+        // ROCm's math and collective libraries, as cuBLAS's and NCCL's above.
+        "ROCBLAS_",
+        "HIPBLASLT_",
+        "TENSILE_",
+        "RCCL_",
     ];
-    matches!(name, "LD_PRELOAD" | "NVIDIA_TF32_OVERRIDE") || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+    // The HIP runtime's own: `AMD_SERIALIZE_KERNEL=3` waits for every kernel, as
+    // `CUDA_LAUNCH_BLOCKING=1` does; `GPU_MAX_HW_QUEUES` sets how many hardware queues it uses.
+    const NAMES: [&str; 5] =
+        ["LD_PRELOAD", "NVIDIA_TF32_OVERRIDE", "AMD_SERIALIZE_KERNEL", "AMD_SERIALIZE_COPY", "GPU_MAX_HW_QUEUES"];
+    NAMES.contains(&name) || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// How this process would measure differently from the ones that left `earlier` (a run's result
@@ -294,6 +312,11 @@ mod tests {
             ("TORCH_CUDA_ARCH_LIST", "9.0"),
             // A profiler injected under every CUDA call is kept.
             ("CUDA_INJECTION64_PATH", "/opt/nsight/libinjection.so"),
+            // A CPU's kernels capped below what the CPU can do, and a HIP runtime that waits.
+            ("ATEN_CPU_CAPABILITY", "avx2"),
+            ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE"),
+            ("AMD_SERIALIZE_KERNEL", "3"),
+            ("AMD_VENDOR", "x"),
         ]
         .iter()
         .map(|(n, v)| (OsString::from(n), OsString::from(v)))
@@ -301,11 +324,14 @@ mod tests {
         assert_eq!(
             named(set.into_iter(), steers).unwrap(),
             [
+                "AMD_SERIALIZE_KERNEL=3",
+                "ATEN_CPU_CAPABILITY=avx2",
                 "CUDA_INJECTION64_PATH=/opt/nsight/libinjection.so",
                 "CUDA_LAUNCH_BLOCKING=1",
                 "LD_PRELOAD=/usr/lib/libprofiler.so",
                 "NVIDIA_TF32_OVERRIDE=0",
                 "OMP_NUM_THREADS=4",
+                "ONEDNN_MAX_CPU_ISA=AVX512_CORE",
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
             ]
         );
