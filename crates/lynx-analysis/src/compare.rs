@@ -42,6 +42,7 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     );
     differ("host clock source", recorded_words(&x.clocksource), recorded_words(&y.clocksource));
     differ("host memory policy", recorded_words(&x.memory_policy), recorded_words(&y.memory_policy));
+    differ("host CPU features", recorded_words(&x.cpu_features), recorded_words(&y.cpu_features));
     differ("lynx", a.harness.lynx_version.clone(), b.harness.lynx_version.clone());
     differ("lynx commit", a.harness.git_commit.to_string(), b.harness.git_commit.to_string());
     differ("libtorch", a.harness.libtorch_runtime_version.to_string(), b.harness.libtorch_runtime_version.to_string());
@@ -609,6 +610,12 @@ mod tests {
             ["host memory policy: local (the default) on memory nodes 0-1 vs interleave over nodes 0-1 on memory \
               nodes 0-1"]
         );
+        // And the CPU features libtorch's kernels choose by (AMX's tiles on one host only).
+        let mut amx = local.clone();
+        local.host.cpu_features = Some(Reported::Known("avx2 fma avx512f".to_owned()));
+        amx.host.cpu_features = Some(Reported::Known("avx2 fma avx512f amx_tile amx_bf16".to_owned()));
+        let lines: Vec<String> = differences(&local, &amx).into_iter().filter(|d| d.starts_with("host ")).collect();
+        assert_eq!(lines, ["host CPU features: avx2 fma avx512f vs avx2 fma avx512f amx_tile amx_bf16"]);
     }
 
     fn judged(ratio: f64, higher_is_better: bool, within_spread: Option<bool>) -> Row {

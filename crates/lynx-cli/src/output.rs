@@ -168,6 +168,18 @@ pub fn reproduction_warnings(
             ));
         }
     }
+    // A CPU device's kernels are chosen by what its CPUs offer (AVX-512, AMX): a model name
+    // may say nothing of it in a virtual machine.
+    if let (DeviceName::Cpu, Some(Reported::Known(theirs)), Some(Reported::Known(ours))) =
+        (original.device.device, &original.host.cpu_features, &host.cpu_features)
+    {
+        if theirs != ours {
+            warnings.push(format!(
+                "the published run's CPUs offered {} to libtorch's CPU kernels, this node's offer {ours}",
+                terminal_text(theirs, 300)
+            ));
+        }
+    }
     // Another cuBLAS or cuDNN under the same libtorch runs other kernels.
     if let (Some(theirs), Some(ours)) = (&original.harness.gpu_libraries, &runtime.gpu_libraries()) {
         let (theirs, ours) = (gpu_libraries_words(Some(theirs)), gpu_libraries_words(Some(ours)));
@@ -443,5 +455,34 @@ mod tests {
         assert_eq!(policy(&published, &host), None, "numactl --interleave=all on either");
         host.memory_policy = Some(Reported::unavailable("get_mempolicy: not permitted"));
         assert_eq!(policy(&published, &host), None, "this node's unread");
+    }
+
+    /// A CPU device published on CPUs that offered libtorch's kernels other features (AMX, where
+    /// this node has none) is warned of before it is reproduced; a GPU's, or the same features,
+    /// or a result that does not record them, is not.
+    #[test]
+    fn other_cpu_features_are_warned_of_before_a_cpus_reproduction() {
+        let mut published = published();
+        let runtime = lynx_runner::libtorch::load_gpu_backends();
+        let mut host = lynx_runner::host_record();
+        let device = lynx_runner::devices::best(&host);
+        let features = |published: &RunResult, host: &lynx_schema::result::HostRecord| {
+            let warned = reproduction_warnings(published, host, &device, runtime);
+            warned.into_iter().find(|w| w.contains("libtorch's CPU kernels"))
+        };
+        assert_eq!(published.device.device, DeviceName::Cpu);
+        assert_eq!(features(&published, &host), None, "the fixture records no features");
+        let known = |words: &str| Some(Reported::Known(words.to_owned()));
+        host.cpu_features = known("avx2 fma");
+        published.host.cpu_features = known("avx2 fma");
+        assert_eq!(features(&published, &host), None);
+        published.host.cpu_features = known("avx2 fma avx512f amx_tile amx_bf16");
+        assert_eq!(
+            features(&published, &host).unwrap(),
+            "the published run's CPUs offered avx2 fma avx512f amx_tile amx_bf16 to libtorch's CPU kernels, this \
+             node's offer avx2 fma"
+        );
+        published.device.device = DeviceName::Cuda(0);
+        assert_eq!(features(&published, &host), None, "a GPU's kernels are its own");
     }
 }

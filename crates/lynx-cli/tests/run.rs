@@ -384,6 +384,12 @@ fn devices_lists_the_cpu_with_its_libtorch() {
     assert!(stdout.lines().any(|l| l.starts_with("host: clock source ")), "{stdout}");
     // Among them the memory policy lynx runs under: the default, as this test starts it.
     assert!(stdout.contains("; memory policy local (the default) on memory nodes "), "{stdout}");
+    // And the CPU features libtorch's kernels choose by, read from /proc/cpuinfo.
+    let features = stdout.split("; CPU features ").nth(1).unwrap_or_else(|| panic!("{stdout}"));
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags") || l.starts_with("Features")).unwrap();
+    let first = features.split_whitespace().next().unwrap();
+    assert!(first == "none" || flags.split_whitespace().any(|f| f == first), "{features} against {flags}");
 
     let output = lynx(&["devices", "--json"]);
     let devices: Value = serde_json::from_slice(&output.stdout).unwrap();

@@ -727,6 +727,13 @@ pub struct HostRecord {
     /// results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_policy: Option<Reported<String>>,
+    /// The instruction-set extensions the host's CPUs offer that libtorch's CPU kernels (ATen's
+    /// and oneDNN's) choose by ("avx2 fma avx512f … amx_bf16 amx_int8", as /proc/cpuinfo names
+    /// them; "none" where it offers none of them): a CPU device's kernels are chosen by them, and
+    /// a virtual machine's model name ("Intel(R) Xeon(R) Processor") may not say (absent in
+    /// older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_features: Option<Reported<String>>,
 }
 
 /// A fact a result may hold, in words: its value, why it was unavailable, or "not recorded" (a
@@ -766,17 +773,18 @@ impl CpuAllowance {
 }
 
 impl HostRecord {
-    /// The clock source, the transparent huge page mode, the cpufreq governor and the memory
-    /// policy, in words ("clock source tsc; transparent huge pages madvise; cpufreq governor
-    /// performance; memory policy local (the default) on memory nodes 0"), each "not recorded"
-    /// in older results.
+    /// The clock source, the transparent huge page mode, the cpufreq governor, the memory policy
+    /// and the CPU features, in words ("clock source tsc; transparent huge pages madvise; cpufreq
+    /// governor performance; memory policy local (the default) on memory nodes 0; CPU features
+    /// avx2 fma"), each "not recorded" in older results.
     pub fn settings_words(&self) -> String {
         format!(
-            "clock source {}; transparent huge pages {}; cpufreq governor {}; memory policy {}",
+            "clock source {}; transparent huge pages {}; cpufreq governor {}; memory policy {}; CPU features {}",
             recorded_words(&self.clocksource),
             recorded_words(&self.transparent_hugepages),
             recorded_words(&self.cpufreq_governor),
-            recorded_words(&self.memory_policy)
+            recorded_words(&self.memory_policy),
+            recorded_words(&self.cpu_features)
         )
     }
 

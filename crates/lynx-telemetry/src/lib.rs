@@ -45,19 +45,64 @@ pub fn host_record() -> HostRecord {
         clocksource: Some(first_word(Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource"))),
         // A system call this crate does not make: lynx-runner's host record adds it.
         memory_policy: None,
+        cpu_features: Some(cpu_features(Path::new("/proc/cpuinfo"))),
     }
+}
+
+/// The instruction-set extensions libtorch's CPU kernels choose by, in the order they are
+/// listed here: ATen's vectorised kernels by AVX2 (with FMA) or AVX-512 (F, BW, VL and DQ),
+/// oneDNN's matmuls also by the VNNI, BF16 and FP16 extensions and by AMX's tiles (bf16, int8,
+/// fp16); on Arm, NEON (`asimd`), SVE and the bf16 and int8 matrix instructions.
+const CPU_FEATURES: [&str; 22] = [
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512dq",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "amx_fp16",
+    "asimd",
+    "asimdhp",
+    "sve",
+    "sve2",
+    "bf16",
+    "i8mm",
+    "sme",
+    "sme2",
+];
+
+/// Of [`CPU_FEATURES`], those the first processor in the /proc/cpuinfo at `file` offers
+/// (x86's `flags`, Arm's `Features`), or "none"; why not where the file names no features.
+fn cpu_features(file: &Path) -> Reported<String> {
+    sys_setting(
+        file,
+        |text| {
+            let line = text.lines().find(|line| line.starts_with("flags") || line.starts_with("Features"))?;
+            let offered: std::collections::HashSet<&str> = line.split_once(':')?.1.split_whitespace().collect();
+            let listed: Vec<&str> = CPU_FEATURES.iter().copied().filter(|f| offered.contains(f)).collect();
+            Some(if listed.is_empty() { "none".to_owned() } else { listed.join(" ") })
+        },
+        |file, _| format!("{} names no CPU features (no flags or Features line)", file.display()),
+    )
 }
 
 /// The word `pick` finds in the /sys setting at `file`, or why there is none: the file unread,
 /// or `missing` of the file and what it holds.
 fn sys_setting(
     file: &Path,
-    pick: impl FnOnce(&str) -> Option<&str>,
+    pick: impl FnOnce(&str) -> Option<String>,
     missing: impl FnOnce(&Path, &str) -> String,
 ) -> Reported<String> {
     match std::fs::read_to_string(file) {
         Ok(text) => match pick(&text) {
-            Some(word) => Reported::Known(word.to_owned()),
+            Some(word) => Reported::Known(word),
             None => Reported::unavailable(missing(file, text.trim())),
         },
         Err(e) => Reported::unavailable(format!("{}: {e}", file.display())),
@@ -66,7 +111,11 @@ fn sys_setting(
 
 /// The first word of the file at `file` (a /sys setting), or why there is none.
 fn first_word(file: &Path) -> Reported<String> {
-    sys_setting(file, |text| text.split_whitespace().next(), |file, _| format!("{} is empty", file.display()))
+    sys_setting(
+        file,
+        |text| text.split_whitespace().next().map(str::to_owned),
+        |file, _| format!("{} is empty", file.display()),
+    )
 }
 
 /// The transparent huge page mode Linux's `enabled` file (at `file`) marks with brackets:
@@ -74,7 +123,7 @@ fn first_word(file: &Path) -> Reported<String> {
 fn transparent_hugepages(file: &Path) -> Reported<String> {
     sys_setting(
         file,
-        |text| text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')),
+        |text| text.split_whitespace().find_map(|w| Some(w.strip_prefix('[')?.strip_suffix(']')?.to_owned())),
         |file, text| format!("{}: no mode marked in {text:?}", file.display()),
     )
 }
@@ -220,6 +269,39 @@ mod tests {
         std::fs::write(&file, "always madvise never\n").unwrap();
         assert!(transparent_hugepages(&file).reason().is_some_and(|r| r.contains("no mode marked")));
         assert!(transparent_hugepages(&dir.path().join("absent")).reason().is_some());
+    }
+
+    /// The CPU features are those libtorch's kernels choose by, in a fixed order, from the first
+    /// processor's x86 `flags` or Arm `Features`.
+    #[test]
+    fn the_cpu_features_are_those_libtorchs_kernels_choose_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cpuinfo");
+        let features = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            cpu_features(&file)
+        };
+        let known = |words: &str| Reported::Known(words.to_owned());
+        // An Intel Xeon with AMX (its flags cut), then a second processor that is not read.
+        let sapphire = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu sse2 amx_int8 avx2 \
+                        avx512f avx512bw fma avx512_bf16 amx_bf16 avx512vl avx512dq amx_tile avx512_fp16 \
+                        avx512_vnni avx_vnni\n\nprocessor\t: 1\nflags\t\t: fpu\n";
+        assert_eq!(
+            features(sapphire),
+            known(
+                "avx2 fma avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16 avx512_fp16 avx_vnni amx_tile \
+                 amx_bf16 amx_int8"
+            )
+        );
+        assert_eq!(features("processor\t: 0\nflags\t\t: fpu sse2 avx fma avx2\n"), known("avx2 fma"));
+        assert_eq!(features("processor\t: 0\nflags\t\t: fpu sse2\n"), known("none"));
+        // An Arm server (Neoverse V2's Features, cut).
+        assert_eq!(
+            features("processor\t: 0\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd aes sve sve2 asimdhp bf16 i8mm\n"),
+            known("asimd asimdhp sve sve2 bf16 i8mm")
+        );
+        assert!(features("processor\t: 0\n").reason().is_some_and(|r| r.contains("names no CPU features")));
+        assert!(cpu_features(&dir.path().join("absent")).reason().is_some());
     }
 
     #[test]
