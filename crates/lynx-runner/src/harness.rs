@@ -151,6 +151,17 @@ pub fn resume_differences(earlier: &RunResult, runtime: &Runtime) -> Vec<String>
             }
         }
     }
+    // A CPU device's kernels are chosen by what its CPUs offer (a run resumed on another host,
+    // or a virtual machine moved to another CPU).
+    if earlier.device.device == lynx_schema::device::DeviceName::Cpu {
+        if let (Some(Reported::Known(was)), Reported::Known(now)) =
+            (&earlier.host.cpu_features, lynx_telemetry::host_cpu_features())
+        {
+            if *was != now {
+                out.push(format!("its cells were measured on CPUs offering {was}, this host's offer {now}"));
+            }
+        }
+    }
     // Another cuBLAS or cuDNN under the same libtorch runs other kernels (a result that does not
     // record them says nothing of them).
     if let (Some(was), Some(now)) = (&earlier.harness.gpu_libraries, &runtime.gpu_libraries()) {
@@ -403,6 +414,19 @@ mod tests {
                 "its cells were measured under memory policy interleave over nodes 0-7 on memory nodes 0-7, this \
                  process runs under {policy}"
             )]
+        );
+        // Other CPU features than this host's, for the CPU device the result measured.
+        let features = lynx_telemetry::host_cpu_features();
+        let mut moved = same.clone();
+        assert_eq!(moved.device.device, lynx_schema::device::DeviceName::Cpu);
+        moved.host.cpu_features = Some(features.clone());
+        assert_eq!(resume_differences(&moved, runtime), Vec::<String>::new());
+        // No CPU offers both x86's and Arm's.
+        moved.host.cpu_features = Some(Reported::Known("avx2 amx_tile asimd sme".to_owned()));
+        let Reported::Known(now) = &features else { panic!("Linux's /proc/cpuinfo names features: {features:?}") };
+        assert_eq!(
+            resume_differences(&moved, runtime),
+            [format!("its cells were measured on CPUs offering avx2 amx_tile asimd sme, this host's offer {now}")]
         );
         // This process's CPUs and quota, or others.
         let Some(now) = lynx_telemetry::cpu_allowance() else { return };

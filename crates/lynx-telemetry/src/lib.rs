@@ -45,7 +45,7 @@ pub fn host_record() -> HostRecord {
         clocksource: Some(first_word(Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource"))),
         // A system call this crate does not make: lynx-runner's host record adds it.
         memory_policy: None,
-        cpu_features: Some(cpu_features(Path::new("/proc/cpuinfo"))),
+        cpu_features: Some(host_cpu_features()),
     }
 }
 
@@ -77,6 +77,11 @@ const CPU_FEATURES: [&str; 22] = [
     "sme",
     "sme2",
 ];
+
+/// This host's CPU features that libtorch's CPU kernels choose by ([`HostRecord::cpu_features`]).
+pub fn host_cpu_features() -> Reported<String> {
+    cpu_features(Path::new("/proc/cpuinfo"))
+}
 
 /// Of [`CPU_FEATURES`], those the first processor in the /proc/cpuinfo at `file` offers
 /// (x86's `flags`, Arm's `Features`), or "none"; why not where the file names no features.
