@@ -215,8 +215,13 @@ fn devices_run_in_turn_or_by_default_all_at_once() {
     let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let models = models(many_cells);
     // All at once, each cell measured for at least 0.3 s: /proc counts the host's load in 10 ms
-    // ticks, and a cell measured in under 0.2 s records none.
-    let counted = self::models(|s| many_cells(s).replace("min_s = 0.15", "min_s = 0.3"));
+    // ticks, and a cell measured in under 0.2 s records none. Room for the steps that takes: on
+    // a fast host this model's prefill of 16 tokens ran its 100 steps in 0.16 s.
+    let counted = self::models(|s| {
+        let longer = many_cells(s).replace("min_s = 0.15\nmax_steps = 100", "min_s = 0.3\nmax_steps = 2000");
+        assert!(longer.contains("max_steps = 2000"), "{longer}");
+        longer
+    });
     let runs = |node: &[&str]| {
         let out = tempfile::tempdir().unwrap();
         let models = if node.contains(&"--one-at-a-time") { &models } else { &counted };
