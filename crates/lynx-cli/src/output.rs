@@ -245,6 +245,7 @@ pub fn weights_warning(published: &WeightsRecord, local: Option<&[(String, u64)]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lynx_schema::result::HostRecord;
 
     /// The run published from this project's host (results/amd-epyc).
     fn published() -> RunResult {
@@ -427,19 +428,22 @@ mod tests {
         }
     }
 
+    /// The warning that says `words` of those a reproduction of `published` on `host` gets here
+    /// (this node's best device and libtorch).
+    fn warning(published: &RunResult, host: &HostRecord, words: &str) -> Option<String> {
+        let device = lynx_runner::devices::best(host);
+        let warned = reproduction_warnings(published, host, &device, lynx_runner::libtorch::load_gpu_backends());
+        warned.into_iter().find(|w| w.contains(words))
+    }
+
     /// A published run made under another kind of memory policy is warned of before it is
     /// reproduced; the same kind over another host's NUMA nodes, or a result that does not
     /// record one, is not.
     #[test]
     fn another_memory_policy_is_warned_of_before_a_reproduction() {
         let mut published = published();
-        let runtime = lynx_runner::libtorch::load_gpu_backends();
         let mut host = lynx_runner::host_record();
-        let device = lynx_runner::devices::best(&host);
-        let policy = |published: &RunResult, host: &lynx_schema::result::HostRecord| {
-            let warned = reproduction_warnings(published, host, &device, runtime);
-            warned.into_iter().find(|w| w.contains("memory policy"))
-        };
+        let policy = |published: &RunResult, host: &HostRecord| warning(published, host, "memory policy");
         assert_eq!(policy(&published, &host), None, "the fixture records no policy");
         let known = |words: &str| Some(Reported::Known(words.to_owned()));
         host.memory_policy = known("local (the default) on memory nodes 0");
@@ -463,13 +467,8 @@ mod tests {
     #[test]
     fn other_cpu_features_are_warned_of_before_a_cpus_reproduction() {
         let mut published = published();
-        let runtime = lynx_runner::libtorch::load_gpu_backends();
         let mut host = lynx_runner::host_record();
-        let device = lynx_runner::devices::best(&host);
-        let features = |published: &RunResult, host: &lynx_schema::result::HostRecord| {
-            let warned = reproduction_warnings(published, host, &device, runtime);
-            warned.into_iter().find(|w| w.contains("libtorch's CPU kernels"))
-        };
+        let features = |published: &RunResult, host: &HostRecord| warning(published, host, "libtorch's CPU kernels");
         assert_eq!(published.device.device, DeviceName::Cpu);
         assert_eq!(features(&published, &host), None, "the fixture records no features");
         let known = |words: &str| Some(Reported::Known(words.to_owned()));
