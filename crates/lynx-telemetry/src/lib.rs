@@ -98,8 +98,8 @@ fn cpu_features(file: &Path) -> Reported<String> {
     )
 }
 
-/// The word `pick` finds in the /sys setting at `file`, or why there is none: the file unread,
-/// or `missing` of the file and what it holds.
+/// What `pick` finds in the /sys setting (or /proc file) at `file`, or why there is none: the
+/// file unread, or `missing` of the file and what it holds.
 fn sys_setting(
     file: &Path,
     pick: impl FnOnce(&str) -> Option<String>,
