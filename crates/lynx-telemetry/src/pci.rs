@@ -61,11 +61,6 @@ fn read_in(folder: &Path, file: &str) -> Option<String> {
     std::fs::read_to_string(folder.join(file)).ok().map(|text| text.trim().to_owned())
 }
 
-/// [`trained_link_in`] for this host's sysfs.
-pub fn trained_link(bus_id: &str) -> Reported<TrainedLink> {
-    trained_link_in(Path::new(PCI_DEVICES), bus_id)
-}
-
 /// The link of the device `bus_id` names under the sysfs folder `devices` as trained now: its
 /// speed and width. A GPU lowers its link's speed while idle, so this is read under load (the
 /// end of warm-up). Why not where the folder is not there or says neither.

@@ -669,9 +669,11 @@ impl Turn<'_> {
                 measure_cell(model, head_only, shape, limits, &self.graphs, &self.telemetry, self.stop)
             });
             let (mut cell, contradicted) = cell?;
-            let recorded = crate::host_load::OtherLoad::recorded(load.as_ref().and_then(|l| l.other_load_since()));
-            (cell.other_cpu_cores, cell.stolen_cpu_cores) = (recorded.other_cpu_cores, recorded.stolen_cpu_cores);
-            cell.other_cpu_cores_elsewhere = recorded.other_cpu_cores_elsewhere;
+            crate::host_load::RecordedLoad {
+                other_cpu_cores: cell.other_cpu_cores,
+                stolen_cpu_cores: cell.stolen_cpu_cores,
+                other_cpu_cores_elsewhere: cell.other_cpu_cores_elsewhere,
+            } = crate::host_load::OtherLoad::recorded(load.as_ref().and_then(|l| l.other_load_since()));
             cell.cpu_throttled_s = load.and_then(|l| l.throttled_since());
             cell.other_device_processes = others;
             Some((cell, contradicted))
