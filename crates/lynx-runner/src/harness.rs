@@ -62,11 +62,12 @@ pub fn steering_environment() -> Vec<String> {
 /// an image states of itself and nothing at run time reads: a version (`CUDA_VERSION`,
 /// `CUDNN_VERSION`, `NCCL_VERSION`, `PYTORCH_VERSION`, … every name ending `_VERSION`; the
 /// libraries loaded are recorded from themselves) or where a toolkit lies for builds of
-/// extensions (`CUDA_HOME`, `TORCH_CUDA_ARCH_LIST`, …). Recorded, they would make two nodes'
-/// runs differ, and a resume be refused, by the image's name for itself. A path that puts a
-/// library under the calls (`CUDA_INJECTION64_PATH`, a profiler's) is kept.
+/// extensions (`CUDA_HOME`, `TORCH_CUDA_ARCH_LIST`, `HIP_PATH`, `PYTORCH_ROCM_ARCH`, …).
+/// Recorded, they would make two nodes' runs differ, and a resume be refused, by the image's
+/// name for itself. A path that puts a library under the calls (`CUDA_INJECTION64_PATH`, a
+/// profiler's) is kept.
 fn steers(name: &str) -> bool {
-    const IMAGE: [&str; 8] = [
+    const IMAGE: [&str; 13] = [
         "CUDA_HOME",
         "CUDA_PATH",
         "CUDA_ROOT",
@@ -75,6 +76,14 @@ fn steers(name: &str) -> bool {
         "TORCH_CUDA_ARCH_LIST",
         "TORCH_NVCC_FLAGS",
         "PYTORCH_BUILD_NUMBER",
+        // ROCm images' own: the GPU architectures extensions are built for (the twin of
+        // TORCH_CUDA_ARCH_LIST), and where HIP's toolkit, compiler and device libraries lie for
+        // hipcc.
+        "PYTORCH_ROCM_ARCH",
+        "HIP_PATH",
+        "HIP_PLATFORM",
+        "HIP_CLANG_PATH",
+        "HIP_DEVICE_LIB_PATH",
     ];
     if name.ends_with("_VERSION") || IMAGE.contains(&name) {
         return false;
@@ -321,6 +330,10 @@ mod tests {
             ("PYTORCH_BUILD_VERSION", "2.11.0"),
             ("CUDA_HOME", "/usr/local/cuda"),
             ("TORCH_CUDA_ARCH_LIST", "9.0"),
+            ("PYTORCH_ROCM_ARCH", "gfx942"),
+            ("HIP_PATH", "/opt/rocm"),
+            // Which GPUs a ROCm process sees is kept, as CUDA_VISIBLE_DEVICES is.
+            ("HIP_VISIBLE_DEVICES", "0"),
             // A profiler injected under every CUDA call is kept.
             ("CUDA_INJECTION64_PATH", "/opt/nsight/libinjection.so"),
             // A CPU's kernels capped below what the CPU can do, and a HIP runtime that waits.
@@ -339,6 +352,7 @@ mod tests {
                 "ATEN_CPU_CAPABILITY=avx2",
                 "CUDA_INJECTION64_PATH=/opt/nsight/libinjection.so",
                 "CUDA_LAUNCH_BLOCKING=1",
+                "HIP_VISIBLE_DEVICES=0",
                 "LD_PRELOAD=/usr/lib/libprofiler.so",
                 "NVIDIA_TF32_OVERRIDE=0",
                 "OMP_NUM_THREADS=4",
