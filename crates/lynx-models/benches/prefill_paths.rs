@@ -13,10 +13,8 @@
 
 mod common;
 
-use common::median;
 use lynx_models::{KvCache, Model};
 use lynx_schema::config::{ModelShape, Precision};
-use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 const STEPS: usize = 40;
@@ -26,18 +24,9 @@ const POOL_CAPACITY: i64 = 64 + 16;
 
 /// The median seconds of `STEPS` runs of `step`, after one untimed run, each run after
 /// `before` (not timed).
-fn timed(mut before: impl FnMut(), mut step: impl FnMut()) -> f64 {
+fn timed(before: impl FnMut(), mut step: impl FnMut()) -> f64 {
     step();
-    median(
-        (0..STEPS)
-            .map(|_| {
-                before();
-                let start = Instant::now();
-                step();
-                start.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
+    common::timed(STEPS, before, step)
 }
 
 fn main() {
