@@ -9,8 +9,10 @@ time and its wait to run as shares of the group's wall time: where the slower st
 thread on its CPU, the step's own work took longer (on a CPU device, the host's pace); where
 they do not, something took the CPU away (docs/SWEEPS.md, "What the host's pace is"). On a GPU,
 where the trace has them (2026-12-06 on), also the steps in which libtorch's caching allocator
-called the driver for memory, and its calls. Reads a trace of a lynx build that recorded the
-thread (2026-12-05 on); the steps of older ones are counted, their shares said to be unknown.
+called the driver for memory, and its calls. Then the kind's median measured / table time by
+batch, and by the kind of the step before (a prefill after a decode step, or after another
+prefill). Reads a trace of a lynx build that recorded the thread (2026-12-05 on); the steps of
+older ones are counted, their shares said to be unknown.
 Bad input: one line naming it, exit 2.
 """
 import json
@@ -53,6 +55,8 @@ def table(trace, where):
     for prefill in (False, True):
         kind = "prefill" if prefill else "decode"
         timed = []
+        # Each step's measured / table time by its batch, and by the kind of the step before it.
+        by_batch, by_before = {}, {}
         for i, step in enumerate(steps):
             if not isinstance(step, dict):
                 raise ValueError(f"{where}: step {i} is not an object")
@@ -65,6 +69,12 @@ def table(trace, where):
             waited = number(step, "thread_runnable_s", f"{where} step {i}")
             calls = number(step, "allocator_calls", f"{where} step {i}")
             timed.append((wall / table_s, wall, cpu, waited, calls))
+            batch = step.get("batch")
+            batch = batch if isinstance(batch, int) and not isinstance(batch, bool) else "?"
+            by_batch.setdefault(batch, []).append(wall / table_s)
+            before = steps[i - 1] if i > 0 else None
+            if isinstance(before, dict) and isinstance(before.get("prefill"), bool):
+                by_before.setdefault(before["prefill"] is prefill, []).append(wall / table_s)
         if not timed:
             continue
         median = statistics.median(t[0] for t in timed)
@@ -96,6 +106,18 @@ def table(trace, where):
             if has_calls:
                 line += f", the allocator called the driver in {calling} ({calls} calls)"
             lines.append(line)
+        # Where the table is off for some batches (one no cell measured, say), or the loop's steps
+        # cost more after a step of the other kind, these medians differ; the host's pace moves
+        # them all alike.
+        ratio = lambda paces: f"{statistics.median(paces):.2f} ({len(paces)})"
+        batches = sorted(by_batch, key=lambda b: (isinstance(b, str), b))
+        lines.append("  by batch, median measured/table (steps): "
+                     + ", ".join(f"{b}: {ratio(by_batch[b])}" for b in batches))
+        other = "decode" if prefill else "prefill"
+        after = [f"after a {name} step {ratio(by_before[same])}"
+                 for same, name in ((True, kind), (False, other)) if same in by_before]
+        if after:
+            lines.append("  by the step before, median measured/table (steps): " + ", ".join(after))
     return lines
 
 

@@ -49,8 +49,8 @@ fn bench_eager_quick_prints_lynx_against_python_eager() {
 
 /// `scripts/served-steps.py` over a hand-made trace: each kind's steps with a table time,
 /// grouped by pace over the kind's median, with the loop thread's CPU and wait shares of their
-/// wall time (unknown for a step of a build that did not record them); bad input gets one line
-/// naming it and exit 2.
+/// wall time (unknown for a step of a build that did not record them), then their median pace by
+/// batch and by the kind of the step before; bad input gets one line naming it and exit 2.
 #[test]
 fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
     let scratch = tempfile::tempdir().unwrap();
@@ -59,7 +59,10 @@ fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
             "after_idle": false, "thread_cpu_s": cpu, "thread_runnable_s": waited})
     };
     let mut steps: Vec<serde_json::Value> = vec![decode(0.010, Some(0.010), 0.010, 0.0); 3];
-    steps.push(decode(0.015, Some(0.010), 0.009, 0.006));
+    // The slow step at batch 2.
+    let mut slow = decode(0.015, Some(0.010), 0.009, 0.006);
+    slow["batch"] = serde_json::json!(2);
+    steps.push(slow);
     // On a GPU, the caching allocator's calls to the driver in each step: the slow one called it
     // twice, the others not at all.
     for (step, calls) in steps.iter_mut().zip([0, 0, 0, 2]) {
@@ -69,6 +72,8 @@ fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
     steps.push(
         serde_json::json!({"prefill": true, "batch": 1, "len": 16, "step_s": 0.1, "table_s": 0.1, "after_idle": true}),
     );
+    // A decode step after the prefill.
+    steps.push(decode(0.012, Some(0.010), 0.012, 0.0));
     let trace = serde_json::json!({"label": "bounded", "rate_per_s": 1.25, "steps": steps});
     let path = scratch.path().join("run.served.jsonl");
     std::fs::write(&path, format!("{trace}\n")).unwrap();
@@ -78,13 +83,20 @@ fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
     assert_eq!(
         table.lines().collect::<Vec<_>>(),
         [
-            "bounded at 1.250 req/s, decode: 4 steps with a table time, median measured/table 1.00",
+            "bounded at 1.250 req/s, decode: 5 steps with a table time, median measured/table 1.00",
             "  pace/median      1.0-1.1:    3 steps, mean    10.0 ms, on its CPU 100.0%, waiting to run   0.0%, the \
              allocator called the driver in 0 (0 calls)",
+            "  pace/median      1.2-1.3:    1 steps, mean    12.0 ms, on its CPU 100.0%, waiting to run   0.0%",
             "  pace/median 1.4 and over:    1 steps, mean    15.0 ms, on its CPU  60.0%, waiting to run  40.0%, the \
              allocator called the driver in 1 (2 calls)",
+            "  by batch, median measured/table (steps): 1: 1.00 (4), 2: 1.50 (1)",
+            // The first step has none before it.
+            "  by the step before, median measured/table (steps): after a decode step 1.00 (3), after a prefill step \
+             1.20 (1)",
             "bounded at 1.250 req/s, prefill: 1 steps with a table time, median measured/table 1.00",
             "  pace/median      1.0-1.1:    1 steps, mean   100.0 ms, on its CPU     -, waiting to run     -",
+            "  by batch, median measured/table (steps): 1: 1.00 (1)",
+            "  by the step before, median measured/table (steps): after a decode step 1.00 (1)",
         ],
         "{table}"
     );
