@@ -68,13 +68,14 @@ def table(trace, where):
             cpu = number(step, "thread_cpu_s", f"{where} step {i}")
             waited = number(step, "thread_runnable_s", f"{where} step {i}")
             calls = number(step, "allocator_calls", f"{where} step {i}")
-            timed.append((wall / table_s, wall, cpu, waited, calls))
+            pace = wall / table_s
+            timed.append((pace, wall, cpu, waited, calls))
             batch = step.get("batch")
             batch = batch if isinstance(batch, int) and not isinstance(batch, bool) else "?"
-            by_batch.setdefault(batch, []).append(wall / table_s)
+            by_batch.setdefault(batch, []).append(pace)
             before = steps[i - 1] if i > 0 else None
             if isinstance(before, dict) and isinstance(before.get("prefill"), bool):
-                by_before.setdefault(before["prefill"] is prefill, []).append(wall / table_s)
+                by_before.setdefault(before["prefill"] is prefill, []).append(pace)
         if not timed:
             continue
         median = statistics.median(t[0] for t in timed)
