@@ -1199,6 +1199,57 @@ fn the_published_record_verifies_and_builds_the_site() {
     assert!(page.contains("<th>warm-up</th><td>warm-up 60.2 s, "), "{page}");
 }
 
+/// `lynx collect` copies each run as `lynx run` wrote it: the published record (folders laid out
+/// as `lynx run` writes them), collected, is the same files under the same names, its run ids'
+/// case kept, with each run's plan and journal. A run collected before 2026-12-07, when collect
+/// named it by its id in lower case, is found under that name and not collected twice.
+#[test]
+fn collecting_the_published_record_copies_each_run_as_lynx_run_wrote_it() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (results, keys) = (repo_path("results"), repo_path("results/keys"));
+    let into = tempfile::tempdir().unwrap();
+    let collect = || lynx(&["collect", &results, "--into", into.path().to_str().unwrap(), "--keys", &keys]);
+    let output = collect();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    let relative = |root: &str, files: Vec<PathBuf>| -> Vec<String> {
+        let mut names: Vec<String> =
+            files.iter().map(|f| f.strip_prefix(root).unwrap().display().to_string()).collect();
+        names.sort();
+        names
+    };
+    let published: Vec<String> = relative(&results, files_under(Path::new(&results)))
+        .into_iter()
+        .filter(|name| name.contains('/') && !name.starts_with("keys/"))
+        .collect();
+    let into_root = into.path().to_str().unwrap();
+    let collected: Vec<String> =
+        relative(into_root, files_under(into.path())).into_iter().filter(|name| name != "index.json").collect();
+    assert_eq!(collected, published, "{said}");
+    assert!(published.iter().any(|name| name.ends_with("Z-1e82de47/20261207T104416Z-1e82de47.plan.json")));
+    assert!(published.iter().any(|name| name.ends_with(".journal.jsonl")));
+    for name in &published {
+        let (from, to) = (Path::new(&results).join(name), into.path().join(name));
+        assert!(std::fs::read(from).unwrap() == std::fs::read(to).unwrap(), "{name} is not copied as it was");
+    }
+
+    // One run as collect used to name it: its folder and files in lower case.
+    let run = "20261207T104416Z-1e82de47";
+    let (device_dir, lower) = (into.path().join("intel-r-xeon-r-processor"), run.to_ascii_lowercase());
+    std::fs::rename(device_dir.join(run), device_dir.join(&lower)).unwrap();
+    for file in files_under(&device_dir.join(&lower)) {
+        let name = file.file_name().unwrap().to_string_lossy().replace(run, &lower);
+        std::fs::rename(&file, file.with_file_name(name)).unwrap();
+    }
+    let again = collect();
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert!(again.status.success(), "{said}{}", String::from_utf8_lossy(&again.stderr));
+    let envelopes = lynx_attest::trust::find_envelopes(&[PathBuf::from(&results)]).unwrap();
+    assert_eq!(said.lines().filter(|l| l.starts_with("already collected ")).count(), envelopes.len(), "{said}");
+    assert!(said.contains(&format!("/{lower}/{lower}.intoto.json")), "{said}");
+    assert!(!device_dir.join(run).exists(), "the run is collected a second time beside its old copy: {said}");
+}
+
 /// A buyer shortlisting at the length mix a published result served, under the bound it served
 /// it under, gets the measured figure, with the result's own simulated figure beside it; written
 /// as the uniform range it draws or as InferenceX's range ratio of the same range. Another mix

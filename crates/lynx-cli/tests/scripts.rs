@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{repo_path, result_file, DEVICE};
+use common::{files_under, repo_path, result_file, DEVICE};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -996,15 +996,6 @@ fn gpu_check_says_which_suite_its_time_limit_stopped() {
     let environment = std::fs::read_to_string(out.join("environment.txt")).unwrap();
     assert!(environment.contains("lynx 0.0.0 (stand-in)"), "{environment}");
     assert!(started.elapsed().as_secs() < 75, "the check overran its deadline: {table}");
-}
-
-/// The files under `dir`, at any depth.
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok())
-        .flat_map(|e| if e.path().is_dir() { files_under(&e.path()) } else { vec![e.path()] })
-        .collect()
 }
 
 /// The processes whose command line names `text`.

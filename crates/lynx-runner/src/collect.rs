@@ -3,7 +3,8 @@
 //! untrusted one is refused, and so is one made with test hooks set (`Harness::test_hooks`: a
 //! test's figures, never the device's published ones) and a second copy of a run already there
 //! (the same run id): byte-identical copies are skipped, differing ones refused. A result is
-//! copied with its samples file and, where the run served, its serving trace. The folder's
+//! copied as `lynx run` wrote it, into `<device slug>/<run id>/` under the same names: its
+//! samples file, and where they are there its plan, journal and serving trace. The folder's
 //! `index.json` lists every verified result in it.
 
 use crate::store::{write_atomic, write_json_atomic};
@@ -13,7 +14,7 @@ use lynx_attest::files::{open_regular, Links};
 use lynx_attest::trust::{find_envelopes, find_envelopes_except, verify_trusted};
 use lynx_attest::Verified;
 use lynx_attest::VerifyingKey;
-use lynx_schema::device::slug;
+use lynx_schema::device::{safe_name, slug};
 use lynx_schema::fleet::{CollectIndex, Collected};
 use std::path::{Path, PathBuf};
 
@@ -72,9 +73,10 @@ pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Resul
     Ok(outcomes)
 }
 
-/// A folder name from text that came from a result: its slug, at most 64 characters.
-fn folder_name(text: &str) -> String {
-    let name: String = slug(text).chars().take(64).collect();
+/// A folder name from text that came from a result, `name` of it (`slug` for a device, as `lynx
+/// run` names its folder; `safe_name` for a run id, its case kept), at most 64 characters.
+fn folder_name(text: &str, name: fn(&str) -> String) -> String {
+    let name: String = name(text).chars().take(64).collect();
     if name.is_empty() {
         "unnamed".to_owned()
     } else {
@@ -96,19 +98,23 @@ fn same_statement(a: &[u8], b: &[u8]) -> bool {
     matches!((parse(a), parse(b)), (Some(a), Some(b)) if a.payload == b.payload && a.payload_type == b.payload_type)
 }
 
-/// Copy a verified envelope (with its samples, result and serving trace) into `into`, unless its
-/// run is there.
+/// Copy a verified envelope (with its samples, result, plan, journal and serving trace) into
+/// `into`, unless its run is there.
 fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, RunError> {
     let result = &verified.result;
-    let device = result.device.name_or_kind();
-    let run_id = folder_name(&result.run_id);
-    let dir = into.join(folder_name(&device)).join(&run_id);
+    let device_dir = into.join(folder_name(&result.device.name_or_kind(), slug));
+    let run_id = folder_name(&result.run_id, safe_name);
+    let dir = device_dir.join(&run_id);
     let target = dir.join(format!("{run_id}.intoto.json"));
-    if target.exists() {
+    // Before 2026-12-07 collect named a run's folder and files by its id in lower case: a run
+    // collected then is there under that name, and is not collected twice.
+    let lower = run_id.to_ascii_lowercase();
+    let legacy = device_dir.join(&lower).join(format!("{lower}.intoto.json"));
+    if let Some(collected) = [&target, &legacy].into_iter().find(|path| path.exists()) {
         let read = |path: &Path| read_envelope(path).map_err(|e| io(path)(std::io::Error::other(e.to_string())));
-        let (there, here) = (read(&target)?, read(envelope)?);
+        let (there, here) = (read(collected)?, read(envelope)?);
         if there == here {
-            return Ok(Outcome::Duplicate(target));
+            return Ok(Outcome::Duplicate(collected.clone()));
         }
         let differently_signed = same_statement(&there, &here).then(|| {
             let also: String = verified.also_signed_by.iter().map(|id| format!(", also by key {id}")).collect();
@@ -121,7 +127,7 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
         return Ok(Outcome::Refused(format!(
             "duplicate: run {} is already collected at {}{}",
             result.run_id,
-            target.display(),
+            collected.display(),
             differently_signed.unwrap_or_else(|| " with different contents".to_owned())
         )));
     }
@@ -132,11 +138,15 @@ fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, R
     if result_json.symlink_metadata().is_ok() {
         copy(&result_json, &dir.join(format!("{run_id}.json")))?;
     }
-    // The serving loop's trace, where the run served: a diagnostic, not signed, copied where it
-    // is a plain file (a link there is left behind, as it is not what the run wrote).
-    let trace = beside(envelope, "served.jsonl");
-    if trace.symlink_metadata().is_ok_and(|meta| meta.file_type().is_file()) {
-        copy(&trace, &dir.join(format!("{run_id}.served.jsonl")))?;
+    // What the run wrote beside its result, none of it signed: its plan (what it was asked to
+    // do), its journal (each cell as it finished) and, where it served, the serving loop's
+    // trace. Each is copied where it is a plain file (a link there is left behind, as it is not
+    // what the run wrote).
+    for extension in ["plan.json", "journal.jsonl", "served.jsonl"] {
+        let file = beside(envelope, extension);
+        if file.symlink_metadata().is_ok_and(|meta| meta.file_type().is_file()) {
+            copy(&file, &dir.join(format!("{run_id}.{extension}")))?;
+        }
     }
     // The envelope last: a folder with it is a whole result.
     copy(envelope, &target)?;

@@ -65,18 +65,25 @@ impl From<DeviceName> for String {
 
 /// `text` in lower-case kebab form (`NVIDIA H200` → `nvidia-h200`), for folder names.
 pub fn slug(text: &str) -> String {
-    let mut slug = String::with_capacity(text.len());
+    safe_name(text).to_ascii_lowercase()
+}
+
+/// `text` as a name safe in a path, its case kept: ASCII letters and digits, every other run of
+/// characters one `-`, none at either end (`20261207T104416Z-1e82de47` is itself; `../x` is
+/// `x`).
+pub fn safe_name(text: &str) -> String {
+    let mut name = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.is_empty() && !slug.ends_with('-') {
-            slug.push('-');
+            name.push(c);
+        } else if !name.is_empty() && !name.ends_with('-') {
+            name.push('-');
         }
     }
-    while slug.ends_with('-') {
-        slug.pop();
+    while name.ends_with('-') {
+        name.pop();
     }
-    slug
+    name
 }
 
 #[cfg(test)]
@@ -102,5 +109,14 @@ mod tests {
         assert_eq!(slug("NVIDIA H200"), "nvidia-h200");
         assert_eq!(slug("AMD EPYC 7763 64-Core Processor"), "amd-epyc-7763-64-core-processor");
         assert_eq!(slug("  Intel(R) Xeon(R)  "), "intel-r-xeon-r");
+    }
+
+    #[test]
+    fn safe_names_keep_case_and_nothing_that_leaves_a_folder() {
+        assert_eq!(safe_name("20261207T104416Z-1e82de47"), "20261207T104416Z-1e82de47");
+        assert_eq!(safe_name("../../etc/Passwd"), "etc-Passwd");
+        assert_eq!(safe_name("a/\\b\0c. "), "a-b-c");
+        assert_eq!(safe_name("Ünïcode ok"), "n-code-ok");
+        assert_eq!(safe_name("..."), "");
     }
 }

@@ -25,6 +25,15 @@ pub fn record(file: &str, line: &str) {
     std::fs::write(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(file), format!("{line}\n")).unwrap();
 }
 
+/// The files under `dir`, at any depth.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok())
+        .flat_map(|e| if e.path().is_dir() { files_under(&e.path()) } else { vec![e.path()] })
+        .collect()
+}
+
 /// `relative` in the repository.
 pub fn repo_path(relative: &str) -> String {
     format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"))
