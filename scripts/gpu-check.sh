@@ -1086,6 +1086,14 @@ for name, result in sorted(results.items()):
                         paced += ", " + thread_words([slow["thread"]], slow["steps"] - slow["slow"])
                     if slow.get("allocator"):
                         paced += ", " + allocator_words([slow["allocator"]], slow["steps"] - slow["slow"])
+            # The warm-up's step timed again once the window was over: the device's pace then.
+            again = r.get("pace_after")
+            if isinstance(again, dict) and "unavailable" in again:
+                paced += f"; the warm-up's step could not be timed again after the window: {again['unavailable']}"
+            elif isinstance(again, dict):
+                over = f"{again['median_s'] * 1e3:.1f} ms over {again['steps']} steps"
+                paced += ("; the warm-up's step timed again after the window took "
+                          + (f"{again['ratio']:.2f}x its equilibrium median ({over})" if "ratio" in again else over))
             # The steady state at this rate (the search's requests, simulated), and whether the
             # window's measurement came to its verdict on the bound.
             steady = r.get("steady")

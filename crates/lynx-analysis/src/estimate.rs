@@ -371,7 +371,8 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         crate::memory::fits(run.shape, precision, cell, &suite.measure, run.free_bytes)
     });
     let again = CellShape::Decode { batch, ctx, mode: StepMode::Eager };
-    total_s += cell_s(suite, again, step_s(run.shape, precision, again, rates));
+    let again_s = cell_s(suite, again, step_s(run.shape, precision, again, rates));
+    total_s += again_s;
     // The serving phase: each rate's simulated window over the planned step times.
     let mut under_extra_s = 0.0;
     let mut serving = Vec::new();
@@ -396,13 +397,14 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
                 });
                 continue;
             }
-            let most = serve.max_s * plan.rates.as_ref().map_or(0, Vec::len) as f64;
-            let planned_s = plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(most));
-            total_s += planned_s;
+            let served_rates = plan.rates.as_ref().map_or(0, Vec::len) as f64;
+            let planned_s = plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s * served_rates));
+            // Each rate served is followed by the warm-up's step timed again.
+            total_s += planned_s + again_s * served_rates;
             let under_s = plan.expected_under_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s));
             // The step down is served only where it fits what is left of the plan's budget.
-            if plan.fits_budget(planned_s, under_s) {
-                under_extra_s += under_s;
+            if under_s > 0.0 && plan.fits_budget(planned_s, under_s) {
+                under_extra_s += under_s + again_s;
             }
             serving.push(PlannedServing {
                 workload: plan.workload.name.clone(),

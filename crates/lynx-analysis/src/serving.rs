@@ -736,7 +736,10 @@ fn disagreement(name: &str, rate: &ServedRate, e: &RelativeError) -> String {
     let idle = step_ratios(rate.decode_step_ratio_after_idle, rate.prefill_step_ratio_after_idle)
         .map_or(String::new(), |(_, ratios)| format!("; the first after an idle gap {ratios}"));
     let steps = step_ratios(rate.decode_step_ratio, rate.prefill_step_ratio)
-        .map_or(String::new(), |(which, ratios)| format!(" (its {which} steps took {ratios} the cells' times{idle})"));
+        .map(|(which, ratios)| format!("its {which} steps took {ratios} the cells' times{idle}"));
+    // And whether the device itself still ran at its equilibrium pace once the window was over.
+    let said: Vec<String> = steps.into_iter().chain(rate.pace_after_words()).collect();
+    let steps = if said.is_empty() { String::new() } else { format!(" ({})", said.join("; ")) };
     // How busy other processes kept the host meanwhile: a host's load, not a step the simulation
     // leaves out, where it was high; and whether another process shared the device itself.
     let mut others = rate.other_cpu_cores.map_or(String::new(), |c| {
@@ -836,6 +839,7 @@ mod tests {
             decode_slow_steps: None,
             prefill_slow_steps: None,
             steady: None,
+            pace_after: None,
         }
     }
 
@@ -1094,6 +1098,21 @@ mod tests {
             ),
             "{}",
             checks[0].detail
+        );
+        // The warm-up's step timed again after the window is said beside the loop's steps.
+        let mut timed_again = far.clone();
+        timed_again.pace_after = Some(Reported::Known(lynx_schema::result::PaceRecheck {
+            steps: 24,
+            median_s: f(0.0621),
+            ratio: Some(f(1.04)),
+        }));
+        let detail = &super::checks(&record(vec![timed_again]))[0].detail;
+        assert!(
+            detail.contains(
+                "the first after an idle gap 1.30×; the warm-up's step timed again after the window took 1.04× its \
+                 equilibrium median (62.1 ms over 24 steps)), while other processes"
+            ),
+            "{detail}"
         );
         assert!(!checks[1].passed && checks[1].detail.contains("2.00 ms"), "{}", checks[1].detail);
         let broken = record(vec![rate("bounded", (2.5, 0.05), (2.4, 0.05), 1e-4)]);

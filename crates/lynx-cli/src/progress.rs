@@ -258,7 +258,7 @@ impl Observer for Progress {
                         "{name} at {:.3} req/s: steps against the tables (median measured/table): decode {}, prefill \
                          {} (the first after an idle gap: {} and {}); the loop's own time p50/p90/p99 \
                          {:.2}/{:.2}/{:.2} ms over {} iterations; other processes' load {} host CPU cores (stolen \
-                         by the hypervisor: {}{}){}{}{}{}{}{}",
+                         by the hypervisor: {}{}){}{}{}{}{}{}{}",
                         r.rate_per_s.get(),
                         ratio(r.decode_step_ratio),
                         ratio(r.prefill_step_ratio),
@@ -288,7 +288,8 @@ impl Observer for Progress {
                             .map_or(String::new(), |p| loop_words("replaying them in the order they ran", p)),
                         r.batches_off_line_words().map_or(String::new(), |words| format!(
                             "; batches no cell measured, off the table's line: {words}"
-                        ))
+                        )),
+                        r.pace_after_words().map_or(String::new(), |words| format!("; {words}"))
                     ));
                     if let Some(words) = lynx_report::text::steady_words(r) {
                         self.say(format!("{name} at {:.3} req/s: {words}", r.rate_per_s.get()));

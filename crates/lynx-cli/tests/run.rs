@@ -873,6 +873,15 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
                 assert!(cpu + waited <= wall + 1e-6 * slow["steps"].as_f64().unwrap(), "{kind} {part}: {r}");
             }
         }
+        // And the warm-up's step timed again once the window was over, as after the sweep (as
+        // long as a cell, against the warm-up's equilibrium median), said as the rate ends.
+        let again = &r["pace_after"];
+        assert!(again["steps"].as_u64().unwrap() >= 8 && seconds(&again["median_s"]) > 0.0, "{r}");
+        let ratio = seconds(&again["ratio"]);
+        let equilibrium_median = seconds(&result["warmup"]["last_window"]["median_step_s"]);
+        assert!((ratio - seconds(&again["median_s"]) / equilibrium_median).abs() < 1e-9, "{r}");
+        let words = format!("the warm-up's step timed again after the window took {ratio:.2}× its equilibrium median");
+        assert!(stderr.contains(&words), "{stderr}");
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
         assert!(r["iterations"].as_u64().unwrap() >= 128, "{r}");

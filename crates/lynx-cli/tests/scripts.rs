@@ -485,6 +485,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
         "allocator": {"slow": 0, "others": 0, "calls": 0}});
     bounded["prefill_slow_steps"] = json!({"factor": 1.2, "steps": 10, "slow": 0, "during_readings": []});
     bounded["steady"] = json!({"requests": 2000, "simulated": figures(1.9), "within_bound": true});
+    // The warm-up's step timed again after each window: at the latency-bounded rate, and one
+    // that could not be at the rate above it.
+    bounded["pace_after"] = json!({"steps": 31, "median_s": 0.0671, "ratio": 1.02});
+    let mut over = rate("over", json!({"unavailable": "the simulation saturated"}));
+    over["pace_after"] = json!({"unavailable": "the warm-up step failed when timed again: out of memory"});
     // The throughput over the window's steady part: measured, and none in the simulated window.
     bounded["measured"]["steady_output_tok_per_s_per_device"] = json!(5600.0);
     bounded["simulated"]["steady_output_tok_per_s_per_device"] =
@@ -494,7 +499,7 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     let workload = json!({"name": "short", "isl": {"range_ratio": 0.8, "length": 1024}, "osl": 128});
     let serving = json!({"server": "batch cap 64, whole prompts, graph steps", "served": [
         {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64, "mode": "graph",
-         "rates": [bounded, rate("over", json!({"unavailable": "the simulation saturated"}))]},
+         "rates": [bounded, over]},
         {"workload": workload, "bound": bound, "isl": lengths, "osl": lengths, "max_batch": 64,
          "rates": {"unavailable": "no rate keeps this bound"}},
     ]});
@@ -764,8 +769,16 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              steps over 1.2x their median step/table: 5 of 50, the thread running them was preempted in 1 (the other \
              steps: 20%), waited off its CPU in 0 (the other steps: 0%), on its CPU for 100% of their time (the other \
              steps: 100%), waiting to run for 0% (the other steps: 0%), libtorch's allocator called the driver for \
-             memory in 0 of them (the other steps: 0%; 0 calls over all the steps); steady state (2000 \
+             memory in 0 of them (the other steps: 0%; 0 calls over all the steps); the warm-up's step timed again \
+             after the window took 1.02x its equilibrium median (67.1 ms over 31 steps); steady state (2000 \
              simulated): 1900 ms / 10.0 ms, bound held, in the window held"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "the warm-up's step could not be timed again after the window: the warm-up step failed when timed again: \
+             out of memory"
         ),
         "{table}"
     );

@@ -850,6 +850,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         .chain(spread)
                         .chain(slow)
                         .chain(off_line)
+                        .chain(r.pace_after_words())
                         .collect();
                     if !both.is_empty() {
                         spreads.push(format!("{at}: {}", both.join("; ")));
@@ -882,8 +883,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
              time); the simulated p99s' 10th–90th percentiles over the draws; measured / simulated p99 TTFT and \
              TPOT fed the loop's own steps (their pace and spread at each batch; in older results every step at their \
              median pace, STEPS/TABLE) and replaying them in the order they ran, diagnostics; the loop's steps' \
-             90th percentile over the tables' median beside the cells' own; and its slow steps, with what its thread \
-             did in them:"
+             90th percentile over the tables' median beside the cells' own; its slow steps, with what its thread did \
+             in them; the batches no cell measured that ran off the table's line; and the warm-up's step timed again \
+             after the window:"
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
@@ -1266,7 +1268,19 @@ mod tests {
             ),
             "{slow}"
         );
-        assert!(slow.contains("and its slow steps, with what its thread did in them:"), "{slow}");
+        assert!(slow.contains("its slow steps, with what its thread did in them;"), "{slow}");
+        // And the warm-up's step timed again after the window, last.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].pace_after = Some(Reported::unavailable("out of memory"));
+        let again = serving_section(&serving);
+        assert!(
+            again.contains(
+                "their median measured / table time; of them, 2 overlapped host\\u{1b}[2J's readings (the \
+                 others: 50%); the warm-up's step could not be timed again after the window: out of memory\n"
+            ),
+            "{again}"
+        );
+        assert!(again.contains("and the warm-up's step timed again after the window:\n"), "{again}");
     }
 
     /// Where a served rate records its steady part's throughput, the section gives it measured and

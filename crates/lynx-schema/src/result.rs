@@ -1017,28 +1017,33 @@ impl WarmupRecord {
     /// its equilibrium median (67.1 ms over 31 steps)`, or why it could not be; `None` where
     /// the record has none.
     pub fn after_sweep_words(&self) -> Option<String> {
-        Some(match self.after_sweep.as_ref()? {
+        Some(self.after_sweep.as_ref()?.recheck_words("its step", "after the sweep"))
+    }
+}
+
+impl Reported<PaceRecheck> {
+    /// The warm-up's step timed again in words, `step` naming it and `when` saying when: `its
+    /// step timed again after the sweep took 1.02× its equilibrium median (67.1 ms over 31
+    /// steps)`, or `its step could not be timed again after the sweep: why`.
+    pub fn recheck_words(&self, step: &str, when: &str) -> String {
+        match self {
             Reported::Known(again) => {
                 let over = format!("{:.1} ms over {} steps", 1e3 * again.median_s.get(), again.steps);
                 match again.ratio {
                     Some(ratio) => {
-                        format!(
-                            "its step timed again after the sweep took {:.2}× its equilibrium median ({over})",
-                            ratio.get()
-                        )
+                        format!("{step} timed again {when} took {:.2}× its equilibrium median ({over})", ratio.get())
                     }
-                    None => format!("its step timed again after the sweep took {over}"),
+                    None => format!("{step} timed again {when} took {over}"),
                 }
             }
-            Reported::Unavailable { unavailable } => {
-                format!("its step could not be timed again after the sweep: {unavailable}")
-            }
-        })
+            Reported::Unavailable { unavailable } => format!("{step} could not be timed again {when}: {unavailable}"),
+        }
     }
 }
 
-/// The warm-up's step timed again ([`WarmupRecord::after_sweep`]): the same batch and context,
-/// its cache cycling as the warm-up's did, for as many steps and seconds as a cell.
+/// The warm-up's step timed again ([`WarmupRecord::after_sweep`], and after each served rate's
+/// window, `ServedRate::pace_after`): the same batch and context, its cache cycling as the
+/// warm-up's did, for as many steps and seconds as a cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PaceRecheck {
     pub steps: u64,

@@ -3,7 +3,7 @@
 //! at the same rate.
 
 use crate::config::{LatencyBound, Workload};
-use crate::result::{SlowSteps, StepMode};
+use crate::result::{PaceRecheck, SlowSteps, StepMode};
 use crate::value::{Finite, Reported};
 use serde::{Deserialize, Serialize};
 
@@ -264,6 +264,15 @@ pub struct ServedRate {
     /// differ, the window could not show what the steady state does. Absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<SteadyState>,
+    /// The warm-up's step timed again right after the rate's window, as after the sweep
+    /// ([`crate::result::WarmupRecord::after_sweep`]): whether the device still ran at its
+    /// equilibrium pace once it had served the rate, or why it could not be timed. With the
+    /// warm-up's `after_sweep` (or the rate before's) it brackets the window: where the loop's
+    /// steps ran over their cells and the step timed again did too, the device's pace moved;
+    /// where it did not, the loop's steps cost more of their own. Said, not judged. Absent where
+    /// the run was stopped first, and in results made before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_after: Option<Reported<PaceRecheck>>,
 }
 
 /// A batch the serving loop stepped at that no cell measured, and how its steps ran against the
@@ -365,6 +374,12 @@ impl ServedRate {
             })
             .collect();
         (!words.is_empty()).then(|| words.join("; "))
+    }
+
+    /// [`ServedRate::pace_after`] in words (`the warm-up's step timed again after the window took
+    /// 1.02× its equilibrium median (67.1 ms over 31 steps)`); `None` where it is not recorded.
+    pub fn pace_after_words(&self) -> Option<String> {
+        Some(self.pace_after.as_ref()?.recheck_words("the warm-up's step", "after the window"))
     }
 
     /// The decode and the prefill steps' spread against their cells' in words, each kind that

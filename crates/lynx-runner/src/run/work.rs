@@ -1075,6 +1075,9 @@ impl Turn<'_> {
         let cpu_throttled_s = host.and_then(|h| h.throttled_since());
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
+        // The device's pace once the window is over (absent where the run is being stopped: the
+        // rate served is kept all the same).
+        let pace_after = self.pace_now(model);
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
             if load.served.len() < 10 {
@@ -1148,9 +1151,17 @@ impl Turn<'_> {
                     (!off.is_empty()).then_some(off)
                 },
                 steady: plan.steady(tables.0, tables.1, rate).ok(),
+                pace_after,
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
+    }
+
+    /// This process's warm-up step timed again now, as after the sweep ([`ServedRate::pace_after`]);
+    /// `None` where the process did not warm up or `stop` was raised.
+    fn pace_now(&self, model: &Model) -> Option<Reported<lynx_schema::result::PaceRecheck>> {
+        let warmup = self.result.resumed_warmups.last().or(self.result.warmup.as_ref())?;
+        super::warmup::recheck(model, warmup, &self.result.config.suite.measure, self.stop)
     }
 
     /// The graph parity check, once per run, where this process can capture graphs: graph
