@@ -354,6 +354,36 @@ fn shortlist_ranks_verified_results_by_cost_and_lists_the_rest_with_reasons() {
         output.status.code() == Some(1) && said.contains("REFUSED") && said.contains("different contents"),
         "{said}"
     );
+    // Two runs whose ids differ only in case are two runs: the one in lower case, collected
+    // first, is not taken for the other as collect named runs before 2026-12-07.
+    let cased = tempfile::tempdir().unwrap();
+    let cased_envelopes: Vec<PathBuf> = ["run-b", "Run-B"]
+        .iter()
+        .map(|&id| {
+            let edit = |json: &mut Value| {
+                json["run_id"] = Value::from(id);
+                json["device"]["name"] = Value::from("Cased GPU");
+            };
+            publish_edited(&measured, cased.path(), id, edit, Some(&trusted))
+        })
+        .collect();
+    let cased_into = tempfile::tempdir().unwrap();
+    for envelope in &cased_envelopes {
+        let output = lynx(&[
+            "collect",
+            envelope.to_str().unwrap(),
+            "--into",
+            cased_into.path().to_str().unwrap(),
+            "--pubkey",
+            &pubkey(),
+        ]);
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success() && said.starts_with("collected "), "{said}");
+    }
+    for id in ["run-b", "Run-B"] {
+        let collected = cased_into.path().join("cased-gpu").join(id).join(format!("{id}.intoto.json"));
+        assert!(collected.exists(), "{}", collected.display());
+    }
     let report =
         lynx(&["report", into, "--out", site.path().join("collected").to_str().unwrap(), "--pubkey", &pubkey()]);
     assert!(report.status.success(), "the collected folder still verifies and builds a site");
@@ -1233,11 +1263,14 @@ fn collecting_the_published_record_copies_each_run_as_lynx_run_wrote_it() {
         assert!(std::fs::read(from).unwrap() == std::fs::read(to).unwrap(), "{name} is not copied as it was");
     }
 
-    // One run as collect used to name it: its folder and files in lower case.
+    // One run as collect used to name it: its folder and files in lower case, but for the
+    // samples file, which kept the name its envelope signs.
     let run = "20261207T104416Z-1e82de47";
     let (device_dir, lower) = (into.path().join("intel-r-xeon-r-processor"), run.to_ascii_lowercase());
     std::fs::rename(device_dir.join(run), device_dir.join(&lower)).unwrap();
-    for file in files_under(&device_dir.join(&lower)) {
+    for file in
+        files_under(&device_dir.join(&lower)).into_iter().filter(|f| !f.ends_with(format!("{run}.samples.jsonl")))
+    {
         let name = file.file_name().unwrap().to_string_lossy().replace(run, &lower);
         std::fs::rename(&file, file.with_file_name(name)).unwrap();
     }

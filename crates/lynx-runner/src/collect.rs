@@ -63,7 +63,7 @@ pub fn collect(sources: &[PathBuf], into: &Path, keys: &[VerifyingKey]) -> Resul
             Err(not) => Outcome::Refused(format!("{}: {}", not.kind, not.reason)),
             Ok(verified) => match verified.result.harness.test_hooks_reason() {
                 Some(reason) => Outcome::Refused(format!("test hooks: {reason}")),
-                None => place(&envelope, &verified, into)
+                None => place(&envelope, &verified, into, keys)
                     .unwrap_or_else(|e| Outcome::Refused(format!("could not be copied: {e}"))),
             },
         };
@@ -100,17 +100,23 @@ fn same_statement(a: &[u8], b: &[u8]) -> bool {
 
 /// Copy a verified envelope (with its samples, result, plan, journal and serving trace) into
 /// `into`, unless its run is there.
-fn place(envelope: &Path, verified: &Verified, into: &Path) -> Result<Outcome, RunError> {
+fn place(envelope: &Path, verified: &Verified, into: &Path, keys: &[VerifyingKey]) -> Result<Outcome, RunError> {
     let result = &verified.result;
     let device_dir = into.join(folder_name(&result.device.name_or_kind(), slug));
     let run_id = folder_name(&result.run_id, safe_name);
     let dir = device_dir.join(&run_id);
     let target = dir.join(format!("{run_id}.intoto.json"));
     // Before 2026-12-07 collect named a run's folder and files by its id in lower case: a run
-    // collected then is there under that name, and is not collected twice.
+    // collected then is there under that name, and is not collected twice. What lies there is
+    // that run only where it verifies and names this run's id (another run's id may be this
+    // one's in lower case).
     let lower = run_id.to_ascii_lowercase();
     let legacy = device_dir.join(&lower).join(format!("{lower}.intoto.json"));
-    if let Some(collected) = [&target, &legacy].into_iter().find(|path| path.exists()) {
+    let collected_before = |path: &Path| {
+        path != target && path.exists() && verify_trusted(path, keys).is_ok_and(|v| v.result.run_id == result.run_id)
+    };
+    let there = if target.exists() { Some(&target) } else { Some(&legacy).filter(|path| collected_before(path)) };
+    if let Some(collected) = there {
         let read = |path: &Path| read_envelope(path).map_err(|e| io(path)(std::io::Error::other(e.to_string())));
         let (there, here) = (read(collected)?, read(envelope)?);
         if there == here {
