@@ -4,7 +4,7 @@
 
 use lynx_schema::compare::{Comparison, FailedChecks, Outcome, Row, TestHooks, Verdict, Worst, MATERIAL_DIFFERENCE};
 use lynx_schema::derived::LatencyBounded;
-use lynx_schema::result::{files_bytes, recorded_words, CellStatus, RunResult, WeightsRecord};
+use lynx_schema::result::{files_bytes, recorded_words, CellStatus, PaceRecheck, RunResult, WeightsRecord};
 use lynx_schema::roofline::ProbeKind;
 use lynx_schema::value::Reported;
 
@@ -58,6 +58,12 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     differ("test hooks", hooks(a), hooks(b));
     // Whether each device kept its equilibrium pace through the cells (EQUILIBRIUM.md).
     differ("warm-up step timed again after the sweep, over its equilibrium median", pace(a), pace(b));
+    // And whether it kept that pace through each serving window.
+    differ(
+        "warm-up step timed again after each serving window, over its equilibrium median",
+        windows_pace(a),
+        windows_pace(b),
+    );
     out
 }
 
@@ -82,12 +88,37 @@ fn weights(a: &WeightsRecord, b: &WeightsRecord) -> (String, String) {
 /// The last warm-up step timed again after the sweep, over its warm-up's equilibrium median, in
 /// words: `1.15×`, or that it was not timed or not recorded (results before it).
 fn pace(r: &RunResult) -> String {
-    match r.warmup.iter().chain(&r.resumed_warmups).filter_map(|w| w.after_sweep.as_ref()).next_back() {
-        Some(Reported::Known(again)) => {
+    let last = r.warmup.iter().chain(&r.resumed_warmups).filter_map(|w| w.after_sweep.as_ref()).next_back();
+    last.map_or_else(|| "not recorded".to_owned(), ratio_words)
+}
+
+/// The warm-up step timed again after each served rate's window ([`ServedRate::pace_after`]),
+/// over its warm-up's equilibrium median, in words: `short server bounded 0.98×, short server
+/// over 1.01×`, or that no rate recorded it (nothing served, or results before it).
+fn windows_pace(r: &RunResult) -> String {
+    let served = r.serving.iter().flat_map(|s| &s.served);
+    let rates = served.flat_map(|s| {
+        let entry = format!("{} {}", s.workload.name, s.bound.name);
+        s.rates.known().into_iter().flatten().map(move |rate| (entry.clone(), rate))
+    });
+    let words: Vec<String> = rates
+        .filter_map(|(entry, rate)| Some(format!("{entry} {} {}", rate.label, ratio_words(rate.pace_after.as_ref()?))))
+        .collect();
+    if words.is_empty() {
+        "not recorded".to_owned()
+    } else {
+        words.join(", ")
+    }
+}
+
+/// A warm-up step timed again, over its warm-up's equilibrium median: `1.15×`, or that it was
+/// not timed (a reason that names the node, as a memory error does, is not compared).
+fn ratio_words(again: &Reported<PaceRecheck>) -> String {
+    match again {
+        Reported::Known(again) => {
             again.ratio.map_or_else(|| "timed, with no equilibrium median".to_owned(), |x| format!("{:.2}×", x.get()))
         }
-        Some(Reported::Unavailable { .. }) => "not timed".to_owned(),
-        None => "not recorded".to_owned(),
+        Reported::Unavailable { .. } => "not timed".to_owned(),
     }
 }
 
@@ -391,6 +422,39 @@ mod tests {
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs not timed"));
         resumed.resumed_warmups[0].after_sweep = again(None);
         assert!(line(&local, &resumed).unwrap().ends_with(": 1.15× vs timed, with no equilibrium median"));
+    }
+
+    /// And whether it kept that pace through each serving window, where either run recorded it.
+    #[test]
+    fn the_differences_say_how_each_warm_up_step_timed_again_after_each_window() {
+        use lynx_schema::value::Finite;
+        let published = published();
+        assert!(published.serving.as_ref().is_some_and(|s| !s.served.is_empty()), "the fixture served");
+        let line = |a: &RunResult, b: &RunResult| {
+            differences(a, b).into_iter().find(|d| d.starts_with("warm-up step timed again after each serving window"))
+        };
+        assert_eq!(line(&published, &published), None, "neither recorded it");
+        let mut local = published.clone();
+        let served = &mut local.serving.as_mut().unwrap().served[0];
+        let entry = format!("{} {}", served.workload.name, served.bound.name);
+        let Reported::Known(rates) = &mut served.rates else { panic!("the fixture's first entry served") };
+        rates[0].pace_after = Some(Reported::Known(PaceRecheck {
+            steps: 14,
+            median_s: Finite::new(0.109, "t").unwrap(),
+            ratio: Some(Finite::new(0.984, "r").unwrap()),
+        }));
+        let label = rates[0].label.clone();
+        if let Some(second) = rates.get_mut(1) {
+            second.pace_after = Some(Reported::unavailable("out of memory on node-7"));
+        }
+        let second = rates.get(1).map_or(String::new(), |r| format!(", {entry} {} not timed", r.label));
+        assert_eq!(
+            line(&published, &local).unwrap(),
+            format!(
+                "warm-up step timed again after each serving window, over its equilibrium median: not recorded vs \
+                 {entry} {label} 0.98×{second}"
+            )
+        );
     }
 
     /// How two runs differ says whose weights differ: the seed's, a checkpoint's by the digest of
