@@ -10,9 +10,10 @@ thread on its CPU, the step's own work took longer (on a CPU device, the host's 
 they do not, something took the CPU away (docs/SWEEPS.md, "What the host's pace is"). On a GPU,
 where the trace has them (2026-12-06 on), also the steps in which libtorch's caching allocator
 called the driver for memory, and its calls. Then the kind's median measured / table time by
-batch, and by the kind of the step before (a prefill after a decode step, or after another
-prefill). Reads a trace of a lynx build that recorded the thread (2026-12-05 on); the steps of
-older ones are counted, their shares said to be unknown.
+batch, and by what came before it: a step of the other kind, one of its own, or an idle gap (the
+loop waited for an arrival first; such steps are counted there alone). Reads a trace of a lynx
+build that recorded the thread (2026-12-05 on); the steps of older ones are counted, their
+shares said to be unknown.
 Bad input: one line naming it, exit 2.
 """
 import json
@@ -74,7 +75,9 @@ def table(trace, where):
             batch = batch if isinstance(batch, int) and not isinstance(batch, bool) else "?"
             by_batch.setdefault(batch, []).append(pace)
             before = steps[i - 1] if i > 0 else None
-            if isinstance(before, dict) and isinstance(before.get("prefill"), bool):
+            if step.get("after_idle") is True:
+                by_before.setdefault("idle", []).append(pace)
+            elif isinstance(before, dict) and isinstance(before.get("prefill"), bool):
                 by_before.setdefault(before["prefill"] is prefill, []).append(pace)
         if not timed:
             continue
@@ -115,8 +118,9 @@ def table(trace, where):
         lines.append("  by batch, median measured/table (steps): "
                      + ", ".join(f"{b}: {ratio(by_batch[b])}" for b in batches))
         other = "decode" if prefill else "prefill"
-        after = [f"after a {name} step {ratio(by_before[same])}"
-                 for same, name in ((True, kind), (False, other)) if same in by_before]
+        after = [f"after {name} {ratio(by_before[key])}"
+                 for key, name in ((True, f"a {kind} step"), (False, f"a {other} step"), ("idle", "an idle gap"))
+                 if key in by_before]
         if after:
             lines.append("  by the step before, median measured/table (steps): " + ", ".join(after))
     return lines

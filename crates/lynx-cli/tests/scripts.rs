@@ -50,7 +50,8 @@ fn bench_eager_quick_prints_lynx_against_python_eager() {
 /// `scripts/served-steps.py` over a hand-made trace: each kind's steps with a table time,
 /// grouped by pace over the kind's median, with the loop thread's CPU and wait shares of their
 /// wall time (unknown for a step of a build that did not record them), then their median pace by
-/// batch and by the kind of the step before; bad input gets one line naming it and exit 2.
+/// batch and by what came before (a step of either kind, or an idle gap); bad input gets one
+/// line naming it and exit 2.
 #[test]
 fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
     let scratch = tempfile::tempdir().unwrap();
@@ -96,7 +97,8 @@ fn served_steps_groups_the_loops_steps_by_pace_with_what_the_thread_did() {
             "bounded at 1.250 req/s, prefill: 1 steps with a table time, median measured/table 1.00",
             "  pace/median      1.0-1.1:    1 steps, mean   100.0 ms, on its CPU     -, waiting to run     -",
             "  by batch, median measured/table (steps): 1: 1.00 (1)",
-            "  by the step before, median measured/table (steps): after a decode step 1.00 (1)",
+            // The prefill came after an idle gap (and a decode step): counted there alone.
+            "  by the step before, median measured/table (steps): after an idle gap 1.00 (1)",
         ],
         "{table}"
     );
