@@ -1040,6 +1040,9 @@ for name, result in sorted(results.items()):
         if isinstance(rates, dict):
             claim(label, "INFO", f"not served: {rates['unavailable']}")
             continue
+        # A later rate failed (or the worker died in it): the rates served before it are kept.
+        if served.get("cut_short"):
+            claim(label, "INFO", f"the rates after these were not served: {served['cut_short']}")
         for r in rates:
             m, s = r["measured"], r["simulated"]
             sim = (f"simulated {s['ttft_p99_s'] * 1e3:.0f} ms / {s['tpot_p99_s'] * 1e3:.1f} ms / "

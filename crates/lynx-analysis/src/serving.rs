@@ -856,6 +856,7 @@ mod tests {
                 rates: Reported::Known(rates),
                 window: None,
                 step_down: None,
+                cut_short: None,
             }],
             ..ServingRecord::new("test")
         }

@@ -222,6 +222,9 @@ impl Observer for Progress {
         if let Some(step_down) = &served.step_down {
             self.say(format!("{name}: {step_down}"));
         }
+        if let Some(cut_short) = &served.cut_short {
+            self.say(format!("{name}: the rates after these were not served: {cut_short}"));
+        }
         match &served.rates {
             lynx_schema::value::Reported::Known(rates) => {
                 for r in rates {

@@ -775,6 +775,15 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                 terminal_text(step_down, 400)
             ));
         }
+        // A later rate failed (or the worker died in it): said under the table, beside the rates
+        // served before it.
+        if let Some(cut_short) = &served.cut_short {
+            reasons.push(format!(
+                "  {name} under {}: the rates after those in the table were not served: {}",
+                terminal_text(&served.bound.name, 60),
+                terminal_text(cut_short, 300)
+            ));
+        }
         match &served.rates {
             Reported::Known(rates) => {
                 for r in rates {
@@ -1161,6 +1170,24 @@ mod tests {
     /// section says so and gives the simulated p99s' spread over them, and the simulation fed the
     /// loop's own steps (or at its pace) where it was run; a result from before either has no
     /// such lines.
+    /// Where a later rate failed after others were served, the section keeps those and says why
+    /// the rest were not served, under the table.
+    #[test]
+    fn the_serving_section_says_why_the_rates_after_those_served_were_not() {
+        let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
+        assert!(!serving_section(&serving).contains("were not served"));
+        serving.served[0].cut_short = Some("serving over failed: CUDA error: an illegal memory access".to_owned());
+        let section = serving_section(&serving);
+        assert!(section.contains("bounded"), "the rate served before is kept: {section}");
+        assert!(
+            section.contains(
+                "\n  short 64/16 under server: the rates after those in the table were not served: serving over \
+                 failed: CUDA error: an illegal memory access\n"
+            ),
+            "{section}"
+        );
+    }
+
     #[test]
     fn the_serving_section_gives_the_spread_of_the_simulated_p99s_over_their_draws() {
         let mut serving = serving_fixture("batch cap 8, whole prompts", "short");

@@ -57,6 +57,13 @@ pub struct Served {
     /// where it was served, not needed, and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_down: Option<String>,
+    /// Why the rates after those in `rates` were not served: a later rate's serving failed (a
+    /// step's error, or a GPU error that left the device context unusable), or the worker died
+    /// while serving it. The rates in `rates` were measured before it and are kept. Absent where
+    /// every rate the phase started was served, where none was (then `rates` says why), and in
+    /// results made before 2026-12-07, which lost the rates served before such a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
 }
 
 /// Lengths drawn for a workload: their mean, percentiles and extremes.

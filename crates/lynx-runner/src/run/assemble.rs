@@ -73,8 +73,9 @@ pub fn record_worker_death(
 }
 
 /// The worker died serving the workload and bound its serving marker names: that entry, as the
-/// marker prepared it, goes into the result with why it failed (unless the result already
-/// holds it: it died after saving, before clearing the marker).
+/// marker prepared it (with the rates served before the one it died in), goes into the result
+/// with why it failed (unless the result already holds it: it died after saving, before
+/// clearing the marker).
 fn record_serving_death(
     run: &RunDir,
     how: &str,
@@ -94,7 +95,12 @@ fn record_serving_death(
     }
     let message = format!("the worker process died while serving: {how}");
     let why = kill(&message).and_then(|status| status.message().map(str::to_owned)).unwrap_or(message);
-    served.rates = Reported::unavailable(why);
+    // The rates it had served before are kept (the marker holds them): only the one it was
+    // serving is lost.
+    match &served.rates {
+        Reported::Known(rates) if !rates.is_empty() => served.cut_short = Some(why),
+        _ => served.rates = Reported::unavailable(why),
+    }
     record.served.push(served);
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&run.result_path(), &result)?;

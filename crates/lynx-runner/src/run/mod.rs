@@ -131,9 +131,10 @@ pub fn poisons_the_context(message: &str) -> bool {
 }
 
 /// A test hook: the cell of this shape (as `lynx run` prints it, e.g. `decode batch 8 ctx 512`),
-/// or with `serving` the serving phase's first rate, fails with a simulated illegal-address CUDA
-/// error in the first worker, as a poisoned device context would, so that the recovery can be
-/// tested on a host without a GPU. With `serving-capture` (a CUDA error) or
+/// or with `serving` the serving phase's first rate (with `serving-over`, each rate 20% above
+/// the latency-bounded one), fails with a simulated illegal-address CUDA error in the first
+/// worker, as a poisoned device context would, so that the recovery can be tested on a host
+/// without a GPU. With `serving-capture` (a CUDA error) or
 /// `serving-capture-oom` (out of memory), the first worker's capture of the serving loop's graph
 /// steps fails, where it captures them (`LYNX_TEST_GRAPHS=reissue` on a CPU). With `after-sweep`,
 /// the first worker's warm-up step timed again after the sweep fails so.

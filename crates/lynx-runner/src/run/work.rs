@@ -319,11 +319,20 @@ impl Setup {
     }
 }
 
-/// The result's entry for `plan`: its lengths drawn and `rates`; `None` when it drew none.
+/// How a plan's serving ended short of its rates, where it did ([`Served::step_down`],
+/// [`Served::cut_short`]).
+#[derive(Debug, Default)]
+struct PlanEnds {
+    step_down: Option<String>,
+    cut_short: Option<String>,
+}
+
+/// The result's entry for `plan`: its lengths drawn, `rates` and how they ended; `None` when it
+/// drew none.
 fn served_entry(
     plan: &lynx_analysis::serving::Plan,
     rates: Reported<Vec<ServedRate>>,
-    step_down: Option<String>,
+    ends: PlanEnds,
 ) -> Option<Served> {
     let sample = |column: fn(&Lengths) -> u32| lynx_analysis::lengths::sample(plan.lengths.iter().map(column));
     Some(Served {
@@ -335,7 +344,8 @@ fn served_entry(
         mode: plan.mode,
         rates,
         window: plan.window.clone(),
-        step_down,
+        step_down: ends.step_down,
+        cut_short: ends.cut_short,
     })
 }
 
@@ -843,7 +853,7 @@ impl Turn<'_> {
             if served_before.contains(&(plan.workload.name.clone(), plan.bound.name.clone())) {
                 continue;
             }
-            let mut step_down = None;
+            let mut ends = PlanEnds::default();
             let rates = match (&plan.rates, suite.scale.layers) {
                 (_, Some(layers)) => Err(format!(
                     "the run measures {layers} of the model's layers: a serving loop serves whole models only"
@@ -852,8 +862,8 @@ impl Turn<'_> {
                 (Ok(rates), None) => match self.pool_does_not_fit(setup, &plan) {
                     Some(reason) => Err(reason),
                     None => {
-                        self.mark_serving(&plan, &server)?;
-                        match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode), &mut step_down)? {
+                        self.mark_serving(&plan, &[])?;
+                        match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode), &mut ends)? {
                             Some(Ok(rates)) => Ok(rates),
                             Some(Err(ServeError::Failed(reason))) => Err(reason),
                             Some(Err(ServeError::Capture(reason))) => return self.serve_eagerly(model, setup, reason),
@@ -865,8 +875,9 @@ impl Turn<'_> {
                     }
                 },
             };
-            let poisoned = rates.as_ref().err().is_some_and(|reason| poisons_the_context(reason));
-            self.record_served(&plan, rates, step_down)?;
+            let failure = rates.as_ref().err().or(ends.cut_short.as_ref());
+            let poisoned = failure.is_some_and(|reason| poisons_the_context(reason));
+            self.record_served(&plan, rates, ends)?;
             remove(&self.run.serving_path())?;
             if poisoned {
                 return Ok(WorkEnd::Poisoned);
@@ -918,11 +929,13 @@ impl Turn<'_> {
 
     /// Each of `plan`'s rates served in turn, then, while the measured p99s break the bound at
     /// the latency-bounded rate and every rate under it served so far, the next rate under it
-    /// ([`lynx_analysis::serving::next_under`]): the rates, or why they could not all be served;
-    /// `None` when `stop` was raised. A rate under it whose arrivals alone would outlast
-    /// serve.max_s is not started, and the step down ends there; so does one whose simulated
-    /// window would not fit what is left of the plan's share of the serving budget (`step_down`
-    /// then says why).
+    /// ([`lynx_analysis::serving::next_under`]): the rates, or why none could be served; `None`
+    /// when `stop` was raised. A rate under it whose arrivals alone would outlast serve.max_s is
+    /// not started, and the step down ends there; so does one whose simulated window would not
+    /// fit what is left of the plan's share of the serving budget (`ends.step_down` then says
+    /// why). Where a rate fails after others were served, those are kept and the plan ends there
+    /// (`ends.cut_short` says why); the serving marker holds the rates served so far, so a worker
+    /// that dies in a later rate loses only that rate.
     fn serve_plan(
         &mut self,
         model: &Model,
@@ -930,7 +943,7 @@ impl Turn<'_> {
         rates: &[(String, f64)],
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
-        step_down: &mut Option<String>,
+        ends: &mut PlanEnds,
     ) -> Result<Option<Result<Vec<ServedRate>, ServeError>>, RunError> {
         // At least the arrivals' span: a load that cannot end in time is not started.
         let expected_s = |rate: f64| plan.lengths.len() as f64 / rate;
@@ -944,7 +957,7 @@ impl Turn<'_> {
                     Some(rate) if expected_s(rate) <= max_s => {
                         if let Some(reason) = over_budget(plan, tables, rate, started.elapsed().as_secs_f64()) {
                             // Recorded with the rates served, and said with them.
-                            *step_down = Some(reason);
+                            ends.step_down = Some(reason);
                             break;
                         }
                         (ServedRate::UNDER.to_owned(), rate)
@@ -969,7 +982,12 @@ impl Turn<'_> {
             ));
             let hook = std::env::var(SIMULATE_POISON_VAR).ok().filter(|_| self.segment == 1);
             let capture = hook.as_deref().filter(|_| plan.mode == StepMode::Graph).and_then(simulated_capture_failure);
-            let outcome = if hook.as_deref() == Some("serving") {
+            let struck = match hook.as_deref() {
+                Some("serving") => true,
+                Some("serving-over") => label == ServedRate::OVER,
+                _ => false,
+            };
+            let outcome = if struck {
                 Some(Err(ServeError::Failed(simulated_poison())))
             } else if let Some(reason) = capture {
                 Some(Err(ServeError::Capture(reason)))
@@ -977,9 +995,17 @@ impl Turn<'_> {
                 self.serve_rate(model, plan, &label, rate, max_s, tables)?
             };
             match outcome {
-                Some(Ok(rate)) => served.push(rate),
+                Some(Ok(rate)) => {
+                    served.push(rate);
+                    self.mark_serving(plan, &served)?;
+                }
                 Some(Err(ServeError::Failed(message))) => {
-                    return Ok(Some(Err(ServeError::Failed(format!("serving {label} failed: {message}")))));
+                    let reason = format!("serving {label} failed: {message}");
+                    if served.is_empty() {
+                        return Ok(Some(Err(ServeError::Failed(reason))));
+                    }
+                    ends.cut_short = Some(reason);
+                    break;
                 }
                 Some(Err(capture @ ServeError::Capture(_))) => return Ok(Some(Err(capture))),
                 None => return Ok(None),
@@ -1003,11 +1029,15 @@ impl Turn<'_> {
 
     /// The marker naming the workload and bound about to be served, with the entry the result
     /// gets for it should this process die before it is done (the supervisor says how).
-    fn mark_serving(&self, plan: &lynx_analysis::serving::Plan, server: &str) -> Result<(), RunError> {
-        let Some(entry) = served_entry(plan, Reported::unavailable("the worker process died while serving"), None)
-        else {
-            return Ok(());
+    fn mark_serving(&self, plan: &lynx_analysis::serving::Plan, served: &[ServedRate]) -> Result<(), RunError> {
+        let died = "the worker process died while serving";
+        let (rates, ends) = if served.is_empty() {
+            (Reported::unavailable(died), PlanEnds::default())
+        } else {
+            (Reported::Known(served.to_vec()), PlanEnds { step_down: None, cut_short: Some(died.to_owned()) })
         };
+        let Some(entry) = served_entry(plan, rates, ends) else { return Ok(()) };
+        let server = server_words(&self.result.config.suite, plan.mode);
         let marker = ServingRecord { served: vec![entry], ..ServingRecord::new(server) };
         write_json_atomic(&self.run.serving_path(), &marker)
     }
@@ -1017,10 +1047,9 @@ impl Turn<'_> {
         &mut self,
         plan: &lynx_analysis::serving::Plan,
         rates: Result<Vec<ServedRate>, String>,
-        step_down: Option<String>,
+        ends: PlanEnds,
     ) -> Result<(), RunError> {
-        let Some(served) = served_entry(plan, rates.map_or_else(Reported::unavailable, Reported::Known), step_down)
-        else {
+        let Some(served) = served_entry(plan, rates.map_or_else(Reported::unavailable, Reported::Known), ends) else {
             return Ok(());
         };
         self.observer.served(&served);
