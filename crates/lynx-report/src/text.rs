@@ -1166,10 +1166,6 @@ mod tests {
         assert!(!text.contains("LINK") && !text.contains("warning"), "{text}");
     }
 
-    /// Where the simulated figures of a served rate are medians over draws of the steps, the
-    /// section says so and gives the simulated p99s' spread over them, and the simulation fed the
-    /// loop's own steps (or at its pace) where it was run; a result from before either has no
-    /// such lines.
     /// Where a later rate failed after others were served, the section keeps those and says why
     /// the rest were not served, under the table.
     #[test]
@@ -1188,6 +1184,10 @@ mod tests {
         );
     }
 
+    /// Where the simulated figures of a served rate are medians over draws of the steps, the
+    /// section says so and gives the simulated p99s' spread over them, and the simulation fed the
+    /// loop's own steps (or at its pace) where it was run; a result from before either has no
+    /// such lines.
     #[test]
     fn the_serving_section_gives_the_spread_of_the_simulated_p99s_over_their_draws() {
         let mut serving = serving_fixture("batch cap 8, whole prompts", "short");
