@@ -56,7 +56,8 @@ def table(trace, where):
     for prefill in (False, True):
         kind = "prefill" if prefill else "decode"
         timed = []
-        # Each step's measured / table time by its batch, and by the kind of the step before it.
+        # Each step's measured / table time by its batch, and by what came before it (a step of
+        # either kind, or an idle gap).
         by_batch, by_before = {}, {}
         for i, step in enumerate(steps):
             if not isinstance(step, dict):

@@ -112,9 +112,8 @@ fn place(envelope: &Path, verified: &Verified, into: &Path, keys: &[VerifyingKey
     // one's in lower case).
     let lower = run_id.to_ascii_lowercase();
     let legacy = device_dir.join(&lower).join(format!("{lower}.intoto.json"));
-    let collected_before = |path: &Path| {
-        path != target && path.exists() && verify_trusted(path, keys).is_ok_and(|v| v.result.run_id == result.run_id)
-    };
+    let collected_before =
+        |path: &Path| path.exists() && verify_trusted(path, keys).is_ok_and(|v| v.result.run_id == result.run_id);
     let there = if target.exists() { Some(&target) } else { Some(&legacy).filter(|path| collected_before(path)) };
     if let Some(collected) = there {
         let read = |path: &Path| read_envelope(path).map_err(|e| io(path)(std::io::Error::other(e.to_string())));
