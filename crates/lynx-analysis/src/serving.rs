@@ -857,6 +857,7 @@ mod tests {
                 window: None,
                 step_down: None,
                 cut_short: None,
+                stopped: false,
             }],
             ..ServingRecord::new("test")
         }

@@ -755,6 +755,84 @@ fn a_worker_that_crashes_in_a_later_rate_keeps_the_rates_served_before_it() {
     assert!(served.iter().any(|(n, reason)| n != &struck && reason.is_none()), "{served:?}");
 }
 
+/// A stop while the serving phase serves keeps the rates served before it: the partial
+/// result's entry holds them, marked stopped, and says that a resume serves the rest; the
+/// resume serves only the rates after them, on the same window, and the run completes with one
+/// whole entry a workload.
+#[test]
+fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let (child, dir) = spawn_run(models.path(), out.path());
+    let marker = dir.join(format!("{}.serving.json", dir.file_name().unwrap().to_string_lossy()));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    // Once the marker holds one rate served, the worker serves the next (for seconds).
+    let struck = loop {
+        assert!(Instant::now() < deadline, "no rate was served within 300 s");
+        let serving: Option<Value> = std::fs::read(&marker).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        if let Some(serving) = serving.filter(|s| s["served"][0]["rates"].as_array().is_some_and(|r| r.len() == 1)) {
+            break serving["served"][0]["workload"]["name"].as_str().unwrap().to_owned();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(!marker.exists(), "the marker is cleared once the stop is recorded");
+    let path = result_file(out.path());
+    let partial: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(partial["status"], "partial");
+    let entry_of = |result: &Value| -> Value {
+        let served = result["serving"]["served"].as_array().unwrap_or_else(|| panic!("{}", result["serving"]));
+        let mut entries = served.iter().filter(|s| s["workload"]["name"] == struck.as_str());
+        let entry = entries.next().unwrap_or_else(|| panic!("no entry for {struck}: {}", result["serving"]));
+        assert!(entries.next().is_none(), "one entry a workload: {}", result["serving"]);
+        entry.clone()
+    };
+    let stopped = entry_of(&partial);
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    let why = stopped["cut_short"].as_str().unwrap_or_else(|| panic!("{stopped}"));
+    assert!(why.contains("the run was stopped; a resume (lynx run --resume) serves them"), "{why}");
+    let kept = stopped["rates"].as_array().unwrap_or_else(|| panic!("the rate served is kept: {stopped}")).clone();
+    assert_eq!(kept.iter().map(|r| r["label"].as_str().unwrap()).collect::<Vec<_>>(), ["bounded"], "{stopped}");
+    assert!(stdout.contains("the run was stopped; a resume"), "the summary says so: {stdout}");
+    let envelope = path.with_extension("intoto.json");
+    let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+
+    let resumed = lynx(&["run", "--resume", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    // (A window of twenty requests may fail the simulation check: the run is done all the same.)
+    let failed_a_check = resumed.status.code() == Some(1) && stderr.contains("lynx: error: the run failed its ");
+    assert!(resumed.status.success() || failed_a_check, "{stderr}");
+    assert!(stderr.contains("going on after its rates served before the run was stopped (bounded)"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let served = served_entries(&result);
+    assert!(served.len() == 2 && served.iter().all(|(_, reason)| reason.is_none()), "{served:?}");
+    let whole = entry_of(&result);
+    assert!(whole.get("stopped").is_none() && whole.get("cut_short").is_none(), "{whole}");
+    let rates = whole["rates"].as_array().unwrap();
+    assert_eq!(rates[0], kept[0], "the rate served before the stop is kept as measured");
+    assert_eq!(rates[1]["label"], "over", "{whole}");
+    for field in ["isl", "osl", "window", "max_batch"] {
+        assert_eq!(whole[field], stopped[field], "{field}: the rest was served on the same window");
+    }
+    // Each rate was served once: the loop's trace holds a line for each.
+    let trace = std::fs::read_to_string(path.with_extension("served.jsonl")).unwrap();
+    let traced: Vec<String> = trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["workload"] == struck.as_str())
+        .map(|l| l["label"].as_str().unwrap().to_owned())
+        .collect();
+    let labels: Vec<String> = rates.iter().map(|r| r["label"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(traced, labels, "{trace}");
+}
+
 /// A small tmpfs mounted for a test, unmounted when dropped.
 struct SmallDisk {
     dir: tempfile::TempDir,

@@ -175,12 +175,18 @@ fn counter(path: &Path, name: &str) -> Option<u64> {
 }
 
 /// The work a run has recorded: the lines in its journal (cells journaled, read without its
-/// lock), the workloads its serving phase has served or given up on (in its result), and a
-/// failed capture of the serving loop's graph steps (after which the phase serves eagerly).
+/// lock), the workloads its serving phase has served or given up on (in its result; not one a
+/// stop cut short), and a failed capture of the serving loop's graph steps (after which the
+/// phase serves eagerly).
 fn progress(run: &RunDir) -> usize {
     #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        stopped: bool,
+    }
+    #[derive(serde::Deserialize)]
     struct Served {
-        served: Vec<serde::de::IgnoredAny>,
+        served: Vec<Entry>,
         graph_steps_failed: Option<serde::de::IgnoredAny>,
     }
     #[derive(serde::Deserialize)]
@@ -196,7 +202,9 @@ fn progress(run: &RunDir) -> usize {
     }
     let cells = std::fs::read(run.journal_path()).map_or(0, |bytes| bytes.iter().filter(|&&b| b == b'\n').count());
     let Ok(result) = crate::journal::read_json::<Result>(&run.result_path(), "result") else { return cells };
-    let served = result.serving.map_or(0, |s| s.served.len() + usize::from(s.graph_steps_failed.is_some()));
+    let served = result
+        .serving
+        .map_or(0, |s| s.served.iter().filter(|e| !e.stopped).count() + usize::from(s.graph_steps_failed.is_some()));
     // A warm-up step timed again after the sweep (or that struck the error) is progress too.
     let rechecked = result.warmup.iter().chain(&result.resumed_warmups).filter(|w| w.after_sweep.is_some()).count();
     cells + served + rechecked

@@ -58,12 +58,23 @@ pub struct Served {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_down: Option<String>,
     /// Why the rates after those in `rates` were not served: a later rate's serving failed (a
-    /// step's error, or a GPU error that left the device context unusable), or the worker died
-    /// while serving it. The rates in `rates` were measured before it and are kept. Absent where
-    /// every rate the phase started was served, where none was (then `rates` says why), and in
-    /// results made before 2026-12-07, which lost the rates served before such a failure.
+    /// step's error, or a GPU error that left the device context unusable), the worker died
+    /// while serving it, or the run was stopped (then `stopped` is set too). The rates in `rates`
+    /// were measured before it and are kept. Absent where every rate the phase started was
+    /// served, where none was (then `rates` says why), and in results made before 2026-12-07,
+    /// which lost the rates served before such a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_short: Option<String>,
+    /// The run was stopped (a signal) after the rates in `rates` were served, before the rest
+    /// were: the entry of a partial result, which a resume of the run replaces with the whole,
+    /// serving only the rates after these. Absent where the entry is whole or ended otherwise,
+    /// and in older results, whose stopped runs kept no rate of the workload being served.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stopped: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// Lengths drawn for a workload: their mean, percentiles and extremes.

@@ -13,7 +13,7 @@ use lynx_analysis::roofline::{cell_roofline, roofline_check};
 use lynx_analysis::sweep;
 use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, CheckName, RunResult, RunStatus, WarmupRecord};
-use lynx_schema::serving::ServingRecord;
+use lynx_schema::serving::{Served, ServingRecord};
 use lynx_schema::time::rfc3339_utc;
 use lynx_schema::value::Reported;
 use std::sync::atomic::AtomicBool;
@@ -72,40 +72,71 @@ pub fn record_worker_death(
     Ok(DiedIn::Cell(shape))
 }
 
-/// The worker died serving the workload and bound its serving marker names: that entry, as the
-/// marker prepared it (with the rates served before the one it died in), goes into the result
-/// with why it failed (unless the result already holds it: it died after saving, before
-/// clearing the marker).
+/// The worker died serving the workload and bound its serving marker names: the result gets
+/// the marker's entry as [`place_marker_entry`] places it.
 fn record_serving_death(
     run: &RunDir,
     how: &str,
     kill: impl Fn(&str) -> Option<CellStatus>,
 ) -> Result<DiedIn, RunError> {
     let marker: ServingRecord = read_json(&run.serving_path(), "serving marker")?;
-    let Some(mut served) = marker.served.into_iter().next() else {
+    let Some(served) = marker.served.into_iter().next() else {
         remove(&run.serving_path())?;
         return Ok(DiedIn::Elsewhere);
     };
     let what = format!("serving {} under the {} bound", served.workload, served.bound.name);
     let mut result: RunResult = read_json(&run.result_path(), "result")?;
     let record = result.serving.get_or_insert_with(|| ServingRecord::new(marker.server));
-    if record.served.iter().any(|s| s.workload.name == served.workload.name && s.bound.name == served.bound.name) {
-        remove(&run.serving_path())?;
-        return Ok(DiedIn::Elsewhere);
+    let why = || {
+        let message = format!("the worker process died while serving: {how}");
+        kill(&message).and_then(|status| status.message().map(str::to_owned)).unwrap_or(message)
+    };
+    let placed = place_marker_entry(record, served, why);
+    if placed != Placed::AlreadyHeld {
+        result.updated_at = rfc3339_utc(unix_now_s());
+        write_json_atomic(&run.result_path(), &result)?;
     }
-    let message = format!("the worker process died while serving: {how}");
-    let why = kill(&message).and_then(|status| status.message().map(str::to_owned)).unwrap_or(message);
-    // The rates it had served before are kept (the marker holds them): only the one it was
-    // serving is lost.
-    match &served.rates {
-        Reported::Known(rates) if !rates.is_empty() => served.cut_short = Some(why),
-        _ => served.rates = Reported::unavailable(why),
-    }
-    record.served.push(served);
-    result.updated_at = rfc3339_utc(unix_now_s());
-    write_json_atomic(&run.result_path(), &result)?;
     remove(&run.serving_path())?;
-    Ok(DiedIn::Serving(what))
+    Ok(if placed == Placed::Failed { DiedIn::Serving(what) } else { DiedIn::Elsewhere })
+}
+
+/// Where a dead worker's serving marker entry went ([`place_marker_entry`]).
+#[derive(Debug, PartialEq)]
+enum Placed {
+    /// Recorded as failed: the rate the worker died in is lost, those before it kept.
+    Failed,
+    /// Recorded as a stop left it, to be gone on with.
+    Stopped,
+    /// Not recorded: the result holds the entry whole already.
+    AlreadyHeld,
+}
+
+/// A dead worker's serving marker entry `served` placed in `record`: recorded as failed, with
+/// `why` the worker died (the rates the marker holds, served before the one it died in, are
+/// kept), in place of the entry a stop cut short where the worker was going on with one; not
+/// at all where `record` holds the entry whole (the worker died after saving it, before
+/// clearing the marker). An entry that is itself stopped was written as the run stopped: it
+/// goes into `record` as it is, for a resume to go on with.
+fn place_marker_entry(record: &mut ServingRecord, mut served: Served, why: impl FnOnce() -> String) -> Placed {
+    let same = |s: &&mut Served| s.workload.name == served.workload.name && s.bound.name == served.bound.name;
+    let held = record.served.iter_mut().find(same);
+    let placed = if served.stopped {
+        Placed::Stopped
+    } else if held.as_ref().is_some_and(|s| !s.stopped) {
+        return Placed::AlreadyHeld;
+    } else {
+        let why = why();
+        match &served.rates {
+            Reported::Known(rates) if !rates.is_empty() => served.cut_short = Some(why),
+            _ => served.rates = Reported::unavailable(why),
+        }
+        Placed::Failed
+    };
+    match held {
+        Some(slot) => *slot = served,
+        None => record.served.push(served),
+    }
+    placed
 }
 
 /// Assemble the run's result from its journal: every journaled cell, the checks, the derived
@@ -165,4 +196,91 @@ pub fn assemble(run: &RunDir, price: PriceInputs, stop: Option<&AtomicBool>) -> 
     result.updated_at = rfc3339_utc(unix_now_s());
     write_json_atomic(&path, &result)?;
     Ok(Outcome { result, path })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry of workload `name` holding rates labelled `rates`, stopped or not.
+    fn entry(name: &str, rates: &[&str], stopped: bool, cut_short: Option<&str>) -> Served {
+        let figures = serde_json::json!({
+            "ttft_p50_s": 0.2, "ttft_p99_s": 0.5, "tpot_p50_s": 0.04, "tpot_p99_s": 0.05,
+            "output_tok_per_s_per_device": 10.0, "tok_per_s_per_user": 25.0,
+        });
+        let rate = |label: &str| {
+            serde_json::json!({
+                "label": label, "rate_per_s": 1.5, "requests": 20, "window_s": 30.0, "measured": figures,
+                "simulated": figures, "relative_error": null, "within_bound": true,
+                "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 200,
+                "joules_per_output_token": { "unavailable": "no power" },
+                "joules_per_token": { "unavailable": "no power" },
+            })
+        };
+        let sample = serde_json::json!({ "mean": 8.0, "p50": 8.0, "p90": 8.0, "p99": 8.0, "min": 8, "max": 8 });
+        serde_json::from_value(serde_json::json!({
+            "workload": { "name": name, "isl": 8, "osl": 8 },
+            "bound": { "name": "loose", "ttft_p99_s": 4.0, "tpot_p99_s": 0.5 },
+            "isl": sample, "osl": sample, "max_batch": 8,
+            "rates": rates.iter().map(|l| rate(l)).collect::<Vec<_>>(),
+            "cut_short": cut_short, "stopped": stopped,
+        }))
+        .unwrap()
+    }
+
+    fn labels(served: &Served) -> Vec<&str> {
+        served.rates.known().map_or(Vec::new(), |rates| rates.iter().map(|r| r.label.as_str()).collect())
+    }
+
+    const DIED: &str = "the worker process died while serving: killed by signal 6";
+
+    #[test]
+    fn a_worker_that_dies_in_a_rate_loses_that_rate_alone() {
+        let mut record = ServingRecord::new("test");
+        record.served.push(entry("other", &["bounded", "over"], false, None));
+        let placed = place_marker_entry(&mut record, entry("mix", &["bounded"], false, Some(DIED)), || DIED.to_owned());
+        assert_eq!(placed, Placed::Failed);
+        assert_eq!(labels(&record.served[1]), ["bounded"]);
+        assert_eq!(record.served[1].cut_short.as_deref(), Some(DIED));
+        // Dead before its first rate: no rate, and why.
+        let placed = place_marker_entry(&mut record, entry("short", &[], false, None), || DIED.to_owned());
+        assert_eq!(placed, Placed::Failed);
+        assert_eq!(record.served[2].rates, Reported::unavailable(DIED));
+    }
+
+    #[test]
+    fn a_worker_that_dies_going_on_after_a_stop_replaces_the_stopped_entry() {
+        let mut record = ServingRecord::new("test");
+        record.served.push(entry("mix", &["bounded"], true, Some("the run was stopped")));
+        // The marker holds the rates served before the stop and since.
+        let marker = entry("mix", &["bounded", "over"], false, Some(DIED));
+        assert_eq!(place_marker_entry(&mut record, marker, || DIED.to_owned()), Placed::Failed);
+        assert_eq!(record.served.len(), 1);
+        assert!(!record.served[0].stopped);
+        assert_eq!(labels(&record.served[0]), ["bounded", "over"]);
+        assert_eq!(record.served[0].cut_short.as_deref(), Some(DIED));
+    }
+
+    #[test]
+    fn a_worker_that_dies_recording_a_stop_leaves_the_entry_to_go_on_with() {
+        let stopped = entry("mix", &["bounded"], true, Some("the run was stopped"));
+        // Before the result was saved with it, and after.
+        for held in [None, Some(stopped.clone())] {
+            let mut record = ServingRecord::new("test");
+            record.served.extend(held);
+            let placed = place_marker_entry(&mut record, stopped.clone(), || unreachable!("no death to say"));
+            assert_eq!(placed, Placed::Stopped);
+            assert_eq!(record.served, std::slice::from_ref(&stopped));
+        }
+    }
+
+    #[test]
+    fn a_worker_that_dies_after_saving_its_entry_changes_nothing() {
+        let whole = entry("mix", &["bounded", "over"], false, None);
+        let mut record = ServingRecord::new("test");
+        record.served.push(whole.clone());
+        let marker = entry("mix", &["bounded", "over"], false, Some(DIED));
+        assert_eq!(place_marker_entry(&mut record, marker, || DIED.to_owned()), Placed::AlreadyHeld);
+        assert_eq!(record.served, [whole]);
+    }
 }

@@ -8,6 +8,7 @@ mod forecast;
 mod graph;
 mod serve;
 mod start;
+mod stopped;
 mod warmup;
 mod work;
 

@@ -5,6 +5,7 @@
 use super::cell::{measure_cell, HeadOnly};
 use super::graph::{graph_parity, Graphs};
 use super::serve::ServeError;
+use super::stopped;
 use super::warmup::warm_up;
 use super::{
     model_error, next_segment, poisons_the_context, remove, Observer, WorkEnd, SIMULATE_CONTRADICTION_VAR,
@@ -320,11 +321,12 @@ impl Setup {
 }
 
 /// How a plan's serving ended short of its rates, where it did ([`Served::step_down`],
-/// [`Served::cut_short`]).
+/// [`Served::cut_short`], [`Served::stopped`]).
 #[derive(Debug, Default)]
 struct PlanEnds {
     step_down: Option<String>,
     cut_short: Option<String>,
+    stopped: bool,
 }
 
 /// The result's entry for `plan`: its lengths drawn, `rates` and how they ended; `None` when it
@@ -346,6 +348,7 @@ fn served_entry(
         window: plan.window.clone(),
         step_down: ends.step_down,
         cut_short: ends.cut_short,
+        stopped: ends.stopped,
     })
 }
 
@@ -407,7 +410,8 @@ pub(super) fn nothing_left(
 }
 
 /// Whether the serving phase has served (or said why it could not serve) every workload and
-/// bound `suite` asks for under `bounds` (nothing, without `[serve]`).
+/// bound `suite` asks for under `bounds` (nothing, without `[serve]`); an entry a stop cut short
+/// is not served yet.
 pub(super) fn serving_done(
     suite: &lynx_schema::config::Suite,
     bounds: &[LatencyBound],
@@ -415,7 +419,9 @@ pub(super) fn serving_done(
 ) -> bool {
     let Some(serve) = &suite.serve else { return true };
     let served = |workload: &str, bound: &str| {
-        serving.is_some_and(|r| r.served.iter().any(|s| s.workload.name == workload && s.bound.name == bound))
+        serving.is_some_and(|r| {
+            r.served.iter().any(|s| s.workload.name == workload && s.bound.name == bound && !s.stopped)
+        })
     };
     suite
         .workloads
@@ -847,12 +853,37 @@ impl Turn<'_> {
             lynx_analysis::serving::plan(suite, &bounds, (&prefill, &decode), (serve, budget_s), mode, Some(self.stop));
         let server = server_words(suite, mode);
         let record = self.result.serving.get_or_insert_with(|| ServingRecord::new(server.clone()));
-        let served_before: Vec<(String, String)> =
-            record.served.iter().map(|s| (s.workload.name.clone(), s.bound.name.clone())).collect();
+        // Entries a stop cut short are gone on with (`stopped`), not served again.
+        let served_before: Vec<(String, String)> = record
+            .served
+            .iter()
+            .filter(|s| !s.stopped)
+            .map(|s| (s.workload.name.clone(), s.bound.name.clone()))
+            .collect();
+        let stopped: Vec<Served> = record.served.iter().filter(|s| s.stopped).cloned().collect();
         for plan in plans {
             if served_before.contains(&(plan.workload.name.clone(), plan.bound.name.clone())) {
                 continue;
             }
+            let entry =
+                stopped.iter().find(|s| s.workload.name == plan.workload.name && s.bound.name == plan.bound.name);
+            let (plan, resumed) = match entry.map(|entry| (entry, stopped::going_on(&plan, entry))) {
+                None => (plan, Vec::new()),
+                Some((_, Ok((plan, rates)))) => {
+                    let labels: Vec<&str> = rates.iter().map(|r| r.label.as_str()).collect();
+                    self.observer.serving(&format!(
+                        "{} under the {} bound: going on after its rates served before the run was stopped ({})",
+                        plan.workload,
+                        plan.bound.name,
+                        labels.join(", ")
+                    ));
+                    (plan, rates)
+                }
+                Some((entry, Err(why))) => {
+                    self.keep_stopped(entry, &why)?;
+                    continue;
+                }
+            };
             let mut ends = PlanEnds::default();
             let rates = match (&plan.rates, suite.scale.layers) {
                 (_, Some(layers)) => Err(format!(
@@ -860,10 +891,16 @@ impl Turn<'_> {
                 )),
                 (Err(reason), _) => Err(reason.clone()),
                 (Ok(rates), None) => match self.pool_does_not_fit(setup, &plan) {
+                    // Going on after a stop, the rates served before it are kept.
+                    Some(reason) if !resumed.is_empty() => {
+                        ends.cut_short = Some(reason);
+                        Ok(resumed)
+                    }
                     Some(reason) => Err(reason),
                     None => {
-                        self.mark_serving(&plan, &[])?;
-                        match self.serve_plan(model, &plan, rates, serve.max_s, (&prefill, &decode), &mut ends)? {
+                        self.mark_serving(&plan, &resumed)?;
+                        let tables = (&prefill, &decode);
+                        match self.serve_plan(model, &plan, rates, resumed, serve.max_s, tables, &mut ends)? {
                             Some(Ok(rates)) => Ok(rates),
                             Some(Err(ServeError::Failed(reason))) => Err(reason),
                             Some(Err(ServeError::Capture(reason))) => return self.serve_eagerly(model, setup, reason),
@@ -875,6 +912,10 @@ impl Turn<'_> {
                     }
                 },
             };
+            if let (true, Ok(rates)) = (ends.stopped, &rates) {
+                self.record_stopped(&plan, rates.clone(), ends)?;
+                return Ok(WorkEnd::Stopped);
+            }
             let failure = rates.as_ref().err().or(ends.cut_short.as_ref());
             let poisoned = failure.is_some_and(|reason| poisons_the_context(reason));
             self.record_served(&plan, rates, ends)?;
@@ -884,6 +925,34 @@ impl Turn<'_> {
             }
         }
         Ok(WorkEnd::Done)
+    }
+
+    /// The run was stopped after `plan` served some of its rates: they are recorded with the
+    /// entry marked stopped, for a resume to go on from ([`stopped::going_on`]). The serving
+    /// marker says so first, so that a worker that dies on the way leaves the same entry.
+    fn record_stopped(
+        &mut self,
+        plan: &lynx_analysis::serving::Plan,
+        rates: Vec<ServedRate>,
+        ends: PlanEnds,
+    ) -> Result<(), RunError> {
+        let Some(entry) = served_entry(plan, Reported::Known(rates), ends) else { return Ok(()) };
+        let server = server_words(&self.result.config.suite, plan.mode);
+        let marker = ServingRecord { served: vec![entry.clone()], ..ServingRecord::new(server) };
+        write_json_atomic(&self.run.serving_path(), &marker)?;
+        self.put_served(entry)?;
+        remove(&self.run.serving_path())
+    }
+
+    /// A resume could not go on with `entry`, which a stop cut short (`why`): its rates stay as
+    /// measured, and the entry says why those after them were not served.
+    fn keep_stopped(&mut self, entry: &Served, why: &str) -> Result<(), RunError> {
+        let kept = Served {
+            cut_short: Some(format!("the run was stopped, and its resume could not go on with them: {why}")),
+            stopped: false,
+            ..entry.clone()
+        };
+        self.put_served(kept)
     }
 
     /// Capturing the serving loop's graph steps failed with `reason` (before its first request):
@@ -930,17 +999,22 @@ impl Turn<'_> {
     /// Each of `plan`'s rates served in turn, then, while the measured p99s break the bound at
     /// the latency-bounded rate and every rate under it served so far, the next rate under it
     /// ([`lynx_analysis::serving::next_under`]): the rates, or why none could be served; `None`
-    /// when `stop` was raised. A rate under it whose arrivals alone would outlast serve.max_s is
-    /// not started, and the step down ends there; so does one whose simulated window would not
-    /// fit what is left of the plan's share of the serving budget (`ends.step_down` then says
-    /// why). Where a rate fails after others were served, those are kept and the plan ends there
-    /// (`ends.cut_short` says why); the serving marker holds the rates served so far, so a worker
-    /// that dies in a later rate loses only that rate.
+    /// when `stop` was raised before a rate was served. A rate under it whose arrivals alone
+    /// would outlast serve.max_s is not started, and the step down ends there; so does one whose
+    /// simulated window would not fit what is left of the plan's share of the serving budget
+    /// (`ends.step_down` then says why). Where a rate fails after others were served, those are
+    /// kept and the plan ends there (`ends.cut_short` says why); the serving marker holds the
+    /// rates served so far, so a worker that dies in a later rate loses only that rate. So does a
+    /// stop: the rates served before it are returned, with `ends.stopped` set. `served` holds
+    /// those a stop cut short before this process (none where the plan starts afresh): the
+    /// planned rates among them are not served again, and the step down goes on from them.
+    #[allow(clippy::too_many_arguments)]
     fn serve_plan(
         &mut self,
         model: &Model,
         plan: &lynx_analysis::serving::Plan,
         rates: &[(String, f64)],
+        mut served: Vec<ServedRate>,
         max_s: f64,
         tables: (&lynx_analysis::sim::StepTable, &lynx_analysis::sim::StepTable),
         ends: &mut PlanEnds,
@@ -948,8 +1022,8 @@ impl Turn<'_> {
         // At least the arrivals' span: a load that cannot end in time is not started.
         let expected_s = |rate: f64| plan.lengths.len() as f64 / rate;
         let started = std::time::Instant::now();
-        let mut served: Vec<ServedRate> = Vec::new();
-        let mut planned = rates.iter().cloned();
+        let before: Vec<String> = served.iter().map(|r| r.label.clone()).collect();
+        let mut planned = rates.iter().filter(|(label, _)| !before.contains(label)).cloned();
         loop {
             let (label, rate) = match planned.next() {
                 Some(next) => next,
@@ -1008,7 +1082,12 @@ impl Turn<'_> {
                     break;
                 }
                 Some(Err(capture @ ServeError::Capture(_))) => return Ok(Some(Err(capture))),
-                None => return Ok(None),
+                None if served.is_empty() => return Ok(None),
+                None => {
+                    ends.stopped = true;
+                    ends.cut_short = Some(stopped::STOPPED.to_owned());
+                    break;
+                }
             }
         }
         Ok(Some(Ok(served)))
@@ -1034,7 +1113,7 @@ impl Turn<'_> {
         let (rates, ends) = if served.is_empty() {
             (Reported::unavailable(died), PlanEnds::default())
         } else {
-            (Reported::Known(served.to_vec()), PlanEnds { step_down: None, cut_short: Some(died.to_owned()) })
+            (Reported::Known(served.to_vec()), PlanEnds { cut_short: Some(died.to_owned()), ..PlanEnds::default() })
         };
         let Some(entry) = served_entry(plan, rates, ends) else { return Ok(()) };
         let server = server_words(&self.result.config.suite, plan.mode);
@@ -1052,9 +1131,19 @@ impl Turn<'_> {
         let Some(served) = served_entry(plan, rates.map_or_else(Reported::unavailable, Reported::Known), ends) else {
             return Ok(());
         };
+        self.put_served(served)
+    }
+
+    /// `served` said and saved in the result, in place of the entry of its workload and bound a
+    /// stop cut short, where there is one.
+    fn put_served(&mut self, served: Served) -> Result<(), RunError> {
         self.observer.served(&served);
         if let Some(record) = &mut self.result.serving {
-            record.served.push(served);
+            let same = |s: &Served| s.workload.name == served.workload.name && s.bound.name == served.bound.name;
+            match record.served.iter_mut().find(|s| s.stopped && same(s)) {
+                Some(slot) => *slot = served,
+                None => record.served.push(served),
+            }
         }
         self.save()
     }
