@@ -689,6 +689,46 @@ fn a_failed_capture_of_the_serving_loops_graph_steps_serves_with_eager_steps() {
     }
 }
 
+/// A capture of the serving loop's graph steps that fails at a later rate keeps the rates served
+/// with graph steps before it: struck (simulated, a CUDA error) at the rate 20% above the
+/// latency-bounded one, the entry keeps its latency-bounded rate, measured with graph steps, and
+/// says why the rest were not served; that figure is published beside the graph server's
+/// simulation, and a fresh worker serves the other workload with eager steps.
+#[test]
+fn a_failed_capture_at_a_later_rate_keeps_the_graph_rates_served_before_it() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_TEST_GRAPHS", "reissue")
+        .env("LYNX_TEST_POISON_CELL", "serving-capture-over")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("device context unusable; starting a new worker"), "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(result_file(out.path())).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let failed = result["serving"]["graph_steps_failed"].as_str().unwrap_or_else(|| panic!("{}", result["serving"]));
+    assert!(failed.contains("operation not permitted when stream is capturing"), "{failed}");
+    let served = served_entries(&result);
+    assert_eq!(served.len(), 2, "{served:?}");
+    let entries = result["serving"]["served"].as_array().unwrap();
+    let struck = &entries[0];
+    assert_eq!(struck["mode"], "graph", "{struck}");
+    let rates = struck["rates"].as_array().unwrap_or_else(|| panic!("the rate served before is kept: {struck}"));
+    assert_eq!(rates.iter().map(|r| r["label"].as_str().unwrap()).collect::<Vec<_>>(), ["bounded"], "{struck}");
+    let why = struck["cut_short"].as_str().unwrap_or_else(|| panic!("{struck}"));
+    assert!(why.contains("capturing the loop's graph steps for the over rate failed"), "{why}");
+    assert!(entries[1]["mode"].is_null() && served[1].1.is_none(), "the other served whole, eagerly: {served:?}");
+    let published = result["derived"]["latency_bounded"].as_array().unwrap();
+    for (entry, mode) in [(struck, "graph"), (&entries[1], "eager")] {
+        let bounded = published.iter().find(|b| b["workload"]["name"] == entry["workload"]["name"]).unwrap();
+        assert!(bounded.get("measured").is_some(), "{bounded}");
+        assert_eq!(bounded["point"]["decode_steps"], mode, "{bounded}");
+    }
+}
+
 /// A run of two served workloads whose worker is killed with SIGABRT (as libtorch's
 /// std::terminate raises) once its serving marker satisfies `ready`: the workload the marker
 /// named, and the result, which completes (the next worker serves the rest); the supervisor

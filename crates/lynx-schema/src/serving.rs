@@ -17,7 +17,9 @@ pub struct ServingRecord {
     pub served: Vec<Served>,
     /// Why the loop issues its decode steps eagerly although the run's graph cells passed their
     /// check: capturing its graph steps failed, with this error, and every workload not yet
-    /// served then was served with eager steps (absent where no capture failed).
+    /// served then was served with eager steps (one whose earlier rates were served with graph
+    /// steps keeps them, its `cut_short` saying why the rest were not served); absent where no
+    /// capture failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_steps_failed: Option<String>,
 }
@@ -58,11 +60,12 @@ pub struct Served {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_down: Option<String>,
     /// Why the rates after those in `rates` were not served: a later rate's serving failed (a
-    /// step's error, or a GPU error that left the device context unusable), the worker died
-    /// while serving it, or the run was stopped (then `stopped` is set too). The rates in `rates`
-    /// were measured before it and are kept. Absent where every rate the phase started was
-    /// served, where none was (then `rates` says why), and in results made before 2026-12-07,
-    /// which lost the rates served before such a failure.
+    /// step's error, a GPU error that left the device context unusable, or the capture of the
+    /// loop's graph steps), the worker died while serving it, or the run was stopped (then
+    /// `stopped` is set too). The rates in `rates` were measured before it and are kept. Absent
+    /// where every rate the phase started was served, where none was (then `rates` says why),
+    /// and in results made before 2026-12-07, which lost the rates served before such a
+    /// failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_short: Option<String>,
     /// The run was stopped (a signal) after the rates in `rates` were served, before the rest

@@ -135,10 +135,11 @@ pub fn poisons_the_context(message: &str) -> bool {
 /// or with `serving` the serving phase's first rate (with `serving-over`, each rate 20% above
 /// the latency-bounded one), fails with a simulated illegal-address CUDA error in the first
 /// worker, as a poisoned device context would, so that the recovery can be tested on a host
-/// without a GPU. With `serving-capture` (a CUDA error) or
-/// `serving-capture-oom` (out of memory), the first worker's capture of the serving loop's graph
-/// steps fails, where it captures them (`LYNX_TEST_GRAPHS=reissue` on a CPU). With `after-sweep`,
-/// the first worker's warm-up step timed again after the sweep fails so.
+/// without a GPU. With `serving-capture` (a CUDA error) or `serving-capture-oom` (out of
+/// memory), the first worker's capture of the serving loop's graph steps fails, where it captures
+/// them (`LYNX_TEST_GRAPHS=reissue` on a CPU); with `serving-capture-over`, its capture for the
+/// rate 20% above the latency-bounded one (a CUDA error). With `after-sweep`, the first worker's
+/// warm-up step timed again after the sweep fails so.
 pub const SIMULATE_POISON_VAR: &str = "LYNX_TEST_POISON_CELL";
 
 /// A test hook: the first worker's first measurement of the cell of this shape (as `lynx run`

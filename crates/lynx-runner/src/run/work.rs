@@ -327,6 +327,9 @@ struct PlanEnds {
     step_down: Option<String>,
     cut_short: Option<String>,
     stopped: bool,
+    /// Capturing the loop's graph steps failed at a later rate, with this error: the rates served
+    /// before are kept, and the workloads after are served with eager steps.
+    capture_failed: Option<String>,
 }
 
 /// The result's entry for `plan`: its lengths drawn, `rates` and how they ended; `None` when it
@@ -386,11 +389,12 @@ fn simulated_poison() -> String {
 }
 
 /// The failed capture of the serving loop's graph steps that the test hook's value `what` makes
-/// in the first worker: a GPU error that leaves the context unusable (`serving-capture`), or out
-/// of memory, which does not (`serving-capture-oom`); `None` for other values.
+/// in the first worker: a GPU error that leaves the context unusable (`serving-capture` at every
+/// rate, `serving-capture-over` at the rate 20% above the latency-bounded one), or out of
+/// memory, which does not (`serving-capture-oom`); `None` for other values.
 fn simulated_capture_failure(what: &str) -> Option<String> {
     let error = match what {
-        "serving-capture" => "CUDA error: operation not permitted when stream is capturing",
+        "serving-capture" | "serving-capture-over" => "CUDA error: operation not permitted when stream is capturing",
         "serving-capture-oom" => "CUDA out of memory. Tried to allocate 2.00 GiB",
         _ => return None,
     };
@@ -918,8 +922,12 @@ impl Turn<'_> {
             }
             let failure = rates.as_ref().err().or(ends.cut_short.as_ref());
             let poisoned = failure.is_some_and(|reason| poisons_the_context(reason));
+            let capture_failed = ends.capture_failed.take();
             self.record_served(&plan, rates, ends)?;
             remove(&self.run.serving_path())?;
+            if let Some(reason) = capture_failed {
+                return self.serve_eagerly(model, setup, reason);
+            }
             if poisoned {
                 return Ok(WorkEnd::Poisoned);
             }
@@ -955,11 +963,13 @@ impl Turn<'_> {
         self.put_served(kept)
     }
 
-    /// Capturing the serving loop's graph steps failed with `reason` (before its first request):
-    /// the record says so and its server's words become the eager server's, and the workload
-    /// being served and those after it are served with eager steps; by a fresh process where the
-    /// failure is a GPU error that leaves the device context unusable. A published figure is then
-    /// measured on the server that could run, rather than lost with the capture.
+    /// Capturing the serving loop's graph steps failed with `reason` (before a rate's first
+    /// request): the record says so and its server's words become the eager server's, and the
+    /// workloads not yet recorded (the one being served, where the capture failed at its first
+    /// rate; else those after it, its rates served with graph steps kept) are served with eager
+    /// steps; by a fresh process where the failure is a GPU error that leaves the device context
+    /// unusable. A published figure is then measured on the server that could run, rather than
+    /// lost with the capture.
     fn serve_eagerly(&mut self, model: &Model, setup: &Setup, reason: String) -> Result<WorkEnd, RunError> {
         self.observer.serving(&format!("with eager steps: capturing the graph steps failed ({reason})"));
         if let Some(record) = &mut self.result.serving {
@@ -1055,7 +1065,12 @@ impl Turn<'_> {
                 plan.max_batch
             ));
             let hook = std::env::var(SIMULATE_POISON_VAR).ok().filter(|_| self.segment == 1);
-            let capture = hook.as_deref().filter(|_| plan.mode == StepMode::Graph).and_then(simulated_capture_failure);
+            let capture = hook
+                .as_deref()
+                .filter(|&hook| {
+                    plan.mode == StepMode::Graph && (hook != "serving-capture-over" || label == ServedRate::OVER)
+                })
+                .and_then(simulated_capture_failure);
             let struck = match hook.as_deref() {
                 Some("serving") => true,
                 Some("serving-over") => label == ServedRate::OVER,
@@ -1079,6 +1094,13 @@ impl Turn<'_> {
                         return Ok(Some(Err(ServeError::Failed(reason))));
                     }
                     ends.cut_short = Some(reason);
+                    break;
+                }
+                // At a later rate, the rates served with graph steps are kept.
+                Some(Err(ServeError::Capture(reason))) if !served.is_empty() => {
+                    ends.cut_short =
+                        Some(format!("capturing the loop's graph steps for the {label} rate failed: {reason}"));
+                    ends.capture_failed = Some(reason);
                     break;
                 }
                 Some(Err(capture @ ServeError::Capture(_))) => return Ok(Some(Err(capture))),
