@@ -1215,18 +1215,18 @@ impl Turn<'_> {
         let cpu_throttled_s = host.and_then(|h| h.throttled_since());
         let steps = looked_up(&load.steps, tables);
         crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
+        if load.served.len() < 10 {
+            return Ok(Some(Err(ServeError::Failed(format!(
+                "only {} of {} requests finished within serve.max_s ({max_s} s)",
+                load.served.len(),
+                plan.lengths.len()
+            )))));
+        }
         // The device's pace once the window is over (absent where the run is being stopped: the
         // rate served is kept all the same).
         let pace_after = self.pace_now(model);
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
-            if load.served.len() < 10 {
-                return Err(format!(
-                    "only {} of {} requests finished within serve.max_s ({max_s} s)",
-                    load.served.len(),
-                    plan.lengths.len()
-                ));
-            }
             let measured = serve_figures(&measured_figures(&load.served)?)?;
             let predicted = plan.predict(tables.0, tables.1, rate);
             let simulated = predicted.as_ref().map_err(Clone::clone).and_then(|p| serve_figures(&p.median));
