@@ -1097,6 +1097,15 @@ for name, result in sorted(results.items()):
                 over = f"{again['median_s'] * 1e3:.1f} ms over {again['steps']} steps"
                 paced += ("; the warm-up's step timed again after the window took "
                           + (f"{again['ratio']:.2f}x its equilibrium median ({over})" if "ratio" in again else over))
+            # And the prefill cell nearest the loop's prefill steps: the device's prefill pace then.
+            again = r.get("prefill_after")
+            if isinstance(again, dict) and "unavailable" in again:
+                paced += f"; the prefill cell could not be timed again after the window: {again['unavailable']}"
+            elif isinstance(again, dict):
+                over = f"{again['median_s'] * 1e3:.1f} ms over {again['steps']} steps"
+                paced += (f"; the prefill cell at batch {again['batch']}, prompt {again['prompt_len']}, timed again "
+                          "after the window, took "
+                          + (f"{again['ratio']:.2f}x the table ({over})" if "ratio" in again else over))
             # The steady state at this rate (the search's requests, simulated), and whether the
             # window's measurement came to its verdict on the bound.
             steady = r.get("steady")

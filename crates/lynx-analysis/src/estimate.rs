@@ -399,12 +399,23 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             }
             let served_rates = plan.rates.as_ref().map_or(0, Vec::len) as f64;
             let planned_s = plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s * served_rates));
-            // Each rate served is followed by the warm-up's step timed again.
-            total_s += planned_s + again_s * served_rates;
+            // Each rate served is followed by the warm-up's step timed again, and by the prefill
+            // cell nearest its prompts (here, taken one at a time), each as long as a cell.
+            let prompts: Vec<(u32, u32)> = plan.lengths.iter().map(|l| (1, l.isl)).collect();
+            let prefill_cells = cells.iter().filter(|c| c.status == CellStatus::Ok).filter_map(|c| match c.shape {
+                CellShape::Prefill { batch, prompt_len } => Some((batch, prompt_len)),
+                CellShape::Decode { .. } => None,
+            });
+            let prefill_again_s = crate::serving::nearest_prefill(prefill_cells, &prompts).map_or(0.0, |(b, l)| {
+                let cell = CellShape::Prefill { batch: b, prompt_len: l };
+                cell_s(suite, cell, step_s(run.shape, precision, cell, rates))
+            });
+            let after_s = again_s + prefill_again_s;
+            total_s += planned_s + after_s * served_rates;
             let under_s = plan.expected_under_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s));
             // The step down is served only where it fits what is left of the plan's budget.
             if under_s > 0.0 && plan.fits_budget(planned_s, under_s) {
-                under_extra_s += under_s + again_s;
+                under_extra_s += under_s + after_s;
             }
             serving.push(PlannedServing {
                 workload: plan.workload.name.clone(),

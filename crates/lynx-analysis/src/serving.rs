@@ -48,6 +48,26 @@ pub fn published(rates: &[ServedRate]) -> Option<&ServedRate> {
         .or_else(|| eligible().find(|r| r.label == ServedRate::BOUNDED))
 }
 
+/// Of the measured prefill `cells` (batch, prompt length), the one nearest the loop's prefill
+/// `steps` (batch, padded length): nearest their median batch and median length, each on a log
+/// scale (a batch twice too large as far off as one half too small), the first of equals; `None`
+/// where either is empty. The cell timed again after a window ([`ServedRate::prefill_after`]).
+pub fn nearest_prefill(cells: impl IntoIterator<Item = (u32, u32)>, steps: &[(u32, u32)]) -> Option<(u32, u32)> {
+    let median = |mut values: Vec<f64>| -> Option<f64> {
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        (n > 0).then(|| if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 })
+    };
+    let batch = median(steps.iter().map(|&(b, _)| f64::from(b.max(1))).collect())?;
+    let len = median(steps.iter().map(|&(_, l)| f64::from(l.max(1))).collect())?;
+    let distance =
+        |&(b, l): &(u32, u32)| (f64::from(b.max(1)) / batch).ln().powi(2) + (f64::from(l.max(1)) / len).ln().powi(2);
+    cells.into_iter().fold(None, |best: Option<(u32, u32)>, cell| match best {
+        Some(best) if distance(&best) <= distance(&cell) => Some(best),
+        _ => Some(cell),
+    })
+}
+
 /// The next rate under the latency-bounded one to serve after `served`: the next of [`UNDER`]'s
 /// fractions of it, while neither it nor any rate under it served held the bound; `None` once
 /// one held, all were served, or the latency-bounded rate was not.
@@ -737,8 +757,10 @@ fn disagreement(name: &str, rate: &ServedRate, e: &RelativeError) -> String {
         .map_or(String::new(), |(_, ratios)| format!("; the first after an idle gap {ratios}"));
     let steps = step_ratios(rate.decode_step_ratio, rate.prefill_step_ratio)
         .map(|(which, ratios)| format!("its {which} steps took {ratios} the cells' times{idle}"));
-    // And whether the device itself still ran at its equilibrium pace once the window was over.
-    let said: Vec<String> = steps.into_iter().chain(rate.pace_after_words()).collect();
+    // And whether the device itself still ran at its equilibrium pace once the window was over,
+    // at a decode step and at a prefill cell.
+    let said: Vec<String> =
+        steps.into_iter().chain(rate.pace_after_words()).chain(rate.prefill_after_words()).collect();
     let steps = if said.is_empty() { String::new() } else { format!(" ({})", said.join("; ")) };
     // How busy other processes kept the host meanwhile: a host's load, not a step the simulation
     // leaves out, where it was high; and whether another process shared the device itself.
@@ -785,6 +807,23 @@ fn step_ratios(decode: Option<Finite>, prefill: Option<Finite>) -> Option<(&'sta
 
 #[cfg(test)]
 mod tests {
+    /// The cell timed again after a window is the one nearest the loop's median prefill step, on
+    /// a log scale in both batch and length.
+    #[test]
+    fn the_prefill_cell_timed_again_is_the_one_nearest_the_loops_median_step() {
+        let cells = [(1, 16), (2, 16), (1, 32), (2, 32), (1, 64), (2, 64)];
+        // Mostly single prompts of 36 to 50 tokens: batch 1, 43 tokens, nearer 32 than 64 (log).
+        let steps = [(1, 36), (1, 43), (2, 50), (1, 40), (1, 48)];
+        assert_eq!(super::nearest_prefill(cells, &steps), Some((1, 32)));
+        // Pairs of long prompts.
+        assert_eq!(super::nearest_prefill(cells, &[(2, 60), (2, 58), (1, 64)]), Some((2, 64)));
+        // Past every cell, the largest; the first of equals.
+        assert_eq!(super::nearest_prefill(cells, &[(8, 512)]), Some((2, 64)));
+        assert_eq!(super::nearest_prefill([(1, 16), (1, 64)], &[(1, 32)]), Some((1, 16)));
+        assert_eq!(super::nearest_prefill(cells, &[]), None);
+        assert_eq!(super::nearest_prefill([], &steps), None);
+    }
+
     use super::*;
     use lynx_schema::serving::{LengthSample, Served};
 
@@ -840,6 +879,7 @@ mod tests {
             prefill_slow_steps: None,
             steady: None,
             pace_after: None,
+            prefill_after: None,
         }
     }
 
@@ -1101,18 +1141,22 @@ mod tests {
             "{}",
             checks[0].detail
         );
-        // The warm-up's step timed again after the window is said beside the loop's steps.
+        // The warm-up's step and the nearest prefill cell timed again after the window are said
+        // beside the loop's steps.
         let mut timed_again = far.clone();
         timed_again.pace_after = Some(Reported::Known(lynx_schema::result::PaceRecheck {
             steps: 24,
             median_s: f(0.0621),
             ratio: Some(f(1.04)),
         }));
+        timed_again.prefill_after =
+            Some(Reported::unavailable("its step at batch 1, prompt 64 failed: CUDA out of memory"));
         let detail = &super::checks(&record(vec![timed_again]))[0].detail;
         assert!(
             detail.contains(
                 "the first after an idle gap 1.30×; the warm-up's step timed again after the window took 1.04× its \
-                 equilibrium median (62.1 ms over 24 steps)), while other processes"
+                 equilibrium median (62.1 ms over 24 steps); the prefill cell could not be timed again after the \
+                 window: its step at batch 1, prompt 64 failed: CUDA out of memory), while other processes"
             ),
             "{detail}"
         );

@@ -292,7 +292,11 @@ impl Observer for Progress {
                         r.batches_off_line_words().map_or(String::new(), |words| format!(
                             "; batches no cell measured, off the table's line: {words}"
                         )),
-                        r.pace_after_words().map_or(String::new(), |words| format!("; {words}"))
+                        [r.pace_after_words(), r.prefill_after_words()]
+                            .into_iter()
+                            .flatten()
+                            .map(|words| format!("; {words}"))
+                            .collect::<String>()
                     ));
                     if let Some(words) = lynx_report::text::steady_words(r) {
                         self.say(format!("{name} at {:.3} req/s: {words}", r.rate_per_s.get()));

@@ -882,6 +882,21 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         assert!((ratio - seconds(&again["median_s"]) / equilibrium_median).abs() < 1e-9, "{r}");
         let words = format!("the warm-up's step timed again after the window took {ratio:.2}× its equilibrium median");
         assert!(stderr.contains(&words), "{stderr}");
+        // Then the measured prefill cell nearest the loop's prefill steps, as long as a cell,
+        // against the prefill table there.
+        let again = &r["prefill_after"];
+        let (batch, prompt_len) = (&again["batch"], &again["prompt_len"]);
+        let cells = result["cells"].as_array().unwrap();
+        let that_cell = |c: &Value| {
+            c["step"] == "prefill" && c["status"] == "ok" && &c["batch"] == batch && &c["prompt_len"] == prompt_len
+        };
+        assert!(cells.iter().any(that_cell), "a measured prefill cell: {again}");
+        assert!(again["steps"].as_u64().unwrap() >= 5 && seconds(&again["median_s"]) > 0.0, "{r}");
+        let ratio = seconds(&again["ratio"]);
+        let words = format!(
+            "the prefill cell at batch {batch}, prompt {prompt_len}, timed again after the window, took {ratio:.2}× the table"
+        );
+        assert!(stderr.contains(&words), "{stderr}");
         let overhead: Vec<f64> = r["overhead_s"].as_array().unwrap().iter().map(seconds).collect();
         assert!(overhead[0] <= overhead[1] && overhead[1] <= overhead[2], "{r}");
         assert!(r["iterations"].as_u64().unwrap() >= 128, "{r}");

@@ -492,6 +492,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     bounded["pace_after"] = json!({"steps": 31, "median_s": 0.0671, "ratio": 1.02});
     let mut over = rate("over", json!({"unavailable": "the simulation saturated"}));
     over["pace_after"] = json!({"unavailable": "the warm-up step failed when timed again: out of memory"});
+    // And the prefill cell nearest the loop's prefill steps, likewise.
+    bounded["prefill_after"] = json!({"batch": 2, "prompt_len": 1024, "steps": 12, "median_s": 0.0931, "ratio": 1.04});
+    over["prefill_after"] = json!({"unavailable": "its step at batch 2, prompt 1024 failed: out of memory"});
     // The throughput over the window's steady part: measured, and none in the simulated window.
     bounded["measured"]["steady_output_tok_per_s_per_device"] = json!(5600.0);
     bounded["simulated"]["steady_output_tok_per_s_per_device"] =
@@ -772,7 +775,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              steps: 20%), waited off its CPU in 0 (the other steps: 0%), on its CPU for 100% of their time (the other \
              steps: 100%), waiting to run for 0% (the other steps: 0%), libtorch's allocator called the driver for \
              memory in 0 of them (the other steps: 0%; 0 calls over all the steps); the warm-up's step timed again \
-             after the window took 1.02x its equilibrium median (67.1 ms over 31 steps); steady state (2000 \
+             after the window took 1.02x its equilibrium median (67.1 ms over 31 steps); the prefill cell at batch 2, \
+             prompt 1024, timed again after the window, took 1.04x the table (93.1 ms over 12 steps); steady state (2000 \
              simulated): 1900 ms / 10.0 ms, bound held, in the window held"
         ),
         "{table}"
@@ -780,7 +784,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     assert!(
         table.contains(
             "the warm-up's step could not be timed again after the window: the warm-up step failed when timed again: \
-             out of memory"
+             out of memory; the prefill cell could not be timed again after the window: its step at batch 2, prompt 1024 \
+             failed: out of memory"
         ),
         "{table}"
     );

@@ -860,6 +860,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         .chain(slow)
                         .chain(off_line)
                         .chain(r.pace_after_words())
+                        .chain(r.prefill_after_words())
                         .collect();
                     if !both.is_empty() {
                         spreads.push(format!("{at}: {}", both.join("; ")));
@@ -893,8 +894,8 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
              TPOT fed the loop's own steps (their pace and spread at each batch; in older results every step at their \
              median pace, STEPS/TABLE) and replaying them in the order they ran, diagnostics; the loop's steps' \
              90th percentile over the tables' median beside the cells' own; its slow steps, with what its thread did \
-             in them; the batches no cell measured that ran off the table's line; and the warm-up's step timed again \
-             after the window:"
+             in them; the batches no cell measured that ran off the table's line; and the warm-up's step and the \
+             nearest prefill cell timed again after the window:"
         );
         for spread in spreads {
             let _ = writeln!(out, "  {spread}");
@@ -1299,15 +1300,27 @@ mod tests {
         // And the warm-up's step timed again after the window, last.
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
         rates[0].pace_after = Some(Reported::unavailable("out of memory"));
+        rates[0].prefill_after = Some(Reported::Known(lynx_schema::serving::PrefillRecheck {
+            batch: 2,
+            prompt_len: 64,
+            steps: 17,
+            median_s: Finite::new(0.0931, "t").unwrap(),
+            ratio: Some(Finite::new(1.04, "t").unwrap()),
+        }));
         let again = serving_section(&serving);
         assert!(
             again.contains(
                 "their median measured / table time; of them, 2 overlapped host\\u{1b}[2J's readings (the \
-                 others: 50%); the warm-up's step could not be timed again after the window: out of memory\n"
+                 others: 50%); the warm-up's step could not be timed again after the window: out of memory; the \
+                 prefill cell at batch 2, prompt 64, timed again after the window, took 1.04× the table (93.1 ms over \
+                 17 steps)\n"
             ),
             "{again}"
         );
-        assert!(again.contains("and the warm-up's step timed again after the window:\n"), "{again}");
+        assert!(
+            again.contains("and the warm-up's step and the nearest prefill cell timed again after the window:\n"),
+            "{again}"
+        );
     }
 
     /// Where a served rate records its steady part's throughput, the section gives it measured and

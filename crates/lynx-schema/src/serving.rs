@@ -294,6 +294,31 @@ pub struct ServedRate {
     /// the run was stopped first, and in results made before 2026-12-07.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace_after: Option<Reported<PaceRecheck>>,
+    /// The measured prefill cell nearest the loop's prefill steps (their median batch and padded
+    /// length) timed again right after `pace_after`, against the prefill table's time there: set
+    /// beside `prefill_step_ratio`, whether the device's prefill pace moved (the two together)
+    /// or the loop's prefill steps cost more or less of their own (apart). A prefill step is
+    /// bound by the device's arithmetic where a decode step is bound by its memory, so the two
+    /// paces can move apart (a GPU held at its power limit slows its arithmetic first; a shared
+    /// CPU host's matrix units may be busy with another tenant's), which `pace_after`'s decode
+    /// step cannot tell. Said, not judged. Absent where the loop ran no prefill step, the run was
+    /// stopped first, and in results made before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_after: Option<Reported<PrefillRecheck>>,
+}
+
+/// A prefill cell timed again after a served rate's window ([`ServedRate::prefill_after`]): as
+/// the cell measured it, for as many steps and seconds as a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillRecheck {
+    pub batch: u32,
+    pub prompt_len: u32,
+    pub steps: u64,
+    pub median_s: Finite,
+    /// `median_s` over the prefill table's time at the cell's shape (absent where the table has
+    /// none there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<Finite>,
 }
 
 /// A batch the serving loop stepped at that no cell measured, and how its steps ran against the
@@ -401,6 +426,27 @@ impl ServedRate {
     /// 1.02× its equilibrium median (67.1 ms over 31 steps)`); `None` where it is not recorded.
     pub fn pace_after_words(&self) -> Option<String> {
         Some(self.pace_after.as_ref()?.recheck_words("the warm-up's step", "after the window"))
+    }
+
+    /// [`ServedRate::prefill_after`] in words (`the prefill cell at batch 2, prompt 64, timed
+    /// again after the window took 1.04× the table (93.1 ms over 17 steps)`); `None` where it is
+    /// not recorded.
+    pub fn prefill_after_words(&self) -> Option<String> {
+        Some(match self.prefill_after.as_ref()? {
+            Reported::Known(again) => {
+                let cell = format!("the prefill cell at batch {}, prompt {}", again.batch, again.prompt_len);
+                let over = format!("{:.1} ms over {} steps", 1e3 * again.median_s.get(), again.steps);
+                match again.ratio {
+                    Some(ratio) => {
+                        format!("{cell}, timed again after the window, took {:.2}× the table ({over})", ratio.get())
+                    }
+                    None => format!("{cell}, timed again after the window, took {over}"),
+                }
+            }
+            Reported::Unavailable { unavailable } => {
+                format!("the prefill cell could not be timed again after the window: {unavailable}")
+            }
+        })
     }
 
     /// The decode and the prefill steps' spread against their cells' in words, each kind that

@@ -178,6 +178,19 @@ fn measure_prefill(
     Ok(timed_steps(limits, readers, stop, no_room, step)?.map(|m| Measured { attention, experts_touched, ..m }))
 }
 
+/// A prefill cell's step timed again ([`lynx_schema::serving::ServedRate::prefill_after`]): as the
+/// cell measured it (an untimed step first), for as many steps and seconds as `limits` give a
+/// cell, without its telemetry. The steps' times; `None` where `stop` was raised.
+pub(super) fn retime_prefill(
+    model: &Model,
+    batch: u32,
+    prompt_len: u32,
+    limits: &MeasureConfig,
+    stop: &AtomicBool,
+) -> Result<Option<Vec<f64>>, ModelError> {
+    Ok(measure_prefill(model, batch, prompt_len, limits, (&|| 0.0, &|| None), stop)?.map(|m| m.step_s))
+}
+
 /// A decode cell's cache, sized by running its two untimed steps with `untimed`: it holds the
 /// context, the two untimed steps, and the timed steps the cell is expected to take (from the
 /// second untimed step's time; at least `min_steps`), not `max_steps` of room it would never

@@ -1225,6 +1225,8 @@ impl Turn<'_> {
         // The device's pace once the window is over (absent where the run is being stopped: the
         // rate served is kept all the same).
         let pace_after = self.pace_now(model);
+        // And the prefill cell nearest the loop's prefill steps.
+        let prefill_after = self.prefill_now(model, &steps, tables.0);
         let finite = |v: f64, what: &str| Finite::new(v, what).map_err(|e| e.to_string());
         let built = (|| -> Result<ServedRate, String> {
             let measured = serve_figures(&measured_figures(&load.served)?)?;
@@ -1292,9 +1294,47 @@ impl Turn<'_> {
                 },
                 steady: plan.steady(tables.0, tables.1, rate).ok(),
                 pace_after,
+                prefill_after,
             })
         })();
         Ok(Some(built.map_err(ServeError::Failed)))
+    }
+
+    /// The measured prefill cell nearest the loop's prefill `steps` timed again now, against the
+    /// `prefill` table's time there ([`ServedRate::prefill_after`]); `None` where the loop ran no
+    /// prefill step, no prefill cell was measured, or `stop` was raised.
+    fn prefill_now(
+        &self,
+        model: &Model,
+        steps: &[(&super::serve::Step, Option<lynx_analysis::sim::Lookup>)],
+        prefill: &lynx_analysis::sim::StepTable,
+    ) -> Option<Reported<lynx_schema::serving::PrefillRecheck>> {
+        let loop_steps: Vec<(u32, u32)> =
+            steps.iter().filter(|(s, _)| s.prefill).map(|(s, _)| (s.batch, s.len)).collect();
+        let cells = self.result.cells.iter().filter(|c| c.status == CellStatus::Ok).filter_map(|c| match c.shape {
+            CellShape::Prefill { batch, prompt_len } => Some((batch, prompt_len)),
+            CellShape::Decode { .. } => None,
+        });
+        let (batch, prompt_len) = lynx_analysis::serving::nearest_prefill(cells, &loop_steps)?;
+        let timed = super::cell::retime_prefill(model, batch, prompt_len, &self.result.config.suite.measure, self.stop);
+        let recheck = |step_s: Vec<f64>| -> Result<lynx_schema::serving::PrefillRecheck, String> {
+            let median = lynx_analysis::stats::median(&step_s).map_err(|e| e.to_string())?;
+            let table_s = prefill.lookup(batch, f64::from(prompt_len)).map(|l| l.step_s).filter(|&t| t > 0.0);
+            Ok(lynx_schema::serving::PrefillRecheck {
+                batch,
+                prompt_len,
+                steps: step_s.len() as u64,
+                median_s: Finite::new(median, "re-timed prefill step").map_err(|e| e.to_string())?,
+                ratio: table_s.and_then(|t| Finite::new(median / t, "re-timed prefill step over the table").ok()),
+            })
+        };
+        match timed {
+            Ok(None) => None,
+            Ok(Some(step_s)) => Some(recheck(step_s).map_or_else(Reported::unavailable, Reported::Known)),
+            Err(e) => {
+                Some(Reported::unavailable(format!("its step at batch {batch}, prompt {prompt_len} failed: {e}")))
+            }
+        }
     }
 
     /// This process's warm-up step timed again now, as after the sweep ([`ServedRate::pace_after`]);
