@@ -737,16 +737,7 @@ fn abort_the_worker_serving(ready: impl Fn(&Value) -> bool) -> (String, Value) {
     let models = models(two_served_workloads);
     let out = tempfile::tempdir().unwrap();
     let (child, dir) = spawn_run(models.path(), out.path());
-    let marker = dir.join(format!("{}.serving.json", dir.file_name().unwrap().to_string_lossy()));
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let struck = loop {
-        assert!(Instant::now() < deadline, "the serving marker was not ready within 300 s");
-        let serving: Option<Value> = std::fs::read(&marker).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        if let Some(serving) = serving.filter(|s| ready(s)) {
-            break serving["served"][0]["workload"]["name"].as_str().unwrap().to_owned();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let (marker, struck) = serving_marker_once(&dir, ready);
     let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
     let worker: i32 = children.split_whitespace().next().expect("the supervisor has a worker").parse().unwrap();
     // SAFETY: kill takes no pointers.
@@ -795,6 +786,22 @@ fn a_worker_that_crashes_in_a_later_rate_keeps_the_rates_served_before_it() {
     assert!(served.iter().any(|(n, reason)| n != &struck && reason.is_none()), "{served:?}");
 }
 
+/// The serving marker of the run in `dir`, and the workload it names once it satisfies `ready`
+/// (polled every 5 ms, for 300 s at most).
+fn serving_marker_once(dir: &Path, ready: impl Fn(&Value) -> bool) -> (PathBuf, String) {
+    let marker = dir.join(format!("{}.serving.json", dir.file_name().unwrap().to_string_lossy()));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(Instant::now() < deadline, "the serving marker was not ready within 300 s");
+        let serving: Option<Value> = std::fs::read(&marker).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        if let Some(serving) = serving.filter(|s| ready(s)) {
+            let named = serving["served"][0]["workload"]["name"].as_str().unwrap().to_owned();
+            return (marker, named);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A stop while the serving phase serves keeps the rates served before it: the partial
 /// result's entry holds them, marked stopped, and says that a resume serves the rest; the
 /// resume serves only the rates after them, on the same window, and the run completes with one
@@ -805,17 +812,9 @@ fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest
     let models = models(two_served_workloads);
     let out = tempfile::tempdir().unwrap();
     let (child, dir) = spawn_run(models.path(), out.path());
-    let marker = dir.join(format!("{}.serving.json", dir.file_name().unwrap().to_string_lossy()));
-    let deadline = Instant::now() + Duration::from_secs(300);
     // Once the marker holds one rate served, the worker serves the next (for seconds).
-    let struck = loop {
-        assert!(Instant::now() < deadline, "no rate was served within 300 s");
-        let serving: Option<Value> = std::fs::read(&marker).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        if let Some(serving) = serving.filter(|s| s["served"][0]["rates"].as_array().is_some_and(|r| r.len() == 1)) {
-            break serving["served"][0]["workload"]["name"].as_str().unwrap().to_owned();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let (marker, struck) =
+        serving_marker_once(&dir, |s| s["served"][0]["rates"].as_array().is_some_and(|r| r.len() == 1));
     // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();
