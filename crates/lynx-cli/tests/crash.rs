@@ -721,6 +721,13 @@ fn a_failed_capture_at_a_later_rate_keeps_the_graph_rates_served_before_it() {
     let why = struck["cut_short"].as_str().unwrap_or_else(|| panic!("{struck}"));
     assert!(why.contains("capturing the loop's graph steps for the over rate failed"), "{why}");
     assert!(entries[1]["mode"].is_null() && served[1].1.is_none(), "the other served whole, eagerly: {served:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let said = format!(
+        "eager steps although graph cells passed their check (but the rates of {} under loose served before it, with \
+         graph steps): capturing the loop's graph steps failed",
+        served[0].0
+    );
+    assert!(stdout.contains(&said), "the summary says so: {stdout}");
     let published = result["derived"]["latency_bounded"].as_array().unwrap();
     for (entry, mode) in [(struck, "graph"), (&entries[1], "eager")] {
         let bounded = published.iter().find(|b| b["workload"]["name"] == entry["workload"]["name"]).unwrap();

@@ -736,9 +736,22 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
         terminal_text(&serving.server, 300)
     );
     if let Some(reason) = &serving.graph_steps_failed {
+        // Where the capture failed at a later rate, the workload it failed in keeps the rates it
+        // had served with graph steps.
+        let graph: Vec<String> = serving
+            .served
+            .iter()
+            .filter(|s| s.mode == lynx_schema::result::StepMode::Graph)
+            .map(|s| format!("{} under {}", terminal_text(&s.workload.name, 60), terminal_text(&s.bound.name, 60)))
+            .collect();
+        let kept = if graph.is_empty() {
+            String::new()
+        } else {
+            format!(" (but the rates of {} served before it, with graph steps)", graph.join(", "))
+        };
         let _ = writeln!(
             out,
-            "  eager steps although graph cells passed their check: capturing the loop's graph steps failed: {}",
+            "  eager steps although graph cells passed their check{kept}: capturing the loop's graph steps failed: {}",
             terminal_text(reason, 300)
         );
     }
