@@ -13,6 +13,7 @@ use lynx_schema::config::{LatencyBound, ModelShape, Precision, Suite};
 use lynx_schema::device::slug;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, StepMode};
 use lynx_schema::roofline::{Probe, RooflineRecord};
+use lynx_schema::serving::{ServedRate, ServingRecord};
 use lynx_schema::value::Finite;
 
 /// One device's datasheet: HBM bandwidth and dense bf16 matmul rate (fp8: twice that on every
@@ -325,6 +326,9 @@ pub struct Planned<'a> {
     /// Whether cuBLASLt's matmuls are measured beside libtorch's (an NVIDIA GPU): after warm-up
     /// each of its three element types is sustained for the suite's `sustained_s` as well.
     pub native_matmuls: bool,
+    /// What a resumed run's serving phase has recorded: a workload served (or given up) is not
+    /// planned again, and one a stop cut short only for the planned rates after those it kept.
+    pub served: Option<&'a ServingRecord>,
 }
 
 /// The wall time of `run` at `rates`.
@@ -397,8 +401,21 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
                 });
                 continue;
             }
-            let served_rates = plan.rates.as_ref().map_or(0, Vec::len) as f64;
-            let planned_s = plan.expected_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s * served_rates));
+            let recorded = run.served.and_then(|r| {
+                r.served.iter().find(|s| s.workload.name == plan.workload.name && s.bound.name == plan.bound.name)
+            });
+            if recorded.is_some_and(|s| !s.stopped) {
+                continue;
+            }
+            // A workload a stop cut short serves the planned rates after those it kept.
+            let kept = recorded
+                .and_then(|s| s.rates.known())
+                .map_or(0, |rates| rates.iter().filter(|r| r.label != ServedRate::UNDER).count());
+            let all_rates = plan.rates.as_ref().map_or(0, Vec::len);
+            let served_rates = all_rates.saturating_sub(kept) as f64;
+            let left = if all_rates > 0 { served_rates / all_rates as f64 } else { 0.0 };
+            let planned_s =
+                plan.expected_s(&prefill, &decode).map_or(0.0, |s| (s * left).min(serve.max_s * served_rates));
             // Each rate served is followed by the warm-up's step timed again, and by the prefill
             // cell nearest its prompts (here, taken one at a time), each as long as a cell.
             let prompts: Vec<(u32, u32)> = plan.lengths.iter().map(|l| (1, l.isl)).collect();
@@ -496,6 +513,7 @@ mod tests {
             done: &[],
             burst_probed: false,
             native_matmuls: false,
+            served: None,
         }
     }
 
@@ -559,6 +577,54 @@ mod tests {
         // And a budget for the run up to the phase's end, with room left of the 5 minutes.
         let run_s = suite.serve.as_ref().and_then(|s| s.run_s);
         assert!(run_s.is_some_and(|run_s| run_s <= 5.0 * 60.0 - 15.0), "{run_s:?}");
+    }
+
+    /// A resumed run's estimate leaves out the workloads its serving phase recorded, and counts
+    /// of one a stop cut short only the planned rates after those it kept.
+    #[test]
+    fn a_resumes_estimate_serves_only_what_is_left() {
+        let (suite, model) = catalogued("cpu");
+        let bounds = crate::latency::bounds_for(&suite.bounds, &model);
+        let planned = fresh(&suite, &model, &bounds);
+        let all = wall_time(&planned, &Rates::cpu());
+        let served: Vec<&PlannedServing> = all.serving.iter().filter(|s| s.rates.is_ok()).collect();
+        let [short] = served[..] else { panic!("the cpu suite serves one workload: {all:?}") };
+        let workload = suite.workloads.iter().find(|w| w.name == short.workload).unwrap();
+        let bound = bounds.iter().find(|b| b.name == short.bound).unwrap();
+        let entry = |rates: &[&str], stopped: bool| -> lynx_schema::serving::Served {
+            let figures = serde_json::json!({
+                "ttft_p50_s": 0.2, "ttft_p99_s": 0.5, "tpot_p50_s": 0.04, "tpot_p99_s": 0.05,
+                "output_tok_per_s_per_device": 10.0, "tok_per_s_per_user": 25.0,
+            });
+            let rate = |label: &str| {
+                serde_json::json!({
+                    "label": label, "rate_per_s": 1.5, "requests": 24, "window_s": 30.0, "measured": figures,
+                    "simulated": figures, "relative_error": null, "within_bound": true,
+                    "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 200,
+                    "joules_per_output_token": { "unavailable": "no power" },
+                    "joules_per_token": { "unavailable": "no power" },
+                })
+            };
+            let sample = serde_json::json!({ "mean": 8.0, "p50": 8.0, "p90": 8.0, "p99": 8.0, "min": 8, "max": 8 });
+            serde_json::from_value(serde_json::json!({
+                "workload": workload, "bound": bound, "isl": sample, "osl": sample, "max_batch": 8,
+                "rates": rates.iter().map(|l| rate(l)).collect::<Vec<_>>(), "stopped": stopped,
+            }))
+            .unwrap()
+        };
+        let record = |served| ServingRecord { served: vec![served], ..ServingRecord::new("test") };
+        // Served whole: nothing left of the phase.
+        let whole = record(entry(&["bounded", "over"], false));
+        let after = wall_time(&Planned { served: Some(&whole), ..planned }, &Rates::cpu());
+        assert!(after.serving.iter().all(|s| s.workload != short.workload), "{after:?}");
+        assert!(after.total_s < all.total_s - short.expected_s, "{all:?} {after:?}");
+        // Stopped after its latency-bounded rate: half its planned window left, and one rate's
+        // re-timings.
+        let stopped = record(entry(&["bounded"], true));
+        let going_on = wall_time(&Planned { served: Some(&stopped), ..planned }, &Rates::cpu());
+        let left = going_on.serving.iter().find(|s| s.workload == short.workload).unwrap();
+        assert!((left.expected_s - short.expected_s / 2.0).abs() < 1e-9, "{left:?} {short:?}");
+        assert!(after.total_s < going_on.total_s && going_on.total_s < all.total_s, "{going_on:?}");
     }
 
     /// The estimate lists the cells it planned (what `lynx run --plan` prints), skipped ones

@@ -113,6 +113,7 @@ fn forecast_of(
         cells,
         burst_probed: earlier.is_some_and(|r| r.roofline.is_some()),
         native_matmuls: lynx_probes::roofline::sustains_native_matmuls(device.record.device),
+        served: earlier.and_then(|r| r.serving.as_ref()),
     };
     // As a worker finds it as it starts.
     let bounds = lynx_analysis::latency::bounds_for(&suite.bounds, &setup.config.model);

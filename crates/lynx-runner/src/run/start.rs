@@ -105,6 +105,7 @@ fn estimate_at(result: &RunResult, rates: &Rates) -> Result<String, String> {
         cells: &result.cells,
         burst_probed: result.roofline.is_some(),
         native_matmuls: lynx_probes::roofline::sustains_native_matmuls(result.device.device),
+        served: result.serving.as_ref(),
     };
     let graphs = super::graph::Graphs::for_device(crate::devices::torch_device(result.device.device)).available();
     Ok(planned_wall_time(config, graphs, so_far, free_bytes, rates).to_string())
@@ -119,6 +120,8 @@ pub(super) struct SoFar<'a> {
     pub burst_probed: bool,
     /// Whether the device runs cuBLASLt's matmul probes beside libtorch's (an NVIDIA GPU).
     pub native_matmuls: bool,
+    /// What its serving phase has recorded.
+    pub served: Option<&'a lynx_schema::serving::ServingRecord>,
 }
 
 /// The wall time the rest of a run of `config` is expected to take at `rates`, with
@@ -150,6 +153,7 @@ pub(super) fn planned_wall_time(
         done: so_far.cells,
         burst_probed: so_far.burst_probed,
         native_matmuls: so_far.native_matmuls,
+        served: so_far.served,
     };
     wall_time(&planned, rates)
 }
