@@ -6,6 +6,7 @@ use lynx_schema::compare::{Comparison, FailedChecks, Outcome, Row, TestHooks, Ve
 use lynx_schema::derived::LatencyBounded;
 use lynx_schema::result::{files_bytes, recorded_words, CellStatus, PaceRecheck, RunResult, WeightsRecord};
 use lynx_schema::roofline::ProbeKind;
+use lynx_schema::serving::{PrefillRecheck, ServedRate};
 use lynx_schema::value::Reported;
 
 fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
@@ -59,10 +60,18 @@ fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     // Whether each device kept its equilibrium pace through the cells (EQUILIBRIUM.md).
     differ("warm-up step timed again after the sweep, over its equilibrium median", pace(a), pace(b));
     // And whether it kept that pace through each serving window.
+    let warmup_step = |rate: &ServedRate| rate.pace_after.as_ref().map(ratio_words);
     differ(
         "warm-up step timed again after each serving window, over its equilibrium median",
-        windows_pace(a),
-        windows_pace(b),
+        windows_pace(a, warmup_step),
+        windows_pace(b, warmup_step),
+    );
+    // And their prefill pace, which a decode step's cannot show.
+    let prefill_cell = |rate: &ServedRate| rate.prefill_after.as_ref().map(prefill_words);
+    differ(
+        "prefill cell timed again after each serving window, over the prefill table",
+        windows_pace(a, prefill_cell),
+        windows_pace(b, prefill_cell),
     );
     out
 }
@@ -92,18 +101,18 @@ fn pace(r: &RunResult) -> String {
     last.map_or_else(|| "not recorded".to_owned(), ratio_words)
 }
 
-/// The warm-up step timed again after each served rate's window ([`ServedRate::pace_after`]),
-/// over its warm-up's equilibrium median, in words: `short server bounded 0.98×, short server
-/// over 1.01×`, or that no rate recorded it (nothing served, or results before it).
-fn windows_pace(r: &RunResult) -> String {
+/// What each served rate timed again after its window (`timed`: the warm-up step of
+/// [`ServedRate::pace_after`], or the prefill cell of [`ServedRate::prefill_after`]) in words:
+/// `short server bounded 0.98×, short server over 1.01×`, or that no rate recorded it (nothing
+/// served, or results before it).
+fn windows_pace(r: &RunResult, timed: impl Fn(&ServedRate) -> Option<String>) -> String {
     let served = r.serving.iter().flat_map(|s| &s.served);
     let rates = served.flat_map(|s| {
         let entry = format!("{} {}", s.workload.name, s.bound.name);
         s.rates.known().into_iter().flatten().map(move |rate| (entry.clone(), rate))
     });
-    let words: Vec<String> = rates
-        .filter_map(|(entry, rate)| Some(format!("{entry} {} {}", rate.label, ratio_words(rate.pace_after.as_ref()?))))
-        .collect();
+    let words: Vec<String> =
+        rates.filter_map(|(entry, rate)| Some(format!("{entry} {} {}", rate.label, timed(rate)?))).collect();
     if words.is_empty() {
         "not recorded".to_owned()
     } else {
@@ -117,6 +126,18 @@ fn ratio_words(again: &Reported<PaceRecheck>) -> String {
     match again {
         Reported::Known(again) => {
             again.ratio.map_or_else(|| "timed, with no equilibrium median".to_owned(), |x| format!("{:.2}×", x.get()))
+        }
+        Reported::Unavailable { .. } => "not timed".to_owned(),
+    }
+}
+
+/// A prefill cell timed again, over the prefill table's time there, with its shape: `1.04× at
+/// batch 2, prompt 64`, or that it was not timed.
+fn prefill_words(again: &Reported<PrefillRecheck>) -> String {
+    match again {
+        Reported::Known(again) => {
+            let at = format!("at batch {}, prompt {}", again.batch, again.prompt_len);
+            again.ratio.map_or_else(|| format!("timed {at}, with no table time"), |x| format!("{:.2}× {at}", x.get()))
         }
         Reported::Unavailable { .. } => "not timed".to_owned(),
     }
@@ -453,6 +474,27 @@ mod tests {
             format!(
                 "warm-up step timed again after each serving window, over its equilibrium median: not recorded vs \
                  {entry} {label} 0.98×{second}"
+            )
+        );
+        // And the prefill cell timed again after each window, with its shape.
+        let prefill = |a: &RunResult, b: &RunResult| {
+            differences(a, b).into_iter().find(|d| d.starts_with("prefill cell timed again after each serving window"))
+        };
+        assert_eq!(prefill(&published, &local), None, "neither recorded it");
+        let served = &mut local.serving.as_mut().unwrap().served[0];
+        let Reported::Known(rates) = &mut served.rates else { unreachable!() };
+        rates[0].prefill_after = Some(Reported::Known(lynx_schema::serving::PrefillRecheck {
+            batch: 2,
+            prompt_len: 64,
+            steps: 17,
+            median_s: Finite::new(0.0931, "t").unwrap(),
+            ratio: Some(Finite::new(1.043, "r").unwrap()),
+        }));
+        assert_eq!(
+            prefill(&published, &local).unwrap(),
+            format!(
+                "prefill cell timed again after each serving window, over the prefill table: not recorded vs {entry} \
+                 {label} 1.04× at batch 2, prompt 64"
             )
         );
     }
