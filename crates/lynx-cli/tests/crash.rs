@@ -879,6 +879,38 @@ fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest
     assert_eq!(traced, labels, "{trace}");
 }
 
+/// A stop that lands while the serving phase plans (its simulation, which the stop ends) records
+/// no workload as not served: the partial result has no entry, and a resume serves every
+/// workload. Simulated by the first worker raising its own stop flag there (`LYNX_TEST_STOP_AT`),
+/// as no signal can be timed to land in the simulation.
+#[test]
+fn a_stop_while_the_serving_phase_plans_records_no_workload_and_a_resume_serves_them() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let out = tempfile::tempdir().unwrap();
+    let output = lynx_command()
+        .args(run_args(models.path(), out.path()))
+        .env("LYNX_TEST_STOP_AT", "serving-plan")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "stopped as by SIGTERM: {stderr}");
+    let path = result_file(out.path());
+    let partial: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(partial["status"], "partial", "{stderr}");
+    let served = partial["serving"]["served"].as_array().map_or(0, Vec::len);
+    assert_eq!(served, 0, "no workload recorded: {}", partial["serving"]);
+    let dir = path.parent().unwrap();
+    let resumed = lynx(&["run", "--resume", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    let failed_a_check = resumed.status.code() == Some(1) && stderr.contains("lynx: error: the run failed its ");
+    assert!(resumed.status.success() || failed_a_check, "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let served = served_entries(&result);
+    assert!(served.len() == 2 && served.iter().all(|(_, reason)| reason.is_none()), "{served:?}");
+}
+
 /// A small tmpfs mounted for a test, unmounted when dropped.
 struct SmallDisk {
     dir: tempfile::TempDir,

@@ -161,6 +161,11 @@ pub const SIMULATE_SLOW_SERVING_VAR: &str = "LYNX_TEST_SLOW_SERVING";
 /// another on a shared 2-core host, found that rate at 122 to 204 requests/s).
 pub const SIMULATE_CELL_PACE_VAR: &str = "LYNX_TEST_CELL_PACE";
 
+/// A test hook: with `serving-plan`, the first worker raises its own stop flag as its serving
+/// phase starts planning, as a signal arriving during the phase's simulation would, so that the
+/// stop can be tested where no signal can be timed to land.
+pub const SIMULATE_STOP_VAR: &str = "LYNX_TEST_STOP_AT";
+
 /// A model that could not be built: bad input when the checkpoint cannot serve it.
 pub(crate) fn model_error(context: &str, error: ModelError) -> RunError {
     match error {

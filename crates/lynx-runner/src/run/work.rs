@@ -853,6 +853,9 @@ impl Turn<'_> {
         let persistence = lynx_analysis::derived::persistence(self.result.warmup.as_ref());
         let (prefill, decode) = lynx_analysis::derived::mode_tables(&self.result.cells, mode, persistence);
         let budget_s = serve.budget_s(self.began.elapsed().as_secs_f64());
+        if std::env::var(super::SIMULATE_STOP_VAR).is_ok_and(|v| v == "serving-plan") && self.segment == 1 {
+            self.stop.store(true, Ordering::Relaxed);
+        }
         let plans =
             lynx_analysis::serving::plan(suite, &bounds, (&prefill, &decode), (serve, budget_s), mode, Some(self.stop));
         let server = server_words(suite, mode);
@@ -866,6 +869,11 @@ impl Turn<'_> {
             .collect();
         let stopped: Vec<Served> = record.served.iter().filter(|s| s.stopped).cloned().collect();
         for plan in plans {
+            // A stop during the simulation leaves plans that found no rate because of it, and one
+            // between plans leaves the next unstarted: neither is recorded as not served.
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(WorkEnd::Stopped);
+            }
             if served_before.contains(&(plan.workload.name.clone(), plan.bound.name.clone())) {
                 continue;
             }
