@@ -591,27 +591,8 @@ mod tests {
         let [short] = served[..] else { panic!("the cpu suite serves one workload: {all:?}") };
         let workload = suite.workloads.iter().find(|w| w.name == short.workload).unwrap();
         let bound = bounds.iter().find(|b| b.name == short.bound).unwrap();
-        let entry = |rates: &[&str], stopped: bool| -> lynx_schema::serving::Served {
-            let figures = serde_json::json!({
-                "ttft_p50_s": 0.2, "ttft_p99_s": 0.5, "tpot_p50_s": 0.04, "tpot_p99_s": 0.05,
-                "output_tok_per_s_per_device": 10.0, "tok_per_s_per_user": 25.0,
-            });
-            let rate = |label: &str| {
-                serde_json::json!({
-                    "label": label, "rate_per_s": 1.5, "requests": 24, "window_s": 30.0, "measured": figures,
-                    "simulated": figures, "relative_error": null, "within_bound": true,
-                    "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 200,
-                    "joules_per_output_token": { "unavailable": "no power" },
-                    "joules_per_token": { "unavailable": "no power" },
-                })
-            };
-            let sample = serde_json::json!({ "mean": 8.0, "p50": 8.0, "p90": 8.0, "p99": 8.0, "min": 8, "max": 8 });
-            serde_json::from_value(serde_json::json!({
-                "workload": workload, "bound": bound, "isl": sample, "osl": sample, "max_batch": 8,
-                "rates": rates.iter().map(|l| rate(l)).collect::<Vec<_>>(), "stopped": stopped,
-            }))
-            .unwrap()
-        };
+        let entry =
+            |rates: &[&str], stopped: bool| lynx_schema::serving::served_fixture(workload, bound, rates, stopped);
         let record = |served| ServingRecord { served: vec![served], ..ServingRecord::new("test") };
         // Served whole: nothing left of the phase.
         let whole = record(entry(&["bounded", "over"], false));

@@ -80,6 +80,32 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
+/// An entry of `workload` under `bound` with made-up figures, a rate for each of `labels` (each
+/// at 1.5 requests a second over 24 requests), stopped or not: for the tests of the crates that
+/// read served entries, which a result's schema keeps from being built field by field there.
+#[doc(hidden)]
+pub fn served_fixture(workload: &Workload, bound: &LatencyBound, labels: &[&str], stopped: bool) -> Served {
+    let figures = serde_json::json!({
+        "ttft_p50_s": 0.2, "ttft_p99_s": 0.5, "tpot_p50_s": 0.04, "tpot_p99_s": 0.05,
+        "output_tok_per_s_per_device": 10.0, "tok_per_s_per_user": 25.0,
+    });
+    let rate = |label: &str| {
+        serde_json::json!({
+            "label": label, "rate_per_s": 1.5, "requests": 24, "window_s": 30.0, "measured": figures,
+            "simulated": figures, "relative_error": null, "within_bound": true,
+            "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 200,
+            "joules_per_output_token": { "unavailable": "no power" },
+            "joules_per_token": { "unavailable": "no power" },
+        })
+    };
+    let sample = serde_json::json!({ "mean": 8.0, "p50": 8.0, "p90": 8.0, "p99": 8.0, "min": 8, "max": 8 });
+    serde_json::from_value(serde_json::json!({
+        "workload": workload, "bound": bound, "isl": sample, "osl": sample, "max_batch": 8,
+        "rates": labels.iter().map(|l| rate(l)).collect::<Vec<_>>(), "stopped": stopped,
+    }))
+    .expect("the fixture is a served entry")
+}
+
 /// Lengths drawn for a workload: their mean, percentiles and extremes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LengthSample {

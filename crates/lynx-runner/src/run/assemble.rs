@@ -204,28 +204,15 @@ mod tests {
 
     /// An entry of workload `name` holding rates labelled `rates`, stopped or not.
     fn entry(name: &str, rates: &[&str], stopped: bool, cut_short: Option<&str>) -> Served {
-        let figures = serde_json::json!({
-            "ttft_p50_s": 0.2, "ttft_p99_s": 0.5, "tpot_p50_s": 0.04, "tpot_p99_s": 0.05,
-            "output_tok_per_s_per_device": 10.0, "tok_per_s_per_user": 25.0,
-        });
-        let rate = |label: &str| {
-            serde_json::json!({
-                "label": label, "rate_per_s": 1.5, "requests": 20, "window_s": 30.0, "measured": figures,
-                "simulated": figures, "relative_error": null, "within_bound": true,
-                "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 200,
-                "joules_per_output_token": { "unavailable": "no power" },
-                "joules_per_token": { "unavailable": "no power" },
-            })
+        let workload = lynx_schema::config::Workload::fixed(name, 8, 8);
+        let bound = lynx_schema::config::LatencyBound {
+            name: "loose".to_owned(),
+            ttft_p99_s: 4.0,
+            tpot_p99_s: 0.5,
+            source: None,
         };
-        let sample = serde_json::json!({ "mean": 8.0, "p50": 8.0, "p90": 8.0, "p99": 8.0, "min": 8, "max": 8 });
-        serde_json::from_value(serde_json::json!({
-            "workload": { "name": name, "isl": 8, "osl": 8 },
-            "bound": { "name": "loose", "ttft_p99_s": 4.0, "tpot_p99_s": 0.5 },
-            "isl": sample, "osl": sample, "max_batch": 8,
-            "rates": rates.iter().map(|l| rate(l)).collect::<Vec<_>>(),
-            "cut_short": cut_short, "stopped": stopped,
-        }))
-        .unwrap()
+        let entry = lynx_schema::serving::served_fixture(&workload, &bound, rates, stopped);
+        Served { cut_short: cut_short.map(str::to_owned), ..entry }
     }
 
     fn labels(served: &Served) -> Vec<&str> {

@@ -86,33 +86,19 @@ mod tests {
     /// The entry a stop left for `plan` after its latency-bounded rate, `unfinished` of whose
     /// requests serve.max_s cut off.
     fn stopped(plan: &Plan, unfinished: u32) -> Served {
-        let figures = serde_json::json!({
-            "ttft_p50_s": 0.2, "ttft_p99_s": 0.5, "tpot_p50_s": 0.04, "tpot_p99_s": 0.05,
-            "output_tok_per_s_per_device": 10.0, "tok_per_s_per_user": 25.0,
-        });
-        let rate = serde_json::json!({
-            "label": ServedRate::BOUNDED, "rate_per_s": 1.5, "requests": plan.lengths.len() as u32 - unfinished,
-            "window_s": 30.0, "measured": figures, "simulated": figures, "relative_error": null,
-            "within_bound": true, "overhead_s": [1e-4, 2e-4, 3e-4], "iterations": 200,
-            "joules_per_output_token": { "unavailable": "no power" },
-            "joules_per_token": { "unavailable": "no power" },
-            "unfinished": (unfinished > 0).then_some(unfinished),
-        });
-        let rate: ServedRate = serde_json::from_value(rate).unwrap();
-        let isl = sample(plan.lengths.iter().map(|l| l.isl)).unwrap();
-        let osl = sample(plan.lengths.iter().map(|l| l.osl)).unwrap();
+        let entry = lynx_schema::serving::served_fixture(&plan.workload, &plan.bound, &[ServedRate::BOUNDED], true);
+        let Reported::Known(mut rates) = entry.rates else { unreachable!("the fixture served its rate") };
+        rates[0].requests = plan.lengths.len() as u32 - unfinished;
+        rates[0].unfinished = (unfinished > 0).then_some(unfinished);
         Served {
-            workload: plan.workload.clone(),
-            bound: plan.bound.clone(),
-            isl,
-            osl,
+            isl: sample(plan.lengths.iter().map(|l| l.isl)).unwrap(),
+            osl: sample(plan.lengths.iter().map(|l| l.osl)).unwrap(),
             max_batch: plan.max_batch,
             mode: plan.mode,
-            rates: Reported::Known(vec![rate]),
+            rates: Reported::Known(rates),
             window: Some("grown to 48 requests".to_owned()),
-            step_down: None,
             cut_short: Some(STOPPED.to_owned()),
-            stopped: true,
+            ..entry
         }
     }
 
