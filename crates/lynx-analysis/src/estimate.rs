@@ -401,9 +401,8 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
                 });
                 continue;
             }
-            let recorded = run.served.and_then(|r| {
-                r.served.iter().find(|s| s.workload.name == plan.workload.name && s.bound.name == plan.bound.name)
-            });
+            let recorded =
+                run.served.and_then(|r| r.served.iter().find(|s| s.is_for(&plan.workload.name, &plan.bound.name)));
             if recorded.is_some_and(|s| !s.stopped) {
                 continue;
             }
@@ -419,10 +418,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             // Each rate served is followed by the warm-up's step timed again, and by the prefill
             // cell nearest its prompts (here, taken one at a time), each as long as a cell.
             let prompts: Vec<(u32, u32)> = plan.lengths.iter().map(|l| (1, l.isl)).collect();
-            let prefill_cells = cells.iter().filter(|c| c.status == CellStatus::Ok).filter_map(|c| match c.shape {
-                CellShape::Prefill { batch, prompt_len } => Some((batch, prompt_len)),
-                CellShape::Decode { .. } => None,
-            });
+            let prefill_cells = crate::serving::measured_prefills(&cells);
             let prefill_again_s = crate::serving::nearest_prefill(prefill_cells, &prompts).map_or(0.0, |(b, l)| {
                 let cell = CellShape::Prefill { batch: b, prompt_len: l };
                 cell_s(suite, cell, step_s(run.shape, precision, cell, rates))

@@ -10,7 +10,7 @@ use crate::memory::Pool;
 use crate::sim::{replicated, simulate, Figures, Replay, Replicated, Served, SimOutcome, SimSetup, StepTable};
 use lynx_schema::config::{LatencyBound, ServeConfig, SimulationConfig, Suite, Workload};
 use lynx_schema::derived::PriceInputs;
-use lynx_schema::result::{Check, CheckName, StepMode};
+use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, CheckName, StepMode};
 use lynx_schema::serving::{
     AtLoopPace, BatchOffLine, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, SteadyState,
     StepSpread,
@@ -46,6 +46,14 @@ pub fn published(rates: &[ServedRate]) -> Option<&ServedRate> {
         .filter(|r| r.within_bound)
         .max_by(|a, b| a.rate_per_s.get().total_cmp(&b.rate_per_s.get()))
         .or_else(|| eligible().find(|r| r.label == ServedRate::BOUNDED))
+}
+
+/// The shapes (batch, prompt length) of the prefill cells among `cells` that measured their step.
+pub fn measured_prefills(cells: &[CellRecord]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    cells.iter().filter(|c| c.status == CellStatus::Ok).filter_map(|c| match c.shape {
+        CellShape::Prefill { batch, prompt_len } => Some((batch, prompt_len)),
+        CellShape::Decode { .. } => None,
+    })
 }
 
 /// Of the measured prefill `cells` (batch, prompt length), the one nearest the loop's prefill

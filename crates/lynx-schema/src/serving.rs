@@ -106,6 +106,13 @@ pub fn served_fixture(workload: &Workload, bound: &LatencyBound, labels: &[&str]
     .expect("the fixture is a served entry")
 }
 
+impl Served {
+    /// Whether this is the entry of the workload and the bound of these names.
+    pub fn is_for(&self, workload: &str, bound: &str) -> bool {
+        self.workload.name == workload && self.bound.name == bound
+    }
+}
+
 /// Lengths drawn for a workload: their mean, percentiles and extremes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LengthSample {

@@ -118,8 +118,7 @@ enum Placed {
 /// clearing the marker). An entry that is itself stopped was written as the run stopped: it
 /// goes into `record` as it is, for a resume to go on with.
 fn place_marker_entry(record: &mut ServingRecord, mut served: Served, why: impl FnOnce() -> String) -> Placed {
-    let same = |s: &&mut Served| s.workload.name == served.workload.name && s.bound.name == served.bound.name;
-    let held = record.served.iter_mut().find(same);
+    let held = record.served.iter_mut().find(|s| s.is_for(&served.workload.name, &served.bound.name));
     let placed = if served.stopped {
         Placed::Stopped
     } else if held.as_ref().is_some_and(|s| !s.stopped) {

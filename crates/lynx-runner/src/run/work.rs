@@ -423,9 +423,7 @@ pub(super) fn serving_done(
 ) -> bool {
     let Some(serve) = &suite.serve else { return true };
     let served = |workload: &str, bound: &str| {
-        serving.is_some_and(|r| {
-            r.served.iter().any(|s| s.workload.name == workload && s.bound.name == bound && !s.stopped)
-        })
+        serving.is_some_and(|r| r.served.iter().any(|s| s.is_for(workload, bound) && !s.stopped))
     };
     suite
         .workloads
@@ -860,25 +858,18 @@ impl Turn<'_> {
             lynx_analysis::serving::plan(suite, &bounds, (&prefill, &decode), (serve, budget_s), mode, Some(self.stop));
         let server = server_words(suite, mode);
         let record = self.result.serving.get_or_insert_with(|| ServingRecord::new(server.clone()));
-        // Entries a stop cut short are gone on with (`stopped`), not served again.
-        let served_before: Vec<(String, String)> = record
-            .served
-            .iter()
-            .filter(|s| !s.stopped)
-            .map(|s| (s.workload.name.clone(), s.bound.name.clone()))
-            .collect();
-        let stopped: Vec<Served> = record.served.iter().filter(|s| s.stopped).cloned().collect();
+        let recorded = record.served.clone();
         for plan in plans {
             // A stop during the simulation leaves plans that found no rate because of it, and one
             // between plans leaves the next unstarted: neither is recorded as not served.
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(WorkEnd::Stopped);
             }
-            if served_before.contains(&(plan.workload.name.clone(), plan.bound.name.clone())) {
+            // An entry recorded is served, but one a stop cut short (`stopped`) is gone on with.
+            let entry = recorded.iter().find(|s| s.is_for(&plan.workload.name, &plan.bound.name));
+            if entry.is_some_and(|s| !s.stopped) {
                 continue;
             }
-            let entry =
-                stopped.iter().find(|s| s.workload.name == plan.workload.name && s.bound.name == plan.bound.name);
             let (plan, resumed) = match entry.map(|entry| (entry, stopped::going_on(&plan, entry))) {
                 None => (plan, Vec::new()),
                 Some((_, Ok((plan, rates)))) => {
@@ -953,9 +944,7 @@ impl Turn<'_> {
         ends: PlanEnds,
     ) -> Result<(), RunError> {
         let Some(entry) = served_entry(plan, Reported::Known(rates), ends) else { return Ok(()) };
-        let server = server_words(&self.result.config.suite, plan.mode);
-        let marker = ServingRecord { served: vec![entry.clone()], ..ServingRecord::new(server) };
-        write_json_atomic(&self.run.serving_path(), &marker)?;
+        self.write_marker(entry.clone())?;
         self.put_served(entry)?;
         remove(&self.run.serving_path())
     }
@@ -1146,7 +1135,12 @@ impl Turn<'_> {
             (Reported::Known(served.to_vec()), PlanEnds { cut_short: Some(died.to_owned()), ..PlanEnds::default() })
         };
         let Some(entry) = served_entry(plan, rates, ends) else { return Ok(()) };
-        let server = server_words(&self.result.config.suite, plan.mode);
+        self.write_marker(entry)
+    }
+
+    /// The serving marker, holding `entry` (its server the one `entry`'s steps ran on).
+    fn write_marker(&self, entry: Served) -> Result<(), RunError> {
+        let server = server_words(&self.result.config.suite, entry.mode);
         let marker = ServingRecord { served: vec![entry], ..ServingRecord::new(server) };
         write_json_atomic(&self.run.serving_path(), &marker)
     }
@@ -1169,8 +1163,7 @@ impl Turn<'_> {
     fn put_served(&mut self, served: Served) -> Result<(), RunError> {
         self.observer.served(&served);
         if let Some(record) = &mut self.result.serving {
-            let same = |s: &Served| s.workload.name == served.workload.name && s.bound.name == served.bound.name;
-            match record.served.iter_mut().find(|s| s.stopped && same(s)) {
+            match record.served.iter_mut().find(|s| s.stopped && s.is_for(&served.workload.name, &served.bound.name)) {
                 Some(slot) => *slot = served,
                 None => record.served.push(served),
             }
@@ -1319,10 +1312,7 @@ impl Turn<'_> {
     ) -> Option<Reported<lynx_schema::serving::PrefillRecheck>> {
         let loop_steps: Vec<(u32, u32)> =
             steps.iter().filter(|(s, _)| s.prefill).map(|(s, _)| (s.batch, s.len)).collect();
-        let cells = self.result.cells.iter().filter(|c| c.status == CellStatus::Ok).filter_map(|c| match c.shape {
-            CellShape::Prefill { batch, prompt_len } => Some((batch, prompt_len)),
-            CellShape::Decode { .. } => None,
-        });
+        let cells = lynx_analysis::serving::measured_prefills(&self.result.cells);
         let (batch, prompt_len) = lynx_analysis::serving::nearest_prefill(cells, &loop_steps)?;
         let timed = super::cell::retime_prefill(model, batch, prompt_len, &self.result.config.suite.measure, self.stop);
         let recheck = |step_s: Vec<f64>| -> Result<lynx_schema::serving::PrefillRecheck, String> {
