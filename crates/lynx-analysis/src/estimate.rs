@@ -276,8 +276,11 @@ pub struct PlannedCell {
 pub struct PlannedServing {
     pub workload: String,
     pub bound: String,
-    /// (label, requests per second) of each rate, or why nothing would be served.
+    /// (label, requests per second) of each rate left to serve, or why nothing would be served.
     pub rates: Result<Vec<(String, f64)>, String>,
+    /// The labels of the rates a stop kept, which a resume does not serve again (empty where
+    /// the workload is served afresh).
+    pub kept: Vec<String>,
     /// Requests served at each rate.
     pub requests: usize,
     /// Seconds expected, the rates together (0 where none is served).
@@ -396,6 +399,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
                     rates: Err(format!(
                         "the run measures {layers} of the model's layers: a serving loop serves whole models only"
                     )),
+                    kept: Vec::new(),
                     requests: 0,
                     expected_s: 0.0,
                 });
@@ -407,11 +411,11 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
                 continue;
             }
             // A workload a stop cut short serves the planned rates after those it kept.
-            let kept = recorded
-                .and_then(|s| s.rates.known())
-                .map_or(0, |rates| rates.iter().filter(|r| r.label != ServedRate::UNDER).count());
+            let kept_rates = recorded.and_then(|s| s.rates.known()).map_or(&[][..], Vec::as_slice);
+            let kept: Vec<String> =
+                kept_rates.iter().filter(|r| r.label != ServedRate::UNDER).map(|r| r.label.clone()).collect();
             let all_rates = plan.rates.as_ref().map_or(0, Vec::len);
-            let served_rates = all_rates.saturating_sub(kept) as f64;
+            let served_rates = all_rates.saturating_sub(kept.len()) as f64;
             let left = if all_rates > 0 { served_rates / all_rates as f64 } else { 0.0 };
             let planned_s =
                 plan.expected_s(&prefill, &decode).map_or(0.0, |s| (s * left).min(serve.max_s * served_rates));
@@ -426,14 +430,17 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             let after_s = again_s + prefill_again_s;
             total_s += planned_s + after_s * served_rates;
             let under_s = plan.expected_under_s(&prefill, &decode).map_or(0.0, |s| s.min(serve.max_s));
-            // The step down is served only where it fits what is left of the plan's budget.
-            if under_s > 0.0 && plan.fits_budget(planned_s, under_s) {
+            // The step down is served only where it fits what is left of the plan's budget, of
+            // which the rates a stop kept spent a part.
+            let spent_s = crate::serving::spent_s(kept_rates) + planned_s;
+            if under_s > 0.0 && plan.fits_budget(spent_s, under_s) {
                 under_extra_s += under_s + after_s;
             }
             serving.push(PlannedServing {
                 workload: plan.workload.name.clone(),
                 bound: plan.bound.name.clone(),
-                rates: plan.rates.clone(),
+                rates: plan.rates.map(|rates| rates.into_iter().filter(|(label, _)| !kept.contains(label)).collect()),
+                kept,
                 requests: plan.lengths.len(),
                 expected_s: planned_s,
             });
@@ -601,6 +608,10 @@ mod tests {
         let going_on = wall_time(&Planned { served: Some(&stopped), ..planned }, &Rates::cpu());
         let left = going_on.serving.iter().find(|s| s.workload == short.workload).unwrap();
         assert!((left.expected_s - short.expected_s / 2.0).abs() < 1e-9, "{left:?} {short:?}");
+        // Listed with the rate left, the rate kept named.
+        let labels = |s: &PlannedServing| s.rates.as_ref().unwrap().iter().map(|(l, _)| l.clone()).collect::<Vec<_>>();
+        assert_eq!((labels(short), short.kept.clone()), (vec!["bounded".to_owned(), "over".to_owned()], vec![]));
+        assert_eq!((labels(left), left.kept.clone()), (vec!["over".to_owned()], vec!["bounded".to_owned()]));
         assert!(after.total_s < going_on.total_s && going_on.total_s < all.total_s, "{going_on:?}");
     }
 

@@ -88,6 +88,24 @@ pub fn next_under(served: &[ServedRate]) -> Option<f64> {
     UNDER.get(under.len()).map(|fraction| fraction * bounded.rate_per_s.get())
 }
 
+/// Seconds of a plan's share of the serving budget that `rates`, served before a stop, spent:
+/// their windows and the steps timed again after each. At least what the process that served
+/// them spent on them (it also allocated the pool and simulated), so a resume's step down fits
+/// what that process had left of the share, or a little more, not the whole share.
+pub fn spent_s(rates: &[ServedRate]) -> f64 {
+    let timed = |steps: u64, median_s: f64| steps as f64 * median_s;
+    rates
+        .iter()
+        .map(|rate| {
+            let pace =
+                rate.pace_after.as_ref().and_then(|r| r.known()).map_or(0.0, |p| timed(p.steps, p.median_s.get()));
+            let prefill =
+                rate.prefill_after.as_ref().and_then(|r| r.known()).map_or(0.0, |p| timed(p.steps, p.median_s.get()));
+            rate.window_s.get() + pace + prefill
+        })
+        .sum()
+}
+
 /// A rate under the latency-bounded one (`under`) as a fraction of it; `None` for other rates.
 pub(crate) fn under_fraction(rates: &[ServedRate], rate: &ServedRate) -> Option<f64> {
     let bounded = rates.iter().find(|r| r.label == ServedRate::BOUNDED)?;
@@ -834,6 +852,29 @@ mod tests {
 
     use super::*;
     use lynx_schema::serving::{LengthSample, Served};
+
+    #[test]
+    fn the_rates_a_stop_kept_spent_their_windows_and_rechecks() {
+        let workload = Workload {
+            name: "mix".to_owned(),
+            isl: lynx_schema::config::Length::Fixed(8),
+            osl: lynx_schema::config::Length::Fixed(8),
+        };
+        let bound = LatencyBound { name: "loose".to_owned(), ttft_p99_s: 4.0, tpot_p99_s: 0.5, source: None };
+        let entry = lynx_schema::serving::served_fixture(&workload, &bound, &[ServedRate::BOUNDED], true);
+        let mut rates = entry.rates.known().unwrap().clone();
+        assert_eq!(spent_s(&rates), 30.0, "the fixture's window");
+        rates[0].pace_after = Some(Reported::Known(lynx_schema::result::PaceRecheck {
+            steps: 15,
+            median_s: lynx_schema::value::Finite::new(0.1, "median").unwrap(),
+            ratio: None,
+        }));
+        rates[0].prefill_after = Some(Reported::unavailable("stopped first"));
+        assert!((spent_s(&rates) - 31.5).abs() < 1e-9, "{}", spent_s(&rates));
+        rates.push(rates[0].clone());
+        assert!((spent_s(&rates) - 63.0).abs() < 1e-9, "{}", spent_s(&rates));
+        assert_eq!(spent_s(&[]), 0.0);
+    }
 
     fn f(v: f64) -> Finite {
         Finite::new(v, "test").unwrap()

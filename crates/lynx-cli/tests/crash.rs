@@ -809,16 +809,29 @@ fn serving_marker_once(dir: &Path, ready: impl Fn(&Value) -> bool) -> (PathBuf, 
     }
 }
 
-/// A stop while the serving phase serves keeps the rates served before it: the partial
-/// result's entry holds them, marked stopped, and says that a resume serves the rest; the
-/// resume serves only the rates after them, on the same window, and the run completes with one
-/// whole entry a workload.
-#[test]
-fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest() {
-    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let models = models(two_served_workloads);
+/// A run of `models` stopped by SIGINT once its serving phase has served one rate of a
+/// workload: its output folder, run folder, result file, the workload struck and the partial
+/// result's entry for it, which keeps that rate, marked stopped.
+struct StoppedWhileServing {
+    out: tempfile::TempDir,
+    dir: PathBuf,
+    path: PathBuf,
+    struck: String,
+    entry: Value,
+}
+
+/// The entry of the workload `struck` in `result`, the only one for it.
+fn entry_of(result: &Value, struck: &str) -> Value {
+    let served = result["serving"]["served"].as_array().unwrap_or_else(|| panic!("{}", result["serving"]));
+    let mut entries = served.iter().filter(|s| s["workload"]["name"] == struck);
+    let entry = entries.next().unwrap_or_else(|| panic!("no entry for {struck}: {}", result["serving"]));
+    assert!(entries.next().is_none(), "one entry a workload: {}", result["serving"]);
+    entry.clone()
+}
+
+fn stop_while_serving(models: &Path) -> StoppedWhileServing {
     let out = tempfile::tempdir().unwrap();
-    let (child, dir) = spawn_run(models.path(), out.path());
+    let (child, dir) = spawn_run(models, out.path());
     // Once the marker holds one rate served, the worker serves the next (for seconds).
     let (marker, struck) =
         serving_marker_once(&dir, |s| s["served"][0]["rates"].as_array().is_some_and(|r| r.len() == 1));
@@ -831,23 +844,39 @@ fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest
     let path = result_file(out.path());
     let partial: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(partial["status"], "partial");
-    let entry_of = |result: &Value| -> Value {
-        let served = result["serving"]["served"].as_array().unwrap_or_else(|| panic!("{}", result["serving"]));
-        let mut entries = served.iter().filter(|s| s["workload"]["name"] == struck.as_str());
-        let entry = entries.next().unwrap_or_else(|| panic!("no entry for {struck}: {}", result["serving"]));
-        assert!(entries.next().is_none(), "one entry a workload: {}", result["serving"]);
-        entry.clone()
-    };
-    let stopped = entry_of(&partial);
-    assert_eq!(stopped["stopped"], true, "{stopped}");
-    let why = stopped["cut_short"].as_str().unwrap_or_else(|| panic!("{stopped}"));
+    let entry = entry_of(&partial, &struck);
+    assert_eq!(entry["stopped"], true, "{entry}");
+    let why = entry["cut_short"].as_str().unwrap_or_else(|| panic!("{entry}"));
     assert!(why.contains("the run was stopped; a resume (lynx run --resume) serves them"), "{why}");
-    let kept = stopped["rates"].as_array().unwrap_or_else(|| panic!("the rate served is kept: {stopped}")).clone();
-    assert_eq!(kept.iter().map(|r| r["label"].as_str().unwrap()).collect::<Vec<_>>(), ["bounded"], "{stopped}");
+    let kept = entry["rates"].as_array().unwrap_or_else(|| panic!("the rate served is kept: {entry}"));
+    assert_eq!(kept.iter().map(|r| r["label"].as_str().unwrap()).collect::<Vec<_>>(), ["bounded"], "{entry}");
     assert!(stdout.contains("the run was stopped; a resume"), "the summary says so: {stdout}");
     let envelope = path.with_extension("intoto.json");
     let verify = lynx(&["verify", envelope.to_str().unwrap(), "--pubkey", &pubkey()]);
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    StoppedWhileServing { out, dir, path, struck, entry }
+}
+
+/// A stop while the serving phase serves keeps the rates served before it: the partial
+/// result's entry holds them, marked stopped, and says that a resume serves the rest; the
+/// resume's plan lists only the rates after them, and names those kept; the resume serves only
+/// those, on the same window, and the run completes with one whole entry a workload.
+#[test]
+fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let StoppedWhileServing { out: _out, dir, path, struck, entry: stopped } = stop_while_serving(models.path());
+    let kept = stopped["rates"].as_array().unwrap().clone();
+
+    let planned = lynx(&["run", "--resume", dir.to_str().unwrap(), "--plan"]);
+    let listing = String::from_utf8_lossy(&planned.stdout);
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let line = listing.lines().find(|l| l.starts_with(&format!("serving {struck} under"))).unwrap_or_else(|| {
+        panic!("{listing}");
+    });
+    let (left, kept_said) = line.split_once(" (its ").unwrap_or_else(|| panic!("no rate kept named: {line}"));
+    assert!(left.contains(": over ") && !left.contains("bounded"), "only the rate left: {line}");
+    assert!(kept_said.starts_with("bounded rate, served before the run was stopped, is kept)"), "{line}");
 
     let resumed = lynx(&["run", "--resume", dir.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&resumed.stderr);
@@ -859,7 +888,7 @@ fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest
     assert_eq!(result["status"], "complete", "{stderr}");
     let served = served_entries(&result);
     assert!(served.len() == 2 && served.iter().all(|(_, reason)| reason.is_none()), "{served:?}");
-    let whole = entry_of(&result);
+    let whole = entry_of(&result, &struck);
     assert!(whole.get("stopped").is_none() && whole.get("cut_short").is_none(), "{whole}");
     let rates = whole["rates"].as_array().unwrap();
     assert_eq!(rates[0], kept[0], "the rate served before the stop is kept as measured");
@@ -877,6 +906,48 @@ fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest
         .collect();
     let labels: Vec<String> = rates.iter().map(|r| r["label"].as_str().unwrap().to_owned()).collect();
     assert_eq!(traced, labels, "{trace}");
+}
+
+/// A resume whose serving loop's KV pool no longer fits in the device's free memory (stated
+/// here) keeps the rates a stop kept, the entry saying once why the rest were not served, and
+/// records a workload not yet served as not served for that reason.
+#[test]
+fn a_resume_whose_pool_no_longer_fits_keeps_the_rates_served_before_the_stop() {
+    let _device = DEVICE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let models = models(two_served_workloads);
+    let StoppedWhileServing { out: _out, dir, path, struck, entry: stopped } = stop_while_serving(models.path());
+    let resumed = lynx_command()
+        .args(["run", "--resume", dir.to_str().unwrap()])
+        .env("LYNX_FREE_MEMORY_BYTES", "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&resumed.stdout), String::from_utf8_lossy(&resumed.stderr));
+    let failed_a_check = resumed.status.code() == Some(1) && stderr.contains("lynx: error: the run failed its ");
+    assert!(resumed.status.success() || failed_a_check, "{stderr}");
+    let result: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(result["status"], "complete", "{stderr}");
+    let kept = entry_of(&result, &struck);
+    assert!(kept.get("stopped").is_none(), "{kept}");
+    assert_eq!(kept["rates"], stopped["rates"], "the rate served before the stop is kept as measured");
+    let pool = "the serving loop's KV pool of ";
+    let why = kept["cut_short"].as_str().unwrap_or_else(|| panic!("{kept}"));
+    assert!(
+        why.starts_with(&format!("the run was stopped, and its resume could not go on with them: {pool}")),
+        "{why}"
+    );
+    assert!(why.ends_with("(stated by LYNX_FREE_MEMORY_BYTES)") && !why.contains("not served"), "{why}");
+    assert!(
+        stdout.contains("the rates after those in the table were not served: the run was stopped, and its resume"),
+        "{stdout}"
+    );
+    // The other workload, where the stop came before it, is not served for the same reason.
+    for entry in
+        result["serving"]["served"].as_array().unwrap().iter().filter(|s| s["workload"]["name"] != struck.as_str())
+    {
+        if let Some(why) = entry["rates"]["unavailable"].as_str() {
+            assert!(why.starts_with(&format!("not served: {pool}")), "{why}");
+        }
+    }
 }
 
 /// A stop that lands while the serving phase plans (its simulation, which the stop ends) records

@@ -282,6 +282,9 @@ fn plan_json(forecast: &Forecast) -> serde_json::Value {
                         Ok(rates) => {
                             row["rates"] =
                                 rates.iter().map(|(label, rate)| json!({ "label": label, "per_s": rate })).collect();
+                            if !serving.kept.is_empty() {
+                                row["kept"] = Value::from(serving.kept.clone());
+                            }
                             row["requests"] = Value::from(serving.requests);
                             row["expected_s"] = Value::from(serving.expected_s);
                         }
@@ -317,13 +320,22 @@ fn planned_text(wall_time: &WallTime) -> String {
         let _ = match &serving.rates {
             Ok(rates) => {
                 let rates: Vec<String> = rates.iter().map(|(label, rate)| format!("{label} {rate:.3}/s")).collect();
-                writeln!(
-                    out,
-                    "{what}: {}; {} requests a rate, about {:.0} s",
-                    rates.join(", "),
-                    serving.requests,
-                    serving.expected_s
-                )
+                let kept = match &serving.kept[..] {
+                    [] => String::new(),
+                    [one] => format!(" (its {one} rate, served before the run was stopped, is kept)"),
+                    many => format!(" (its {} rates, served before the run was stopped, are kept)", many.join(" and ")),
+                };
+                if rates.is_empty() {
+                    writeln!(out, "{what}: no planned rate left{kept}")
+                } else {
+                    writeln!(
+                        out,
+                        "{what}: {}{kept}; {} requests a rate, about {:.0} s",
+                        rates.join(", "),
+                        serving.requests,
+                        serving.expected_s
+                    )
+                }
             }
             Err(why) => writeln!(out, "{what}: not served: {why}"),
         };
@@ -349,6 +361,45 @@ fn memory(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A workload a stop cut short is listed with the rates left, and the rates kept named.
+    #[test]
+    fn the_plan_lists_a_stopped_workloads_rates_left_and_those_kept() {
+        let serving = |rates: &[(&str, f64)], kept: &[&str]| lynx_analysis::estimate::PlannedServing {
+            workload: "short".to_owned(),
+            bound: "server".to_owned(),
+            rates: Ok(rates.iter().map(|&(l, r)| (l.to_owned(), r)).collect()),
+            kept: kept.iter().map(|&l| l.to_owned()).collect(),
+            requests: 48,
+            expected_s: 20.0,
+        };
+        let wall_time = WallTime {
+            total_s: 60.0,
+            prepare_s: 5.0,
+            under_extra_s: 0.0,
+            warmup_extra_s: 0.0,
+            cells: 0,
+            basis: "a test".to_owned(),
+            planned: Vec::new(),
+            serving: vec![
+                serving(&[("bounded", 4.9), ("over", 5.88)], &[]),
+                serving(&[("over", 5.88)], &["bounded"]),
+                serving(&[], &["bounded", "over"]),
+            ],
+        };
+        let text = planned_text(&wall_time);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("serving")).collect();
+        assert_eq!(
+            lines,
+            [
+                "serving short under the server bound: bounded 4.900/s, over 5.880/s; 48 requests a rate, about 20 s",
+                "serving short under the server bound: over 5.880/s (its bounded rate, served before the run was \
+                 stopped, is kept); 48 requests a rate, about 20 s",
+                "serving short under the server bound: no planned rate left (its bounded and over rates, served before \
+                 the run was stopped, are kept)",
+            ]
+        );
+    }
 
     /// A node's devices run at once take the longest one's time, one after another the sum;
     /// a device without an estimate is said to be left out, not counted as nothing.

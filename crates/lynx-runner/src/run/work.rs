@@ -893,14 +893,15 @@ impl Turn<'_> {
                     "the run measures {layers} of the model's layers: a serving loop serves whole models only"
                 )),
                 (Err(reason), _) => Err(reason.clone()),
-                (Ok(rates), None) => match self.pool_does_not_fit(setup, &plan) {
-                    // Going on after a stop, the rates served before it are kept.
-                    Some(reason) if !resumed.is_empty() => {
-                        ends.cut_short = Some(reason);
-                        Ok(resumed)
+                (Ok(rates), None) => match (self.pool_does_not_fit(setup, &plan), entry) {
+                    // Going on after a stop, the rates served before it are kept, and say why
+                    // those after them were not served.
+                    (Some(reason), Some(entry)) => {
+                        self.keep_stopped(entry, &reason)?;
+                        continue;
                     }
-                    Some(reason) => Err(reason),
-                    None => {
+                    (Some(reason), None) => Err(format!("not served: {reason}")),
+                    (None, _) => {
                         self.mark_serving(&plan, &resumed)?;
                         let tables = (&prefill, &decode);
                         match self.serve_plan(model, &plan, rates, resumed, serve.max_s, tables, &mut ends)? {
@@ -1014,7 +1015,8 @@ impl Turn<'_> {
     /// rates served so far, so a worker that dies in a later rate loses only that rate. So does a
     /// stop: the rates served before it are returned, with `ends.stopped` set. `served` holds
     /// those a stop cut short before this process (none where the plan starts afresh): the
-    /// planned rates among them are not served again, and the step down goes on from them.
+    /// planned rates among them are not served again, the step down goes on from them, and
+    /// the share of the budget they spent ([`lynx_analysis::serving::spent_s`]) is not spent again.
     #[allow(clippy::too_many_arguments)]
     fn serve_plan(
         &mut self,
@@ -1029,6 +1031,8 @@ impl Turn<'_> {
         // At least the arrivals' span: a load that cannot end in time is not started.
         let expected_s = |rate: f64| plan.lengths.len() as f64 / rate;
         let started = std::time::Instant::now();
+        // The rates a stop kept spent the plan's share too: the step down fits what is left.
+        let spent_before_s = lynx_analysis::serving::spent_s(&served);
         let before: Vec<String> = served.iter().map(|r| r.label.clone()).collect();
         let mut planned = rates.iter().filter(|(label, _)| !before.contains(label)).cloned();
         loop {
@@ -1036,7 +1040,9 @@ impl Turn<'_> {
                 Some(next) => next,
                 None => match lynx_analysis::serving::next_under(&served) {
                     Some(rate) if expected_s(rate) <= max_s => {
-                        if let Some(reason) = over_budget(plan, tables, rate, started.elapsed().as_secs_f64()) {
+                        if let Some(reason) =
+                            over_budget(plan, tables, rate, spent_before_s + started.elapsed().as_secs_f64())
+                        {
                             // Recorded with the rates served, and said with them.
                             ends.step_down = Some(reason);
                             break;
@@ -1120,7 +1126,7 @@ impl Turn<'_> {
         let estimate = lynx_analysis::memory::pool_memory(&setup.shape, setup.config.suite.precision, pool);
         let reason = estimate.refusal(free_bytes)?;
         Some(format!(
-            "not served: the serving loop's KV pool of {} rows of {} tokens {reason} ({source})",
+            "the serving loop's KV pool of {} rows of {} tokens {reason} ({source})",
             pool.rows, pool.capacity
         ))
     }
