@@ -390,7 +390,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
         let (prefill, decode) = crate::derived::mode_tables(&cells, mode, None);
         // The phase's budget, cut to what serve.run_s leaves after everything before it.
         let budget_s = serve.budget_s(total_s);
-        for plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), (serve, budget_s), mode, None) {
+        for mut plan in crate::serving::plan(suite, run.bounds, (&prefill, &decode), (serve, budget_s), mode, None) {
             // As the run: a layer subset is not served.
             if let Some(layers) = suite.scale.layers {
                 serving.push(PlannedServing {
@@ -414,6 +414,13 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             let kept_rates = recorded.and_then(|s| s.rates.known()).map_or(&[][..], Vec::as_slice);
             let kept: Vec<String> =
                 kept_rates.iter().filter(|r| r.label != ServedRate::UNDER).map(|r| r.label.clone()).collect();
+            // On the window the kept rates were served on, as the run goes on with them.
+            if let Some(first) = kept_rates.first() {
+                let n = first.requests as usize + first.unfinished.unwrap_or(0) as usize;
+                if n != plan.lengths.len() {
+                    plan.lengths = crate::lengths::draw(&plan.workload, plan.seed, n);
+                }
+            }
             let all_rates = plan.rates.as_ref().map_or(0, Vec::len);
             let served_rates = all_rates.saturating_sub(kept.len()) as f64;
             let left = if all_rates > 0 { served_rates / all_rates as f64 } else { 0.0 };
@@ -604,10 +611,23 @@ mod tests {
         assert!(after.total_s < all.total_s - short.expected_s, "{all:?} {after:?}");
         // Stopped after its latency-bounded rate: half its planned window left, and one rate's
         // re-timings.
-        let stopped = record(entry(&["bounded"], true));
+        let on_window = |requests: usize| {
+            let mut entry = entry(&["bounded"], true);
+            if let lynx_schema::value::Reported::Known(rates) = &mut entry.rates {
+                rates[0].requests = requests as u32;
+            }
+            record(entry)
+        };
+        let stopped = on_window(short.requests);
         let going_on = wall_time(&Planned { served: Some(&stopped), ..planned }, &Rates::cpu());
         let left = going_on.serving.iter().find(|s| s.workload == short.workload).unwrap();
         assert!((left.expected_s - short.expected_s / 2.0).abs() < 1e-9, "{left:?} {short:?}");
+        // Served on another window than this process would grow: the rest is planned on it.
+        let other = if short.requests == 24 { 48 } else { 24 };
+        let elsewhere = wall_time(&Planned { served: Some(&on_window(other)), ..planned }, &Rates::cpu());
+        let left_there = elsewhere.serving.iter().find(|s| s.workload == short.workload).unwrap();
+        assert_eq!(left_there.requests, other, "{left_there:?}");
+        assert!((left_there.expected_s < left.expected_s) == (other < short.requests), "{left_there:?} {left:?}");
         // Listed with the rate left, the rate kept named.
         let labels = |s: &PlannedServing| s.rates.as_ref().unwrap().iter().map(|(l, _)| l.clone()).collect::<Vec<_>>();
         assert_eq!((labels(short), short.kept.clone()), (vec!["bounded".to_owned(), "over".to_owned()], vec![]));
