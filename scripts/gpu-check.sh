@@ -1089,6 +1089,12 @@ for name, result in sorted(results.items()):
                         paced += ", " + thread_words([slow["thread"]], slow["steps"] - slow["slow"])
                     if slow.get("allocator"):
                         paced += ", " + allocator_words([slow["allocator"]], slow["steps"] - slow["slow"])
+            # The loop's prefill steps by the step before them (a prefill cell's follow prefills).
+            order = [f"after a {what} {r[key]:.2f}x" for what, key in (
+                ("prefill", "prefill_step_ratio_after_prefill"), ("decode step", "prefill_step_ratio_after_decode"))
+                if r.get(key) is not None]
+            if order:
+                paced += "; prefill steps " + ", ".join(order) + " their tables"
             # The warm-up's step timed again once the window was over: the device's pace then.
             again = r.get("pace_after")
             if isinstance(again, dict) and "unavailable" in again:

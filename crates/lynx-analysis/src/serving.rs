@@ -13,7 +13,7 @@ use lynx_schema::derived::PriceInputs;
 use lynx_schema::result::{CellRecord, CellShape, CellStatus, Check, CheckName, StepMode};
 use lynx_schema::serving::{
     AtLoopPace, BatchOffLine, RelativeError, ServeFigures, ServedRate, ServingRecord, SimulatedDraws, SteadyState,
-    StepSpread,
+    StepSpread, TracedStep,
 };
 use lynx_schema::value::{Finite, Reported};
 use std::sync::atomic::AtomicBool;
@@ -104,6 +104,21 @@ pub fn spent_s(rates: &[ServedRate]) -> f64 {
             rate.window_s.get() + pace + prefill
         })
         .sum()
+}
+
+/// The median measured / table time of a trace's prefill steps (`steps` in the order they ran)
+/// that came right after another prefill step, and of those that came right after a decode
+/// step ([`ServedRate::prefill_step_ratio_after_prefill`], `…_after_decode`); the first after
+/// an idle gap, and those without a table time, left out of both.
+pub fn prefill_ratios_by_previous(steps: &[TracedStep]) -> [Option<Finite>; 2] {
+    [true, false].map(|after_prefill| {
+        let ratios: Vec<f64> = steps
+            .windows(2)
+            .filter(|pair| pair[1].prefill && !pair[1].after_idle && pair[0].prefill == after_prefill)
+            .filter_map(|pair| Some(pair[1].step_s / pair[1].table_s.filter(|&t| t > 0.0)?))
+            .collect();
+        Finite::new(crate::stats::median(&ratios).ok()?, "prefill step ratio").ok()
+    })
 }
 
 /// A rate under the latency-bounded one (`under`) as a fraction of it; `None` for other rates.
@@ -853,6 +868,45 @@ mod tests {
     use super::*;
     use lynx_schema::serving::{LengthSample, Served};
 
+    /// Prefill steps are split by the step that ran just before them: those after an idle gap,
+    /// the first step and those without a table time count in neither.
+    #[test]
+    fn prefill_steps_are_told_apart_by_the_step_before_them() {
+        let step = |prefill: bool, step_s: f64, table_s: Option<f64>, after_idle: bool| TracedStep {
+            prefill,
+            batch: 1,
+            len: 32,
+            step_s,
+            start_s: None,
+            table_s,
+            after_idle,
+            thread_cpu_s: None,
+            thread_runnable_s: None,
+            voluntary_switches: None,
+            involuntary_switches: None,
+            allocator_calls: None,
+        };
+        let steps = [
+            step(true, 9.0, Some(1.0), true),   // the first: before nothing
+            step(true, 1.02, Some(1.0), false), // after a prefill
+            step(false, 0.5, Some(0.5), false), // a decode step
+            step(true, 2.08, Some(2.0), false), // after a decode step
+            step(true, 3.0, Some(1.0), true),   // after an idle gap: neither
+            step(false, 0.5, Some(0.5), false), //
+            step(true, 1.06, Some(1.0), false), // after a decode step
+            step(false, 0.5, Some(0.5), false), //
+            step(true, 1.0, None, false),       // no table time: neither
+            step(true, 1.04, Some(1.0), false), // after a prefill
+        ];
+        let [after_prefill, after_decode] = prefill_ratios_by_previous(&steps);
+        assert!((after_prefill.unwrap().get() - 1.03).abs() < 1e-9, "{after_prefill:?}");
+        assert!((after_decode.unwrap().get() - 1.05).abs() < 1e-9, "{after_decode:?}");
+        assert_eq!(prefill_ratios_by_previous(&steps[..4]).map(|r| r.map(Finite::get)), [Some(1.02), Some(1.04)]);
+        // A decode step before the only prefill step: none after a prefill.
+        assert_eq!(prefill_ratios_by_previous(&steps[2..4]).map(|r| r.map(Finite::get)), [None, Some(1.04)]);
+        assert_eq!(prefill_ratios_by_previous(&[]), [None, None]);
+    }
+
     #[test]
     fn the_rates_a_stop_kept_spent_their_windows_and_rechecks() {
         let workload = Workload {
@@ -911,6 +965,8 @@ mod tests {
             prefill_step_ratio: None,
             decode_step_ratio_after_idle: Some(f(1.3)),
             prefill_step_ratio_after_idle: None,
+            prefill_step_ratio_after_prefill: None,
+            prefill_step_ratio_after_decode: None,
             unfinished: None,
             other_cpu_cores: None,
             stolen_cpu_cores: None,

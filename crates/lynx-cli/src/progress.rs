@@ -292,7 +292,7 @@ impl Observer for Progress {
                         r.batches_off_line_words().map_or(String::new(), |words| format!(
                             "; batches no cell measured, off the table's line: {words}"
                         )),
-                        [r.pace_after_words(), r.prefill_after_words()]
+                        [r.prefill_order_words(), r.pace_after_words(), r.prefill_after_words()]
                             .into_iter()
                             .flatten()
                             .map(|words| format!("; {words}"))

@@ -904,6 +904,9 @@ fn a_serving_phase_measures_the_simulations_rates_on_the_device() {
         // The first request arrives after the loop starts: its steps, at least, follow an idle gap.
         assert!(r["decode_step_ratio_after_idle"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["prefill_step_ratio_after_idle"].as_f64().unwrap() > 0.0, "{r}");
+        // Arrivals during decode steps are prefilled after one: that ratio is there, and said.
+        let after_decode = r["prefill_step_ratio_after_decode"].as_f64().unwrap_or_else(|| panic!("{r}"));
+        assert!(stderr.contains(&format!("after a decode step {after_decode:.2}× their tables")), "{stderr}");
         // Linux's /proc says how busy other processes kept the host while the rate was served
         // (128 requests take over half a second here; /proc's ticks cannot tell under 0.2 s).
         assert!(seconds(&r["window_s"]) < 0.2 || r["other_cpu_cores"].as_f64().is_some_and(|c| c >= 0.0), "{r}");

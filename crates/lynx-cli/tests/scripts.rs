@@ -492,6 +492,11 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     bounded["pace_after"] = json!({"steps": 31, "median_s": 0.0671, "ratio": 1.02});
     let mut over = rate("over", json!({"unavailable": "the simulation saturated"}));
     over["pace_after"] = json!({"unavailable": "the warm-up step failed when timed again: out of memory"});
+    // The loop's prefill steps by the step before them: both kinds at the first rate, only
+    // after a decode step at the second.
+    bounded["prefill_step_ratio_after_prefill"] = json!(1.01);
+    bounded["prefill_step_ratio_after_decode"] = json!(1.05);
+    over["prefill_step_ratio_after_decode"] = json!(0.98);
     // And the prefill cell nearest the loop's prefill steps, likewise.
     bounded["prefill_after"] = json!({"batch": 2, "prompt_len": 1024, "steps": 12, "median_s": 0.0931, "ratio": 1.04});
     over["prefill_after"] = json!({"unavailable": "its step at batch 2, prompt 1024 failed: out of memory"});
@@ -774,8 +779,9 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
              steps over 1.2x their median step/table: 5 of 50, the thread running them was preempted in 1 (the other \
              steps: 20%), waited off its CPU in 0 (the other steps: 0%), on its CPU for 100% of their time (the other \
              steps: 100%), waiting to run for 0% (the other steps: 0%), libtorch's allocator called the driver for \
-             memory in 0 of them (the other steps: 0%; 0 calls over all the steps); the warm-up's step timed again \
-             after the window took 1.02x its equilibrium median (67.1 ms over 31 steps); the prefill cell at batch 2, \
+             memory in 0 of them (the other steps: 0%; 0 calls over all the steps); prefill steps after a prefill \
+             1.01x, after a decode step 1.05x their tables; the warm-up's step timed again after the window took \
+             1.02x its equilibrium median (67.1 ms over 31 steps); the prefill cell at batch 2, \
              prompt 1024, timed again after the window, took 1.04x the table (93.1 ms over 12 steps); steady state (2000 \
              simulated): 1900 ms / 10.0 ms, bound held, in the window held"
         ),
@@ -783,7 +789,8 @@ fn gpu_claims_are_judged_both_ways(root: &str, kept: &Path) {
     );
     assert!(
         table.contains(
-            "the warm-up's step could not be timed again after the window: the warm-up step failed when timed again: \
+            "prefill steps after a decode step 0.98x their tables; the warm-up's step could not be timed again after \
+             the window: the warm-up step failed when timed again: \
              out of memory; the prefill cell could not be timed again after the window: its step at batch 2, prompt 1024 \
              failed: out of memory"
         ),

@@ -870,6 +870,7 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
                         .chain(paced)
                         .chain(replayed)
                         .chain(spread)
+                        .chain(r.prefill_order_words())
                         .chain(slow)
                         .chain(off_line)
                         .chain(r.pace_after_words())
@@ -906,8 +907,9 @@ pub fn serving_section(serving: &lynx_schema::serving::ServingRecord) -> String 
              time); the simulated p99s' 10th–90th percentiles over the draws; measured / simulated p99 TTFT and \
              TPOT fed the loop's own steps (their pace and spread at each batch; in older results every step at their \
              median pace, STEPS/TABLE) and replaying them in the order they ran, diagnostics; the loop's steps' \
-             90th percentile over the tables' median beside the cells' own; its slow steps, with what its thread did \
-             in them; the batches no cell measured that ran off the table's line; and the warm-up's step and the \
+             90th percentile over the tables' median beside the cells' own; its prefill steps after a prefill and \
+             after a decode step (a cell's follow prefills only); its slow steps, with what its thread did in \
+             them; the batches no cell measured that ran off the table's line; and the warm-up's step and the \
              nearest prefill cell timed again after the window:"
         );
         for spread in spreads {
@@ -1282,6 +1284,29 @@ mod tests {
             ),
             "{spread}"
         );
+        // And its prefill steps by the step before them, after the spread.
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].prefill_step_ratio_after_decode = Some(f(1.04));
+        let order = serving_section(&serving);
+        assert!(
+            order.contains("(the cells' 1.08×); prefill steps after a decode step 1.04× their tables\n"),
+            "{order}"
+        );
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        rates[0].prefill_step_ratio_after_prefill = Some(f(1.02));
+        let order = serving_section(&serving);
+        assert!(
+            order.contains(
+                "(the cells' 1.08×); prefill steps after a prefill 1.02×, after a decode step 1.04× their tables\n"
+            ),
+            "{order}"
+        );
+        assert!(
+            order.contains("its prefill steps after a prefill and after a decode step (a cell's follow"),
+            "{order}"
+        );
+        let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };
+        (rates[0].prefill_step_ratio_after_prefill, rates[0].prefill_step_ratio_after_decode) = (None, None);
         // And the loop's slow steps, what its thread did in them, and the readings they overlapped,
         // whose source names a result holds as its own text: control characters made inert.
         let Reported::Known(rates) = &mut serving.served[0].rates else { unreachable!() };

@@ -229,6 +229,15 @@ pub struct ServedRate {
     pub decode_step_ratio_after_idle: Option<Finite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_step_ratio_after_idle: Option<Finite>,
+    /// The median measured / table time of the loop's prefill steps that came right after
+    /// another prefill step, and of those that came right after a decode step (the first after
+    /// an idle gap left out of both): a prefill cell times prefill steps back to back, while a
+    /// server interleaves them with decode steps, which may leave the caches holding other data.
+    /// Absent where no such step had a table time, and in results made before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_step_ratio_after_prefill: Option<Finite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_step_ratio_after_decode: Option<Finite>,
     /// Requests serve.max_s cut off before their last token (left out of every figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished: Option<u32>,
@@ -480,6 +489,20 @@ impl ServedRate {
                 format!("the prefill cell could not be timed again after the window: {unavailable}")
             }
         })
+    }
+
+    /// The loop's prefill steps by the step before them in words (`prefill steps after a prefill
+    /// 1.02×, after a decode step 1.04× their tables`), each that was recorded; `None` where
+    /// neither was.
+    pub fn prefill_order_words(&self) -> Option<String> {
+        let words: Vec<String> = [
+            ("after a prefill", self.prefill_step_ratio_after_prefill),
+            ("after a decode step", self.prefill_step_ratio_after_decode),
+        ]
+        .into_iter()
+        .filter_map(|(after, ratio)| Some(format!("{after} {:.2}×", ratio?.get())))
+        .collect();
+        (!words.is_empty()).then(|| format!("prefill steps {} their tables", words.join(", ")))
     }
 
     /// The decode and the prefill steps' spread against their cells' in words, each kind that

@@ -1221,7 +1221,9 @@ impl Turn<'_> {
             crate::host_load::OtherLoad::recorded(host.as_ref().and_then(|h| h.other_load_since()));
         let cpu_throttled_s = host.and_then(|h| h.throttled_since());
         let steps = looked_up(&load.steps, tables);
-        crate::store::append_json_line(&self.run.served_trace_path(), &trace(plan, label, rate, &load, &steps))?;
+        let traced = trace(plan, label, rate, &load, &steps);
+        crate::store::append_json_line(&self.run.served_trace_path(), &traced)?;
+        let [after_prefill, after_decode] = lynx_analysis::serving::prefill_ratios_by_previous(&traced.steps);
         if load.served.len() < 10 {
             return Ok(Some(Err(ServeError::Failed(format!(
                 "only {} of {} requests finished within serve.max_s ({max_s} s)",
@@ -1281,6 +1283,8 @@ impl Turn<'_> {
                 prefill_step_ratio: prefill_ratio,
                 decode_step_ratio_after_idle: median_ratio(&step_ratios(&steps, false, true)),
                 prefill_step_ratio_after_idle: median_ratio(&step_ratios(&steps, true, true)),
+                prefill_step_ratio_after_prefill: after_prefill,
+                prefill_step_ratio_after_decode: after_decode,
                 other_cpu_cores,
                 stolen_cpu_cores,
                 other_cpu_cores_elsewhere,
