@@ -877,6 +877,16 @@ fn a_stop_while_serving_keeps_the_rates_served_and_a_resume_serves_only_the_rest
     let (left, kept_said) = line.split_once(" (its ").unwrap_or_else(|| panic!("no rate kept named: {line}"));
     assert!(left.contains(": over ") && !left.contains("bounded"), "only the rate left: {line}");
     assert!(kept_said.starts_with("bounded rate, served before the run was stopped, is kept)"), "{line}");
+    let planned = lynx(&["run", "--resume", dir.to_str().unwrap(), "--plan", "--json"]);
+    let plans: Value = serde_json::from_slice(&planned.stdout).unwrap_or_else(|e| panic!("{e}: {planned:?}"));
+    let serving = plans["plans"][0]["serving"].as_array().unwrap_or_else(|| panic!("{plans}"));
+    let row = serving.iter().find(|s| s["workload"] == struck.as_str()).unwrap_or_else(|| panic!("{plans}"));
+    assert_eq!(row["kept"], serde_json::json!(["bounded"]), "{row}");
+    assert_eq!(
+        row["rates"].as_array().map(|r| r.iter().map(|r| r["label"].clone()).collect()),
+        Some(vec![Value::from("over")]),
+        "{row}"
+    );
 
     let resumed = lynx(&["run", "--resume", dir.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&resumed.stderr);
