@@ -232,8 +232,8 @@ pub struct ServedRate {
     /// The median measured / table time of the loop's prefill steps that came right after
     /// another prefill step, and of those that came right after a decode step (the first after
     /// an idle gap left out of both): a prefill cell times prefill steps back to back, while a
-    /// server interleaves them with decode steps, which may leave the caches holding other data.
-    /// Absent where no such step had a table time, and in results made before 2026-12-07.
+    /// server interleaves them with decode steps, which may leave the caches holding other
+    /// data. Absent where no such step had a table time, and in results made before 2026-12-07.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_step_ratio_after_prefill: Option<Finite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -491,9 +491,9 @@ impl ServedRate {
         })
     }
 
-    /// The loop's prefill steps by the step before them in words (`prefill steps after a prefill
-    /// 1.02×, after a decode step 1.04× their tables`), each that was recorded; `None` where
-    /// neither was.
+    /// The loop's prefill steps by the step before them in words (`prefill steps after a
+    /// prefill 1.02×, after a decode step 1.04× their tables`), each that was recorded; `None`
+    /// where neither was.
     pub fn prefill_order_words(&self) -> Option<String> {
         let words: Vec<String> = [
             ("after a prefill", self.prefill_step_ratio_after_prefill),

@@ -1015,8 +1015,9 @@ impl Turn<'_> {
     /// rates served so far, so a worker that dies in a later rate loses only that rate. So does a
     /// stop: the rates served before it are returned, with `ends.stopped` set. `served` holds
     /// those a stop cut short before this process (none where the plan starts afresh): the
-    /// planned rates among them are not served again, the step down goes on from them, and
-    /// the share of the budget they spent ([`lynx_analysis::serving::spent_s`]) is not spent again.
+    /// planned rates among them are not served again, the step down goes on from them, and the
+    /// share of the budget they spent ([`lynx_analysis::serving::spent_s`]) is not spent
+    /// again.
     #[allow(clippy::too_many_arguments)]
     fn serve_plan(
         &mut self,
