@@ -278,8 +278,8 @@ pub struct PlannedServing {
     pub bound: String,
     /// (label, requests per second) of each rate left to serve, or why nothing would be served.
     pub rates: Result<Vec<(String, f64)>, String>,
-    /// The labels of the rates a stop kept, which a resume does not serve again (empty where
-    /// the workload is served afresh).
+    /// The labels of the rates a stop kept, in the order they were served (the step down's among
+    /// them), which a resume does not serve again (empty where the workload is served afresh).
     pub kept: Vec<String>,
     /// Requests served at each rate.
     pub requests: usize,
@@ -412,8 +412,8 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             }
             // A workload a stop cut short serves the planned rates after those it kept.
             let kept_rates = recorded.and_then(|s| s.rates.known()).map_or(&[][..], Vec::as_slice);
-            let kept: Vec<String> =
-                kept_rates.iter().filter(|r| r.label != ServedRate::UNDER).map(|r| r.label.clone()).collect();
+            let kept: Vec<String> = kept_rates.iter().map(|r| r.label.clone()).collect();
+            let kept_planned = kept.iter().filter(|label| *label != ServedRate::UNDER).count();
             // On the window the kept rates were served on, as the run goes on with them.
             if let Some(first) = kept_rates.first() {
                 let n = first.requests as usize + first.unfinished.unwrap_or(0) as usize;
@@ -422,7 +422,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
                 }
             }
             let all_rates = plan.rates.as_ref().map_or(0, Vec::len);
-            let served_rates = all_rates.saturating_sub(kept.len()) as f64;
+            let served_rates = all_rates.saturating_sub(kept_planned) as f64;
             let left = if all_rates > 0 { served_rates / all_rates as f64 } else { 0.0 };
             let planned_s =
                 plan.expected_s(&prefill, &decode).map_or(0.0, |s| (s * left).min(serve.max_s * served_rates));
@@ -632,6 +632,15 @@ mod tests {
         let labels = |s: &PlannedServing| s.rates.as_ref().unwrap().iter().map(|(l, _)| l.clone()).collect::<Vec<_>>();
         assert_eq!((labels(short), short.kept.clone()), (vec!["bounded".to_owned(), "over".to_owned()], vec![]));
         assert_eq!((labels(left), left.kept.clone()), (vec!["over".to_owned()], vec!["bounded".to_owned()]));
+        // Stopped in its step down: no planned rate left, every rate kept named.
+        let stepping = record(entry(&["bounded", "over", "under"], true));
+        let stepping = wall_time(&Planned { served: Some(&stepping), ..planned }, &Rates::cpu());
+        let left = stepping.serving.iter().find(|s| s.workload == short.workload).unwrap();
+        assert_eq!(
+            (labels(left), left.kept.clone()),
+            (vec![], vec!["bounded".to_owned(), "over".to_owned(), "under".to_owned()])
+        );
+        assert_eq!(left.expected_s, 0.0, "{left:?}");
         assert!(after.total_s < going_on.total_s && going_on.total_s < all.total_s, "{going_on:?}");
     }
 

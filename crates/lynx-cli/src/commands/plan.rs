@@ -323,7 +323,7 @@ fn planned_text(wall_time: &WallTime) -> String {
                 let kept = match &serving.kept[..] {
                     [] => String::new(),
                     [one] => format!(" (its {one} rate, served before the run was stopped, is kept)"),
-                    many => format!(" (its {} rates, served before the run was stopped, are kept)", many.join(" and ")),
+                    many => format!(" (its {} rates, served before the run was stopped, are kept)", labels_words(many)),
                 };
                 if rates.is_empty() {
                     writeln!(out, "{what}: no planned rate left{kept}")
@@ -347,6 +347,24 @@ fn planned_text(wall_time: &WallTime) -> String {
          predicted steps"
     );
     out
+}
+
+/// Rate labels in words, each once in the order first served, a label served more than once
+/// (the step down's `under`) with its count: `bounded, over and 2 under`.
+fn labels_words(labels: &[String]) -> String {
+    let mut counted: Vec<(&str, usize)> = Vec::new();
+    for label in labels {
+        match counted.iter_mut().find(|(seen, _)| seen == label) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((label, 1)),
+        }
+    }
+    let words: Vec<String> =
+        counted.iter().map(|&(label, n)| if n == 1 { label.to_owned() } else { format!("{n} {label}") }).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => words.concat(),
+    }
 }
 
 /// `bytes` in GiB from 1 GiB up, else in MiB: a small cell's memory is not "0.00 GiB".
@@ -385,6 +403,7 @@ mod tests {
                 serving(&[("bounded", 4.9), ("over", 5.88)], &[]),
                 serving(&[("over", 5.88)], &["bounded"]),
                 serving(&[], &["bounded", "over"]),
+                serving(&[], &["bounded", "over", "under", "under"]),
             ],
         };
         let text = planned_text(&wall_time);
@@ -397,6 +416,8 @@ mod tests {
                  stopped, is kept); 48 requests a rate, about 20 s",
                 "serving short under the server bound: no planned rate left (its bounded and over rates, served before \
                  the run was stopped, are kept)",
+                "serving short under the server bound: no planned rate left (its bounded, over and 2 under rates, \
+                 served before the run was stopped, are kept)",
             ]
         );
     }
