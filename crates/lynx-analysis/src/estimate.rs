@@ -416,7 +416,7 @@ pub fn wall_time(run: &Planned, rates: &Rates) -> WallTime {
             let kept_planned = kept.iter().filter(|label| *label != ServedRate::UNDER).count();
             // On the window the kept rates were served on, as the run goes on with them.
             if let Some(first) = kept_rates.first() {
-                let n = first.requests as usize + first.unfinished.unwrap_or(0) as usize;
+                let n = first.window_requests();
                 if n != plan.lengths.len() {
                     plan.lengths = crate::lengths::draw(&plan.workload, plan.seed, n);
                 }

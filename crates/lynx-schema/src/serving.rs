@@ -420,6 +420,12 @@ pub struct SimulatedDraws {
 }
 
 impl ServedRate {
+    /// The requests its window drew: those served and those serve.max_s cut off (each rate of a
+    /// window serves all its requests or counts those cut off).
+    pub fn window_requests(&self) -> usize {
+        self.requests as usize + self.unfinished.unwrap_or(0) as usize
+    }
+
     /// The label of the simulation's latency-bounded rate.
     pub const BOUNDED: &'static str = "bounded";
     /// The label of the rate 20% above it.

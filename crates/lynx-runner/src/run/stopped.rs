@@ -47,8 +47,7 @@ pub(super) fn going_on(plan: &Plan, entry: &Served) -> Result<(Plan, Vec<ServedR
             None => return Err(format!("this process plans no {} rate", rate.label)),
         }
     }
-    // Each rate of a window serves all its requests or counts those cut off.
-    let n = first.requests as usize + first.unfinished.unwrap_or(0) as usize;
+    let n = first.window_requests();
     let lengths = draw(&plan.workload, plan.seed, n);
     let drawn = |column: fn(&lynx_analysis::lengths::Lengths) -> u32| sample(lengths.iter().map(column));
     if drawn(|l| l.isl).as_ref() != Some(&entry.isl) || drawn(|l| l.osl).as_ref() != Some(&entry.osl) {

@@ -1224,7 +1224,6 @@ impl Turn<'_> {
         let steps = looked_up(&load.steps, tables);
         let traced = trace(plan, label, rate, &load, &steps);
         crate::store::append_json_line(&self.run.served_trace_path(), &traced)?;
-        let [after_prefill, after_decode] = lynx_analysis::serving::prefill_ratios_by_previous(&traced.steps);
         if load.served.len() < 10 {
             return Ok(Some(Err(ServeError::Failed(format!(
                 "only {} of {} requests finished within serve.max_s ({max_s} s)",
@@ -1245,6 +1244,7 @@ impl Turn<'_> {
             let relative = simulated.as_ref().ok().and_then(|s| relative_error(&measured, s));
             let (decode_steps, prefill_steps) = (step_ratios(&steps, false, false), step_ratios(&steps, true, false));
             let (decode_ratio, prefill_ratio) = (median_ratio(&decode_steps), median_ratio(&prefill_steps));
+            let [after_prefill, after_decode] = lynx_analysis::serving::prefill_ratios_by_previous(&traced.steps);
             let paced = at_loop_steps(plan, tables, rate, (&prefill_steps, &decode_steps), &measured);
             let replayed =
                 at_loop_replay(plan, tables, rate, (replay(&prefill_steps), replay(&decode_steps)), &measured);
