@@ -288,6 +288,16 @@ impl Replay {
         Some(Replay { starts_s: steps.iter().map(|s| s.0).collect(), ratios: steps.iter().map(|s| s.1).collect() })
     }
 
+    /// The fastest of the loop's paces.
+    pub fn fastest(&self) -> f64 {
+        self.ratios.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// The slowest of the loop's paces.
+    pub fn slowest(&self) -> f64 {
+        self.ratios.iter().copied().fold(0.0, f64::max)
+    }
+
     /// The loop's pace at `t`: the ratio of its last step to start at or before `t`, or its
     /// first step's before any.
     pub fn ratio_at(&self, t: f64) -> f64 {
@@ -658,18 +668,23 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
             continue;
         }
         // Decode steps, as many as run with the same batch: until the next sequence finishes,
-        // or (with a free slot) until the first step that ends after the next arrival.
+        // or (with a free slot) until the step in flight when the next request arrives, which
+        // the loop admits as that step ends. The group is cut to the steps that end before the
+        // arrival however slow each is drawn ([`arrival_group`]); the steps nearer it are run
+        // one at a time, so that an arrival waits at most the step in flight.
         let Some(&Reverse((finish_step, _))) = server.running.peek() else {
             clock.t = clock.t.max(requests[next].arrival_s);
             continue;
         };
         let mut group = finish_step - server.steps;
-        let now = decode(batch, server.longest(0))?;
         if free > 0 && next < n {
-            // Where the loop's steps are replayed, at its pace now.
-            let pace = setup.decode.replay.as_ref().map_or(1.0, |replay| replay.ratio_at(clock.t));
-            let until_arrival = ((requests[next].arrival_s - clock.t) / (now.step_s * pace)).ceil().max(1.0);
-            group = group.min(until_arrival as u64);
+            let until_s = requests[next].arrival_s - clock.t;
+            let steps = |g: u64| -> Result<(f64, f64), SimError> {
+                let at = decode(batch, server.longest(0) + (g - 1) as f64 / 2.0)?;
+                let (fastest, slowest) = step_factors(&at, setup.decode.replay.as_ref());
+                Ok((at.step_s * fastest, at.step_s * slowest))
+            };
+            group = arrival_group(group, until_s, steps)?;
         }
         // The longest context grows by one per step; the group is charged at its middle.
         clock.spend(decode(batch, server.longest(0) + (group - 1) as f64 / 2.0)?, group, setup.decode.replay.as_ref());
@@ -678,6 +693,47 @@ pub fn simulate(setup: &SimSetup, rate_per_s: f64) -> Result<SimOutcome, SimErro
     }
 
     outcome(rate_per_s, &requests, lengths, &clock)
+}
+
+/// The least and the most one step of `lookup`'s shape can take over its median as the
+/// simulation times it: the fastest and slowest of the loop's paces where its steps are
+/// replayed, else the fastest and slowest step of the spread (each drawn step, and a group's
+/// total over its steps, lies within them), else exactly its median.
+fn step_factors(lookup: &Lookup, replay: Option<&Replay>) -> (f64, f64) {
+    match (replay, lookup.spread) {
+        (Some(replay), _) => (replay.fastest(), replay.slowest()),
+        (None, Some(spread)) => (spread.factors[0], spread.factors[4]),
+        (None, None) => (1.0, 1.0),
+    }
+}
+
+/// The decode steps to run as one group, at most `group`, where the next request arrives in
+/// `until_s` seconds and `steps(g)` gives the least and the most a step of a group of `g` may
+/// take: where every step takes exactly its time, the steps up to the one the arrival finds in
+/// flight; else the most that end before the arrival however slow each is, or, where not even
+/// one does, that one step. A group planned at the steps' median pace instead ran past the
+/// arrival by its drawn steps' excess over their median (a skewed spread's mean alone is a few
+/// percent of a group that may last seconds), which an arriving request then waited as well: at
+/// loads where a long request decodes alone, p99 TTFT came out several times a prefill step
+/// (docs/SWEEPS.md, "A decode group ends at an arrival").
+fn arrival_group(
+    group: u64,
+    until_s: f64,
+    steps: impl Fn(u64) -> Result<(f64, f64), SimError>,
+) -> Result<u64, SimError> {
+    // Each sized at the first step's shape, then again at the shape the group is charged at.
+    let (fastest, slowest) = steps(1)?;
+    if fastest == slowest {
+        let reaching = |step_s: f64| if step_s > 0.0 { (until_s / step_s).ceil().max(1.0) as u64 } else { group };
+        let first = group.min(reaching(slowest));
+        return Ok(first.min(reaching(steps(first)?.1)));
+    }
+    let fitting = |step_s: f64| if step_s > 0.0 { (until_s / step_s).floor().max(0.0) as u64 } else { group };
+    let first = group.min(fitting(slowest));
+    if first <= 1 {
+        return Ok(1);
+    }
+    Ok(first.min(fitting(steps(first)?.1)).max(1))
 }
 
 /// What simulations of one load give over several draws of the steps' variation, the same
@@ -1424,6 +1480,46 @@ mod tests {
         assert!((outcome.ttft_p99_s - 0.25).abs() < 1e-9, "{outcome:?}");
         assert!((outcome.tpot_p99_s - 0.01).abs() < 1e-9, "{outcome:?}");
         assert!((outcome.joules_per_output_token.unwrap() - 100.0 * (0.25 + 63.0 * 0.01) / 64.0).abs() < 1e-9);
+    }
+
+    /// A request arriving while another decodes alone waits for the step in flight, then its
+    /// prefill, however long the other has left and however its steps vary: the loop admits it
+    /// as that step ends. A group planned at the steps' median pace ran past the arrival by its
+    /// drawn excess (here about a tenth of up to 20 s of steps).
+    #[test]
+    fn an_arrival_waits_for_the_step_in_flight_not_for_a_group_of_steps() {
+        let prefill = flat(0.05, 8);
+        let spread = Spread::new(0.95, 1.3, 1.6, 2.0).unwrap();
+        assert!(spread.mean > 1.05, "{spread:?}");
+        let point = |batch| TablePoint { batch, len: 1, step_s: 0.01, power_w: None, spread: Some(spread) };
+        let independent = StepTable::new(&[point(1), point(8)]);
+        let persistent = independent.clone().with_persistence(Some(Persistence { share: 0.5, time_s: 0.5 }));
+        let replayed = independent.clone().replayed(Replay::new([(0.0, 1.0), (100.0, 1.4), (2000.0, 0.9)]));
+        let lengths = vec![Lengths { isl: 16, osl: 2000 }; 300];
+        for decode in [&independent, &persistent, &replayed] {
+            let setup = setup(&prefill, decode, &lengths, 8);
+            // One request every 40 s on average, each 20 s of steps or more: about half arrive
+            // while another decodes.
+            let outcome = simulate(&setup, 0.025).unwrap();
+            // Its prefill, and at most the slowest step (2 × 10 ms; the replay's 1.4 × 10 ms).
+            assert!(outcome.ttft_p99_s <= 0.05 + 0.02 + 1e-9, "{outcome:?}");
+            assert!(outcome.ttft_p99_s > 0.05, "some arrivals find a step in flight: {outcome:?}");
+        }
+        // The group: the steps that end before the arrival at the slowest, else the one in
+        // flight; steps of exactly one time, up to the one in flight.
+        let at = |fastest: f64, slowest: f64| move |_: u64| Ok::<(f64, f64), SimError>((fastest, slowest));
+        assert_eq!(arrival_group(1000, 1.0, at(0.01, 0.02)), Ok(50));
+        assert_eq!(arrival_group(30, 1.0, at(0.01, 0.02)), Ok(30));
+        assert_eq!(arrival_group(1000, 0.015, at(0.01, 0.02)), Ok(1));
+        assert_eq!(arrival_group(1000, 1.005, at(0.01, 0.01)), Ok(101));
+        assert_eq!(arrival_group(1000, 0.001, at(0.01, 0.01)), Ok(1));
+        // Sized again at the shape the group is charged at (longer contexts, slower steps).
+        let growing = |g: u64| {
+            let step_s = 0.01 + 1e-4 * g as f64;
+            Ok((step_s / 2.0, step_s))
+        };
+        assert_eq!(arrival_group(1000, 1.0, growing), Ok(50));
+        assert_eq!(arrival_group(1000, 1.0, |g| Ok((0.01 + 1e-4 * g as f64, 0.01 + 1e-4 * g as f64))), Ok(50));
     }
 
     #[test]
